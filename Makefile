@@ -1,0 +1,55 @@
+# prun — see README.md. `make demo` and `make test` are the two entry points;
+# both install the Debian packages prun needs when they are missing.
+
+GO       ?= go
+BIN      := bin/prun
+DEB_PKGS := libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev mpich libmpich-dev hwloc libhwloc-dev gcc pkg-config
+EXAMPLES := bin/examples
+
+.PHONY: all deps build demo test bench fuzz vet clean
+
+all: build
+
+# Install the packages only when something is missing, so that a warm machine
+# pays nothing and a fresh one needs no other step.
+deps:
+	@if ! pkg-config --exists pmix 2>/dev/null || ! command -v mpicc.openmpi >/dev/null || \
+	    ! command -v mpicc.mpich >/dev/null || ! command -v mpiexec.hydra >/dev/null || \
+	    ! command -v hwloc-ls >/dev/null || ! command -v gcc >/dev/null; then \
+		echo "== installing Debian packages: $(DEB_PKGS)"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(DEB_PKGS) >/dev/null; \
+	fi
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/prun
+
+$(EXAMPLES)/hello: testdata/hello.c | deps
+	@mkdir -p $(EXAMPLES)
+	mpicc.openmpi -O2 -o $@ $<
+
+$(EXAMPLES)/hello2: testdata/hello2.c | deps
+	@mkdir -p $(EXAMPLES)
+	mpicc.openmpi -O2 -o $@ $<
+
+demo: build $(EXAMPLES)/hello $(EXAMPLES)/hello2
+	@echo "== bin/prun -n 4 ./hello : -n 2 ./hello2"
+	cd $(EXAMPLES) && ../../$(BIN) -n 4 ./hello : -n 2 ./hello2
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+test: deps vet
+	$(GO) test -count=1 -timeout 60m ./...
+
+# Short fuzzing of every parser; the corpora live in testdata/fuzz.
+fuzz: deps
+	$(GO) test ./cli -run '^$$' -fuzz FuzzParse -fuzztime 30s
+
+bench: build
+	$(GO) run ./bench/launch
+
+clean:
+	rm -rf bin

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fatih/color"
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"prun/jobspec"
+)
+
+// Version is prun's version.
+const Version = "0.1.0"
+
+const long = `prun starts a parallel job: one process per rank, on this node, with a PMIx
+server hosted for them, so that Open MPI programs run unchanged.
+
+  prun [options] -n N PROGRAM [ARGS...] [: -n M PROGRAM2 [ARGS...] ...]
+
+Application contexts are separated by a lone ':'; ranks continue across them
+(prun -n 4 ./a : -n 2 ./b gives ./a ranks 0-3 and ./b ranks 4-5). Options
+after a program's name belong to that program. -n, -x and --wdir apply to the
+context they appear in; every other option goes before the first program.
+Without -n, prun starts one process per slot (core).
+
+Exit status:
+  0        every rank exited 0
+  N        the first rank to fail exited with N, or called MPI_Abort/PMIx_Abort(N)
+  128+S    the first rank to fail was killed by signal S
+  1        a rank exited 0 without calling finalize after initialising, or prun failed
+  2        bad command line
+  124      --timeout expired
+  130/143  prun was interrupted by SIGINT/SIGTERM (forwarded to the ranks)`
+
+// Command builds the cobra command; run executes a parsed job and returns
+// the exit status.
+func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "prun [options] -n N PROGRAM [ARGS...] [: -n M PROGRAM2 ...]",
+		Short: "run parallel (MPI) programs",
+		Long:  long,
+		// prun parses its own flags: MPMD contexts and mpirun's single-dash
+		// spellings do not fit a flat flag set.
+		DisableFlagParsing: true,
+		SilenceErrors:      true,
+		SilenceUsage:       true,
+		Args:               cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := Parse(args, OSEnv)
+			if err != nil {
+				return err
+			}
+			switch {
+			case req.Help:
+				return cmd.Help()
+			case req.Version:
+				fmt.Fprintf(cmd.OutOrStdout(), "prun %s\n", Version)
+				return nil
+			}
+			*exit = run(req.Job)
+			return nil
+		},
+	}
+	cmd.Flags().AddFlagSet(FlagSet())
+	cmd.SetHelpTemplate(`{{.Long}}
+
+Options:
+{{.Flags.FlagUsages}}`)
+	return cmd
+}
+
+// Main runs prun with os.Args and returns the exit status.
+func Main(run func(*jobspec.Job) int) int {
+	exit := 0
+	cmd := Command(run, &exit)
+	cmd.SetArgs(os.Args[1:])
+	if err := cmd.Execute(); err != nil {
+		PrintError(os.Stderr, err)
+		var ue *UsageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return exit
+}
+
+// PrintError prints one "prun: ..." line, red on a terminal unless NO_COLOR.
+func PrintError(w io.Writer, err error) {
+	msg := "prun: " + err.Error()
+	if f, ok := w.(*os.File); ok && os.Getenv("NO_COLOR") == "" && isatty.IsTerminal(f.Fd()) {
+		c := color.New(color.FgRed, color.Bold)
+		c.EnableColor()
+		msg = c.Sprint(msg)
+	}
+	fmt.Fprintln(w, msg)
+}

@@ -1,0 +1,393 @@
+// Package cli turns a prun command line into a jobspec.Job. It owns the flag
+// vocabulary (global and per-context flags, mpirun's single-dash spellings)
+// and the MPMD grammar `ctx : ctx : ...`; it starts nothing.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"prun/jobspec"
+)
+
+// UsageError is bad input on the command line: prun prints it and exits 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
+
+// Request is what a command line asks prun to do.
+type Request struct {
+	Job     *jobspec.Job
+	Help    bool // -h/--help: print usage, run nothing
+	Version bool // --version
+}
+
+// Env is how the parser sees the launcher's environment; tests substitute it.
+type Env struct {
+	LookupEnv func(string) (string, bool)
+	Getwd     func() (string, error)
+	LookPath  func(string) (string, error)
+}
+
+// OSEnv is the real process environment.
+var OSEnv = Env{LookupEnv: os.LookupEnv, Getwd: os.Getwd, LookPath: exec.LookPath}
+
+// globalOpts are flags that apply to the whole job.
+type globalOpts struct {
+	tagOutput   bool
+	timeout     string
+	version     bool
+	help        bool
+	allowAsRoot bool
+}
+
+// contextOpts are flags that apply to one application context.
+type contextOpts struct {
+	np    int
+	npSet bool
+	env   []string
+	wdir  string
+}
+
+func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
+	fs.BoolVar(&g.tagOutput, "tag-output", false, "prefix every output line with [app,rank]<stream>:")
+	fs.StringVar(&g.timeout, "timeout", "", "kill the job after `SECONDS` (also MPIEXEC_TIMEOUT)")
+	fs.BoolVar(&g.version, "version", false, "print the version and exit")
+	fs.BoolVarP(&g.help, "help", "h", false, "show this help")
+	fs.BoolVar(&g.allowAsRoot, "allow-run-as-root", false, "accepted for mpirun compatibility; prun runs as root without it")
+}
+
+func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
+	fs.IntVarP(&c.np, "np", "n", 0, "number of processes of this application (default: one per slot)")
+	fs.StringArrayVarP(&c.env, "x", "x", nil, "export `VAR` or VAR=value to the processes (repeatable)")
+	fs.StringVar(&c.wdir, "wdir", "", "working `DIR` of the processes")
+	fs.StringVar(&c.wdir, "wd", "", "same as --wdir")
+	_ = fs.MarkHidden("wd")
+}
+
+// FlagSet returns every flag prun knows, for help output and completion.
+func FlagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("prun", pflag.ContinueOnError)
+	addGlobalFlags(fs, &globalOpts{})
+	addContextFlags(fs, &contextOpts{})
+	return fs
+}
+
+func newFlagSet(g *globalOpts, c *contextOpts) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("prun", pflag.ContinueOnError)
+	fs.SetInterspersed(false) // flags after the program belong to the program
+	fs.Usage = func() {}
+	fs.SetOutput(discard{})
+	if g != nil {
+		addGlobalFlags(fs, g)
+	}
+	addContextFlags(fs, c)
+	return fs
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// Parse reads a command line (without argv[0]).
+func Parse(args []string, env Env) (*Request, error) {
+	segs := splitContexts(args)
+	var g globalOpts
+	job := &jobspec.Job{CmdLine: "prun " + jobspec.ArgvString(args)}
+	for i, seg := range segs {
+		var c contextOpts
+		var fs *pflag.FlagSet
+		if i == 0 {
+			fs = newFlagSet(&g, &c)
+		} else {
+			fs = newFlagSet(nil, &c)
+		}
+		rest, err := parseFlags(fs, seg, i > 0)
+		if err != nil {
+			return nil, err
+		}
+		c.npSet = fs.Changed("np")
+		if i == 0 && (g.help || g.version) {
+			return &Request{Help: g.help, Version: g.version && !g.help}, nil
+		}
+		app, err := buildApp(i, len(segs), rest, &c, env)
+		if err != nil {
+			return nil, err
+		}
+		job.Apps = append(job.Apps, app)
+	}
+	job.TagOutput = g.tagOutput
+	envTimeout, _ := env.LookupEnv("MPIEXEC_TIMEOUT")
+	t, err := parseTimeout(g.timeout, envTimeout)
+	if err != nil {
+		return nil, err
+	}
+	job.Timeout = t
+	return &Request{Job: job}, nil
+}
+
+// splitContexts cuts the command line at every lone ":".
+func splitContexts(args []string) [][]string {
+	segs := [][]string{{}}
+	for _, a := range args {
+		if a == ":" {
+			segs = append(segs, []string{})
+			continue
+		}
+		segs[len(segs)-1] = append(segs[len(segs)-1], a)
+	}
+	return segs
+}
+
+// parseFlags parses the flags at the front of one context and returns the
+// program and its arguments.
+func parseFlags(fs *pflag.FlagSet, seg []string, later bool) ([]string, error) {
+	seg = normalize(fs, seg)
+	if err := fs.Parse(seg); err != nil {
+		return nil, flagError(fs, err, later)
+	}
+	return fs.Args(), nil
+}
+
+// normalize rewrites mpirun's single-dash long options (-np 4, -wdir d,
+// -tag-output) to pflag's double-dash form, but only in the flag region
+// before the program: the program's own arguments are never touched.
+func normalize(fs *pflag.FlagSet, seg []string) []string {
+	out := make([]string, 0, len(seg))
+	for i := 0; i < len(seg); i++ {
+		t := seg[i]
+		if t == "--" || !strings.HasPrefix(t, "-") || t == "-" {
+			return append(out, seg[i:]...)
+		}
+		name, hasVal := t, false
+		if j := strings.IndexByte(t, '='); j >= 0 {
+			name, hasVal = t[:j], true
+		}
+		long := strings.HasPrefix(name, "--")
+		bare := strings.TrimLeft(name, "-")
+		if !long && len(bare) > 1 && fs.Lookup(bare) != nil {
+			t = "-" + t
+			long = true
+		}
+		out = append(out, t)
+		// Skip over a separate value so that it is not mistaken for a flag.
+		var f *pflag.Flag
+		if long {
+			f = fs.Lookup(bare)
+		} else if len(bare) == 1 {
+			f = fs.ShorthandLookup(bare)
+		}
+		if f != nil && !hasVal && f.NoOptDefVal == "" && i+1 < len(seg) {
+			i++
+			out = append(out, seg[i])
+		}
+	}
+	return out
+}
+
+func flagError(fs *pflag.FlagSet, err error, later bool) error {
+	msg := err.Error()
+	const unknown = "unknown flag: "
+	const unknownShort = "unknown shorthand flag: "
+	switch {
+	case strings.HasPrefix(msg, unknown):
+		name := strings.TrimPrefix(msg, unknown)
+		if later && FlagSet().Lookup(strings.TrimLeft(name, "-")) != nil {
+			return usagef("%s is a global option: give it before the first program", name)
+		}
+		if s := suggest(strings.TrimLeft(name, "-")); s != "" {
+			return usagef("unknown flag %s (did you mean --%s?)", name, s)
+		}
+		return usagef("unknown flag %s", name)
+	case strings.HasPrefix(msg, unknownShort):
+		return usagef("unknown flag %s", strings.TrimPrefix(msg, unknownShort))
+	}
+	return usagef("%s", msg)
+}
+
+// suggest names the known flag closest to a misspelt one, as cobra does for
+// subcommands.
+func suggest(name string) string {
+	best, bestD := "", 3
+	FlagSet().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		d := levenshtein(name, f.Name)
+		if d < bestD || (strings.HasPrefix(f.Name, name) && len(name) >= 3 && bestD > 0) {
+			best, bestD = f.Name, d
+			if strings.HasPrefix(f.Name, name) {
+				bestD = 0
+			}
+		}
+	})
+	return best
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, error) {
+	where := ""
+	if n > 1 {
+		where = fmt.Sprintf(" in application context %d", i+1)
+	}
+	if len(rest) == 0 {
+		switch {
+		case n == 1:
+			return jobspec.App{}, usagef("no program given (usage: prun [options] -n N PROGRAM [ARGS] [: -n M PROGRAM2 ...])")
+		case i == n-1:
+			return jobspec.App{}, usagef("stray ':' at the end of the command line: no program follows it")
+		default:
+			return jobspec.App{}, usagef("no program%s (a stray ':'?)", where)
+		}
+	}
+	if c.np < 0 {
+		return jobspec.App{}, usagef("-n %d%s: the number of processes cannot be negative", c.np, where)
+	}
+	if c.np == 0 && c.npSet {
+		return jobspec.App{}, usagef("-n 0%s: at least one process is needed", where)
+	}
+	app := jobspec.App{Argv: rest, NP: c.np, Wdir: c.wdir}
+	for _, x := range c.env {
+		kv, err := exportVar(x, env)
+		if err != nil {
+			return app, err
+		}
+		app.Env = append(app.Env, kv)
+	}
+	cwd, err := env.Getwd()
+	if err != nil {
+		return app, usagef("cannot determine the working directory: %v", err)
+	}
+	if app.Wdir == "" {
+		app.Wdir = cwd
+	} else {
+		if !filepath.IsAbs(app.Wdir) {
+			app.Wdir = filepath.Join(cwd, app.Wdir)
+		}
+		if st, err := os.Stat(app.Wdir); err != nil || !st.IsDir() {
+			return app, usagef("--wdir %s%s: not a directory", c.wdir, where)
+		}
+	}
+	exe, err := resolveProgram(rest[0], app.Wdir, env)
+	if err != nil {
+		return app, err
+	}
+	app.Exe = exe
+	return app, nil
+}
+
+func exportVar(x string, env Env) (string, error) {
+	if x == "" {
+		return "", usagef("-x needs a variable name")
+	}
+	name, val, ok := strings.Cut(x, "=")
+	if !validEnvName(name) {
+		return "", usagef("-x %s: %q is not a valid environment variable name", x, name)
+	}
+	if ok {
+		return name + "=" + val, nil
+	}
+	v, set := env.LookupEnv(name)
+	if !set {
+		return "", usagef("-x %s: %s is not set in prun's environment", x, name)
+	}
+	return name + "=" + v, nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r == '_' || (r >= 'A' && r <= 'Z') || (r >= 'a' && r <= 'z') || (i > 0 && r >= '0' && r <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// resolveProgram finds the program as the shell would: a name with a slash
+// is a path (relative to the working directory of the ranks), a bare name is
+// looked up in PATH.
+func resolveProgram(prog, wdir string, env Env) (string, error) {
+	var path string
+	if strings.Contains(prog, "/") {
+		path = prog
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(wdir, path)
+		}
+	} else {
+		p, err := env.LookPath(prog)
+		if err != nil {
+			if errors.Is(err, exec.ErrNotFound) {
+				return "", usagef("%s: command not found in PATH", prog)
+			}
+			return "", usagef("%s: %v", prog, err)
+		}
+		path = p
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(wdir, path)
+		}
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil && os.IsNotExist(err):
+		return "", usagef("%s: no such file", prog)
+	case err != nil:
+		return "", usagef("%s: %v", prog, err)
+	case st.IsDir():
+		return "", usagef("%s: is a directory, not a program", prog)
+	case st.Mode()&0o111 == 0 || unix.Access(path, unix.X_OK) != nil:
+		return "", usagef("%s: not executable", prog)
+	}
+	return path, nil
+}
+
+func parseTimeout(flag, env string) (time.Duration, error) {
+	src, v := "--timeout", flag
+	if v == "" {
+		src, v = "MPIEXEC_TIMEOUT", env
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n <= 0 || n > 1e7 {
+		if d, derr := time.ParseDuration(v); derr == nil && d > 0 {
+			return d, nil
+		}
+		return 0, usagef("%s %s: want a positive number of seconds", src, v)
+	}
+	return time.Duration(n * float64(time.Second)), nil
+}

@@ -1,0 +1,163 @@
+// Package daemon is prun's node daemon: one Daemon per node hosts the PMIx
+// server for every process prun starts there, and one shell per job per
+// node (in the spirit of Flux's job shell) starts that job's local ranks,
+// forwards their output, signals them and reports their fate upstream.
+//
+// The daemon never decides a job's outcome. It reports events to its
+// Upstream (the launcher, in-process for the local node) and obeys the
+// launcher's commands (Launch, Signal, ServeDirectModex, DeliverEvent, Close).
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+
+	"prun/iof"
+	"prun/names"
+	"prun/pmixsrv"
+	"prun/sessiondir"
+)
+
+// EventKind says what happened to a process.
+type EventKind int
+
+const (
+	ProcStarted  EventKind = iota
+	ProcExited             // Status holds the exit code, or Signal the killing signal
+	ProcAborted            // the process called PMIx_Abort (MPI_Abort): Status, Msg
+	LaunchFailed           // the process could not be started: Msg
+	NodeJobDone            // every local rank of the job exited and its output is drained
+	LogMessage             // PMIx_Log: Msg
+)
+
+// Event is a report from a daemon to the launcher.
+type Event struct {
+	Kind      EventKind
+	Nspace    string
+	Rank      int
+	Node      string
+	Pid       int
+	Status    int
+	Signal    syscall.Signal
+	Connected bool // the process had called PMIx_Init
+	Finalized bool // ... and PMIx_Finalize
+	Msg       string
+}
+
+// Upstream is the daemon's link to the launcher. Every method must return
+// promptly: they are called from the PMIx library's thread.
+type Upstream interface {
+	iof.Sink
+	Event(Event)
+	// Fence contributes this node's data to a fence among procs; done gets
+	// the data of all participating nodes.
+	Fence(node string, procs []pmixsrv.Proc, info []pmixsrv.Info, data []byte, done func([]byte, error))
+	// DirectModex fetches the posted data of a process on another node.
+	DirectModex(node string, target pmixsrv.Proc, done func([]byte, error))
+	// NotifyEvent passes a client's event to the other nodes.
+	NotifyEvent(node string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info)
+	// JobControl signals targets wherever they run (sig 0 = kill).
+	JobControl(requestor pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error))
+	Names() *names.Service
+	Namespaces() []string
+	ProcTable(nspace string) ([]pmixsrv.ProcInfo, error)
+}
+
+// Config sets up a daemon.
+type Config struct {
+	Name    string          // the node's name as the user gave it
+	Session *sessiondir.Dir // this node's session directory
+	BaseEnv []string        // environment the ranks inherit
+	Stdin   io.Reader       // the launcher's stdin (nil: none)
+}
+
+// Daemon hosts the PMIx server of one node.
+type Daemon struct {
+	cfg Config
+	up  Upstream
+	srv *pmixsrv.Server
+
+	mu     sync.Mutex
+	shells map[string]*shell
+	events map[pmixsrv.Status]int // event codes local clients registered for
+}
+
+// New starts the node's PMIx server.
+func New(cfg Config, up Upstream) (*Daemon, error) {
+	d := &Daemon{cfg: cfg, up: up, shells: map[string]*shell{}, events: map[pmixsrv.Status]int{}}
+	srv, err := pmixsrv.Init(pmixsrv.Config{
+		TmpDir:      cfg.Session.Top,
+		Nspace:      fmt.Sprintf("prun-%s-%d", cfg.Name, os.Getpid()),
+		Hostname:    cfg.Name,
+		ToolSupport: true,
+	}, host{d})
+	if err != nil {
+		return nil, err
+	}
+	d.srv = srv
+	return d, nil
+}
+
+// Launch registers a job with the PMIx server and starts its local ranks.
+// Ranks that cannot start are reported as LaunchFailed events.
+func (d *Daemon) Launch(p *Plan) error {
+	self := -1
+	for i, n := range p.Map.Nodes {
+		if n.Name == d.cfg.Name {
+			self = i
+		}
+	}
+	sh := newShell(d, p, self)
+	d.mu.Lock()
+	if _, dup := d.shells[p.Nspace]; dup {
+		d.mu.Unlock()
+		return fmt.Errorf("namespace %s launched twice on %s", p.Nspace, d.cfg.Name)
+	}
+	d.shells[p.Nspace] = sh
+	d.mu.Unlock()
+	return sh.launch()
+}
+
+// Signal sends sig to ranks of a job on this node (all when ranks is nil).
+func (d *Daemon) Signal(nspace string, ranks []int, sig syscall.Signal) {
+	if sh := d.shell(nspace); sh != nil {
+		sh.signal(ranks, sig)
+	}
+}
+
+// ServeDirectModex answers another node's request for a local process's data.
+func (d *Daemon) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
+	d.srv.DmodexRequest(target, done)
+}
+
+// DeliverEvent notifies local clients of an event raised elsewhere.
+func (d *Daemon) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
+	return d.srv.Notify(code, source, rng, info)
+}
+
+// Close kills whatever still runs, deregisters every job and stops the PMIx
+// server. It returns once every local process has been reaped.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	shells := make([]*shell, 0, len(d.shells))
+	for _, sh := range d.shells {
+		shells = append(shells, sh)
+	}
+	d.mu.Unlock()
+	sort.Slice(shells, func(i, j int) bool { return shells[i].plan.Nspace < shells[j].plan.Nspace })
+	for _, sh := range shells {
+		sh.close()
+		d.srv.DeregisterNspace(sh.plan.Nspace)
+	}
+	return d.srv.Finalize()
+}
+
+func (d *Daemon) shell(nspace string) *shell {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.shells[nspace]
+}

@@ -1,0 +1,227 @@
+package daemon
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"prun/names"
+	"prun/pmixsrv"
+)
+
+// host is the daemon's implementation of the PMIx server module. Local
+// bookkeeping happens here; anything that spans nodes goes upstream.
+type host struct{ d *Daemon }
+
+func (h host) rankState(p pmixsrv.Proc, f func(*rankState)) {
+	if sh := h.d.shell(p.Nspace); sh != nil {
+		sh.setState(int(p.Rank), f)
+	}
+}
+
+func (h host) ClientConnected(p pmixsrv.Proc) error {
+	h.rankState(p, func(st *rankState) { st.connected = true })
+	return nil
+}
+
+func (h host) ClientFinalized(p pmixsrv.Proc) error {
+	h.rankState(p, func(st *rankState) { st.finalized = true })
+	return nil
+}
+
+func (h host) Abort(p pmixsrv.Proc, status int, msg string, targets []pmixsrv.Proc, done func(error)) error {
+	// The launcher ends the whole job whatever the targets: an MPI_Abort on
+	// a sub-communicator cannot leave the rest of the job in a usable state.
+	h.d.up.Event(Event{Kind: ProcAborted, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
+		Status: status, Msg: strings.TrimSpace(msg)})
+	done(nil)
+	return nil
+}
+
+func (h host) Fence(procs []pmixsrv.Proc, info []pmixsrv.Info, data []byte, done func([]byte, error)) error {
+	h.d.up.Fence(h.d.cfg.Name, procs, info, data, done)
+	return nil
+}
+
+func (h host) DirectModex(p pmixsrv.Proc, info []pmixsrv.Info, done func([]byte, error)) error {
+	h.d.up.DirectModex(h.d.cfg.Name, p, done)
+	return nil
+}
+
+// publisher names the owner of published data in the name service.
+func publisher(p pmixsrv.Proc) string { return p.Nspace + ":" + strconv.FormatUint(uint64(p.Rank), 10) }
+
+func parsePublisher(s string) pmixsrv.Proc {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return pmixsrv.Proc{Nspace: s, Rank: pmixsrv.RankUndef}
+	}
+	r, err := strconv.ParseUint(s[i+1:], 10, 32)
+	if err != nil {
+		return pmixsrv.Proc{Nspace: s[:i], Rank: pmixsrv.RankUndef}
+	}
+	return pmixsrv.Proc{Nspace: s[:i], Rank: pmixsrv.Rank(r)}
+}
+
+// isDirective tells directives ("pmix." keys, which clients may not publish)
+// from the data of a publish request.
+func isDirective(key string) bool { return strings.HasPrefix(key, "pmix.") }
+
+func (h host) Publish(p pmixsrv.Proc, info []pmixsrv.Info, done func(error)) error {
+	var entries []names.Entry
+	for _, in := range info {
+		if !isDirective(in.Key) {
+			entries = append(entries, names.Entry{Key: in.Key, Value: in.Value, Publisher: publisher(p)})
+		}
+	}
+	if len(entries) == 0 {
+		return pmixsrv.ErrBadParam
+	}
+	err := h.d.up.Names().Publish(entries)
+	if errors.Is(err, names.ErrDuplicate) {
+		err = pmixsrv.ErrDuplicateKey
+	}
+	done(err)
+	return nil
+}
+
+func (h host) Lookup(p pmixsrv.Proc, keys []string, info []pmixsrv.Info, done func([]pmixsrv.PData, error)) error {
+	_, wait := pmixsrv.Lookup(info, pmixsrv.KeyWait)
+	var timeout time.Duration
+	if v, ok := pmixsrv.Lookup(info, pmixsrv.KeyTimeout); ok {
+		if n, ok := v.(int); ok && n > 0 {
+			timeout = time.Duration(n) * time.Second
+		}
+	}
+	h.d.up.Names().Lookup(keys, wait, timeout, func(found []names.Entry, err error) {
+		switch {
+		case errors.Is(err, names.ErrTimeout):
+			err = pmixsrv.ErrTimeout
+		case err != nil:
+			err = pmixsrv.ErrNotFound
+		}
+		out := make([]pmixsrv.PData, len(found))
+		for i, e := range found {
+			out[i] = pmixsrv.PData{Publisher: parsePublisher(e.Publisher), Key: e.Key, Value: e.Value}
+		}
+		done(out, err)
+	})
+	return nil
+}
+
+func (h host) Unpublish(p pmixsrv.Proc, keys []string, info []pmixsrv.Info, done func(error)) error {
+	if err := h.d.up.Names().Unpublish(publisher(p), keys); err != nil {
+		done(pmixsrv.ErrNotFound)
+		return nil
+	}
+	done(nil)
+	return nil
+}
+
+func (h host) RegisterEvents(codes []pmixsrv.Status, info []pmixsrv.Info) error {
+	h.d.mu.Lock()
+	defer h.d.mu.Unlock()
+	for _, c := range codes {
+		h.d.events[c]++
+	}
+	return nil
+}
+
+func (h host) DeregisterEvents(codes []pmixsrv.Status) error {
+	h.d.mu.Lock()
+	defer h.d.mu.Unlock()
+	for _, c := range codes {
+		if h.d.events[c]--; h.d.events[c] <= 0 {
+			delete(h.d.events, c)
+		}
+	}
+	return nil
+}
+
+func (h host) NotifyEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
+	// The library already delivered it to this node's clients.
+	h.d.up.NotifyEvent(h.d.cfg.Name, code, source, rng, info)
+	return nil
+}
+
+func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv.Info, error)) error {
+	var out []pmixsrv.Info
+	for _, q := range queries {
+		nspace := p.Nspace
+		if v, ok := pmixsrv.Lookup(q.Qualifiers, pmixsrv.KeyNspace); ok {
+			if s, ok := v.(string); ok && s != "" {
+				nspace = s
+			}
+		}
+		for _, k := range q.Keys {
+			switch k {
+			case pmixsrv.KeyQueryNamespaces:
+				out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(h.d.up.Namespaces(), ",")})
+			case pmixsrv.KeyQueryProcTable, pmixsrv.KeyQueryLocalProcTable:
+				table, err := h.d.up.ProcTable(nspace)
+				if err != nil {
+					continue
+				}
+				if k == pmixsrv.KeyQueryLocalProcTable {
+					local := table[:0:0]
+					for _, pi := range table {
+						if pi.Host == h.d.cfg.Name {
+							local = append(local, pi)
+						}
+					}
+					table = local
+				}
+				out = append(out, pmixsrv.Info{Key: k, Value: table})
+			}
+		}
+	}
+	if len(out) == 0 {
+		return pmixsrv.ErrNotFound
+	}
+	done(out, nil)
+	return nil
+}
+
+func (h host) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, dirs []pmixsrv.Info, done func(error)) error {
+	sig := syscall.Signal(-1)
+	for _, in := range dirs {
+		switch in.Key {
+		case pmixsrv.KeyJobCtrlKill, pmixsrv.KeyJobCtrlTerminate:
+			if b, ok := in.Value.(bool); ok && b {
+				sig = syscall.SIGKILL
+			}
+		case pmixsrv.KeyJobCtrlSignal:
+			if n, ok := in.Value.(int); ok && n > 0 {
+				sig = syscall.Signal(n)
+			}
+		}
+	}
+	if sig < 0 {
+		return pmixsrv.ErrNotSupported
+	}
+	if len(targets) == 0 {
+		targets = []pmixsrv.Proc{{Nspace: req.Nspace, Rank: pmixsrv.RankWildcard}}
+	}
+	h.d.up.JobControl(req, targets, sig, done)
+	return nil
+}
+
+func (h host) Log(p pmixsrv.Proc, data, directives []pmixsrv.Info) error {
+	logged := false
+	for _, in := range data {
+		switch in.Key {
+		case pmixsrv.KeyLogStderr, pmixsrv.KeyLogStdout, pmixsrv.KeyLogMsg:
+			if s, ok := in.Value.(string); ok {
+				h.d.up.Event(Event{Kind: LogMessage, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
+					Msg: strings.TrimRight(s, "\n")})
+				logged = true
+			}
+		}
+	}
+	if !logged {
+		return pmixsrv.ErrNotSupported
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"strconv"
+	"strings"
+
+	"prun/jobspec"
+	"prun/pmixsrv"
+	"prun/sessiondir"
+)
+
+// Version is prun's version, reported as PMIX_RM_VERSION.
+var Version = "0.1.0"
+
+// nspaceInfo builds the info array for PMIx_server_register_nspace: every
+// reserved key of the reserved-keys chapter that prun can know, grouped by
+// realm — session and job keys at the top level, one PMIX_APP_INFO_ARRAY per
+// app, one PMIX_NODE_INFO_ARRAY per node and one PMIX_PROC_INFO_ARRAY per
+// process. self is the node this daemon runs on.
+func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
+	m := p.Map
+	type I = pmixsrv.Info
+	nodeNames := make([]string, len(m.Nodes))
+	perNode := make([]string, len(m.Nodes))
+	for i, n := range m.Nodes {
+		nodeNames[i] = n.Name
+		perNode[i] = joinInts(n.Procs)
+	}
+	nodeList := strings.Join(nodeNames, ",")
+	nprocs := len(m.Procs)
+	info := []I{
+		// session realm
+		kv(pmixsrv.KeySessionID, uint32(0)),
+		kv(pmixsrv.KeyUnivSize, uint32(p.UnivSize)),
+		kv(pmixsrv.KeyTmpDir, sess.Top),
+		kv(pmixsrv.KeyTdirRmclean, true),
+		kv(pmixsrv.KeyRMName, "prun"),
+		kv(pmixsrv.KeyRMVersion, Version),
+		kv(pmixsrv.KeyHostnameKeepFqdn, true),
+		// job realm
+		kv(pmixsrv.KeyJobID, p.JobID),
+		kv(pmixsrv.KeyJobSize, uint32(nprocs)),
+		kv(pmixsrv.KeyJobNumApps, uint32(len(m.Apps))),
+		kv(pmixsrv.KeyMaxProcs, uint32(p.UnivSize)),
+		kv(pmixsrv.KeyNumSlots, uint32(m.Slots)),
+		kv(pmixsrv.KeyNumNodes, uint32(len(m.Nodes))),
+		kv(pmixsrv.KeyNodeList, nodeList),
+		kv(pmixsrv.KeyAllocatedNodelist, nodeList),
+		kv(pmixsrv.KeyNumAllocatedNodes, uint32(len(m.Nodes))),
+		kv(pmixsrv.KeyNodeMap, pmixsrv.NodeMap(nodeList)),
+		kv(pmixsrv.KeyNodeMapRaw, nodeList),
+		kv(pmixsrv.KeyProcMap, pmixsrv.ProcMap(strings.Join(perNode, ";"))),
+		kv(pmixsrv.KeyProcMapRaw, strings.Join(perNode, ";")),
+		kv(pmixsrv.KeyANLMap, ANLMap(p)),
+		kv(pmixsrv.KeyCmdLine, p.Job.CmdLine),
+		kv(pmixsrv.KeyNSDir, sess.NSDir(p.Nspace)),
+		kv(pmixsrv.KeyNprocOffset, pmixsrv.Rank(0)),
+	}
+	// The local node's peers also at the top level, where Open MPI looks.
+	if self >= 0 && self < len(m.Nodes) {
+		n := m.Nodes[self]
+		info = append(info,
+			kv(pmixsrv.KeyLocalPeers, joinInts(n.Procs)),
+			kv(pmixsrv.KeyLocalSize, uint32(len(n.Procs))),
+			kv(pmixsrv.KeyLocalLdr, pmixsrv.Rank(n.Procs[0])),
+		)
+	}
+	for a, app := range m.Apps {
+		ja := p.Job.Apps[a]
+		appNodes := map[int]bool{}
+		for r := app.Offset; r < app.Offset+app.Size; r++ {
+			appNodes[m.Procs[r].Node] = true
+		}
+		info = append(info, kv(pmixsrv.KeyAppInfoArray, []I{
+			kv(pmixsrv.KeyAppNum, uint32(a)),
+			kv(pmixsrv.KeyAppSize, uint32(app.Size)),
+			kv(pmixsrv.KeyAppLdr, pmixsrv.Rank(app.Offset)),
+			kv(pmixsrv.KeyAppArgv, jobspec.ArgvString(ja.Argv)),
+			kv(pmixsrv.KeyWDir, ja.Wdir),
+			kv(pmixsrv.KeyMaxProcs, uint32(app.Size)),
+			kv(pmixsrv.KeyNumNodes, uint32(len(appNodes))),
+		}))
+	}
+	for i, n := range m.Nodes {
+		info = append(info, kv(pmixsrv.KeyNodeInfoArray, []I{
+			kv(pmixsrv.KeyNodeID, uint32(i)),
+			kv(pmixsrv.KeyHostname, n.Name),
+			kv(pmixsrv.KeyLocalPeers, joinInts(n.Procs)),
+			kv(pmixsrv.KeyLocalSize, uint32(len(n.Procs))),
+			kv(pmixsrv.KeyLocalLdr, pmixsrv.Rank(n.Procs[0])),
+			kv(pmixsrv.KeyNodeSize, uint32(len(n.Procs))),
+			kv(pmixsrv.KeyNodeOversubscribed, m.Oversubscribed(i)),
+		}))
+	}
+	for _, pr := range m.Procs {
+		pi := []I{
+			kv(pmixsrv.KeyRank, pmixsrv.Rank(pr.Rank)),
+			kv(pmixsrv.KeyAppNum, uint32(pr.App)),
+			kv(pmixsrv.KeyAppRank, pmixsrv.Rank(pr.AppRank)),
+			kv(pmixsrv.KeyGlobalRank, pmixsrv.Rank(pr.Rank)),
+			kv(pmixsrv.KeyLocalRank, uint16(pr.LocalRank)),
+			kv(pmixsrv.KeyNodeRank, uint16(pr.NodeRank)),
+			kv(pmixsrv.KeyNodeID, uint32(pr.Node)),
+			kv(pmixsrv.KeyHostname, m.Nodes[pr.Node].Name),
+			kv(pmixsrv.KeyReincarnation, uint32(0)),
+		}
+		if pr.Node == self {
+			pi = append(pi, kv(pmixsrv.KeyProcDir, sess.ProcDir(p.Nspace, pr.Rank)))
+		}
+		info = append(info, kv(pmixsrv.KeyProcInfoArray, pi))
+	}
+	return info
+}
+
+// ANLMap is the job's process map in the PMI-1/PMI-2 "vector" notation:
+// (vector,(first node,nodes,ranks per node),...), runs of nodes that hold
+// consecutive blocks of equal size. A map that is not block-shaped has no
+// such form and yields "".
+func ANLMap(p *Plan) string {
+	m := p.Map
+	var b strings.Builder
+	b.WriteString("(vector")
+	next := 0
+	for i := 0; i < len(m.Nodes); {
+		n := m.Nodes[i]
+		for k, r := range n.Procs {
+			if r != next+k {
+				return ""
+			}
+		}
+		size := len(n.Procs)
+		j := i + 1
+		next += size
+		for j < len(m.Nodes) && len(m.Nodes[j].Procs) == size && m.Nodes[j].Procs[0] == next {
+			ok := true
+			for k, r := range m.Nodes[j].Procs {
+				if r != next+k {
+					ok = false
+				}
+			}
+			if !ok {
+				break
+			}
+			next += size
+			j++
+		}
+		b.WriteString(",(" + strconv.Itoa(i) + "," + strconv.Itoa(j-i) + "," + strconv.Itoa(size) + ")")
+		i = j
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func kv(key string, v any) pmixsrv.Info { return pmixsrv.Info{Key: key, Value: v} }
+
+func joinInts(xs []int) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(x))
+	}
+	return b.String()
+}

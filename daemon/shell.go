@@ -1,0 +1,368 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"prun/iof"
+	"prun/mapper"
+	"prun/pmixsrv"
+)
+
+// outputGrace bounds how long a job's end waits for output after its last
+// rank exited: a daemonised grandchild may hold the pipes open for ever.
+const outputGrace = 2 * time.Second
+
+// shell runs one job's ranks on one node.
+type shell struct {
+	d    *Daemon
+	plan *Plan
+	self int // this node's index in the plan's map, -1 if none
+
+	mu      sync.Mutex
+	ranks   map[int]*rankState
+	running int
+	output  sync.WaitGroup
+	done    chan struct{} // closed when every local rank is reaped and output drained
+	pipes   []*os.File    // read ends, closed if output outlives outputGrace
+}
+
+type rankState struct {
+	proc      mapper.Proc
+	pid       int
+	exe       string
+	connected bool
+	finalized bool
+	exited    bool
+	exitCode  int
+}
+
+func newShell(d *Daemon, p *Plan, self int) *shell {
+	return &shell{d: d, plan: p, self: self, ranks: map[int]*rankState{}, done: make(chan struct{})}
+}
+
+func (sh *shell) nodeName() string { return sh.d.cfg.Name }
+
+// launch registers the namespace and starts every local rank in rank order.
+func (sh *shell) launch() error {
+	p := sh.plan
+	local := p.procsOn(sh.self)
+	if err := sh.d.cfg.Session.MakeProcDirs(p.Nspace, local); err != nil {
+		return err
+	}
+	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self)); err != nil {
+		return err
+	}
+	if len(local) == 0 {
+		close(sh.done)
+		return nil
+	}
+	sh.mu.Lock()
+	sh.running = len(local)
+	for _, r := range local {
+		sh.ranks[r] = &rankState{proc: p.Map.Procs[r], exe: p.Job.Apps[p.Map.Procs[r].App].Exe}
+	}
+	sh.mu.Unlock()
+	for _, r := range local {
+		if err := sh.start(r); err != nil {
+			sh.d.up.Event(Event{Kind: LaunchFailed, Nspace: p.Nspace, Rank: r, Node: sh.nodeName(), Msg: err.Error()})
+			sh.reaped(r, -1, 0)
+		}
+	}
+	return nil
+}
+
+func (sh *shell) start(rank int) error {
+	p := sh.plan
+	pr := p.Map.Procs[rank]
+	app := &p.Job.Apps[pr.App]
+	proc := pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)}
+	if err := sh.d.srv.RegisterClient(proc, os.Getuid(), os.Getgid()); err != nil {
+		return err
+	}
+	pmixEnv, err := sh.d.srv.SetupFork(proc)
+	if err != nil {
+		return err
+	}
+	env := rankEnv(sh.d.cfg.BaseEnv, app.Env, pmixEnv, sh.mpiEnv(pr))
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	var stdin *os.File
+	var stdinW *os.File
+	if rank == p.Stdin && sh.d.cfg.Stdin != nil {
+		stdin, stdinW, err = os.Pipe()
+	} else {
+		stdin, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		for _, f := range []*os.File{outR, outW, errR, errW} {
+			f.Close()
+		}
+		return err
+	}
+	cmd := &exec.Cmd{
+		Path:   app.Exe,
+		Args:   app.Argv,
+		Env:    env,
+		Dir:    app.Wdir,
+		Stdin:  stdin,
+		Stdout: outW,
+		Stderr: errW,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,            // signals reach the rank's own children too
+			Pdeathsig: syscall.SIGKILL, // no rank outlives its daemon, even a SIGKILLed one
+		},
+	}
+	err = startOnSpawnThread(cmd)
+	stdin.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		return fmt.Errorf("%s: %w", app.Argv[0], unwrapExec(err))
+	}
+	src := iof.Source{App: pr.App, Rank: rank}
+	sh.mu.Lock()
+	sh.ranks[rank].pid = cmd.Process.Pid
+	sh.pipes = append(sh.pipes, outR, errR)
+	sh.mu.Unlock()
+	sh.output.Add(2)
+	go func() { defer sh.output.Done(); iof.Forward(outR, sh.d.up, src, iof.Stdout) }()
+	go func() { defer sh.output.Done(); iof.Forward(errR, sh.d.up, src, iof.Stderr) }()
+	if stdinW != nil {
+		go func() {
+			// EOF on our stdin becomes EOF on the rank's; a rank that stops
+			// reading only ends the copy.
+			io.Copy(stdinW, sh.d.cfg.Stdin)
+			stdinW.Close()
+		}()
+	}
+	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: cmd.Process.Pid})
+	go sh.wait(rank, cmd)
+	return nil
+}
+
+func unwrapExec(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+func (sh *shell) wait(rank int, cmd *exec.Cmd) {
+	err := cmd.Wait()
+	code, sig := 0, syscall.Signal(0)
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case ws.Signaled():
+			sig = ws.Signal()
+		case ws.Exited():
+			code = ws.ExitStatus()
+		}
+	} else if err != nil {
+		code = 1
+	}
+	sh.reaped(rank, code, sig)
+}
+
+// reaped records a rank's end, reports it, and finishes the job on this node
+// when it was the last.
+func (sh *shell) reaped(rank, code int, sig syscall.Signal) {
+	p := sh.plan
+	sh.mu.Lock()
+	st := sh.ranks[rank]
+	st.exited = true
+	st.exitCode = code
+	connected, finalized, pid := st.connected, st.finalized, st.pid
+	sh.running--
+	last := sh.running == 0
+	sh.mu.Unlock()
+	if pid != 0 {
+		sh.d.srv.DeregisterClient(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
+		sh.d.up.Event(Event{Kind: ProcExited, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
+			Status: code, Signal: sig, Connected: connected, Finalized: finalized})
+	}
+	if last {
+		go sh.finish()
+	}
+}
+
+func (sh *shell) finish() {
+	drained := make(chan struct{})
+	go func() { sh.output.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(outputGrace):
+		sh.mu.Lock()
+		for _, f := range sh.pipes {
+			f.Close()
+		}
+		sh.mu.Unlock()
+		<-drained
+	}
+	sh.mu.Lock()
+	for _, f := range sh.pipes {
+		f.Close()
+	}
+	sh.pipes = nil
+	sh.mu.Unlock()
+	close(sh.done)
+	sh.d.up.Event(Event{Kind: NodeJobDone, Nspace: sh.plan.Nspace, Node: sh.nodeName()})
+}
+
+// signal sends sig to the process group of each live rank (all when ranks is nil).
+func (sh *shell) signal(ranks []int, sig syscall.Signal) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	send := func(st *rankState) {
+		if st.exited || st.pid == 0 {
+			return
+		}
+		syscall.Kill(-st.pid, sig)
+		syscall.Kill(st.pid, sig) // in case the rank left its process group
+	}
+	if ranks == nil {
+		for _, st := range sh.ranks {
+			send(st)
+		}
+		return
+	}
+	for _, r := range ranks {
+		if st, ok := sh.ranks[r]; ok {
+			send(st)
+		}
+	}
+}
+
+// close kills every live rank and waits until all are reaped.
+func (sh *shell) close() {
+	sh.signal(nil, syscall.SIGKILL)
+	<-sh.done
+}
+
+// setState updates a rank's PMIx connection state.
+func (sh *shell) setState(rank int, f func(*rankState)) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if st, ok := sh.ranks[rank]; ok {
+		f(st)
+	}
+}
+
+// mpiEnv is what MPI libraries and scripts expect beside the PMIx variables.
+func (sh *shell) mpiEnv(pr mapper.Proc) []string {
+	p := sh.plan
+	size := strconv.Itoa(len(p.Map.Procs))
+	lsize := strconv.Itoa(len(p.Map.Nodes[pr.Node].Procs))
+	rank, lrank, nrank := strconv.Itoa(pr.Rank), strconv.Itoa(pr.LocalRank), strconv.Itoa(pr.NodeRank)
+	univ := strconv.Itoa(p.UnivSize)
+	app := strconv.Itoa(pr.App)
+	return []string{
+		"OMPI_COMM_WORLD_RANK=" + rank,
+		"OMPI_COMM_WORLD_SIZE=" + size,
+		"OMPI_COMM_WORLD_LOCAL_RANK=" + lrank,
+		"OMPI_COMM_WORLD_LOCAL_SIZE=" + lsize,
+		"OMPI_COMM_WORLD_NODE_RANK=" + nrank,
+		"OMPI_UNIVERSE_SIZE=" + univ,
+		// Open MPI 4.1 starts as a singleton unless it believes a daemon of
+		// its own launched it; any value will do (see field notes).
+		"OMPI_MCA_orte_local_daemon_uri=" + ompiDaemonURI,
+		"PRUN_RANK=" + rank,
+		"PRUN_SIZE=" + size,
+		"PRUN_LOCAL_RANK=" + lrank,
+		"PRUN_LOCAL_SIZE=" + lsize,
+		"PRUN_NODE_RANK=" + nrank,
+		"PRUN_APPNUM=" + app,
+		"PRUN_UNIVERSE_SIZE=" + univ,
+		"PRUN_NSPACE=" + p.Nspace,
+	}
+}
+
+// inherited reports whether a launcher variable may pass to ranks: variables
+// that describe the launcher's own place in some outer job must not.
+func inherited(kv string) bool {
+	for _, pre := range []string{"PMIX_", "PMI_", "PRUN_", "OMPI_COMM_WORLD_", "OMPI_MCA_orte_", "OMPI_MCA_ess_base_",
+		"OMPI_UNIVERSE_SIZE=", "OMPI_FIRST_RANKS=", "OMPI_APP_CTX_NUM_PROCS=", "OMPI_NUM_APP_CTX=",
+		"MPI_LOCALNRANKS=", "MPI_LOCALRANKID="} {
+		if strings.HasPrefix(kv, pre) {
+			return strings.HasPrefix(kv, "PMIX_MCA_") // user tuning of PMIx stays
+		}
+	}
+	return true
+}
+
+// rankEnv merges the environment layers; later layers win.
+func rankEnv(base, user, pmix, mpi []string) []string {
+	out := make([]string, 0, len(base)+len(user)+len(pmix)+len(mpi))
+	index := make(map[string]int, cap(out))
+	add := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := index[k]; ok {
+			out[i] = kv
+			return
+		}
+		index[k] = len(out)
+		out = append(out, kv)
+	}
+	for _, kv := range base {
+		if inherited(kv) {
+			add(kv)
+		}
+	}
+	for _, layer := range [][]string{pmix, mpi, user} {
+		for _, kv := range layer {
+			add(kv)
+		}
+	}
+	return out
+}
+
+// Processes are started from one locked OS thread: PR_SET_PDEATHSIG fires
+// when the thread that forked a child dies, and Go may retire other threads.
+var spawnReqs = make(chan spawnReq)
+
+type spawnReq struct {
+	cmd   *exec.Cmd
+	reply chan error
+}
+
+func init() {
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+		for r := range spawnReqs {
+			r.reply <- r.cmd.Start()
+		}
+	}()
+}
+
+func startOnSpawnThread(cmd *exec.Cmd) error {
+	reply := make(chan error, 1)
+	spawnReqs <- spawnReq{cmd, reply}
+	return <-reply
+}
+
+// ompiDaemonURI must parse as an ORTE contact URI ("jobid.vpid;tcp://addr:port")
+// or Open MPI 4.1 fails in MPI_Init. Nothing ever connects to it: under a
+// PMIx server Open MPI talks only PMIx.
+const ompiDaemonURI = "0.0;tcp://127.0.0.1:1"

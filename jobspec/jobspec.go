@@ -1,0 +1,49 @@
+// Package jobspec holds what the user asked for: the application contexts of
+// an MPMD command line and the job-wide options. It is plain data; the CLI
+// fills it in and every later stage (mapper, launcher, daemons) only reads it.
+package jobspec
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// App is one application context: `-n 4 ./app a1 a2`.
+type App struct {
+	Argv []string // Argv[0] is the program as the user typed it
+	Exe  string   // absolute path of the program, resolved against PATH and Wdir
+	NP   int      // processes; 0 means one per available slot
+	Env  []string // "VAR=value" pairs exported with -x
+	Wdir string   // absolute working directory of the processes
+}
+
+// Job is a whole command line.
+type Job struct {
+	Apps      []App
+	CmdLine   string        // the command line as typed, for PMIX_CMD_LINE
+	TagOutput bool          // prefix output lines with [app,rank]<stream>:
+	Timeout   time.Duration // 0 means none
+}
+
+// NumProcs is the total number of processes once every NP is known.
+func (j *Job) NumProcs() int {
+	n := 0
+	for _, a := range j.Apps {
+		n += a.NP
+	}
+	return n
+}
+
+// ArgvString joins an argv the way PMIX_APP_ARGV and messages show it.
+func ArgvString(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$") {
+			parts[i] = fmt.Sprintf("%q", a)
+		} else {
+			parts[i] = a
+		}
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,369 @@
+// Package launcher runs a job from start to end: it allocates, maps, starts
+// one daemon per node (in-process for the local node), and runs the job's
+// state machine — it alone decides when the job has failed, forwards
+// signals, enforces the timeout, and turns the ranks' fates into prun's exit
+// status. Data flows one way: job spec -> allocation -> map -> launch plan ->
+// daemons; events and output come back through the upstream link.
+package launcher
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fatih/color"
+	"github.com/mattn/go-isatty"
+
+	"prun/daemon"
+	"prun/hostfile"
+	"prun/iof"
+	"prun/jobspec"
+	"prun/mapper"
+	"prun/pmixsrv"
+	"prun/sessiondir"
+)
+
+// Exit statuses that are prun's own (ranks' statuses pass through).
+const (
+	ExitUsage   = 2   // bad command line or input files
+	ExitTimeout = 124 // --timeout expired (like timeout(1))
+	ExitFailure = 1   // a launch failure or an internal error
+)
+
+// Options are the launcher's surroundings; tests substitute them.
+type Options struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	ColorTags      bool // stdout is a terminal: colour rank tags
+	ColorErrors    bool // stderr is a terminal: colour prun's messages
+	TmpDir         string
+	Env            []string
+	KillGrace      time.Duration // between the polite signal and SIGKILL
+	Signals        bool          // handle SIGINT, SIGTERM, ... (off in tests that call Run)
+}
+
+// DefaultOptions are the real process's.
+func DefaultOptions() Options {
+	noColor := os.Getenv("NO_COLOR") != ""
+	return Options{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		ColorTags:   !noColor && isTerminal(os.Stdout),
+		ColorErrors: !noColor && isTerminal(os.Stderr),
+		TmpDir:      os.TempDir(),
+		Env:         os.Environ(),
+		KillGrace:   time.Second,
+		Signals:     true,
+	}
+}
+
+// Run runs job and returns prun's exit status.
+func Run(job *jobspec.Job, opts Options) int {
+	r := &run{opts: opts, out: iof.NewWriter(opts.Stdout, opts.Stderr, iof.Options{Tag: job.TagOutput, Color: opts.ColorTags})}
+	return r.run(job)
+}
+
+type run struct {
+	opts Options
+	out  *iof.Writer
+	up   *upstream
+	plan *daemon.Plan
+	d    *daemon.Daemon
+
+	running     int // ranks started and not yet reaped
+	pendingNode int // daemons that have not reported NodeJobDone
+	fail        *failure
+	signaled    syscall.Signal
+	killAt      time.Time // when the SIGKILL after a termination's grace is due
+	killed      bool      // ... and it has been sent
+}
+
+// failure is the first thing that went wrong; it decides the exit status.
+type failure struct {
+	msg  string
+	code int
+}
+
+func (r *run) errorf(format string, a ...any) {
+	msg := "prun: " + fmt.Sprintf(format, a...)
+	if r.opts.ColorErrors {
+		c := color.New(color.FgRed, color.Bold)
+		c.EnableColor()
+		msg = c.Sprint(msg)
+	}
+	r.out.Printf("%s\n", msg)
+}
+
+func (r *run) run(job *jobspec.Job) int {
+	alloc := hostfile.Local()
+	m, err := mapper.Place(job, alloc)
+	if err != nil {
+		r.errorf("%v", err)
+		return ExitUsage
+	}
+	sess, err := sessiondir.Create(r.opts.TmpDir)
+	if err != nil {
+		r.errorf("%v", err)
+		return ExitFailure
+	}
+	defer sess.Remove()
+
+	pid := os.Getpid()
+	r.plan = &daemon.Plan{
+		Nspace:   "prun." + strconv.Itoa(pid) + ".1",
+		JobID:    strconv.Itoa(pid) + ".1",
+		Job:      job,
+		Map:      m,
+		UnivSize: max(m.Slots, len(m.Procs)),
+		Stdin:    0,
+	}
+	r.up = newUpstream(r.out)
+	defer r.up.names.Close()
+
+	// Signals are caught before anything starts so that no Ctrl-C is lost.
+	sigs := make(chan os.Signal, 8)
+	if r.opts.Signals {
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGTSTP)
+		defer signal.Stop(sigs)
+		signal.Ignore(syscall.SIGPIPE) // a closed stdout drops output, it does not kill the job
+	}
+
+	d, err := daemon.New(daemon.Config{Name: alloc.Hosts[0].Name, Session: sess, BaseEnv: r.opts.Env, Stdin: r.opts.Stdin}, r.up)
+	if err != nil {
+		r.errorf("cannot start the PMIx server: %v", err)
+		return ExitFailure
+	}
+	r.d = d
+	r.up.daemons[alloc.Hosts[0].Name] = d
+	r.up.addJob(r.plan)
+	r.running = len(m.Procs)
+	r.pendingNode = 1
+	if err := d.Launch(r.plan); err != nil {
+		r.errorf("%v", err)
+		d.Close()
+		return ExitFailure
+	}
+
+	var timeout <-chan time.Time
+	if job.Timeout > 0 {
+		t := time.NewTimer(job.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var killTimer <-chan time.Time
+	for r.running > 0 || r.pendingNode > 0 {
+		select {
+		case <-r.up.queue.ready:
+			for _, item := range r.up.queue.drain() {
+				r.handle(item)
+			}
+		case s := <-sigs:
+			r.onSignal(s.(syscall.Signal))
+		case <-timeout:
+			r.onTimeout(job.Timeout)
+		case <-killTimer:
+			r.killed = true
+			r.signalAll(syscall.SIGKILL)
+		}
+		if !r.killAt.IsZero() && !r.killed && killTimer == nil {
+			killTimer = time.After(time.Until(r.killAt))
+		}
+	}
+	if err := d.Close(); err != nil {
+		r.errorf("%v", err)
+	}
+	switch {
+	case r.fail != nil:
+		return r.fail.code
+	case r.signaled != 0:
+		return 128 + int(r.signaled)
+	}
+	return 0
+}
+
+func (r *run) rankDesc(rank int) string {
+	p := r.plan.Map.Procs[rank]
+	return fmt.Sprintf("rank %d (%s) on %s", rank, r.plan.Job.Apps[p.App].Argv[0], r.plan.Map.Nodes[p.Node].Name)
+}
+
+func (r *run) handle(item any) {
+	switch ev := item.(type) {
+	case daemon.Event:
+		r.onEvent(ev)
+	case jobControl:
+		r.onJobControl(ev)
+	}
+}
+
+func (r *run) onEvent(ev daemon.Event) {
+	switch ev.Kind {
+	case daemon.ProcStarted:
+		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.pid, p.started = ev.Pid, true })
+	case daemon.LaunchFailed:
+		r.running--
+		r.failJob(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Rank), ev.Msg), ExitFailure)
+	case daemon.ProcAborted:
+		msg := fmt.Sprintf("%s called abort with status %d", r.rankDesc(ev.Rank), ev.Status)
+		if ev.Msg != "" {
+			msg += ": " + ev.Msg
+		}
+		r.failJob(msg, ev.Status)
+	case daemon.ProcExited:
+		r.running--
+		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.exited, p.exitCode = true, ev.Status })
+		r.onExit(ev)
+	case daemon.NodeJobDone:
+		r.pendingNode--
+	case daemon.LogMessage:
+		r.out.Printf("[%s:%d] %s\n", ev.Nspace, ev.Rank, ev.Msg)
+	}
+}
+
+func (r *run) onExit(ev daemon.Event) {
+	if r.fail != nil || r.signaled != 0 {
+		return // the job is already ending; later deaths are its consequence
+	}
+	others := r.running
+	switch {
+	case ev.Signal != 0:
+		r.failJob(fmt.Sprintf("%s (pid %d) was killed by signal %d (%s)%s", r.rankDesc(ev.Rank), ev.Pid,
+			int(ev.Signal), signalName(ev.Signal), killing(others)), 128+int(ev.Signal))
+	case ev.Status != 0:
+		r.failJob(fmt.Sprintf("%s (pid %d) exited with status %d%s", r.rankDesc(ev.Rank), ev.Pid, ev.Status,
+			killing(others)), ev.Status)
+	case ev.Connected && !ev.Finalized:
+		// Its peers may wait for it in a collective for ever: end the job.
+		r.failJob(fmt.Sprintf("%s (pid %d) exited without calling finalize%s", r.rankDesc(ev.Rank), ev.Pid,
+			killing(others)), ExitFailure)
+	}
+}
+
+func killing(others int) string {
+	switch others {
+	case 0:
+		return ""
+	case 1:
+		return "; killing the other rank"
+	}
+	return fmt.Sprintf("; killing the other %d ranks", others)
+}
+
+// failJob records the first failure and ends the job.
+func (r *run) failJob(msg string, code int) {
+	if r.fail != nil || r.signaled != 0 {
+		return
+	}
+	r.fail = &failure{msg: msg, code: code}
+	r.errorf("%s", msg)
+	r.terminate(syscall.SIGTERM)
+}
+
+// terminate sends sig to every rank, then SIGKILL after the grace period.
+func (r *run) terminate(sig syscall.Signal) {
+	r.signalAll(syscall.SIGCONT) // a stopped rank cannot act on SIGTERM
+	r.signalAll(sig)
+	if r.killAt.IsZero() {
+		r.killAt = time.Now().Add(r.opts.KillGrace)
+	}
+}
+
+func (r *run) signalAll(sig syscall.Signal) { r.d.Signal(r.plan.Nspace, nil, sig) }
+
+func (r *run) onSignal(sig syscall.Signal) {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		if r.signaled != 0 || r.fail != nil {
+			// A second Ctrl-C: no more grace.
+			r.signalAll(syscall.SIGKILL)
+			if r.signaled == 0 {
+				r.signaled = sig
+			}
+			return
+		}
+		r.signaled = sig
+		r.errorf("received %s; forwarding it to %d ranks", signalName(sig), r.running)
+		r.terminate(sig)
+	default: // SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP: pass on, nothing more
+		r.signalAll(sig)
+	}
+}
+
+func (r *run) onTimeout(after time.Duration) {
+	if r.fail != nil {
+		return
+	}
+	var still []string
+	r.up.mu.Lock()
+	jr := r.up.jobs[r.plan.Nspace]
+	for rank, p := range jr.procs {
+		if p.started && !p.exited {
+			pr := r.plan.Map.Procs[rank]
+			still = append(still, fmt.Sprintf("%d (pid %d on %s)", rank, p.pid, r.plan.Map.Nodes[pr.Node].Name))
+		}
+	}
+	r.up.mu.Unlock()
+	msg := fmt.Sprintf("job timed out after %s; killing %d running rank", after, len(still))
+	if len(still) != 1 {
+		msg += "s"
+	}
+	if len(still) > 0 {
+		msg += ": " + strings.Join(still, ", ")
+	}
+	r.failJob(msg, ExitTimeout)
+}
+
+func (r *run) onJobControl(jc jobControl) {
+	var ranks []int
+	all := false
+	for _, t := range jc.targets {
+		if t.Nspace != r.plan.Nspace {
+			continue
+		}
+		if t.Rank == pmixsrv.RankWildcard {
+			all = true
+			break
+		}
+		ranks = append(ranks, int(t.Rank))
+	}
+	if !all && len(ranks) == 0 {
+		jc.done(pmixsrv.ErrNotFound)
+		return
+	}
+	if all {
+		ranks = nil
+	}
+	sort.Ints(ranks)
+	if jc.sig == syscall.SIGKILL && r.fail == nil {
+		who := "the whole job"
+		if !all {
+			who = fmt.Sprintf("ranks %v", ranks)
+		}
+		r.fail = &failure{code: 128 + int(syscall.SIGKILL)}
+		r.errorf("rank %d requested PMIx_Job_control kill of %s", jc.req.Rank, who)
+	}
+	r.d.Signal(r.plan.Nspace, ranks, jc.sig)
+	jc.done(nil)
+}
+
+func signalName(sig syscall.Signal) string {
+	if n := sigNames[sig]; n != "" {
+		return n
+	}
+	return sig.String()
+}
+
+var sigNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
+	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
+	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGCHLD: "SIGCHLD",
+	syscall.SIGCONT: "SIGCONT", syscall.SIGSTOP: "SIGSTOP", syscall.SIGTSTP: "SIGTSTP", syscall.SIGXCPU: "SIGXCPU",
+}
+
+func isTerminal(f *os.File) bool { return isatty.IsTerminal(f.Fd()) }

@@ -1,0 +1,262 @@
+package launcher
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"prun/daemon"
+	"prun/iof"
+	"prun/names"
+	"prun/pmixsrv"
+)
+
+// upstream is the launcher's side of every daemon link. It routes what
+// spans nodes (fences, direct modex, events, job control) between daemons,
+// serves the name service and the process table, and queues daemon events
+// for the launcher's state machine. Today every daemon is in-process.
+type upstream struct {
+	*iof.Writer
+	names *names.Service
+	queue *queue
+
+	mu      sync.Mutex
+	daemons map[string]*daemon.Daemon // by node name
+	jobs    map[string]*jobRecord     // by namespace
+	fences  map[string]*fence         // in-flight fences, by participant signature
+}
+
+// jobRecord is what the launcher knows of one job while it runs.
+type jobRecord struct {
+	plan  *daemon.Plan
+	procs []procRecord
+}
+
+type procRecord struct {
+	pid      int
+	started  bool
+	exited   bool
+	exitCode int
+}
+
+func newUpstream(w *iof.Writer) *upstream {
+	return &upstream{Writer: w, names: names.New(), queue: newQueue(),
+		daemons: map[string]*daemon.Daemon{}, jobs: map[string]*jobRecord{}, fences: map[string]*fence{}}
+}
+
+func (u *upstream) Event(ev daemon.Event) { u.queue.push(ev) }
+
+func (u *upstream) Names() *names.Service { return u.names }
+
+func (u *upstream) addJob(p *daemon.Plan) *jobRecord {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	jr := &jobRecord{plan: p, procs: make([]procRecord, len(p.Map.Procs))}
+	u.jobs[p.Nspace] = jr
+	return jr
+}
+
+// update changes a process record under the lock.
+func (u *upstream) update(nspace string, rank int, f func(*procRecord)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if jr, ok := u.jobs[nspace]; ok && rank >= 0 && rank < len(jr.procs) {
+		f(&jr.procs[rank])
+	}
+}
+
+// nodesOf returns the names of the nodes that host any of procs.
+func (u *upstream) nodesOf(procs []pmixsrv.Proc) (map[string]bool, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	nodes := map[string]bool{}
+	for _, p := range procs {
+		jr, ok := u.jobs[p.Nspace]
+		if !ok {
+			return nil, false
+		}
+		m := jr.plan.Map
+		if p.Rank == pmixsrv.RankWildcard {
+			for _, n := range m.Nodes {
+				nodes[n.Name] = true
+			}
+			continue
+		}
+		if int(p.Rank) >= len(m.Procs) {
+			return nil, false
+		}
+		nodes[m.Nodes[m.Procs[p.Rank].Node].Name] = true
+	}
+	return nodes, true
+}
+
+// fence gathers the contributions of every node taking part in one fence.
+type fence struct {
+	need  map[string]bool
+	data  map[string][]byte
+	dones []func([]byte, error)
+}
+
+// Fence is an allgather over the nodes hosting procs: when the last of them
+// has contributed, each gets the concatenation of all contributions (in
+// node-name order, so every node sees the same bytes).
+func (u *upstream) Fence(node string, procs []pmixsrv.Proc, info []pmixsrv.Info, data []byte, done func([]byte, error)) {
+	need, ok := u.nodesOf(procs)
+	if !ok {
+		done(nil, pmixsrv.ErrBadParam)
+		return
+	}
+	sig := signature(procs)
+	u.mu.Lock()
+	f, ok := u.fences[sig]
+	if !ok {
+		f = &fence{need: need, data: map[string][]byte{}}
+		u.fences[sig] = f
+	}
+	f.data[node] = data
+	f.dones = append(f.dones, done)
+	complete := len(f.data) >= len(f.need)
+	if complete {
+		delete(u.fences, sig)
+	}
+	u.mu.Unlock()
+	if !complete {
+		return
+	}
+	names := make([]string, 0, len(f.data))
+	size := 0
+	for n, d := range f.data {
+		names = append(names, n)
+		size += len(d)
+	}
+	sort.Strings(names)
+	all := make([]byte, 0, size)
+	for _, n := range names {
+		all = append(all, f.data[n]...)
+	}
+	for _, d := range f.dones {
+		d(all, nil)
+	}
+}
+
+func signature(procs []pmixsrv.Proc) string {
+	s := make([]string, len(procs))
+	for i, p := range procs {
+		s[i] = p.String()
+	}
+	sort.Strings(s)
+	return strings.Join(s, ",")
+}
+
+// DirectModex asks the daemon that hosts target for its data.
+func (u *upstream) DirectModex(node string, target pmixsrv.Proc, done func([]byte, error)) {
+	u.mu.Lock()
+	var d *daemon.Daemon
+	if jr, ok := u.jobs[target.Nspace]; ok && target.Rank != pmixsrv.RankWildcard && int(target.Rank) < len(jr.plan.Map.Procs) {
+		m := jr.plan.Map
+		d = u.daemons[m.Nodes[m.Procs[target.Rank].Node].Name]
+	}
+	u.mu.Unlock()
+	if d == nil {
+		done(nil, pmixsrv.ErrNotFound)
+		return
+	}
+	d.ServeDirectModex(target, done)
+}
+
+// NotifyEvent passes an event raised on one node to every other node.
+func (u *upstream) NotifyEvent(node string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
+	u.mu.Lock()
+	var others []*daemon.Daemon
+	for name, d := range u.daemons {
+		if name != node {
+			others = append(others, d)
+		}
+	}
+	u.mu.Unlock()
+	for _, d := range others {
+		go d.DeliverEvent(code, source, rng, info)
+	}
+}
+
+// JobControl is decided by the state machine, which owns the job's fate.
+func (u *upstream) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error)) {
+	u.queue.push(jobControl{req: req, targets: targets, sig: sig, done: done})
+}
+
+type jobControl struct {
+	req     pmixsrv.Proc
+	targets []pmixsrv.Proc
+	sig     syscall.Signal
+	done    func(error)
+}
+
+func (u *upstream) Namespaces() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]string, 0, len(u.jobs))
+	for ns := range u.jobs {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (u *upstream) ProcTable(nspace string) ([]pmixsrv.ProcInfo, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	jr, ok := u.jobs[nspace]
+	if !ok {
+		return nil, pmixsrv.ErrInvalidNspace
+	}
+	m := jr.plan.Map
+	out := make([]pmixsrv.ProcInfo, len(m.Procs))
+	for i, p := range m.Procs {
+		rec := jr.procs[i]
+		state := pmixsrv.ProcStateRunning
+		switch {
+		case rec.exited:
+			state = pmixsrv.ProcStateTerminated
+		case !rec.started:
+			state = pmixsrv.ProcStatePrepped
+		}
+		out[i] = pmixsrv.ProcInfo{
+			Proc:     pmixsrv.Proc{Nspace: nspace, Rank: pmixsrv.Rank(i)},
+			Host:     m.Nodes[p.Node].Name,
+			Exe:      jr.plan.Job.Apps[p.App].Exe,
+			Pid:      rec.pid,
+			ExitCode: rec.exitCode,
+			State:    state,
+		}
+	}
+	return out, nil
+}
+
+// queue is an unbounded FIFO: daemons and the PMIx thread must never block
+// on the launcher's state machine.
+type queue struct {
+	mu    sync.Mutex
+	items []any
+	ready chan struct{}
+}
+
+func newQueue() *queue { return &queue{ready: make(chan struct{}, 1)} }
+
+func (q *queue) push(x any) {
+	q.mu.Lock()
+	q.items = append(q.items, x)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) drain() []any {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
+}

@@ -1,0 +1,87 @@
+package pmixsrv
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+// Reserved keys and attribute names, taken from the PMIx headers so that a
+// typo is a compile error.
+const (
+	KeyUnivSize            = C.PMIX_UNIV_SIZE
+	KeyTmpDir              = C.PMIX_TMPDIR
+	KeyTdirRmclean         = C.PMIX_TDIR_RMCLEAN
+	KeyRMName              = C.PMIX_RM_NAME
+	KeyRMVersion           = C.PMIX_RM_VERSION
+	KeySessionID           = C.PMIX_SESSION_ID
+	KeyHostnameKeepFqdn    = C.PMIX_HOSTNAME_KEEP_FQDN
+	KeyClusterID           = C.PMIX_CLUSTER_ID
+	KeyJobID               = C.PMIX_JOBID
+	KeyNspace              = C.PMIX_NSPACE
+	KeyJobSize             = C.PMIX_JOB_SIZE
+	KeyJobNumApps          = C.PMIX_JOB_NUM_APPS
+	KeyMaxProcs            = C.PMIX_MAX_PROCS
+	KeyNumSlots            = C.PMIX_NUM_SLOTS
+	KeyNumNodes            = C.PMIX_NUM_NODES
+	KeyNodeMap             = C.PMIX_NODE_MAP
+	KeyNodeMapRaw          = C.PMIX_NODE_MAP_RAW
+	KeyProcMap             = C.PMIX_PROC_MAP
+	KeyProcMapRaw          = C.PMIX_PROC_MAP_RAW
+	KeyANLMap              = C.PMIX_ANL_MAP
+	KeyNodeList            = C.PMIX_NODE_LIST
+	KeyAllocatedNodelist   = C.PMIX_ALLOCATED_NODELIST
+	KeyNumAllocatedNodes   = C.PMIX_NUM_ALLOCATED_NODES
+	KeyCmdLine             = C.PMIX_CMD_LINE
+	KeyNSDir               = C.PMIX_NSDIR
+	KeyNprocOffset         = C.PMIX_NPROC_OFFSET
+	KeyLocalPeers          = C.PMIX_LOCAL_PEERS
+	KeyLocalLdr            = C.PMIX_LOCALLDR
+	KeyLocalSize           = C.PMIX_LOCAL_SIZE
+	KeyLocalProcs          = C.PMIX_LOCAL_PROCS
+	KeyAppInfoArray        = C.PMIX_APP_INFO_ARRAY
+	KeyAppNum              = C.PMIX_APPNUM
+	KeyAppSize             = C.PMIX_APP_SIZE
+	KeyAppLdr              = C.PMIX_APPLDR
+	KeyAppArgv             = C.PMIX_APP_ARGV
+	KeyWDir                = C.PMIX_WDIR
+	KeyAppMapType          = C.PMIX_APP_MAP_TYPE
+	KeyNodeInfoArray       = C.PMIX_NODE_INFO_ARRAY
+	KeyHostname            = C.PMIX_HOSTNAME
+	KeyNodeID              = C.PMIX_NODEID
+	KeyNodeSize            = C.PMIX_NODE_SIZE
+	KeyHostnameAliases     = C.PMIX_HOSTNAME_ALIASES
+	KeyNodeOversubscribed  = C.PMIX_NODE_OVERSUBSCRIBED
+	KeyAvailPhysMemory     = C.PMIX_AVAIL_PHYS_MEMORY
+	KeyProcInfoArray       = C.PMIX_PROC_INFO_ARRAY
+	KeyRank                = C.PMIX_RANK
+	KeyAppRank             = C.PMIX_APP_RANK
+	KeyGlobalRank          = C.PMIX_GLOBAL_RANK
+	KeyLocalRank           = C.PMIX_LOCAL_RANK
+	KeyNodeRank            = C.PMIX_NODE_RANK
+	KeyProcDir             = C.PMIX_PROCDIR
+	KeyReincarnation       = C.PMIX_REINCARNATION
+	KeySpawned             = C.PMIX_SPAWNED
+	KeyParentID            = C.PMIX_PARENT_ID
+	KeyProcPID             = C.PMIX_PROC_PID
+	KeyExitCode            = C.PMIX_EXIT_CODE
+	KeyCollectData         = C.PMIX_COLLECT_DATA
+	KeyWait                = C.PMIX_WAIT
+	KeyTimeout             = C.PMIX_TIMEOUT
+	KeyRange               = C.PMIX_RANGE
+	KeyPersistence         = C.PMIX_PERSISTENCE
+	KeyQueryNamespaces     = C.PMIX_QUERY_NAMESPACES
+	KeyQueryProcTable      = C.PMIX_QUERY_PROC_TABLE
+	KeyQueryLocalProcTable = C.PMIX_QUERY_LOCAL_PROC_TABLE
+	KeyQueryNumPsets       = C.PMIX_QUERY_NUM_PSETS
+	KeyQueryNamespaceInfo  = C.PMIX_QUERY_NAMESPACE_INFO
+	KeyJobCtrlKill         = C.PMIX_JOB_CTRL_KILL
+	KeyJobCtrlSignal       = C.PMIX_JOB_CTRL_SIGNAL
+	KeyJobCtrlTerminate    = C.PMIX_JOB_CTRL_TERMINATE
+	KeyLogStderr           = C.PMIX_LOG_STDERR
+	KeyLogStdout           = C.PMIX_LOG_STDOUT
+	KeyLogMsg              = C.PMIX_LOG_MSG
+	KeyLogSyslog           = C.PMIX_LOG_SYSLOG
+	KeyEventAffectedProc   = C.PMIX_EVENT_AFFECTED_PROC
+	KeyEventAffectedProcs  = C.PMIX_EVENT_AFFECTED_PROCS
+	KeyEventNonDefault     = C.PMIX_EVENT_NON_DEFAULT
+)

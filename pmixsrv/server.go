@@ -1,0 +1,295 @@
+// Package pmixsrv hosts OpenPMIx's server library for the processes of one
+// node. The library speaks the PMIx wire protocol; this package is the thin
+// cgo layer that starts it, registers namespaces and clients, and turns the
+// library's server-module upcalls into calls on a Go Host. It knows nothing
+// about jobs, maps or daemons: the caller decides what every upcall means.
+//
+// There is one PMIx server per process (the library is a singleton), so
+// Init may be called once at a time.
+package pmixsrv
+
+/*
+#cgo pkg-config: pmix
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime/cgo"
+	"sync"
+	"unsafe"
+)
+
+// Status is a PMIx status code; as an error it carries PMIx's own text.
+type Status int32
+
+func (s Status) Error() string { return C.GoString(C.PMIx_Error_string(C.pmix_status_t(s))) }
+
+// Status codes the host hands back to the library.
+const (
+	Success          Status = C.PMIX_SUCCESS
+	ErrGeneric       Status = C.PMIX_ERROR
+	ErrNotFound      Status = C.PMIX_ERR_NOT_FOUND
+	ErrNotSupported  Status = C.PMIX_ERR_NOT_SUPPORTED
+	ErrBadParam      Status = C.PMIX_ERR_BAD_PARAM
+	ErrTimeout       Status = C.PMIX_ERR_TIMEOUT
+	ErrDuplicateKey  Status = C.PMIX_ERR_DUPLICATE_KEY
+	ErrUnreach       Status = C.PMIX_ERR_UNREACH
+	ErrInvalidNspace Status = C.PMIX_ERR_INVALID_NAMESPACE
+	ErrProcAborted   Status = C.PMIX_ERR_PROC_ABORTED
+	ErrJobTerminated Status = C.PMIX_EVENT_JOB_END
+	// operationSucceeded tells the library the upcall completed inline.
+	operationSucceeded = C.PMIX_OPERATION_SUCCEEDED
+)
+
+func statusOf(err error) C.pmix_status_t {
+	if err == nil {
+		return C.PMIX_SUCCESS
+	}
+	var s Status
+	if errors.As(err, &s) {
+		return C.pmix_status_t(s)
+	}
+	return C.PMIX_ERROR
+}
+
+// Query is one pmix_query_t: keys plus qualifiers.
+type Query struct {
+	Keys       []string
+	Qualifiers []Info
+}
+
+// PData is a published datum as Lookup returns it.
+type PData struct {
+	Publisher Proc
+	Key       string
+	Value     any
+}
+
+// Host implements the server-module callbacks. The library calls these on
+// its own progress thread: a method must return promptly and may call done
+// later from any goroutine, exactly once. Methods that return an error do
+// not call done.
+type Host interface {
+	ClientConnected(p Proc) error
+	ClientFinalized(p Proc) error
+	Abort(p Proc, status int, msg string, targets []Proc, done func(error)) error
+	Fence(procs []Proc, info []Info, data []byte, done func([]byte, error)) error
+	DirectModex(p Proc, info []Info, done func([]byte, error)) error
+	Publish(p Proc, info []Info, done func(error)) error
+	Lookup(p Proc, keys []string, info []Info, done func([]PData, error)) error
+	Unpublish(p Proc, keys []string, info []Info, done func(error)) error
+	RegisterEvents(codes []Status, info []Info) error
+	DeregisterEvents(codes []Status) error
+	NotifyEvent(code Status, source Proc, rng DataRange, info []Info) error
+	Query(p Proc, queries []Query, done func([]Info, error)) error
+	JobControl(requestor Proc, targets []Proc, directives []Info, done func(error)) error
+	Log(p Proc, data, directives []Info) error
+}
+
+// Spawner is implemented by hosts that support PMIx_Spawn.
+type Spawner interface {
+	Spawn(p Proc, jobInfo []Info, apps []App, done func(nspace string, err error)) error
+}
+
+// Connector is implemented by hosts that support PMIx_Connect/Disconnect.
+type Connector interface {
+	Connect(procs []Proc, info []Info, done func(error)) error
+	Disconnect(procs []Proc, info []Info, done func(error)) error
+}
+
+// App is one pmix_app_t of a spawn request.
+type App struct {
+	Cmd      string
+	Argv     []string
+	Env      []string
+	Cwd      string
+	MaxProcs int
+	Info     []Info
+}
+
+// Config is what PMIx_server_init is told.
+type Config struct {
+	TmpDir      string // PMIX_SERVER_TMPDIR and PMIX_SYSTEM_TMPDIR: the session directory
+	Nspace      string // the server's own identity
+	Rank        uint32
+	Hostname    string
+	ToolSupport bool // accept tool connections (pps, pattrs); writes rendezvous files in TmpDir
+	Extra       []Info
+}
+
+// Server is the running PMIx server of this process.
+type Server struct {
+	host Host
+}
+
+var (
+	mu     sync.Mutex
+	active *Server
+)
+
+// Init starts the PMIx server library with host as its module.
+func Init(cfg Config, host Host) (*Server, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if active != nil {
+		return nil, errors.New("pmixsrv: a PMIx server is already running in this process")
+	}
+	infos := []Info{
+		{C.PMIX_SERVER_TMPDIR, cfg.TmpDir},
+		{C.PMIX_SYSTEM_TMPDIR, cfg.TmpDir},
+		{C.PMIX_SERVER_NSPACE, cfg.Nspace},
+		{C.PMIX_SERVER_RANK, Rank(cfg.Rank)},
+		{C.PMIX_HOSTNAME, cfg.Hostname},
+	}
+	if cfg.ToolSupport {
+		infos = append(infos, Info{C.PMIX_SERVER_TOOL_SUPPORT, true})
+	}
+	infos = append(infos, cfg.Extra...)
+	a, n, err := toC(infos)
+	if err != nil {
+		return nil, err
+	}
+	defer C.prun_info_free(a, n)
+	s := &Server{host: host}
+	active = s // upcalls may arrive as soon as the library starts
+	if rc := C.prun_server_init(a, n); rc != C.PMIX_SUCCESS {
+		active = nil
+		return nil, fmt.Errorf("PMIx_server_init: %w", Status(rc))
+	}
+	return s, nil
+}
+
+// Finalize stops the library; it removes the rendezvous files it made.
+func (s *Server) Finalize() error {
+	mu.Lock()
+	defer mu.Unlock()
+	rc := C.PMIx_server_finalize()
+	active = nil
+	if rc != C.PMIX_SUCCESS {
+		return fmt.Errorf("PMIx_server_finalize: %w", Status(rc))
+	}
+	return nil
+}
+
+// wait runs a library call whose completion arrives through goOpDone.
+func wait(call func(h C.uintptr_t) C.pmix_status_t) error {
+	ch := make(chan C.pmix_status_t, 1)
+	h := cgo.NewHandle(ch)
+	defer h.Delete()
+	rc := call(C.uintptr_t(h))
+	switch rc {
+	case C.PMIX_SUCCESS:
+		rc = <-ch
+	case C.PMIX_OPERATION_SUCCEEDED:
+		rc = C.PMIX_SUCCESS
+	}
+	if rc != C.PMIX_SUCCESS {
+		return Status(rc)
+	}
+	return nil
+}
+
+//export goOpDone
+func goOpDone(h C.uintptr_t, st C.pmix_status_t) {
+	cgo.Handle(h).Value().(chan C.pmix_status_t) <- st
+}
+
+// RegisterNspace tells the library about a job: nlocal of its processes run
+// here, and info holds every reserved key of every realm.
+func (s *Server) RegisterNspace(nspace string, nlocal int, info []Info) error {
+	a, n, err := toC(info)
+	if err != nil {
+		return err
+	}
+	defer C.prun_info_free(a, n)
+	ns := C.CString(nspace)
+	defer C.free(unsafe.Pointer(ns))
+	if err := wait(func(h C.uintptr_t) C.pmix_status_t {
+		return C.prun_register_nspace(ns, C.int(nlocal), a, n, h)
+	}); err != nil {
+		return fmt.Errorf("PMIx_server_register_nspace %s: %w", nspace, err)
+	}
+	return nil
+}
+
+// DeregisterNspace drops a job and everything the library kept for it.
+func (s *Server) DeregisterNspace(nspace string) {
+	ns := C.CString(nspace)
+	defer C.free(unsafe.Pointer(ns))
+	C.prun_deregister_nspace(ns)
+}
+
+// RegisterClient authorises one local process to connect.
+func (s *Server) RegisterClient(p Proc, uid, gid int) error {
+	ns := C.CString(p.Nspace)
+	defer C.free(unsafe.Pointer(ns))
+	if err := wait(func(h C.uintptr_t) C.pmix_status_t {
+		return C.prun_register_client(ns, C.uint32_t(p.Rank), C.uid_t(uid), C.gid_t(gid), h)
+	}); err != nil {
+		return fmt.Errorf("PMIx_server_register_client %s: %w", p, err)
+	}
+	return nil
+}
+
+// DeregisterClient forgets a local process (after it exited).
+func (s *Server) DeregisterClient(p Proc) {
+	ns := C.CString(p.Nspace)
+	defer C.free(unsafe.Pointer(ns))
+	C.prun_deregister_client(ns, C.uint32_t(p.Rank))
+}
+
+// SetupFork returns the environment variables a client needs to find this
+// server ("PMIX_...=..." entries).
+func (s *Server) SetupFork(p Proc) ([]string, error) {
+	ns := C.CString(p.Nspace)
+	defer C.free(unsafe.Pointer(ns))
+	var env **C.char
+	rc := C.prun_setup_fork(ns, C.uint32_t(p.Rank), &env)
+	defer C.prun_env_free(env)
+	if rc != C.PMIX_SUCCESS {
+		return nil, fmt.Errorf("PMIx_server_setup_fork %s: %w", p, Status(rc))
+	}
+	return stringsFromC(env), nil
+}
+
+// DmodexRequest fetches the data a local process posted, as a remote
+// daemon's direct-modex request needs it. It waits until the process has
+// committed its data (the library holds the request until then).
+func (s *Server) DmodexRequest(p Proc, done func([]byte, error)) {
+	ns := C.CString(p.Nspace)
+	defer C.free(unsafe.Pointer(ns))
+	h := cgo.NewHandle(done)
+	if rc := C.prun_dmodex_request(ns, C.uint32_t(p.Rank), C.uintptr_t(h)); rc != C.PMIX_SUCCESS {
+		h.Delete()
+		done(nil, Status(rc))
+	}
+}
+
+//export goDmodexDone
+func goDmodexDone(h C.uintptr_t, st C.pmix_status_t, data *C.char, n C.size_t) {
+	hd := cgo.Handle(h)
+	done := hd.Value().(func([]byte, error))
+	hd.Delete()
+	if st != C.PMIX_SUCCESS {
+		done(nil, Status(st))
+		return
+	}
+	done(C.GoBytes(unsafe.Pointer(data), C.int(n)), nil)
+}
+
+// Notify delivers an event to the local clients that registered for it.
+func (s *Server) Notify(code Status, source Proc, rng DataRange, info []Info) error {
+	a, n, err := toC(info)
+	if err != nil {
+		return err
+	}
+	defer C.prun_info_free(a, n)
+	ns := C.CString(source.Nspace)
+	defer C.free(unsafe.Pointer(ns))
+	return wait(func(h C.uintptr_t) C.pmix_status_t {
+		return C.prun_notify(C.pmix_status_t(code), ns, C.uint32_t(source.Rank), C.pmix_data_range_t(rng), a, n, h)
+	})
+}

@@ -1,0 +1,524 @@
+#include <string.h>
+#include "shim.h"
+#include "_cgo_export.h"
+
+/* ---- server module: each upcall goes straight to Go ---- */
+
+static pmix_status_t tr_connected(const pmix_proc_t *p, void *obj, pmix_op_cbfunc_t cb, void *cbd)
+{
+    (void)obj;
+    return goClientConnected((pmix_proc_t *)p, cb, cbd);
+}
+
+static pmix_status_t tr_finalized(const pmix_proc_t *p, void *obj, pmix_op_cbfunc_t cb, void *cbd)
+{
+    (void)obj;
+    return goClientFinalized((pmix_proc_t *)p, cb, cbd);
+}
+
+static pmix_status_t tr_abort(const pmix_proc_t *p, void *obj, int status, const char msg[],
+                              pmix_proc_t procs[], size_t nprocs, pmix_op_cbfunc_t cb, void *cbd)
+{
+    (void)obj;
+    return goAbort((pmix_proc_t *)p, status, (char *)msg, procs, nprocs, cb, cbd);
+}
+
+static pmix_status_t tr_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],
+                              size_t ninfo, char *data, size_t ndata, pmix_modex_cbfunc_t cb, void *cbd)
+{
+    return goFence((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, data, ndata, cb, cbd);
+}
+
+static pmix_status_t tr_dmodex(const pmix_proc_t *p, const pmix_info_t info[], size_t ninfo,
+                               pmix_modex_cbfunc_t cb, void *cbd)
+{
+    return goDirectModex((pmix_proc_t *)p, (pmix_info_t *)info, ninfo, cb, cbd);
+}
+
+static pmix_status_t tr_publish(const pmix_proc_t *p, const pmix_info_t info[], size_t ninfo,
+                                pmix_op_cbfunc_t cb, void *cbd)
+{
+    return goPublish((pmix_proc_t *)p, (pmix_info_t *)info, ninfo, cb, cbd);
+}
+
+static pmix_status_t tr_lookup(const pmix_proc_t *p, char **keys, const pmix_info_t info[], size_t ninfo,
+                               pmix_lookup_cbfunc_t cb, void *cbd)
+{
+    return goLookup((pmix_proc_t *)p, keys, (pmix_info_t *)info, ninfo, cb, cbd);
+}
+
+static pmix_status_t tr_unpublish(const pmix_proc_t *p, char **keys, const pmix_info_t info[],
+                                  size_t ninfo, pmix_op_cbfunc_t cb, void *cbd)
+{
+    return goUnpublish((pmix_proc_t *)p, keys, (pmix_info_t *)info, ninfo, cb, cbd);
+}
+
+static pmix_status_t tr_spawn(const pmix_proc_t *p, const pmix_info_t job_info[], size_t ninfo,
+                              const pmix_app_t apps[], size_t napps, pmix_spawn_cbfunc_t cb, void *cbd)
+{
+    return goSpawn((pmix_proc_t *)p, (pmix_info_t *)job_info, ninfo, (pmix_app_t *)apps, napps, cb, cbd);
+}
+
+static pmix_status_t tr_connect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],
+                                size_t ninfo, pmix_op_cbfunc_t cb, void *cbd)
+{
+    return goConnect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, 0, cb, cbd);
+}
+
+static pmix_status_t tr_disconnect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],
+                                   size_t ninfo, pmix_op_cbfunc_t cb, void *cbd)
+{
+    return goConnect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, 1, cb, cbd);
+}
+
+static pmix_status_t tr_register_events(pmix_status_t *codes, size_t ncodes, const pmix_info_t info[],
+                                        size_t ninfo, pmix_op_cbfunc_t cb, void *cbd)
+{
+    return goRegisterEvents(codes, ncodes, (pmix_info_t *)info, ninfo, 0, cb, cbd);
+}
+
+static pmix_status_t tr_deregister_events(pmix_status_t *codes, size_t ncodes, pmix_op_cbfunc_t cb,
+                                          void *cbd)
+{
+    return goRegisterEvents(codes, ncodes, NULL, 0, 1, cb, cbd);
+}
+
+static pmix_status_t tr_notify(pmix_status_t code, const pmix_proc_t *source, pmix_data_range_t range,
+                               pmix_info_t info[], size_t ninfo, pmix_op_cbfunc_t cb, void *cbd)
+{
+    return goNotifyEvent(code, (pmix_proc_t *)source, range, info, ninfo, cb, cbd);
+}
+
+static pmix_status_t tr_query(pmix_proc_t *p, pmix_query_t *queries, size_t nqueries,
+                              pmix_info_cbfunc_t cb, void *cbd)
+{
+    return goQuery(p, queries, nqueries, cb, cbd);
+}
+
+static void tr_log(const pmix_proc_t *p, const pmix_info_t data[], size_t ndata,
+                   const pmix_info_t dirs[], size_t ndirs, pmix_op_cbfunc_t cb, void *cbd)
+{
+    goLog((pmix_proc_t *)p, (pmix_info_t *)data, ndata, (pmix_info_t *)dirs, ndirs, cb, cbd);
+}
+
+static pmix_status_t tr_job_control(const pmix_proc_t *req, const pmix_proc_t targets[], size_t ntargets,
+                                    const pmix_info_t dirs[], size_t ndirs, pmix_info_cbfunc_t cb, void *cbd)
+{
+    return goJobControl((pmix_proc_t *)req, (pmix_proc_t *)targets, ntargets, (pmix_info_t *)dirs, ndirs,
+                        cb, cbd);
+}
+
+static pmix_server_module_t module = {
+    .client_connected = tr_connected,
+    .client_finalized = tr_finalized,
+    .abort = tr_abort,
+    .fence_nb = tr_fence,
+    .direct_modex = tr_dmodex,
+    .publish = tr_publish,
+    .lookup = tr_lookup,
+    .unpublish = tr_unpublish,
+    .spawn = tr_spawn,
+    .connect = tr_connect,
+    .disconnect = tr_disconnect,
+    .register_events = tr_register_events,
+    .deregister_events = tr_deregister_events,
+    .notify_event = tr_notify,
+    .query = tr_query,
+    .log = tr_log,
+    .job_control = tr_job_control,
+};
+
+pmix_status_t prun_server_init(pmix_info_t *info, size_t ninfo)
+{
+    return PMIx_server_init(&module, info, ninfo);
+}
+
+/* ---- building info arrays ---- */
+
+pmix_info_t *prun_info_create(size_t n)
+{
+    pmix_info_t *a;
+    if (n == 0) {
+        return NULL;
+    }
+    PMIX_INFO_CREATE(a, n);
+    return a;
+}
+
+void prun_info_free(pmix_info_t *a, size_t n)
+{
+    if (a != NULL) {
+        PMIX_INFO_FREE(a, n);
+    }
+}
+
+pmix_info_t *prun_info_at(pmix_info_t *a, size_t i) { return &a[i]; }
+
+void prun_info_string(pmix_info_t *a, size_t i, const char *key, const char *v)
+{
+    PMIX_INFO_LOAD(&a[i], key, v, PMIX_STRING);
+}
+
+/* Generated regexes may be binary ("blob:" compressed), so they never pass
+ * through Go strings: generate and load here. */
+pmix_status_t prun_info_regex(pmix_info_t *a, size_t i, const char *key, const char *raw, int ppn)
+{
+    char *regex = NULL;
+    pmix_status_t rc = ppn ? PMIx_generate_ppn(raw, &regex) : PMIx_generate_regex(raw, &regex);
+    if (rc != PMIX_SUCCESS) {
+        return rc;
+    }
+    PMIX_INFO_LOAD(&a[i], key, regex, PMIX_REGEX);
+    free(regex);
+    return PMIX_SUCCESS;
+}
+
+void prun_info_bool(pmix_info_t *a, size_t i, const char *key, int v)
+{
+    bool b = v != 0;
+    PMIX_INFO_LOAD(&a[i], key, &b, PMIX_BOOL);
+}
+
+void prun_info_uint(pmix_info_t *a, size_t i, const char *key, uint64_t v, pmix_data_type_t t)
+{
+    uint8_t u8 = (uint8_t)v;
+    uint16_t u16 = (uint16_t)v;
+    uint32_t u32 = (uint32_t)v;
+    size_t sz = (size_t)v;
+    switch (t) {
+    case PMIX_UINT8: PMIX_INFO_LOAD(&a[i], key, &u8, t); break;
+    case PMIX_UINT16: PMIX_INFO_LOAD(&a[i], key, &u16, t); break;
+    case PMIX_UINT32:
+    case PMIX_PROC_RANK: PMIX_INFO_LOAD(&a[i], key, &u32, t); break;
+    case PMIX_SIZE: PMIX_INFO_LOAD(&a[i], key, &sz, t); break;
+    default: PMIX_INFO_LOAD(&a[i], key, &v, PMIX_UINT64); break;
+    }
+}
+
+void prun_info_int(pmix_info_t *a, size_t i, const char *key, int64_t v, pmix_data_type_t t)
+{
+    int iv = (int)v;
+    int8_t i8 = (int8_t)v;
+    int16_t i16 = (int16_t)v;
+    int32_t i32 = (int32_t)v;
+    pid_t pid = (pid_t)v;
+    pmix_status_t st = (pmix_status_t)v;
+    pmix_data_range_t rng = (pmix_data_range_t)v;
+    pmix_persistence_t per = (pmix_persistence_t)v;
+    switch (t) {
+    case PMIX_INT: PMIX_INFO_LOAD(&a[i], key, &iv, t); break;
+    case PMIX_INT8: PMIX_INFO_LOAD(&a[i], key, &i8, t); break;
+    case PMIX_INT16: PMIX_INFO_LOAD(&a[i], key, &i16, t); break;
+    case PMIX_INT32: PMIX_INFO_LOAD(&a[i], key, &i32, t); break;
+    case PMIX_PID: PMIX_INFO_LOAD(&a[i], key, &pid, t); break;
+    case PMIX_STATUS: PMIX_INFO_LOAD(&a[i], key, &st, t); break;
+    case PMIX_DATA_RANGE: PMIX_INFO_LOAD(&a[i], key, &rng, t); break;
+    case PMIX_PERSIST: PMIX_INFO_LOAD(&a[i], key, &per, t); break;
+    default: PMIX_INFO_LOAD(&a[i], key, &v, PMIX_INT64); break;
+    }
+}
+
+void prun_info_double(pmix_info_t *a, size_t i, const char *key, double v)
+{
+    PMIX_INFO_LOAD(&a[i], key, &v, PMIX_DOUBLE);
+}
+
+void prun_info_bytes(pmix_info_t *a, size_t i, const char *key, const char *b, size_t n)
+{
+    pmix_byte_object_t bo;
+    bo.bytes = (char *)b;
+    bo.size = n;
+    PMIX_INFO_LOAD(&a[i], key, &bo, PMIX_BYTE_OBJECT); /* copies */
+}
+
+void prun_info_proc(pmix_info_t *a, size_t i, const char *key, const char *ns, uint32_t rank)
+{
+    pmix_proc_t p;
+    PMIX_PROC_LOAD(&p, ns, rank);
+    PMIX_INFO_LOAD(&a[i], key, &p, PMIX_PROC);
+}
+
+/* The data-array setters take ownership of the element array: loading through
+ * PMIX_INFO_LOAD would deep-copy it. */
+static void set_darray(pmix_info_t *a, size_t i, const char *key, void *arr, size_t n, pmix_data_type_t t)
+{
+    pmix_data_array_t *d = (pmix_data_array_t *)calloc(1, sizeof(*d));
+    PMIX_LOAD_KEY(a[i].key, key);
+    d->type = t;
+    d->size = n;
+    d->array = arr;
+    a[i].value.type = PMIX_DATA_ARRAY;
+    a[i].value.data.darray = d;
+}
+
+void prun_info_infos(pmix_info_t *a, size_t i, const char *key, pmix_info_t *sub, size_t n)
+{
+    set_darray(a, i, key, sub, n, PMIX_INFO);
+}
+
+pmix_proc_info_t *prun_procinfo_create(size_t n)
+{
+    pmix_proc_info_t *a;
+    PMIX_PROC_INFO_CREATE(a, n);
+    return a;
+}
+
+void prun_procinfo_set(pmix_proc_info_t *a, size_t i, const char *ns, uint32_t rank, const char *host,
+                       const char *exe, int pid, int exit_code, int state)
+{
+    PMIX_PROC_LOAD(&a[i].proc, ns, rank);
+    a[i].hostname = strdup(host);
+    a[i].executable_name = strdup(exe);
+    a[i].pid = pid;
+    a[i].exit_code = exit_code;
+    a[i].state = (pmix_proc_state_t)state;
+}
+
+void prun_info_procinfos(pmix_info_t *a, size_t i, const char *key, pmix_proc_info_t *arr, size_t n)
+{
+    set_darray(a, i, key, arr, n, PMIX_PROC_INFO);
+}
+
+pmix_proc_t *prun_procs_create(size_t n)
+{
+    pmix_proc_t *a;
+    PMIX_PROC_CREATE(a, n);
+    return a;
+}
+
+void prun_procs_set(pmix_proc_t *a, size_t i, const char *ns, uint32_t rank)
+{
+    PMIX_PROC_LOAD(&a[i], ns, rank);
+}
+
+void prun_info_procs(pmix_info_t *a, size_t i, const char *key, pmix_proc_t *arr, size_t n)
+{
+    set_darray(a, i, key, arr, n, PMIX_PROC);
+}
+
+/* ---- reading values ---- */
+
+pmix_data_type_t prun_value_type(const pmix_value_t *v) { return v->type; }
+
+const char *prun_value_string(const pmix_value_t *v) { return v->data.string; }
+
+uint64_t prun_value_uint(const pmix_value_t *v)
+{
+    switch (v->type) {
+    case PMIX_UINT8: return v->data.uint8;
+    case PMIX_UINT16: return v->data.uint16;
+    case PMIX_UINT32: return v->data.uint32;
+    case PMIX_PROC_RANK: return v->data.rank;
+    case PMIX_SIZE: return v->data.size;
+    case PMIX_UINT64: return v->data.uint64;
+    case PMIX_UINT: return v->data.uint;
+    case PMIX_BOOL: return v->data.flag ? 1 : 0;
+    default: return 0;
+    }
+}
+
+int64_t prun_value_int(const pmix_value_t *v)
+{
+    switch (v->type) {
+    case PMIX_INT: return v->data.integer;
+    case PMIX_INT8: return v->data.int8;
+    case PMIX_INT16: return v->data.int16;
+    case PMIX_INT32: return v->data.int32;
+    case PMIX_INT64: return v->data.int64;
+    case PMIX_PID: return v->data.pid;
+    case PMIX_STATUS: return v->data.status;
+    case PMIX_DATA_RANGE: return v->data.range;
+    case PMIX_PERSIST: return v->data.persist;
+    default: return (int64_t)prun_value_uint(v);
+    }
+}
+
+double prun_value_double(const pmix_value_t *v)
+{
+    return v->type == PMIX_FLOAT ? v->data.fval : v->data.dval;
+}
+
+const char *prun_value_bytes(const pmix_value_t *v, size_t *n)
+{
+    *n = v->data.bo.size;
+    return v->data.bo.bytes;
+}
+
+const pmix_proc_t *prun_value_proc(const pmix_value_t *v) { return v->data.proc; }
+
+void *prun_value_darray(const pmix_value_t *v, pmix_data_type_t *t, size_t *n)
+{
+    if (v->data.darray == NULL) {
+        *n = 0;
+        return NULL;
+    }
+    *t = v->data.darray->type;
+    *n = v->data.darray->size;
+    return v->data.darray->array;
+}
+
+/* ---- completing the library's requests ---- */
+
+void prun_op_cb(pmix_op_cbfunc_t cb, pmix_status_t st, void *cbdata)
+{
+    if (cb != NULL) {
+        cb(st, cbdata);
+    }
+}
+
+static void release_free(void *p) { free(p); }
+
+void prun_modex_cb(pmix_modex_cbfunc_t cb, pmix_status_t st, const char *data, size_t n, void *cbdata)
+{
+    char *copy = NULL;
+    if (cb == NULL) {
+        return;
+    }
+    if (n > 0) {
+        copy = (char *)malloc(n);
+        memcpy(copy, data, n);
+    }
+    cb(st, copy, n, cbdata, release_free, copy);
+}
+
+typedef struct {
+    pmix_info_t *info;
+    size_t n;
+} info_rel_t;
+
+static void release_info(void *p)
+{
+    info_rel_t *r = (info_rel_t *)p;
+    prun_info_free(r->info, r->n);
+    free(r);
+}
+
+void prun_info_cb(pmix_info_cbfunc_t cb, pmix_status_t st, pmix_info_t *info, size_t n, void *cbdata)
+{
+    info_rel_t *r;
+    if (cb == NULL) {
+        prun_info_free(info, n);
+        return;
+    }
+    r = (info_rel_t *)malloc(sizeof(*r));
+    r->info = info;
+    r->n = n;
+    cb(st, info, n, cbdata, release_info, r);
+}
+
+/* The library packs lookup results before returning, so we free them after. */
+void prun_lookup_cb(pmix_lookup_cbfunc_t cb, pmix_status_t st, pmix_pdata_t *d, size_t n, void *cbdata)
+{
+    if (cb != NULL) {
+        cb(st, d, n, cbdata);
+    }
+    prun_pdata_free(d, n);
+}
+
+void prun_spawn_cb(pmix_spawn_cbfunc_t cb, pmix_status_t st, const char *nspace, void *cbdata)
+{
+    pmix_nspace_t ns;
+    PMIX_LOAD_NSPACE(ns, nspace);
+    if (cb != NULL) {
+        cb(st, ns, cbdata);
+    }
+}
+
+pmix_pdata_t *prun_pdata_create(size_t n)
+{
+    pmix_pdata_t *d;
+    if (n == 0) {
+        return NULL;
+    }
+    PMIX_PDATA_CREATE(d, n);
+    return d;
+}
+
+/* Moves the value out of val (a one-element info array built by Go). */
+void prun_pdata_set(pmix_pdata_t *d, size_t i, const char *ns, uint32_t rank, const char *key, pmix_info_t *val)
+{
+    PMIX_PROC_LOAD(&d[i].proc, ns, rank);
+    PMIX_LOAD_KEY(d[i].key, key);
+    d[i].value = val->value;
+    val->value.type = PMIX_UNDEF;
+}
+
+void prun_pdata_free(pmix_pdata_t *d, size_t n)
+{
+    if (d != NULL) {
+        PMIX_PDATA_FREE(d, n);
+    }
+}
+
+/* ---- our own calls into the library, completed through goOpDone ---- */
+
+static void opdone(pmix_status_t st, void *cbdata) { goOpDone((uintptr_t)cbdata, st); }
+
+pmix_status_t prun_register_nspace(const char *ns, int nlocal, pmix_info_t *info, size_t n, uintptr_t h)
+{
+    pmix_nspace_t nspace;
+    PMIX_LOAD_NSPACE(nspace, ns);
+    return PMIx_server_register_nspace(nspace, nlocal, info, n, opdone, (void *)h);
+}
+
+/* Deregistration is fire-and-forget: some libpmix releases never call the
+ * callback of deregister_client, and later calls are queued behind it on the
+ * library's thread anyway. */
+static void nop_opcb(pmix_status_t st, void *cbdata) { (void)st; (void)cbdata; }
+
+void prun_deregister_nspace(const char *ns)
+{
+    pmix_nspace_t nspace;
+    PMIX_LOAD_NSPACE(nspace, ns);
+    PMIx_server_deregister_nspace(nspace, nop_opcb, NULL);
+}
+
+pmix_status_t prun_register_client(const char *ns, uint32_t rank, uid_t uid, gid_t gid, uintptr_t h)
+{
+    pmix_proc_t p;
+    PMIX_PROC_LOAD(&p, ns, rank);
+    return PMIx_server_register_client(&p, uid, gid, NULL, opdone, (void *)h);
+}
+
+void prun_deregister_client(const char *ns, uint32_t rank)
+{
+    pmix_proc_t p;
+    PMIX_PROC_LOAD(&p, ns, rank);
+    PMIx_server_deregister_client(&p, nop_opcb, NULL);
+}
+
+pmix_status_t prun_setup_fork(const char *ns, uint32_t rank, char ***env)
+{
+    pmix_proc_t p;
+    PMIX_PROC_LOAD(&p, ns, rank);
+    *env = (char **)calloc(1, sizeof(char *));
+    return PMIx_server_setup_fork(&p, env);
+}
+
+void prun_env_free(char **env)
+{
+    for (char **e = env; e != NULL && *e != NULL; e++) {
+        free(*e);
+    }
+    free(env);
+}
+
+static void dmodex_done(pmix_status_t st, char *data, size_t sz, void *cbdata)
+{
+    goDmodexDone((uintptr_t)cbdata, st, data, sz);
+}
+
+pmix_status_t prun_dmodex_request(const char *ns, uint32_t rank, uintptr_t h)
+{
+    pmix_proc_t p;
+    PMIX_PROC_LOAD(&p, ns, rank);
+    return PMIx_server_dmodex_request(&p, dmodex_done, (void *)h);
+}
+
+pmix_status_t prun_notify(pmix_status_t code, const char *ns, uint32_t rank, pmix_data_range_t range,
+                          pmix_info_t *info, size_t n, uintptr_t h)
+{
+    pmix_proc_t p;
+    PMIX_PROC_LOAD(&p, ns, rank);
+    return PMIx_Notify_event(code, &p, range, info, n, opdone, (void *)h);
+}
