@@ -89,6 +89,15 @@ type Daemon struct {
 // New starts the node's PMIx server.
 func New(cfg Config, up Upstream) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, up: up, shells: map[string]*shell{}, events: map[pmixsrv.Status]int{}}
+	if os.Getenv("PRUN_DEBUG_PMIX") == "1" {
+		pmixsrv.Trace = os.Stderr
+	}
+	// The shared-memory data store of libpmix 4.2.2 logs spurious errors
+	// for lookups it cannot answer; the hash store is exact and fast enough
+	// for the jobs one daemon hosts. A user's own choice stands.
+	if _, set := os.LookupEnv("PMIX_MCA_gds"); !set {
+		os.Setenv("PMIX_MCA_gds", "hash")
+	}
 	srv, err := pmixsrv.Init(pmixsrv.Config{
 		TmpDir:      cfg.Session.Top,
 		Nspace:      fmt.Sprintf("prun-%s-%d", cfg.Name, os.Getpid()),
@@ -99,6 +108,12 @@ func New(cfg Config, up Upstream) (*Daemon, error) {
 		return nil, err
 	}
 	d.srv = srv
+	// The library re-creates its tmpdir with mode 0755; the session
+	// directory is the user's alone.
+	if err := os.Chmod(cfg.Session.Top, 0o700); err != nil {
+		srv.Finalize()
+		return nil, err
+	}
 	return d, nil
 }
 

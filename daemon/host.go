@@ -34,8 +34,12 @@ func (h host) ClientFinalized(p pmixsrv.Proc) error {
 func (h host) Abort(p pmixsrv.Proc, status int, msg string, targets []pmixsrv.Proc, done func(error)) error {
 	// The launcher ends the whole job whatever the targets: an MPI_Abort on
 	// a sub-communicator cannot leave the rest of the job in a usable state.
+	msg = strings.TrimSpace(msg)
+	if msg == "N/A" { // Open MPI's "no message"
+		msg = ""
+	}
 	h.d.up.Event(Event{Kind: ProcAborted, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
-		Status: status, Msg: strings.TrimSpace(msg)})
+		Status: status, Msg: msg})
 	done(nil)
 	return nil
 }

@@ -56,10 +56,14 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 		kv(pmixsrv.KeyNSDir, sess.NSDir(p.Nspace)),
 		kv(pmixsrv.KeyNprocOffset, pmixsrv.Rank(0)),
 	}
-	// The local node's peers also at the top level, where Open MPI looks.
+	// The local node's facts also at the top level: Open MPI looks for its
+	// peers there, and libpmix 4.2 answers node-realm PMIX_HOSTNAME and
+	// PMIX_NODEID only from there (in a node array they only identify it).
 	if self >= 0 && self < len(m.Nodes) {
 		n := m.Nodes[self]
 		info = append(info,
+			kv(pmixsrv.KeyHostname, n.Name),
+			kv(pmixsrv.KeyNodeID, uint32(self)),
 			kv(pmixsrv.KeyLocalPeers, joinInts(n.Procs)),
 			kv(pmixsrv.KeyLocalSize, uint32(len(n.Procs))),
 			kv(pmixsrv.KeyLocalLdr, pmixsrv.Rank(n.Procs[0])),

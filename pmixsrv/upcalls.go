@@ -10,8 +10,20 @@ package pmixsrv
 import "C"
 
 import (
+	"fmt"
+	"io"
 	"unsafe"
 )
+
+// Trace, when set, receives one line per upcall (prun sets it from
+// PRUN_DEBUG_PMIX=1): the quickest way to see what a client asked for.
+var Trace io.Writer
+
+func trace(format string, a ...any) {
+	if Trace != nil {
+		fmt.Fprintf(Trace, "pmixsrv: "+format+"\n", a...)
+	}
+}
 
 func host() Host {
 	mu.Lock()
@@ -69,6 +81,7 @@ func infoDone(cb C.pmix_info_cbfunc_t, cbd unsafe.Pointer) func([]Info, error) {
 
 //export goClientConnected
 func goClientConnected(p *C.pmix_proc_t, cb C.pmix_op_cbfunc_t, cbd unsafe.Pointer) C.pmix_status_t {
+	trace("client connected %v", procFromC(p))
 	h := host()
 	if h == nil {
 		return C.PMIX_ERR_INIT
@@ -96,12 +109,14 @@ func goAbort(p *C.pmix_proc_t, status C.int, msg *C.char, procs *C.pmix_proc_t, 
 	if msg != nil {
 		m = C.GoString(msg)
 	}
+	trace("abort from %v status %d: %s", procFromC(p), status, m)
 	return accepted(h.Abort(procFromC(p), int(status), m, procsFromC(procs, nprocs), opDone(cb, cbd)))
 }
 
 //export goFence
 func goFence(procs *C.pmix_proc_t, nprocs C.size_t, info *C.pmix_info_t, ninfo C.size_t,
 	data *C.char, ndata C.size_t, cb C.pmix_modex_cbfunc_t, cbd unsafe.Pointer) C.pmix_status_t {
+	trace("fence %v %d bytes", procsFromC(procs, nprocs), ndata)
 	h := host()
 	if h == nil {
 		return C.PMIX_ERR_INIT
@@ -116,6 +131,7 @@ func goFence(procs *C.pmix_proc_t, nprocs C.size_t, info *C.pmix_info_t, ninfo C
 //export goDirectModex
 func goDirectModex(p *C.pmix_proc_t, info *C.pmix_info_t, ninfo C.size_t, cb C.pmix_modex_cbfunc_t,
 	cbd unsafe.Pointer) C.pmix_status_t {
+	trace("direct modex %v %v", procFromC(p), fromC(info, ninfo))
 	h := host()
 	if h == nil {
 		return C.PMIX_ERR_INIT
@@ -246,6 +262,7 @@ func goNotifyEvent(code C.pmix_status_t, source *C.pmix_proc_t, rng C.pmix_data_
 //export goQuery
 func goQuery(p *C.pmix_proc_t, queries *C.pmix_query_t, nq C.size_t, cb C.pmix_info_cbfunc_t,
 	cbd unsafe.Pointer) C.pmix_status_t {
+	trace("query from %v", procFromC(p))
 	h := host()
 	if h == nil {
 		return C.PMIX_ERR_INIT
@@ -275,7 +292,9 @@ func goLog(p *C.pmix_proc_t, data *C.pmix_info_t, ndata C.size_t, dirs *C.pmix_i
 		}
 		err = h.Log(who, fromC(data, ndata), fromC(dirs, ndirs))
 	}
-	C.prun_op_cb(cb, statusOf(err), cbd)
+	// Completing inside the upcall leaves the client's PMIx_Log hanging
+	// (libpmix 4.2.2): complete from another thread.
+	go C.prun_op_cb(cb, statusOf(err), cbd)
 }
 
 //export goJobControl

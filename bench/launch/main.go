@@ -1,0 +1,326 @@
+// Command launch benchmarks prun's launch latency and launcher peak memory
+// against the MPI launchers it replaces (MPICH's mpiexec.hydra and Open MPI's
+// mpirun), all in one run, and prints medians, ratios and targets.
+//
+//	go run ./bench/launch [-runs 21] [-warmup 2] [-prun bin/prun] [-json FILE]
+//
+// It exits 0 whether targets are met or missed (it reports, it does not gate)
+// and 1 when a command is missing or fails.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	runTimeout   = 2 * time.Minute // a hung launcher fails the benchmark instead of hanging it
+	sampleEvery  = time.Millisecond
+	rssTargetMiB = 30
+)
+
+// command is one launcher invocation; its runs accumulate in it.
+type command struct {
+	Bench    string    `json:"benchmark"`
+	Name     string    `json:"command"`
+	Argv     []string  `json:"argv"`
+	WallMs   []float64 `json:"wall_ms"`
+	PeakMiB  float64   `json:"launcher_peak_rss_mib"` // max VmHWM of the launcher process alone
+	Wait4MiB float64   `json:"wait4_maxrss_mib"`      // max ru_maxrss, which includes reaped descendants
+	// want, if set, must occur 4 times in stdout: an exit status of 0 alone
+	// would also accept 4 Open MPI singletons, which measure nothing.
+	want string
+}
+
+type comparison struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Target float64 `json:"target"`
+	Pass   bool    `json:"pass"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	runs := flag.Int("runs", 21, "timed runs of each command")
+	warmup := flag.Int("warmup", 2, "untimed runs of each command before timing")
+	prunFlag := flag.String("prun", "", "prun binary (default bin/prun under the repository root)")
+	jsonOut := flag.String("json", "", "also write the results to this file as JSON")
+	flag.Parse()
+	if *runs < 1 || *warmup < 0 {
+		return errors.New("-runs must be >= 1 and -warmup >= 0")
+	}
+
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	prun := *prunFlag
+	if prun == "" {
+		prun = filepath.Join(root, "bin", "prun")
+	}
+	// The commands run in a temporary directory, so prun's path must be absolute.
+	if prun, err = filepath.Abs(prun); err != nil {
+		return err
+	}
+	if st, err := os.Stat(prun); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("prun binary %s is missing or not executable (run `make build`, or pass -prun)", prun)
+	}
+	for _, peer := range []string{"mpiexec.hydra", "mpirun.openmpi", "mpicc.openmpi"} {
+		if _, err := exec.LookPath(peer); err != nil {
+			return fmt.Errorf("%s not found in PATH (Debian packages mpich, openmpi-bin, libopenmpi-dev; `make deps`)", peer)
+		}
+	}
+
+	dir, err := os.MkdirTemp("", "prun-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cc := exec.Command("mpicc.openmpi", "-O2", "-o", filepath.Join(dir, "hello"), filepath.Join(root, "testdata", "hello.c"))
+	if out, err := cc.CombinedOutput(); err != nil {
+		return fmt.Errorf("compiling testdata/hello.c: %v\n%s", err, out)
+	}
+
+	facts := machine()
+	fmt.Printf("nproc %s | cpu %s | kernel %s | %s | Open MPI %s | Hydra %s\n",
+		facts["nproc"], facts["cpu"], facts["kernel"], facts["go"], facts["open_mpi"], facts["hydra"])
+
+	ompi := []string{"mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-n", "4", "./hello"}
+	groups := [][]*command{
+		{
+			{Bench: "true -n 4", Name: "prun", Argv: []string{prun, "-n", "4", "/bin/true"}},
+			{Bench: "true -n 4", Name: "mpiexec.hydra", Argv: []string{"mpiexec.hydra", "-n", "4", "/bin/true"}},
+		},
+		{
+			{Bench: "ompi hello -n 4", Name: "prun", Argv: []string{prun, "-n", "4", "./hello"}, want: " of 4 "},
+			{Bench: "ompi hello -n 4", Name: "mpirun.openmpi", Argv: ompi, want: " of 4 "},
+		},
+	}
+	for _, g := range groups {
+		// Round-robin (A, B, A, B, ...) so that drifting machine noise hits both sides alike.
+		for i := 0; i < *warmup+*runs; i++ {
+			for _, c := range g {
+				if err := c.runOnce(dir, i >= *warmup); err != nil {
+					return err
+				}
+			}
+		}
+	}
+
+	fmt.Printf("\n%-16s | %-15s | %9s | %9s | %9s | %14s | %s\n",
+		"benchmark", "command", "median", "p10", "p90", "peak RSS (MiB)", "wait4 maxrss (MiB)")
+	var all []*command
+	for _, g := range groups {
+		for _, c := range g {
+			all = append(all, c)
+			fmt.Printf("%-16s | %-15s | %9s | %9s | %9s | %14.1f | %.1f\n", c.Bench, c.Name,
+				ms(pct(c.WallMs, 0.5)), ms(pct(c.WallMs, 0.1)), ms(pct(c.WallMs, 0.9)), c.PeakMiB, c.Wait4MiB)
+		}
+	}
+	ratio := func(name string, a, b *command, target float64) comparison {
+		r := pct(a.WallMs, 0.5) / pct(b.WallMs, 0.5)
+		return comparison{name, r, target, r <= target}
+	}
+	cmps := []comparison{
+		ratio("ratio prun/hydra (true -n 4)", groups[0][0], groups[0][1], 1.0),
+		ratio("ratio prun/mpirun.openmpi (ompi hello -n 4)", groups[1][0], groups[1][1], 0.8),
+	}
+	for _, g := range groups {
+		p := g[0]
+		cmps = append(cmps, comparison{"prun peak RSS MiB (" + p.Bench + ")", p.PeakMiB, rssTargetMiB, p.PeakMiB <= rssTargetMiB})
+	}
+	fmt.Println()
+	for _, c := range cmps {
+		verdict := "MISS"
+		if c.Pass {
+			verdict = "PASS"
+		}
+		fmt.Printf("%s = %.2f (target <= %.2f) %s\n", c.Name, c.Value, c.Target, verdict)
+	}
+
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(map[string]any{
+			"machine": facts, "runs": *runs, "warmup": *warmup, "results": all, "comparisons": cmps,
+		}, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
+	}
+	return nil
+}
+
+// runOnce runs c once in dir and, if record is set, records its wall time and
+// memory. A nonzero exit is an error carrying the command's output.
+func (c *command) runOnce(dir string, record bool) error {
+	// Output goes to files, not pipes: Wait then returns when the launcher is
+	// reaped, not when the last process holding a pipe closes it.
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		return err
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		return err
+	}
+	defer stderr.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, stdout, stderr
+	// Own process group, so that a timeout kills the ranks along with the launcher.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %v", strings.Join(c.Argv, " "), err)
+	}
+	done := make(chan struct{})
+	peak := make(chan int64)
+	go func() { peak <- sampleHWM(cmd.Process.Pid, done) }()
+	err = cmd.Wait()
+	wall := time.Since(start)
+	close(done)
+	hwmKiB := <-peak
+
+	if err != nil {
+		out, _ := os.ReadFile(stderr.Name())
+		if len(bytes.TrimSpace(out)) == 0 {
+			out, _ = os.ReadFile(stdout.Name())
+		}
+		return fmt.Errorf("%s: %v\n%s", strings.Join(c.Argv, " "), err, tail(out, 4096))
+	}
+	if c.want != "" {
+		if out, _ := os.ReadFile(stdout.Name()); bytes.Count(out, []byte(c.want)) != 4 {
+			return fmt.Errorf("%s: stdout lacks 4 lines with %q (ranks not one job?):\n%s",
+				strings.Join(c.Argv, " "), c.want, tail(out, 4096))
+		}
+	}
+	if record {
+		c.WallMs = append(c.WallMs, float64(wall)/float64(time.Millisecond))
+		// On Linux, wait4's ru_maxrss is max(the child, every descendant it reaped),
+		// so with ranks bigger than the launcher it reports a rank. It is kept for
+		// reference; the launcher's own peak comes from its VmHWM.
+		ru := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024
+		c.Wait4MiB = max(c.Wait4MiB, ru)
+		c.PeakMiB = max(c.PeakMiB, float64(hwmKiB)/1024)
+	}
+	return nil
+}
+
+// sampleHWM polls VmHWM (the high-water mark of the process's own resident
+// set, in KiB) of pid until done is closed and returns the last value seen.
+// The mark only grows, so this misses only growth in the last sampling
+// interval before exit. The file stays open: once opened it refers to this
+// process, so a reused pid cannot be read by mistake.
+func sampleHWM(pid int, done <-chan struct{}) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var hwm int64
+	buf := make([]byte, 8192)
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	for {
+		if n, _ := f.ReadAt(buf, 0); n > 0 {
+			if _, rest, ok := bytes.Cut(buf[:n], []byte("\nVmHWM:")); ok {
+				line, _, _ := bytes.Cut(rest, []byte("kB"))
+				if v, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 10, 64); err == nil {
+					hwm = max(hwm, v)
+				}
+			}
+		}
+		select {
+		case <-done:
+			return hwm
+		case <-tick.C:
+		}
+	}
+}
+
+// pct returns the p-quantile of xs (nearest rank on the sorted values).
+func pct(xs []float64, p float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[int(math.Round(p*float64(len(s)-1)))]
+}
+
+func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" }
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// repoRoot walks up from the working directory to the directory holding go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory; run from the repository")
+		}
+		dir = parent
+	}
+}
+
+// machine collects the facts that a reader needs to compare figures across machines.
+func machine() map[string]string {
+	m := map[string]string{"nproc": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m["kernel"] = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		m["cpu"] = field(string(b), "model name")
+	}
+	// "mpirun.openmpi (OpenRTE) 4.1.4" on the first line.
+	out, _ := exec.Command("mpirun.openmpi", "--version").Output()
+	if f := strings.Fields(strings.SplitN(string(out), "\n", 2)[0]); len(f) > 0 {
+		m["open_mpi"] = f[len(f)-1]
+	}
+	out, _ = exec.Command("mpiexec.hydra", "--version").Output()
+	m["hydra"] = field(string(out), "Version")
+	return m
+}
+
+// field returns the value of the first "key: value" line in s (after the first colon).
+func field(s, key string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
