@@ -20,7 +20,20 @@ import (
 	"prun/names"
 	"prun/pmixsrv"
 	"prun/sessiondir"
+	"prun/topology"
 )
+
+// cleanEnv drops what marks a process as part of a job from an environment
+// given to prun's own helpers.
+func cleanEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if inherited(kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
 
 // EventKind says what happened to a process.
 type EventKind int
@@ -81,6 +94,10 @@ type Daemon struct {
 	up  Upstream
 	srv *pmixsrv.Server
 
+	fillWait func()   // reaps the topology-cache filler, if one runs
+	topoXML  string   // the node's cached topology, when there is one
+	tuning   []string // start-up defaults for ranks (see ompi.go)
+
 	mu     sync.Mutex
 	shells map[string]*shell
 	events map[pmixsrv.Status]int // event codes local clients registered for
@@ -98,6 +115,17 @@ func New(cfg Config, up Upstream) (*Daemon, error) {
 	if _, set := os.LookupEnv("PMIX_MCA_gds"); !set {
 		os.Setenv("PMIX_MCA_gds", "hash")
 	}
+	// Hand libpmix's hwloc the cached topology instead of letting it probe
+	// the machine; on a miss, fill the cache beside this launch.
+	if c, ok := topology.Cache(); ok && os.Getenv("HWLOC_XMLFILE") == "" {
+		if c.Valid() {
+			os.Setenv("HWLOC_XMLFILE", c.Path)
+			os.Setenv("HWLOC_THISSYSTEM", "1")
+			d.topoXML = c.Path
+		} else {
+			d.fillWait = c.Fill(cleanEnv(os.Environ()))
+		}
+	}
 	srv, err := pmixsrv.Init(pmixsrv.Config{
 		TmpDir:      cfg.Session.Top,
 		Nspace:      fmt.Sprintf("prun-%s-%d", cfg.Name, os.Getpid()),
@@ -108,6 +136,7 @@ func New(cfg Config, up Upstream) (*Daemon, error) {
 		return nil, err
 	}
 	d.srv = srv
+	d.tuning = tuningEnv(cfg.BaseEnv, d.topoXML)
 	// The library re-creates its tmpdir with mode 0755; the session
 	// directory is the user's alone.
 	if err := os.Chmod(cfg.Session.Top, 0o700); err != nil {
@@ -167,6 +196,9 @@ func (d *Daemon) Close() error {
 	for _, sh := range shells {
 		sh.close()
 		d.srv.DeregisterNspace(sh.plan.Nspace)
+	}
+	if d.fillWait != nil {
+		d.fillWait()
 	}
 	return d.srv.Finalize()
 }

@@ -92,7 +92,7 @@ func (sh *shell) start(rank int) error {
 	if err != nil {
 		return err
 	}
-	env := rankEnv(sh.d.cfg.BaseEnv, app.Env, pmixEnv, sh.mpiEnv(pr))
+	env := rankEnv(sh.d.cfg.BaseEnv, app.Env, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -278,7 +278,7 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 	rank, lrank, nrank := strconv.Itoa(pr.Rank), strconv.Itoa(pr.LocalRank), strconv.Itoa(pr.NodeRank)
 	univ := strconv.Itoa(p.UnivSize)
 	app := strconv.Itoa(pr.App)
-	return []string{
+	env := []string{
 		"OMPI_COMM_WORLD_RANK=" + rank,
 		"OMPI_COMM_WORLD_SIZE=" + size,
 		"OMPI_COMM_WORLD_LOCAL_RANK=" + lrank,
@@ -297,6 +297,12 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 		"PRUN_UNIVERSE_SIZE=" + univ,
 		"PRUN_NSPACE=" + p.Nspace,
 	}
+	if p.Map.Oversubscribed(pr.Node) && !envHas(sh.d.cfg.BaseEnv, "OMPI_MCA_mpi_yield_when_idle") {
+		// As mpirun does: busy-polling ranks that outnumber the cores
+		// starve each other.
+		env = append(env, "OMPI_MCA_mpi_yield_when_idle=1")
+	}
+	return env
 }
 
 // inherited reports whether a launcher variable may pass to ranks: variables
@@ -312,9 +318,10 @@ func inherited(kv string) bool {
 	return true
 }
 
-// rankEnv merges the environment layers; later layers win.
-func rankEnv(base, user, pmix, mpi []string) []string {
-	out := make([]string, 0, len(base)+len(user)+len(pmix)+len(mpi))
+// rankEnv merges the environment layers: prun's tuning defaults lose to
+// anything else, the user's -x wins over everything.
+func rankEnv(base, user, pmix, mpi, tuning []string) []string {
+	out := make([]string, 0, len(base)+len(user)+len(pmix)+len(mpi)+len(tuning))
 	index := make(map[string]int, cap(out))
 	add := func(kv string) {
 		k, _, _ := strings.Cut(kv, "=")
@@ -324,6 +331,9 @@ func rankEnv(base, user, pmix, mpi []string) []string {
 		}
 		index[k] = len(out)
 		out = append(out, kv)
+	}
+	for _, kv := range tuning {
+		add(kv)
 	}
 	for _, kv := range base {
 		if inherited(kv) {

@@ -1,0 +1,100 @@
+// Package topology knows the node's hardware topology. Today that means one
+// thing: a cached hwloc XML description of this node, so that libpmix does
+// not rediscover the machine at every launch (discovery is most of
+// PMIx_server_init's cost; see docs/benchmarks.md).
+package topology
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// XMLCache is the cached topology of this node.
+type XMLCache struct {
+	Path string // where the XML is (or will be) stored
+}
+
+// Cache locates this node's cache entry. The key covers what can change the
+// topology without a change of cache directory: a reboot (boot id), the host
+// and the CPUs this process may use (a cgroup or container).
+func Cache() (*XMLCache, bool) {
+	dir := os.Getenv("XDG_CACHE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil || home == "" {
+			return nil, false
+		}
+		dir = filepath.Join(home, ".cache")
+	}
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return nil, false
+	}
+	host, _ := os.Hostname()
+	h := sha256.New()
+	h.Write(boot)
+	h.Write([]byte(host))
+	h.Write([]byte(allowedCPUs()))
+	name := "topology-" + hex.EncodeToString(h.Sum(nil))[:16] + ".xml"
+	return &XMLCache{Path: filepath.Join(dir, "prun", name)}, true
+}
+
+func allowedCPUs() string {
+	st, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(line, "Cpus_allowed_list:") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "Cpus_allowed_list:"))
+		}
+	}
+	return ""
+}
+
+// Valid reports whether the cached XML exists.
+func (c *XMLCache) Valid() bool {
+	st, err := os.Stat(c.Path)
+	return err == nil && st.Mode().IsRegular() && st.Size() > 0
+}
+
+// Fill starts hwloc's lstopo writing the XML; wait reaps it. It is meant to
+// run beside a job whose server discovered the topology the slow way, so
+// that the next launch is fast. Failure only means no cache.
+func (c *XMLCache) Fill(env []string) (wait func()) {
+	lstopo, err := exec.LookPath("lstopo-no-graphics")
+	if err != nil {
+		if lstopo, err = exec.LookPath("lstopo"); err != nil {
+			return func() {}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err != nil {
+		return func() {}
+	}
+	tmp := c.Path + ".tmp." + randSuffix()
+	cmd := exec.Command(lstopo, "--of", "xml", "-f", tmp)
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		return func() {}
+	}
+	return func() {
+		if cmd.Wait() == nil {
+			os.Rename(tmp, c.Path)
+		}
+		os.Remove(tmp)
+	}
+}
+
+func randSuffix() string {
+	b := make([]byte, 4)
+	f, err := os.Open("/dev/urandom")
+	if err == nil {
+		f.Read(b)
+		f.Close()
+	}
+	return hex.EncodeToString(b)
+}
