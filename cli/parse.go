@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -24,7 +25,16 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
-func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
+// usagef formats a usage error. Control characters from the command line are
+// escaped so that the message stays one line.
+func usagef(format string, a ...any) error {
+	msg := fmt.Sprintf(format, a...)
+	if strings.IndexFunc(msg, unicode.IsControl) >= 0 {
+		q := strconv.Quote(msg)
+		msg = q[1 : len(q)-1]
+	}
+	return &UsageError{msg}
+}
 
 // Request is what a command line asks prun to do.
 type Request struct {

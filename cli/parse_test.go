@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testEnv is a fixed environment: a working directory with two programs.
+func testEnv(t testing.TB) (Env, string) {
+	dir := t.TempDir()
+	for _, name := range []string{"app", "app2"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"SET_VAR": "v1", "EMPTY_VAR": ""}
+	return Env{
+		LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+		Getwd:     func() (string, error) { return dir, nil },
+		LookPath: func(name string) (string, error) {
+			if name == "sh" {
+				return "/bin/sh", nil
+			}
+			return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
+		},
+	}, dir
+}
+
+func TestParseMPMD(t *testing.T) {
+	env, dir := testEnv(t)
+	req, err := Parse(strings.Fields("--tag-output --timeout 7 -n 4 ./app a1 a2 : -np 2 -x SET_VAR -x B=2 --wdir "+dir+" ./app2 b1"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := req.Job
+	if len(j.Apps) != 2 || !j.TagOutput || j.Timeout != 7*time.Second {
+		t.Fatalf("job = %+v", j)
+	}
+	a, b := j.Apps[0], j.Apps[1]
+	if a.NP != 4 || a.Exe != filepath.Join(dir, "app") || strings.Join(a.Argv, " ") != "./app a1 a2" || a.Wdir != dir {
+		t.Errorf("app 0 = %+v", a)
+	}
+	if b.NP != 2 || strings.Join(b.Argv, " ") != "./app2 b1" || strings.Join(b.Env, ",") != "SET_VAR=v1,B=2" {
+		t.Errorf("app 1 = %+v", b)
+	}
+	if j.NumProcs() != 6 {
+		t.Errorf("NumProcs = %d", j.NumProcs())
+	}
+}
+
+func TestFlagsAfterProgramBelongToIt(t *testing.T) {
+	env, _ := testEnv(t)
+	req, err := Parse([]string{"-n", "1", "./app", "-n", "3", "--timeout", "x", "-np"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(req.Job.Apps[0].Argv, " "); got != "./app -n 3 --timeout x -np" {
+		t.Errorf("argv = %q", got)
+	}
+	if req.Job.Apps[0].NP != 1 || req.Job.Timeout != 0 {
+		t.Errorf("job = %+v", req.Job)
+	}
+}
+
+func TestOmittedNP(t *testing.T) {
+	env, _ := testEnv(t)
+	req, err := Parse([]string{"sh", "-c", "true"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Job.Apps[0].NP != 0 || req.Job.Apps[0].Exe != "/bin/sh" {
+		t.Errorf("app = %+v", req.Job.Apps[0])
+	}
+}
+
+func TestHelpVersion(t *testing.T) {
+	env, _ := testEnv(t)
+	for _, tc := range []struct {
+		args          []string
+		help, version bool
+	}{
+		{[]string{"-h"}, true, false},
+		{[]string{"--help"}, true, false},
+		{[]string{"--version"}, false, true},
+		{[]string{"--allow-run-as-root", "--version"}, false, true},
+	} {
+		req, err := Parse(tc.args, env)
+		if err != nil || req.Help != tc.help || req.Version != tc.version {
+			t.Errorf("%v: req=%+v err=%v", tc.args, req, err)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	env, _ := testEnv(t)
+	for _, tc := range []struct {
+		args string
+		want string
+	}{
+		{"", "no program given"},
+		{"-n 2", "no program given"},
+		{"-n 0 ./app", "-n 0: at least one process"},
+		{"-n -1 ./app", "cannot be negative"},
+		{"-n 2 ./nope", "./nope: no such file"},
+		{"-n 2 ./data", "./data: not executable"},
+		{"-n 2 ./", "is a directory"},
+		{"-n 2 ./app :", "stray ':' at the end"},
+		{": -n 2 ./app", "no program in application context 1"},
+		{"-n 1 ./app : : -n 1 ./app", "no program in application context 2"},
+		{"--tiemout 3 ./app", "did you mean --timeout"},
+		{"--tag-ouput ./app", "did you mean --tag-output"},
+		{"-n 1 ./app : --timeout 3 ./app", "--timeout is a global option"},
+		{"-x NOT_SET ./app", "NOT_SET is not set"},
+		{"-x 1BAD=3 ./app", "not a valid environment variable name"},
+		{"--timeout abc ./app", "--timeout abc: want a positive number"},
+		{"--timeout -3 ./app", "want a positive number"},
+		{"-n two ./app", "invalid argument"},
+		{"nosuchcmd", "nosuchcmd: command not found"},
+		{"--wdir /nonexistent/dir ./app", "not a directory"},
+	} {
+		_, err := Parse(strings.Fields(tc.args), env)
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want a usage error containing %q", tc.args, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("Parse(%q): error is not one line: %q", tc.args, err)
+		}
+	}
+}
+
+func TestTimeoutFromEnvironment(t *testing.T) {
+	env, _ := testEnv(t)
+	env.LookupEnv = func(k string) (string, bool) {
+		if k == "MPIEXEC_TIMEOUT" {
+			return "2.5", true
+		}
+		return "", false
+	}
+	req, err := Parse([]string{"./app"}, env)
+	if err != nil || req.Job.Timeout != 2500*time.Millisecond {
+		t.Fatalf("timeout = %v, %v", req, err)
+	}
+	req, err = Parse([]string{"--timeout", "1", "./app"}, env)
+	if err != nil || req.Job.Timeout != time.Second {
+		t.Fatalf("flag must win over MPIEXEC_TIMEOUT: %v, %v", req, err)
+	}
+}
+
+func TestSingleDashLongOptions(t *testing.T) {
+	env, dir := testEnv(t)
+	req, err := Parse([]string{"-np", "3", "-wdir", dir, "-tag-output", "./app"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Job.Apps[0].NP != 3 || !req.Job.TagOutput {
+		t.Errorf("job = %+v", req.Job)
+	}
+	req, err = Parse([]string{"-np=2", "./app"}, env)
+	if err != nil || req.Job.Apps[0].NP != 2 {
+		t.Errorf("-np=2: %v %v", req, err)
+	}
+}
+
+// FuzzParse: no input may panic, and every failure is a one-line usage error.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"-n 4 ./app a : -n 2 ./app2 b", "-np 2 -x A=1 ./app", ":", "-n", "--timeout 3 -- ./app",
+		"-x", "-n 1 ./app : : ./app", "--wdir . ./app", "-tag-output -np=3 ./app -n 2", "-h", "--version",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		env, _ := testEnv(t)
+		args := strings.Split(s, " ")
+		req, err := Parse(args, env)
+		if err != nil {
+			var ue *UsageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("Parse(%q): error %T is not a UsageError: %v", s, err, err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Parse(%q): multi-line error %q", s, err)
+			}
+			return
+		}
+		if req.Job == nil {
+			if !req.Help && !req.Version {
+				t.Fatalf("Parse(%q): no job, no help, no version", s)
+			}
+			return
+		}
+		for _, a := range req.Job.Apps {
+			if a.NP < 0 || len(a.Argv) == 0 || !filepath.IsAbs(a.Exe) {
+				t.Fatalf("Parse(%q): bad app %+v", s, a)
+			}
+		}
+	})
+}
