@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"strings"
+	"testing"
+
+	"prun/hostfile"
+	"prun/jobspec"
+	"prun/mapper"
+	"prun/pmixsrv"
+	"prun/sessiondir"
+)
+
+func plan(t *testing.T, hosts []hostfile.Host, nps ...int) *Plan {
+	j := &jobspec.Job{CmdLine: "prun test"}
+	for _, n := range nps {
+		j.Apps = append(j.Apps, jobspec.App{NP: n, Argv: []string{"./a", "x"}, Wdir: "/w"})
+	}
+	m, err := mapper.Place(j, hostfile.Allocation{Hosts: hosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Plan{Nspace: "ns", JobID: "1", Job: j, Map: m, UnivSize: m.Slots}
+}
+
+func TestANLMap(t *testing.T) {
+	for _, tc := range []struct {
+		hosts []hostfile.Host
+		nps   []int
+		want  string
+	}{
+		{[]hostfile.Host{{Name: "a", Slots: 4}}, []int{3}, "(vector,(0,1,3))"},
+		{[]hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}}, []int{4}, "(vector,(0,2,2))"},
+		{[]hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}, {Name: "c", Slots: 1}}, []int{2, 3}, "(vector,(0,2,2),(2,1,1))"},
+	} {
+		if got := ANLMap(plan(t, tc.hosts, tc.nps...)); got != tc.want {
+			t.Errorf("%v %v: %s, want %s", tc.hosts, tc.nps, got, tc.want)
+		}
+	}
+}
+
+// find returns the value of key in infos, descending into nothing.
+func find(infos []pmixsrv.Info, key string) any {
+	v, _ := pmixsrv.Lookup(infos, key)
+	return v
+}
+
+func TestNspaceInfoRealms(t *testing.T) {
+	p := plan(t, []hostfile.Host{{Name: "n0", Slots: 8}}, 2, 3)
+	info := nspaceInfo(p, &sessiondir.Dir{Top: "/tmp/s"}, 0)
+	if find(info, pmixsrv.KeyJobSize) != uint32(5) || find(info, pmixsrv.KeyJobNumApps) != uint32(2) ||
+		find(info, pmixsrv.KeyLocalPeers) != "0,1,2,3,4" || find(info, pmixsrv.KeyNSDir) != "/tmp/s/ns" ||
+		find(info, pmixsrv.KeyANLMap) != "(vector,(0,1,5))" || find(info, pmixsrv.KeyTdirRmclean) != true {
+		t.Fatalf("job realm wrong: %+v", info)
+	}
+	var apps, nodes, procs int
+	for _, in := range info {
+		sub, _ := in.Value.([]pmixsrv.Info)
+		switch in.Key {
+		case pmixsrv.KeyAppInfoArray:
+			if sub[0].Key != pmixsrv.KeyAppNum {
+				t.Errorf("app array must start with its appnum: %+v", sub)
+			}
+			apps++
+		case pmixsrv.KeyNodeInfoArray:
+			nodes++
+		case pmixsrv.KeyProcInfoArray:
+			if sub[0].Key != pmixsrv.KeyRank || sub[0].Value != pmixsrv.Rank(procs) {
+				t.Errorf("proc array must start with its rank: %+v", sub)
+			}
+			if find(sub, pmixsrv.KeyLocalRank) != uint16(procs) || find(sub, pmixsrv.KeyProcDir) != "/tmp/s/ns/"+string(rune('0'+procs)) {
+				t.Errorf("proc %d: %+v", procs, sub)
+			}
+			procs++
+		}
+	}
+	if apps != 2 || nodes != 1 || procs != 5 {
+		t.Errorf("apps=%d nodes=%d procs=%d", apps, nodes, procs)
+	}
+}
+
+func TestRankEnvLayers(t *testing.T) {
+	base := []string{"PATH=/bin", "PMIX_RANK=7", "PMIX_MCA_gds=hash", "OMPI_COMM_WORLD_RANK=9", "OMPI_MCA_btl=self", "PRUN_RANK=3", "KEEP=1"}
+	env := strings.Join(rankEnv(base, []string{"KEEP=user"}, []string{"PMIX_RANK=0"}, []string{"OMPI_COMM_WORLD_RANK=0"},
+		[]string{"OMPI_MCA_btl=tuned", "OMPI_MCA_pml=^cm"}), " ")
+	for _, want := range []string{"PATH=/bin", "PMIX_RANK=0", "PMIX_MCA_gds=hash", "OMPI_COMM_WORLD_RANK=0", "OMPI_MCA_btl=self", "KEEP=user", "OMPI_MCA_pml=^cm"} {
+		if !strings.Contains(" "+env+" ", " "+want+" ") {
+			t.Errorf("env lacks %s: %s", want, env)
+		}
+	}
+	for _, bad := range []string{"PMIX_RANK=7", "OMPI_COMM_WORLD_RANK=9", "PRUN_RANK=3", "OMPI_MCA_btl=tuned"} {
+		if strings.Contains(" "+env+" ", " "+bad+" ") {
+			t.Errorf("env has %s: %s", bad, env)
+		}
+	}
+}
