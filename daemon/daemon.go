@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -119,8 +120,12 @@ func New(cfg Config, up Upstream) (*Daemon, error) {
 	// the machine; on a miss, fill the cache beside this launch.
 	if c, ok := topology.Cache(); ok && os.Getenv("HWLOC_XMLFILE") == "" {
 		if c.Valid() {
-			os.Setenv("HWLOC_XMLFILE", c.Path)
-			os.Setenv("HWLOC_THISSYSTEM", "1")
+			for _, kv := range xmlTopologyEnv(c.Path) {
+				k, v, _ := strings.Cut(kv, "=")
+				if _, set := os.LookupEnv(k); !set {
+					os.Setenv(k, v)
+				}
+			}
 			d.topoXML = c.Path
 		} else {
 			d.fillWait = c.Fill(cleanEnv(os.Environ()))

@@ -71,12 +71,22 @@ func (sh *shell) launch() error {
 		sh.ranks[r] = &rankState{proc: p.Map.Procs[r], exe: p.Job.Apps[p.Map.Procs[r].App].Exe}
 	}
 	sh.mu.Unlock()
+	// Ranks start in parallel: registration waits on libpmix's thread and
+	// each fork waits for its child's exec, so overlapping them pays.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, spawnThreads)
 	for _, r := range local {
-		if err := sh.start(r); err != nil {
-			sh.d.up.Event(Event{Kind: LaunchFailed, Nspace: p.Nspace, Rank: r, Node: sh.nodeName(), Msg: err.Error()})
-			sh.reaped(r, -1, 0)
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := sh.start(r); err != nil {
+				sh.d.up.Event(Event{Kind: LaunchFailed, Nspace: p.Nspace, Rank: r, Node: sh.nodeName(), Msg: err.Error()})
+				sh.reaped(r, -1, 0)
+			}
+		}()
 	}
+	wg.Wait()
 	return nil
 }
 
@@ -348,9 +358,12 @@ func rankEnv(base, user, pmix, mpi, tuning []string) []string {
 	return out
 }
 
-// Processes are started from one locked OS thread: PR_SET_PDEATHSIG fires
+// Processes are started from a few locked OS threads: PR_SET_PDEATHSIG fires
 // when the thread that forked a child dies, and Go may retire other threads.
-var spawnReqs = make(chan spawnReq)
+var (
+	spawnThreads = min(max(runtime.NumCPU(), 2), 4)
+	spawnReqs    = make(chan spawnReq)
+)
 
 type spawnReq struct {
 	cmd   *exec.Cmd
@@ -358,12 +371,21 @@ type spawnReq struct {
 }
 
 func init() {
+	// The first fork in a Go process probes pidfd support by forking a child
+	// of its own; do that now, while PMIx starts, not on rank 0's critical path.
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-		for r := range spawnReqs {
-			r.reply <- r.cmd.Start()
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Release()
 		}
 	}()
+	for i := 0; i < spawnThreads; i++ {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for r := range spawnReqs {
+				r.reply <- r.cmd.Start()
+			}
+		}()
+	}
 }
 
 func startOnSpawnThread(cmd *exec.Cmd) error {
