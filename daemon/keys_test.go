@@ -80,10 +80,10 @@ func TestNspaceInfoRealms(t *testing.T) {
 }
 
 func TestRankEnvLayers(t *testing.T) {
-	base := []string{"PATH=/bin", "PMIX_RANK=7", "PMIX_MCA_gds=hash", "OMPI_COMM_WORLD_RANK=9", "OMPI_MCA_btl=self", "PRUN_RANK=3", "KEEP=1"}
-	env := strings.Join(rankEnv(base, []string{"KEEP=user"}, []string{"PMIX_RANK=0"}, []string{"OMPI_COMM_WORLD_RANK=0"},
+	base := []string{"PATH=/bin", "PMIX_RANK=7", "PMIX_MCA_gds=hash", "OMPI_COMM_WORLD_RANK=9", "OMPI_MCA_btl=self", "PRUN_RANK=3", "PRUN_MINE=1", "KEEP=1"}
+	env := strings.Join(rankEnv(base, []string{"KEEP=user"}, []string{"PMIX_RANK=0"}, []string{"OMPI_COMM_WORLD_RANK=0", "PRUN_RANK=0"},
 		[]string{"OMPI_MCA_btl=tuned", "OMPI_MCA_pml=^cm"}), " ")
-	for _, want := range []string{"PATH=/bin", "PMIX_RANK=0", "PMIX_MCA_gds=hash", "OMPI_COMM_WORLD_RANK=0", "OMPI_MCA_btl=self", "KEEP=user", "OMPI_MCA_pml=^cm"} {
+	for _, want := range []string{"PATH=/bin", "PMIX_RANK=0", "PMIX_MCA_gds=hash", "OMPI_COMM_WORLD_RANK=0", "OMPI_MCA_btl=self", "KEEP=user", "OMPI_MCA_pml=^cm", "PRUN_RANK=0", "PRUN_MINE=1"} {
 		if !strings.Contains(" "+env+" ", " "+want+" ") {
 			t.Errorf("env lacks %s: %s", want, env)
 		}

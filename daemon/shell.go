@@ -15,6 +15,7 @@ import (
 	"prun/iof"
 	"prun/mapper"
 	"prun/pmixsrv"
+	"prun/sessiondir"
 )
 
 // outputGrace bounds how long a job's end waits for output after its last
@@ -219,6 +220,15 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal) {
 }
 
 func (sh *shell) finish() {
+	// The job is over: whatever its ranks left running in their process
+	// groups goes with it (and stops holding the output pipes open).
+	sh.mu.Lock()
+	for _, st := range sh.ranks {
+		if st.pid > 0 {
+			syscall.Kill(-st.pid, syscall.SIGKILL)
+		}
+	}
+	sh.mu.Unlock()
 	drained := make(chan struct{})
 	go func() { sh.output.Wait(); close(drained) }()
 	select {
@@ -305,7 +315,7 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 		"PRUN_NODE_RANK=" + nrank,
 		"PRUN_APPNUM=" + app,
 		"PRUN_UNIVERSE_SIZE=" + univ,
-		"PRUN_NSPACE=" + p.Nspace,
+		sessiondir.NspaceEnv + "=" + p.Nspace, // also how a later prun finds a killed one's leftovers
 	}
 	if p.Map.Oversubscribed(pr.Node) && !envHas(sh.d.cfg.BaseEnv, "OMPI_MCA_mpi_yield_when_idle") {
 		// As mpirun does: busy-polling ranks that outnumber the cores
@@ -318,7 +328,7 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 // inherited reports whether a launcher variable may pass to ranks: variables
 // that describe the launcher's own place in some outer job must not.
 func inherited(kv string) bool {
-	for _, pre := range []string{"PMIX_", "PMI_", "PRUN_", "OMPI_COMM_WORLD_", "OMPI_MCA_orte_", "OMPI_MCA_ess_base_",
+	for _, pre := range []string{"PMIX_", "PMI_", "OMPI_COMM_WORLD_", "OMPI_MCA_orte_", "OMPI_MCA_ess_base_",
 		"OMPI_UNIVERSE_SIZE=", "OMPI_FIRST_RANKS=", "OMPI_APP_CTX_NUM_PROCS=", "OMPI_NUM_APP_CTX=",
 		"MPI_LOCALNRANKS=", "MPI_LOCALRANKID="} {
 		if strings.HasPrefix(kv, pre) {

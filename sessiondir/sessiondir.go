@@ -5,19 +5,28 @@
 package sessiondir
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
-const prefix = "prun."
+const (
+	prefix   = "prun."
+	lockName = ".prun.lock"
+	// A directory without its lock file is being created; only one this old
+	// is a leftover.
+	unlockedAge = time.Minute
+)
 
 // Dir is one launch's session directory tree.
 type Dir struct {
-	Top string
+	Top  string
+	lock *os.File // flock'ed for the launcher's lifetime: proof that it lives
 }
 
 // Create makes the top directory under tmp (os.TempDir() when empty). It
@@ -32,11 +41,26 @@ func Create(tmp string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	if err := os.Chmod(top, 0o700); err != nil { // MkdirTemp already uses 0700; be explicit
-		os.Remove(top)
+	d := &Dir{Top: top}
+	if err := os.Chmod(top, 0o700); err != nil { // MkdirTemp uses 0700 already; be explicit
+		d.Remove()
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	return &Dir{Top: top}, nil
+	// The lock is held until the process ends, however it ends; its fd is
+	// close-on-exec, so ranks do not inherit it.
+	f, err := os.OpenFile(filepath.Join(top, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		d.Remove()
+		return nil, fmt.Errorf("session directory lock: %w", err)
+	}
+	d.lock = f
+	return d, nil
 }
 
 // NSDir is the namespace's directory.
@@ -60,11 +84,18 @@ func (d *Dir) MakeProcDirs(nspace string, ranks []int) error {
 	return nil
 }
 
-// Remove deletes the whole tree.
-func (d *Dir) Remove() error { return os.RemoveAll(d.Top) }
+// Remove deletes the whole tree and drops the lock.
+func (d *Dir) Remove() error {
+	err := os.RemoveAll(d.Top)
+	if d.lock != nil {
+		d.lock.Close()
+		d.lock = nil
+	}
+	return err
+}
 
 // CleanStale removes session directories of this user's launchers that are
-// no longer running. The launcher's pid is part of the directory name.
+// no longer running: their lock is free.
 func CleanStale(tmp string) {
 	entries, err := os.ReadDir(tmp)
 	if err != nil {
@@ -72,36 +103,77 @@ func CleanStale(tmp string) {
 	}
 	uid := os.Getuid()
 	for _, e := range entries {
-		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, prefix) {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		pidStr, _, ok := strings.Cut(strings.TrimPrefix(name, prefix), ".")
-		pid, err := strconv.Atoi(pidStr)
-		if !ok || err != nil || pid <= 0 {
-			continue
-		}
-		path := filepath.Join(tmp, name)
+		path := filepath.Join(tmp, e.Name())
 		var st syscall.Stat_t
-		if syscall.Stat(path, &st) != nil || int(st.Uid) != uid {
+		if syscall.Lstat(path, &st) != nil || int(st.Uid) != uid {
 			continue
 		}
-		if alive(pid) {
-			continue
+		if stale(path, time.Unix(st.Mtim.Unix())) {
+			killLeftovers(path, uid)
+			os.RemoveAll(path)
 		}
-		os.RemoveAll(path)
 	}
 }
 
-// alive reports whether pid is a running prun (a recycled pid that now
-// belongs to another program does not keep a directory alive).
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-		return false
-	}
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+// NspaceEnv is the variable the daemon exports to every rank, naming its
+// job; the rank's own children inherit it.
+const NspaceEnv = "PRUN_NSPACE"
+
+// killLeftovers kills what a SIGKILLed launcher could not: processes that
+// its ranks started, which outlive the ranks (PR_SET_PDEATHSIG covers only
+// the ranks). The namespaces are the session directory's subdirectories.
+func killLeftovers(dir string, uid int) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return true // cannot tell: keep it
+		return
 	}
-	return strings.TrimSpace(string(comm)) == "prun" || strings.HasSuffix(strings.TrimSpace(string(comm)), ".test")
+	var marks [][]byte
+	for _, e := range entries {
+		if e.IsDir() {
+			marks = append(marks, []byte(NspaceEnv+"="+e.Name()+"\x00"))
+		}
+	}
+	if len(marks) == 0 {
+		return
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+p.Name(), &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + p.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		env = append([]byte{0}, env...) // so that every variable starts after a NUL
+		for _, m := range marks {
+			if bytes.Contains(env, append([]byte{0}, m...)) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+		}
+	}
+}
+
+func stale(dir string, mtime time.Time) bool {
+	f, err := os.Open(filepath.Join(dir, lockName))
+	if err != nil {
+		return os.IsNotExist(err) && time.Since(mtime) > unlockedAge
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return false // its launcher holds the lock
+	}
+	return true
 }

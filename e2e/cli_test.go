@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCLIErrors: a bad command line exits 2 with one "prun: " line on
+// stderr, nothing on stdout, and starts nothing.
+func TestCLIErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	evidence := t.TempDir() // the program leaves a file here if it ever runs
+	writeScript(t, dir, "x", `touch "$EVIDENCE/ran.$$"`+"\n")
+	if err := os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\ntrue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no-program", nil, "no program given"},
+		{"no-program-flags", []string{"-n", "2"}, "no program given"},
+		{"n0", []string{"-n", "0", "./x"}, "-n 0: at least one process is needed"},
+		{"missing", []string{"-n", "1", "./nope"}, "./nope: no such file"},
+		{"missing-in-path", []string{"-n", "1", "nope-prun-e2e"}, "nope-prun-e2e: command not found"},
+		{"not-executable", []string{"-n", "1", "./noexec"}, "./noexec: not executable"},
+		{"directory", []string{"-n", "1", "./"}, "is a directory"},
+		{"stray-colon-end", []string{"-n", "1", "./x", ":"}, "stray ':' at the end"},
+		{"leading-colon", []string{":", "-n", "2", "./x"}, "stray ':'"},
+		{"double-colon", []string{"-n", "1", "./x", ":", ":", "-n", "1", "./x"}, "stray ':'"},
+		{"typo", []string{"--tiemout", "3", "-n", "1", "./x"}, "did you mean --timeout"},
+		{"unset-x", []string{"-x", "NOT_SET_VAR_xyz", "-n", "1", "./x"}, "NOT_SET_VAR_xyz is not set"},
+		{"bad-timeout", []string{"--timeout", "soon", "-n", "1", "./x"}, "--timeout soon"},
+		{"global-later", []string{"-n", "1", "./x", ":", "--timeout", "3", "-n", "1", "./x"},
+			"global option"},
+		{"negative-n", []string{"-n", "-1", "./x"}, "cannot be negative"},
+		{"bad-wdir", []string{"--wdir", "/nonexistent-prun-e2e", "-n", "1", "./x"}, "not a directory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, opts{args: c.args, dir: dir, env: []string{"EVIDENCE=" + evidence}})
+			expectCode(t, r, 2)
+			ls := lines(r.stderr)
+			if len(ls) != 1 || !strings.HasPrefix(r.stderr, "prun: ") {
+				t.Errorf("stderr is not one prun: line: %q", r.stderr)
+			}
+			expectContains(t, "stderr", r.stderr, c.want)
+			if r.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", r.stdout)
+			}
+			if ents, _ := os.ReadDir(evidence); len(ents) != 0 {
+				t.Errorf("the program ran (%d times) although the command line was bad", len(ents))
+			}
+		})
+	}
+}
+
+func TestCLIMisc(t *testing.T) {
+	t.Parallel()
+	t.Run("version", func(t *testing.T) {
+		r := prun(t, "--version")
+		expectCode(t, r, 0)
+		if !strings.HasPrefix(r.stdout, "prun ") || len(lines(r.stdout)) != 1 {
+			t.Errorf("--version printed %q", r.stdout)
+		}
+	})
+	for _, h := range []string{"-h", "--help"} {
+		t.Run(h, func(t *testing.T) {
+			r := prun(t, h)
+			expectCode(t, r, 0)
+			for _, w := range []string{"prun [options] -n N PROGRAM", "Exit status:", "--timeout", "--tag-output", "-n, --np"} {
+				expectContains(t, "help", r.stdout, w)
+			}
+			if r.stderr != "" {
+				t.Errorf("stderr = %q", r.stderr)
+			}
+		})
+	}
+	t.Run("np", func(t *testing.T) {
+		r := prun(t, "-np", "2", "sh", "-c", `echo "r$PRUN_RANK of $PRUN_SIZE"`)
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "r0 of 2\n")
+		expectContains(t, "stdout", r.stdout, "r1 of 2\n")
+	})
+	t.Run("allow-run-as-root", func(t *testing.T) {
+		r := prun(t, "--allow-run-as-root", "-n", "1", "true")
+		expectCode(t, r, 0)
+	})
+	t.Run("program-flags", func(t *testing.T) {
+		r := prun(t, "-n", "1", "echo", "-n", "hi")
+		expectCode(t, r, 0)
+		if r.stdout != "hi" {
+			t.Errorf("stdout = %q, want %q (-n after the program belongs to echo)", r.stdout, "hi")
+		}
+		// mpirun's single-dash spellings are not rewritten after the program.
+		r = prun(t, "-n", "1", "echo", "-np", "--timeout", "x")
+		expectCode(t, r, 0)
+		if r.stdout != "-np --timeout x\n" {
+			t.Errorf("stdout = %q", r.stdout)
+		}
+	})
+	t.Run("x-export", func(t *testing.T) {
+		r := run(t, opts{args: []string{"-x", "E2E_A", "-x", "E2E_B=two", "-n", "1", "sh", "-c", `echo "$E2E_A $E2E_B"`},
+			env: []string{"E2E_A=one"}})
+		expectCode(t, r, 0)
+		if r.stdout != "one two\n" {
+			t.Errorf("stdout = %q, want %q", r.stdout, "one two\n")
+		}
+	})
+}

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"prun/internal/ctest"
+)
+
+// ompi builds an Open MPI test program and returns its directory and "./name".
+func ompi(t *testing.T, src string) (dir, prog string) {
+	t.Helper()
+	bin := ctest.Build(t, ctest.OpenMPI, src)
+	return filepath.Dir(bin), "./" + filepath.Base(bin)
+}
+
+func TestRing(t *testing.T) {
+	t.Parallel()
+	dir, ring := ompi(t, "ring.c")
+	for _, n := range []int{4, 1} {
+		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+			r := run(t, opts{args: []string{"-n", fmt.Sprint(n), ring}, dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("ring: %d ranks, 10 laps, sum ok\n", n))
+			for i := 0; i < n; i++ {
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("ring: rank %d ok\n", i))
+			}
+			if got := len(lines(r.stdout)); got != n+1 {
+				t.Errorf("stdout has %d lines, want %d\n%s", got, n+1, r)
+			}
+		})
+	}
+}
+
+func TestMPMD(t *testing.T) {
+	t.Parallel()
+	dir, mpmd := ompi(t, "mpmd.c")
+	r := run(t, opts{args: []string{"-n", "2", mpmd, "0,0,1,1,1", ":", "-n", "3", mpmd, "0,0,1,1,1"}, dir: dir})
+	expectCode(t, r, 0)
+	got := lines(r.stdout)
+	sort.Strings(got)
+	want := []string{"mpmd: rank 0 appnum 0", "mpmd: rank 1 appnum 0", "mpmd: rank 2 appnum 1",
+		"mpmd: rank 3 appnum 1", "mpmd: rank 4 appnum 1"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stdout lines (sorted) = %q, want %q\n%s", got, want, r)
+	}
+}
+
+func TestAllreduce(t *testing.T) {
+	t.Parallel()
+	dir, prog := ompi(t, "allreduce.c")
+	// 8 ranks oversubscribe the machine's cores (local rank order matters).
+	for _, n := range []int{4, 8} {
+		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+			r := run(t, opts{args: []string{"-n", fmt.Sprint(n), prog}, dir: dir})
+			expectCode(t, r, 0)
+			for i := 0; i < n; i++ {
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("allreduce: rank %d ok\n", i))
+			}
+		})
+	}
+}
+
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	dir, hello := ompi(t, "hello.c")
+	_, hello2 := ompi(t, "hello2.c")
+	r := run(t, opts{args: []string{"-n", "4", hello, ":", "-n", "2", hello2}, dir: dir})
+	expectCode(t, r, 0)
+	ls := lines(r.stdout)
+	if len(ls) != 6 {
+		t.Errorf("stdout has %d lines, want 6\n%s", len(ls), r)
+	}
+	for i := 0; i < 4; i++ {
+		re := regexp.MustCompile(fmt.Sprintf(`(?m)^hello from rank %d of 6 on \S+ \(app 0\)$`, i))
+		if !re.MatchString(r.stdout) {
+			t.Errorf("no line for hello rank %d (app 0)\n%s", i, r)
+		}
+	}
+	for i := 4; i < 6; i++ {
+		expectContains(t, "stdout", r.stdout,
+			fmt.Sprintf("hello2: rank %d of 6 (app 1) says hi; world sum of ranks = 15\n", i))
+	}
+}
+
+// TestAbort is not parallel: it bounds the wall time of the whole job.
+func TestAbort(t *testing.T) {
+	dir, abort := ompi(t, "abort.c")
+	t.Run("default", func(t *testing.T) {
+		r := run(t, opts{args: []string{"-n", "4", abort}, dir: dir})
+		expectCode(t, r, 17)
+		expectFaster(t, r, 2*time.Second)
+		expectContains(t, "stderr", r.stderr, "rank 1 (./abort) on ")
+		expectContains(t, "stderr", r.stderr, "called abort with status 17")
+		expectContains(t, "stdout", r.stdout, "abort: rank 1 aborting with 17")
+	})
+	t.Run("rank2code5", func(t *testing.T) {
+		r := run(t, opts{args: []string{"-n", "4", abort, "2", "5"}, dir: dir})
+		expectCode(t, r, 5)
+		expectFaster(t, r, 2*time.Second)
+		expectContains(t, "stderr", r.stderr, "called abort with status 5")
+		expectContains(t, "stderr", r.stderr, "rank 2 (./abort)")
+	})
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	dir, prog := ompi(t, "exitcode.c")
+	r := run(t, opts{args: []string{"-n", "4", prog, "2", "3"}, dir: dir})
+	expectCode(t, r, 3)
+	expectFaster(t, r, 10*time.Second)
+	expectContains(t, "stderr", r.stderr, "rank 2 ")
+	expectContains(t, "stderr", r.stderr, "status 3")
+	expectContains(t, "stderr", r.stderr, "killing the other 3 ranks")
+	if n := strings.Count(r.stderr, "prun: "); n != 1 {
+		t.Errorf("prun printed %d messages, want 1 (later deaths are consequences)\n%s", n, r)
+	}
+}
+
+func TestSignalDeath(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, t.TempDir(), "segv.sh",
+		`if [ "$PRUN_RANK" = 1 ]; then kill -SEGV $$; fi
+exec sleep 30
+`)
+	r := run(t, opts{args: []string{"-n", "3", script}})
+	expectCode(t, r, 128+11)
+	expectFaster(t, r, 10*time.Second)
+	expectContains(t, "stderr", r.stderr, "SIGSEGV")
+	expectContains(t, "stderr", r.stderr, "rank 1 ")
+	expectContains(t, "stderr", r.stderr, "killed by signal 11")
+}

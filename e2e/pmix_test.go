@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"prun/internal/ctest"
+)
+
+func pmixProg(t *testing.T, src string) (dir, prog string) {
+	t.Helper()
+	bin := ctest.Build(t, ctest.PMIx, src)
+	return filepath.Dir(bin), "./" + filepath.Base(bin)
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	dir, keys := pmixProg(t, "keys.c")
+	cases := []struct {
+		name string
+		args []string
+		apps string
+		n    int
+		env  []string
+	}{
+		{"n3", []string{"-n", "3", keys}, "3", 3, nil},
+		{"mpmd2+3", []string{"-n", "2", keys, ":", "-n", "3", keys}, "2,3", 5, nil},
+		// libpmix then calls prun's fence_nb and direct_modex even on one node.
+		{"n3-host-fence", []string{"-n", "3", keys}, "3", 3,
+			[]string{"PMIX_MCA_pmix_server_fence_localonly_opt=0"}},
+		{"mpmd2+3-host-fence", []string{"-n", "2", keys, ":", "-n", "3", keys}, "2,3", 5,
+			[]string{"PMIX_MCA_pmix_server_fence_localonly_opt=0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := append([]string{
+				"KEYS_EXPECT_APPS=" + c.apps,
+				fmt.Sprintf("KEYS_EXPECT_UNIV=%d", max(runtime.NumCPU(), c.n)),
+				"KEYS_TIMEOUT=30",
+			}, c.env...)
+			r := run(t, opts{args: c.args, env: env, dir: dir})
+			expectCode(t, r, 0)
+			for i := 0; i < c.n; i++ {
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("keys: rank %d ok (", i))
+			}
+			if n := strings.Count(r.stdout, " ok ("); n != c.n {
+				t.Errorf("%d ok lines, want %d\n%s", n, c.n, r)
+			}
+		})
+	}
+}
+
+func TestPmixctl(t *testing.T) {
+	t.Parallel()
+	dir, ctl := pmixProg(t, "pmixctl.c")
+	t.Run("log", func(t *testing.T) {
+		r := run(t, opts{args: []string{"-n", "2", ctl, "log"}, dir: dir})
+		expectCode(t, r, 0)
+		expectContains(t, "stderr", r.stderr, "pmixctl: hello from the log")
+		expectContains(t, "stdout", r.stdout, "pmixctl: rank 0 log ok")
+		expectContains(t, "stdout", r.stdout, "pmixctl: rank 1 log ok")
+	})
+	t.Run("kill", func(t *testing.T) {
+		r := run(t, opts{args: []string{"-n", "3", ctl, "kill"}, dir: dir})
+		expectCode(t, r, 137)
+		expectFaster(t, r, 10*time.Second)
+		expectContains(t, "stderr", r.stderr, "PMIx_Job_control kill")
+		if strings.Contains(r.stderr, "still alive") {
+			t.Errorf("a rank outlived the kill request\n%s", r)
+		}
+	})
+	t.Run("events", func(t *testing.T) {
+		r := run(t, opts{args: []string{"-n", "3", ctl, "events"}, dir: dir})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "pmixctl: rank 0 sent event")
+		for i := 1; i < 3; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("pmixctl: rank %d got event", i))
+		}
+	})
+}
+
+const noFinalizeC = `#include <pmix.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* PMIx_Init; rank 1 then exits 0 without PMIx_Finalize, the others sleep. */
+int main(void)
+{
+    pmix_proc_t me;
+    pmix_status_t rc = PMIx_Init(&me, NULL, 0);
+    if (rc != PMIX_SUCCESS) {
+        fprintf(stderr, "nofin: PMIx_Init failed: %s\n", PMIx_Error_string(rc));
+        return 3;
+    }
+    printf("nofin: rank %u initialised\n", me.rank);
+    fflush(stdout);
+    if (me.rank == 1)
+        exit(0);
+    sleep(30);
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}
+`
+
+func TestExitWithoutFinalize(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	compileC(t, dir, "nofin", noFinalizeC, true)
+	r := run(t, opts{args: []string{"-n", "2", "./nofin"}, dir: dir})
+	expectCode(t, r, 1)
+	expectFaster(t, r, 10*time.Second)
+	expectContains(t, "stderr", r.stderr, "rank 1 (./nofin)")
+	expectContains(t, "stderr", r.stderr, "without calling finalize")
+	expectContains(t, "stderr", r.stderr, "killing the other rank")
+	// Alone (rank 0 sleeps, so ask for two ranks of which rank 1 is in
+	// another app that exits at once): the status is still 1.
+	r = run(t, opts{args: []string{"-n", "1", "sh", "-c", "exit 0", ":", "-n", "1", "./nofin"}, dir: dir})
+	expectCode(t, r, 1)
+	expectContains(t, "stderr", r.stderr, "rank 1 (./nofin)")
+	expectContains(t, "stderr", r.stderr, "without calling finalize")
+}

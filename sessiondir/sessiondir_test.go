@@ -1,0 +1,73 @@
+package sessiondir
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestLayoutAndRemove(t *testing.T) {
+	tmp := t.TempDir()
+	d, err := Create(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.MakeProcDirs("ns", []int{0, 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{d.Top, d.NSDir("ns"), d.ProcDir("ns", 3)} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v", p, st.Mode(), err)
+		}
+	}
+	if d.ProcDir("ns", 3) != filepath.Join(d.Top, "ns", "3") {
+		t.Errorf("procdir %s", d.ProcDir("ns", 3))
+	}
+	d.Remove()
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}
+
+func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
+	tmp := t.TempDir()
+	live, err := Create(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Remove()
+	// A dead launcher's directory: its lock file exists but nobody holds it.
+	dead := filepath.Join(tmp, "prun.999999999.1")
+	os.MkdirAll(filepath.Join(dead, "ns", "0"), 0o700)
+	os.WriteFile(filepath.Join(dead, lockName), nil, 0o600)
+	// One being created right now: no lock file yet, fresh.
+	fresh := filepath.Join(tmp, "prun.999999998.1")
+	os.Mkdir(fresh, 0o700)
+	// An old one without a lock file.
+	old := filepath.Join(tmp, "prun.999999997.1")
+	os.Mkdir(old, 0o700)
+	past := time.Now().Add(-2 * unlockedAge)
+	os.Chtimes(old, past, past)
+	// A live launcher running under another name: a separate process holds
+	// the lock (flock is per open file, so this must be another process).
+	other := filepath.Join(tmp, "prun.999999996.1")
+	os.Mkdir(other, 0o700)
+	os.WriteFile(filepath.Join(other, lockName), nil, 0o600)
+	holder := exec.Command("flock", filepath.Join(other, lockName), "sleep", "5")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Process.Kill()
+	time.Sleep(200 * time.Millisecond)
+
+	CleanStale(tmp)
+	for path, want := range map[string]bool{live.Top: true, dead: false, fresh: true, old: false, other: true} {
+		_, err := os.Stat(path)
+		if got := err == nil; got != want {
+			t.Errorf("%s: exists=%v, want %v", filepath.Base(path), got, want)
+		}
+	}
+}
