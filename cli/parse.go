@@ -55,6 +55,7 @@ var OSEnv = Env{LookupEnv: os.LookupEnv, Getwd: os.Getwd, LookPath: exec.LookPat
 
 // globalOpts are flags that apply to the whole job.
 type globalOpts struct {
+	pmi         string
 	tagOutput   bool
 	timeout     string
 	version     bool
@@ -72,6 +73,7 @@ type contextOpts struct {
 
 func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.tagOutput, "tag-output", false, "prefix every output line with [app,rank]<stream>:")
+	fs.StringVar(&g.pmi, "pmi", jobspec.PMIAuto, "process-management interface for the ranks: auto (PMIx and PMI-1/PMI-2), pmix, pmi1, pmi2 or none")
 	fs.StringVar(&g.timeout, "timeout", "", "kill the job after `SECONDS` (also MPIEXEC_TIMEOUT)")
 	fs.BoolVar(&g.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&g.help, "help", "h", false, "show this help")
@@ -138,6 +140,12 @@ func Parse(args []string, env Env) (*Request, error) {
 		job.Apps = append(job.Apps, app)
 	}
 	job.TagOutput = g.tagOutput
+	switch g.pmi {
+	case jobspec.PMIAuto, jobspec.PMIx, jobspec.PMI1, jobspec.PMI2, jobspec.PMINone:
+		job.PMI = g.pmi
+	default:
+		return nil, usagef("--pmi %s: want auto, pmix, pmi1, pmi2 or none", g.pmi)
+	}
 	envTimeout, _ := env.LookupEnv("MPIEXEC_TIMEOUT")
 	t, err := parseTimeout(g.timeout, envTimeout)
 	if err != nil {

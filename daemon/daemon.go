@@ -40,12 +40,13 @@ func cleanEnv(env []string) []string {
 type EventKind int
 
 const (
-	ProcStarted  EventKind = iota
-	ProcExited             // Status holds the exit code, or Signal the killing signal
-	ProcAborted            // the process called PMIx_Abort (MPI_Abort): Status, Msg
-	LaunchFailed           // the process could not be started: Msg
-	NodeJobDone            // every local rank of the job exited and its output is drained
-	LogMessage             // PMIx_Log: Msg
+	ProcStarted   EventKind = iota
+	ProcExited              // Status holds the exit code, or Signal the killing signal
+	ProcAborted             // the process called PMIx_Abort (MPI_Abort): Status, Msg
+	LaunchFailed            // the process could not be started: Msg
+	NodeJobDone             // every local rank of the job exited and its output is drained
+	LogMessage              // PMIx_Log: Msg
+	ProtocolError           // a malformed or out-of-order PMI request: Msg
 )
 
 // Event is a report from a daemon to the launcher.
@@ -67,9 +68,10 @@ type Event struct {
 type Upstream interface {
 	iof.Sink
 	Event(Event)
-	// Fence contributes this node's data to a fence among procs; done gets
-	// the data of all participating nodes.
-	Fence(node string, procs []pmixsrv.Proc, info []pmixsrv.Info, data []byte, done func([]byte, error))
+	// Fence contributes this node's data to a collective among procs
+	// (kind tells PMIx fences from PMI barriers); done gets the data of all
+	// participating nodes.
+	Fence(node, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error))
 	// DirectModex fetches the posted data of a process on another node.
 	DirectModex(node string, target pmixsrv.Proc, done func([]byte, error))
 	// NotifyEvent passes a client's event to the other nodes.

@@ -45,7 +45,7 @@ func (h host) Abort(p pmixsrv.Proc, status int, msg string, targets []pmixsrv.Pr
 }
 
 func (h host) Fence(procs []pmixsrv.Proc, info []pmixsrv.Info, data []byte, done func([]byte, error)) error {
-	h.d.up.Fence(h.d.cfg.Name, procs, info, data, done)
+	h.d.up.Fence(h.d.cfg.Name, "pmix", procs, data, done)
 	return nil
 }
 

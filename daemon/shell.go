@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"prun/iof"
+	"prun/jobspec"
 	"prun/mapper"
+	"prun/pmi"
 	"prun/pmixsrv"
 	"prun/sessiondir"
 )
@@ -27,6 +29,8 @@ type shell struct {
 	d    *Daemon
 	plan *Plan
 	self int // this node's index in the plan's map, -1 if none
+
+	pmi *pmiJob // the PMI-1/PMI-2 service of this job on this node
 
 	mu      sync.Mutex
 	ranks   map[int]*rankState
@@ -47,7 +51,24 @@ type rankState struct {
 }
 
 func newShell(d *Daemon, p *Plan, self int) *shell {
-	return &shell{d: d, plan: p, self: self, ranks: map[int]*rankState{}, done: make(chan struct{})}
+	sh := &shell{d: d, plan: p, self: self, ranks: map[int]*rankState{}, done: make(chan struct{})}
+	sh.pmi = newPMIJob(sh)
+	return sh
+}
+
+// interfaces says what the job's --pmi choice gives each rank.
+func (sh *shell) interfaces() (usePMIx bool, pmiVersions pmi.Versions) {
+	switch sh.plan.Job.PMI {
+	case jobspec.PMIx:
+		return true, 0
+	case jobspec.PMI1:
+		return false, pmi.V1
+	case jobspec.PMI2:
+		return false, pmi.V2
+	case jobspec.PMINone:
+		return false, 0
+	}
+	return true, pmi.Both
 }
 
 func (sh *shell) nodeName() string { return sh.d.cfg.Name }
@@ -96,14 +117,27 @@ func (sh *shell) start(rank int) error {
 	pr := p.Map.Procs[rank]
 	app := &p.Job.Apps[pr.App]
 	proc := pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)}
-	if err := sh.d.srv.RegisterClient(proc, os.Getuid(), os.Getgid()); err != nil {
-		return err
-	}
-	pmixEnv, err := sh.d.srv.SetupFork(proc)
-	if err != nil {
-		return err
+	usePMIx, pmiVersions := sh.interfaces()
+	var pmixEnv []string
+	if usePMIx {
+		if err := sh.d.srv.RegisterClient(proc, os.Getuid(), os.Getgid()); err != nil {
+			return err
+		}
+		var err error
+		if pmixEnv, err = sh.d.srv.SetupFork(proc); err != nil {
+			return err
+		}
 	}
 	env := rankEnv(sh.d.cfg.BaseEnv, app.Env, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
+	var pmiServer, pmiClient *os.File
+	if pmiVersions != 0 {
+		var err error
+		if pmiServer, pmiClient, err = socketPair(); err != nil {
+			return err
+		}
+		defer pmiClient.Close() // the child has its copy once started
+		env = append(env, sh.pmiEnv(pr)...)
+	}
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -129,13 +163,14 @@ func (sh *shell) start(rank int) error {
 		return err
 	}
 	cmd := &exec.Cmd{
-		Path:   app.Exe,
-		Args:   app.Argv,
-		Env:    env,
-		Dir:    app.Wdir,
-		Stdin:  stdin,
-		Stdout: outW,
-		Stderr: errW,
+		Path:       app.Exe,
+		Args:       app.Argv,
+		Env:        env,
+		Dir:        app.Wdir,
+		Stdin:      stdin,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: extraFiles(pmiClient), // PMI_FD=3
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,            // signals reach the rank's own children too
 			Pdeathsig: syscall.SIGKILL, // no rank outlives its daemon, even a SIGKILLed one
@@ -151,7 +186,13 @@ func (sh *shell) start(rank int) error {
 		if stdinW != nil {
 			stdinW.Close()
 		}
+		if pmiServer != nil {
+			pmiServer.Close()
+		}
 		return fmt.Errorf("%s: %w", app.Argv[0], unwrapExec(err))
+	}
+	if pmiServer != nil {
+		go pmi.Serve(pmiServer, rank, sh.pmi, pmiVersions)
 	}
 	src := iof.Source{App: pr.App, Rank: rank}
 	sh.mu.Lock()
@@ -323,6 +364,37 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 		env = append(env, "OMPI_MCA_mpi_yield_when_idle=1")
 	}
 	return env
+}
+
+// pmiEnv is what a PMI-1/PMI-2 client (MPICH) needs, as Hydra gives it.
+func (sh *shell) pmiEnv(pr mapper.Proc) []string {
+	p := sh.plan
+	node := p.Map.Nodes[pr.Node]
+	return []string{
+		"PMI_FD=3",
+		"PMI_RANK=" + strconv.Itoa(pr.Rank),
+		"PMI_SIZE=" + strconv.Itoa(len(p.Map.Procs)),
+		"PMI_JOBID=" + sh.pmi.kvsname(),
+		"MPI_LOCALNRANKS=" + strconv.Itoa(len(node.Procs)),
+		"MPI_LOCALRANKID=" + strconv.Itoa(pr.LocalRank),
+		"MPIR_CVAR_CH3_INTERFACE_HOSTNAME=" + node.Name,
+	}
+}
+
+func extraFiles(f *os.File) []*os.File {
+	if f == nil {
+		return nil
+	}
+	return []*os.File{f}
+}
+
+// socketPair makes a connected pair of close-on-exec unix stream sockets.
+func socketPair() (server, client *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("PMI socket: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "pmi-server"), os.NewFile(uintptr(fds[1]), "pmi-client"), nil
 }
 
 // inherited reports whether a launcher variable may pass to ranks: variables

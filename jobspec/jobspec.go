@@ -24,7 +24,17 @@ type Job struct {
 	CmdLine   string        // the command line as typed, for PMIX_CMD_LINE
 	TagOutput bool          // prefix output lines with [app,rank]<stream>:
 	Timeout   time.Duration // 0 means none
+	PMI       string        // which process-management interfaces ranks get: auto, pmix, pmi1, pmi2, none
 }
+
+// PMI interface choices for Job.PMI.
+const (
+	PMIAuto = "auto" // PMIx and a PMI-1/PMI-2 socket: whichever the rank speaks
+	PMIx    = "pmix"
+	PMI1    = "pmi1"
+	PMI2    = "pmi2"
+	PMINone = "none"
+)
 
 // NumProcs is the total number of processes once every NP is known.
 func (j *Job) NumProcs() int {

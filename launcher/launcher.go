@@ -222,6 +222,8 @@ func (r *run) onEvent(ev daemon.Event) {
 		r.pendingNode--
 	case daemon.LogMessage:
 		r.out.Printf("[%s:%d] %s\n", ev.Nspace, ev.Rank, ev.Msg)
+	case daemon.ProtocolError:
+		r.errorf("rank %d on %s: PMI protocol error: %s", ev.Rank, ev.Node, ev.Msg)
 	}
 }
 

@@ -101,13 +101,13 @@ type fence struct {
 // Fence is an allgather over the nodes hosting procs: when the last of them
 // has contributed, each gets the concatenation of all contributions (in
 // node-name order, so every node sees the same bytes).
-func (u *upstream) Fence(node string, procs []pmixsrv.Proc, info []pmixsrv.Info, data []byte, done func([]byte, error)) {
+func (u *upstream) Fence(node, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
 	need, ok := u.nodesOf(procs)
 	if !ok {
 		done(nil, pmixsrv.ErrBadParam)
 		return
 	}
-	sig := signature(procs)
+	sig := kind + "|" + signature(procs)
 	u.mu.Lock()
 	f, ok := u.fences[sig]
 	if !ok {

@@ -1,0 +1,227 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+
+	"prun/names"
+	"prun/pmi"
+	"prun/pmixsrv"
+)
+
+// pmiJob is one job's PMI-1/PMI-2 service on one node: the part of the
+// shell that MPICH ranks talk to over PMI_FD. Barriers are the same upstream
+// collective as PMIx fences (kind "pmi"), so they will span nodes with it;
+// published names share the PMIx name service.
+type pmiJob struct {
+	sh *shell
+
+	mu       sync.Mutex
+	kvs      map[string]string // the job's KVS as of the last barrier
+	pending  map[string]string // this node's puts since the last barrier
+	keys     []string          // sorted kvs keys, for getbyidx
+	waiting  []func(error)     // local ranks inside the current barrier
+	nodeKVS  map[string]string // info-putnodeattr
+	nodeWait map[string][]func(string, bool)
+}
+
+func newPMIJob(sh *shell) *pmiJob {
+	return &pmiJob{sh: sh, kvs: map[string]string{}, pending: map[string]string{},
+		nodeKVS: map[string]string{}, nodeWait: map[string][]func(string, bool){}}
+}
+
+// Kvsname is the job's PMI KVS name and PMI-2 job id.
+func (j *pmiJob) kvsname() string { return "kvs_" + j.sh.plan.Nspace }
+
+func (j *pmiJob) Info(rank int) pmi.RankInfo {
+	p := j.sh.plan
+	return pmi.RankInfo{Rank: rank, Size: len(p.Map.Procs), Appnum: p.Map.Procs[rank].App,
+		UniverseSize: p.UnivSize, Kvsname: j.kvsname()}
+}
+
+func (j *pmiJob) Put(rank int, key, value string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.pending[key] = value
+	return nil
+}
+
+// Fence completes when every local rank has entered and the upstream
+// allgather of all nodes' puts has returned.
+func (j *pmiJob) Fence(rank int, done func(error)) {
+	j.mu.Lock()
+	j.waiting = append(j.waiting, done)
+	if len(j.waiting) < len(j.sh.plan.procsOn(j.sh.self)) {
+		j.mu.Unlock()
+		return
+	}
+	blob := encodeKV(j.pending)
+	j.pending = map[string]string{}
+	dones := j.waiting
+	j.waiting = nil
+	j.mu.Unlock()
+	procs := []pmixsrv.Proc{{Nspace: j.sh.plan.Nspace, Rank: pmixsrv.RankWildcard}}
+	j.sh.d.up.Fence(j.sh.nodeName(), "pmi", procs, blob, func(all []byte, err error) {
+		if err == nil {
+			err = j.merge(all)
+		}
+		for _, d := range dones {
+			d(err)
+		}
+	})
+}
+
+func (j *pmiJob) merge(all []byte) error {
+	kv, err := decodeKV(all)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for k, v := range kv {
+		j.kvs[k] = v
+	}
+	j.keys = j.keys[:0]
+	for k := range j.kvs {
+		j.keys = append(j.keys, k)
+	}
+	sort.Strings(j.keys)
+	return nil
+}
+
+func (j *pmiJob) Get(rank int, key string) (string, bool) {
+	if v, ok := j.JobAttr(key); ok {
+		return v, true
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if v, ok := j.kvs[key]; ok {
+		return v, true
+	}
+	v, ok := j.pending[key] // a rank may read what this node put before the barrier
+	return v, ok
+}
+
+func (j *pmiJob) GetByIndex(i int) (string, string, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if i < 0 || i >= len(j.keys) {
+		return "", "", false
+	}
+	return j.keys[i], j.kvs[j.keys[i]], true
+}
+
+// JobAttr answers the launcher-provided keys MPICH asks for.
+func (j *pmiJob) JobAttr(key string) (string, bool) {
+	switch key {
+	case "PMI_process_mapping":
+		m := ANLMap(j.sh.plan)
+		return m, m != ""
+	case "universeSize":
+		return strconv.Itoa(j.sh.plan.UnivSize), true
+	case "PMI_hwloc_xmlfile":
+		if x := j.sh.d.topoXML; x != "" {
+			if _, err := os.Stat(x); err == nil {
+				return x, true
+			}
+		}
+	}
+	return "", false
+}
+
+func (j *pmiJob) NodeAttrPut(key, value string) {
+	j.mu.Lock()
+	j.nodeKVS[key] = value
+	waiters := j.nodeWait[key]
+	delete(j.nodeWait, key)
+	j.mu.Unlock()
+	for _, w := range waiters {
+		w(value, true)
+	}
+}
+
+func (j *pmiJob) NodeAttrGet(key string, wait bool, done func(string, bool)) {
+	j.mu.Lock()
+	if v, ok := j.nodeKVS[key]; ok || !wait {
+		j.mu.Unlock()
+		done(v, ok)
+		return
+	}
+	j.nodeWait[key] = append(j.nodeWait[key], done)
+	j.mu.Unlock()
+}
+
+func (j *pmiJob) publisher(rank int) string {
+	return publisher(pmixsrv.Proc{Nspace: j.sh.plan.Nspace, Rank: pmixsrv.Rank(rank)})
+}
+
+func (j *pmiJob) Publish(rank int, service, port string) error {
+	return j.sh.d.up.Names().Publish([]names.Entry{{Key: service, Value: port, Publisher: j.publisher(rank)}})
+}
+
+func (j *pmiJob) Unpublish(rank int, service string) error {
+	return j.sh.d.up.Names().Unpublish(j.publisher(rank), []string{service})
+}
+
+func (j *pmiJob) Lookup(service string, done func(string, bool)) {
+	j.sh.d.up.Names().Lookup([]string{service}, false, 0, func(found []names.Entry, err error) {
+		if err != nil || len(found) == 0 {
+			done("", false)
+			return
+		}
+		s, ok := found[0].Value.(string) // a PMIx client may have published another type
+		done(s, ok)
+	})
+}
+
+func (j *pmiJob) Spawn(rank int, req pmi.SpawnRequest, done func(string, error)) {
+	done("", errors.New("spawn is not supported yet"))
+}
+
+func (j *pmiJob) Abort(rank, code int, msg string) {
+	j.sh.d.up.Event(Event{Kind: ProcAborted, Nspace: j.sh.plan.Nspace, Rank: rank, Node: j.sh.nodeName(),
+		Status: code, Msg: msg})
+}
+
+func (j *pmiJob) Connected(rank int) {
+	j.sh.setState(rank, func(st *rankState) { st.connected = true })
+}
+
+func (j *pmiJob) Finalize(rank int) {
+	j.sh.setState(rank, func(st *rankState) { st.finalized = true })
+}
+
+func (j *pmiJob) ProtocolError(rank int, err error) {
+	j.sh.d.up.Event(Event{Kind: ProtocolError, Nspace: j.sh.plan.Nspace, Rank: rank, Node: j.sh.nodeName(),
+		Msg: err.Error()})
+}
+
+// encodeKV and decodeKV carry a node's puts through the allgather:
+// key NUL value NUL ...; keys and values cannot hold NUL (they came from
+// PMI text).
+func encodeKV(kv map[string]string) []byte {
+	var b bytes.Buffer
+	for k, v := range kv {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(v)
+		b.WriteByte(0)
+	}
+	return b.Bytes()
+}
+
+func decodeKV(data []byte) (map[string]string, error) {
+	out := map[string]string{}
+	parts := bytes.Split(data, []byte{0})
+	if len(parts)%2 != 1 || len(parts[len(parts)-1]) != 0 {
+		return nil, errors.New("PMI barrier: malformed key-value data")
+	}
+	for i := 0; i+1 < len(parts); i += 2 {
+		out[string(parts[i])] = string(parts[i+1])
+	}
+	return out, nil
+}
