@@ -182,7 +182,7 @@ func ParseV2(body string) (*Command, error) {
 func FormatV2(name string, fields ...Field) string {
 	var b strings.Builder
 	b.WriteString("cmd=")
-	b.WriteString(name)
+	b.WriteString(escapeV2(name))
 	b.WriteByte(';')
 	for _, f := range fields {
 		b.WriteString(escapeV2(f.Key))
