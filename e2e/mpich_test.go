@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"prun/internal/ctest"
+)
+
+// MPICH programs speak PMI-1 on PMI_FD; prun gives them that with no flag.
+
+func mpich(t *testing.T, src string) (dir, prog string) {
+	t.Helper()
+	bin := ctest.Build(t, ctest.MPICH, src)
+	return filepath.Dir(bin), "./" + filepath.Base(bin)
+}
+
+func TestMPICHRing(t *testing.T) {
+	t.Parallel()
+	dir, ring := mpich(t, "ring.c")
+	for _, n := range []int{4, 1} {
+		r := run(t, opts{args: []string{"-n", fmt.Sprint(n), ring}, dir: dir})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, fmt.Sprintf("ring: %d ranks, 10 laps, sum ok\n", n))
+	}
+}
+
+func TestMPICHMPMD(t *testing.T) {
+	t.Parallel()
+	dir, mpmd := mpich(t, "mpmd.c")
+	r := run(t, opts{args: []string{"-n", "2", mpmd, "0,0,1,1,1", ":", "-n", "3", mpmd, "0,0,1,1,1"}, dir: dir})
+	expectCode(t, r, 0)
+	got := lines(r.stdout)
+	sort.Strings(got)
+	want := "mpmd: rank 0 appnum 0\nmpmd: rank 1 appnum 0\nmpmd: rank 2 appnum 1\nmpmd: rank 3 appnum 1\nmpmd: rank 4 appnum 1"
+	if strings.Join(got, "\n") != want {
+		t.Errorf("stdout = %q\n%s", got, r)
+	}
+}
+
+func TestMPICHAbortAndExit(t *testing.T) {
+	dir, abort := mpich(t, "abort.c")
+	r := run(t, opts{args: []string{"-n", "4", abort}, dir: dir})
+	expectCode(t, r, 17)
+	expectContains(t, "stderr", r.stderr, "rank 1 ("+abort+")")
+	expectContains(t, "stderr", r.stderr, "called abort with status 17")
+	expectFaster(t, r, 2*time.Second)
+
+	dir, exitcode := mpich(t, "exitcode.c")
+	r = run(t, opts{args: []string{"-n", "4", exitcode, "2", "3"}, dir: dir})
+	expectCode(t, r, 3)
+	expectContains(t, "stderr", r.stderr, "rank 2")
+	expectContains(t, "stderr", r.stderr, "exited with status 3")
+	expectFaster(t, r, 10*time.Second)
+}
+
+// Both MPI implementations in one MPMD job would need one MPI library; but
+// each alone must run under plain prun, in the same session of tests.
+func TestBothMPIsWithoutFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		tc   ctest.Toolchain
+	}{{"openmpi", ctest.OpenMPI}, {"mpich", ctest.MPICH}} {
+		bin := ctest.Build(t, tc.tc, "hello.c")
+		r := run(t, opts{args: []string{"-n", "3", "./" + filepath.Base(bin)}, dir: filepath.Dir(bin)})
+		expectCode(t, r, 0)
+		for i := 0; i < 3; i++ {
+			expectContains(t, tc.name+" stdout", r.stdout, fmt.Sprintf("hello from rank %d of 3", i))
+		}
+	}
+}
+
+func TestPMI1Wire(t *testing.T) {
+	t.Parallel()
+	bin := ctest.Build(t, ctest.Plain, "pmi1kvs.c")
+	dir, prog := filepath.Dir(bin), "./"+filepath.Base(bin)
+	for _, pmi := range []string{"auto", "pmi1"} {
+		r := run(t, opts{args: []string{"--pmi", pmi, "-n", "4", prog, "100", "3"}, dir: dir})
+		expectCode(t, r, 0)
+		for i := 0; i < 4; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("pmi1kvs: rank %d ok\n", i))
+		}
+		expectContains(t, "stdout", r.stdout, "pmi1kvs: fence 100 keys/rank x 4 ranks:")
+	}
+	// --pmi pmix gives no PMI socket: the client says so and fails.
+	r := run(t, opts{args: []string{"--pmi", "pmix", "-n", "1", prog}, dir: dir})
+	expectCode(t, r, 1)
+	expectContains(t, "stderr", r.stderr, "PMI_FD, PMI_RANK and PMI_SIZE must be set")
+}
+
+// A rank that speaks garbage on PMI_FD gets an error reply, prun names it on
+// stderr, and nothing hangs or crashes.
+func TestPMIProtocolErrorNamesRank(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, t.TempDir(), "bad.sh", `if [ "$PRUN_RANK" = 1 ]; then
+  printf 'cmd=put key=a value=b\nhello\n' >&3
+  head -c 300 <&3 >/dev/null &
+  sleep 0.3
+fi
+exit 0
+`)
+	r := run(t, opts{args: []string{"-n", "2", script}})
+	expectCode(t, r, 0)
+	expectContains(t, "stderr", r.stderr, "rank 1 on ")
+	expectContains(t, "stderr", r.stderr, "PMI protocol error: put before init")
+	expectFaster(t, r, 5*time.Second)
+}
