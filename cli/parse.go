@@ -355,6 +355,10 @@ func validEnvName(s string) bool {
 	return true
 }
 
+// ResolveProgram finds a program for a spawn request as prun finds the
+// programs of its command line.
+func ResolveProgram(prog, wdir string) (string, error) { return resolveProgram(prog, wdir, OSEnv) }
+
 // resolveProgram finds the program as the shell would: a name with a slash
 // is a path (relative to the working directory of the ranks), a bare name is
 // looked up in PATH.

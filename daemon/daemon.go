@@ -26,15 +26,7 @@ import (
 
 // cleanEnv drops what marks a process as part of a job from an environment
 // given to prun's own helpers.
-func cleanEnv(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if inherited(kv) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
+func cleanEnv(env []string) []string { return filterInherited(env) }
 
 // EventKind says what happened to a process.
 type EventKind int
@@ -78,9 +70,29 @@ type Upstream interface {
 	NotifyEvent(node string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info)
 	// JobControl signals targets wherever they run (sig 0 = kill).
 	JobControl(requestor pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error))
+	// Spawn starts a new job on behalf of a rank (PMIx_Spawn, PMI spawn).
+	Spawn(req SpawnRequest)
 	Names() *names.Service
 	Namespaces() []string
 	ProcTable(nspace string) ([]pmixsrv.ProcInfo, error)
+}
+
+// SpawnRequest asks the launcher for a new job. Done gets the new job's
+// namespace once its processes have started.
+type SpawnRequest struct {
+	Parent pmixsrv.Proc
+	Apps   []SpawnApp
+	Preput [][2]string
+	Done   func(nspace string, err error)
+}
+
+// SpawnApp is one application of a spawn request.
+type SpawnApp struct {
+	Cmd  string
+	Argv []string // including argv[0]
+	Env  []string
+	Cwd  string
+	NP   int
 }
 
 // Config sets up a daemon.

@@ -229,3 +229,34 @@ func (h host) Log(p pmixsrv.Proc, data, directives []pmixsrv.Info) error {
 	}
 	return nil
 }
+
+func (h host) Spawn(p pmixsrv.Proc, jobInfo []pmixsrv.Info, apps []pmixsrv.App, done func(string, error)) error {
+	req := SpawnRequest{Parent: p, Done: done}
+	for _, a := range apps {
+		sa := SpawnApp{Cmd: a.Cmd, Argv: a.Argv, Env: a.Env, Cwd: a.Cwd, NP: a.MaxProcs}
+		if len(sa.Argv) == 0 {
+			sa.Argv = []string{a.Cmd}
+		}
+		if v, ok := pmixsrv.Lookup(a.Info, pmixsrv.KeyWDir); ok && sa.Cwd == "" {
+			sa.Cwd, _ = v.(string)
+		}
+		req.Apps = append(req.Apps, sa)
+	}
+	if len(req.Apps) == 0 {
+		return pmixsrv.ErrBadParam
+	}
+	h.d.up.Spawn(req)
+	return nil
+}
+
+// Connect and Disconnect are barriers across the nodes hosting procs: on
+// one node both namespaces' data is already in the local server.
+func (h host) Connect(procs []pmixsrv.Proc, info []pmixsrv.Info, done func(error)) error {
+	h.d.up.Fence(h.d.cfg.Name, "connect", procs, nil, func(_ []byte, err error) { done(err) })
+	return nil
+}
+
+func (h host) Disconnect(procs []pmixsrv.Proc, info []pmixsrv.Info, done func(error)) error {
+	h.d.up.Fence(h.d.cfg.Name, "disconnect", procs, nil, func(_ []byte, err error) { done(err) })
+	return nil
+}

@@ -56,6 +56,9 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 		kv(pmixsrv.KeyNSDir, sess.NSDir(p.Nspace)),
 		kv(pmixsrv.KeyNprocOffset, pmixsrv.Rank(0)),
 	}
+	if p.Parent != nil {
+		info = append(info, kv(pmixsrv.KeyParentID, *p.Parent))
+	}
 	// The local node's facts also at the top level: Open MPI looks for its
 	// peers there, and libpmix 4.2 answers node-realm PMIX_HOSTNAME and
 	// PMIX_NODEID only from there (in a node array they only identify it).
@@ -110,6 +113,9 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 		}
 		if pr.Node == self {
 			pi = append(pi, kv(pmixsrv.KeyProcDir, sess.ProcDir(p.Nspace, pr.Rank)))
+		}
+		if p.Parent != nil {
+			pi = append(pi, kv(pmixsrv.KeySpawned, true), kv(pmixsrv.KeyParentID, *p.Parent))
 		}
 		info = append(info, kv(pmixsrv.KeyProcInfoArray, pi))
 	}

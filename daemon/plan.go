@@ -3,6 +3,7 @@ package daemon
 import (
 	"prun/jobspec"
 	"prun/mapper"
+	"prun/pmixsrv"
 )
 
 // Plan is what a daemon needs to start its share of a job: the whole job
@@ -11,10 +12,17 @@ import (
 type Plan struct {
 	Nspace   string
 	JobID    string
+	Index    int // 0 for the user's job, 1, 2, ... for jobs its ranks spawned
 	Job      *jobspec.Job
 	Map      *mapper.Map
 	UnivSize int
 	Stdin    int // rank that gets the launcher's stdin; -1 for none
+
+	// For spawned jobs: who asked, and the keys put into the new job's PMI
+	// KVS before it starts (MPICH passes its parent's port that way).
+	Parent    *pmixsrv.Proc
+	ParentKVS string
+	Preput    [][2]string
 }
 
 // procsOn returns the ranks the plan places on node n.

@@ -30,8 +30,14 @@ type pmiJob struct {
 }
 
 func newPMIJob(sh *shell) *pmiJob {
-	return &pmiJob{sh: sh, kvs: map[string]string{}, pending: map[string]string{},
+	j := &pmiJob{sh: sh, kvs: map[string]string{}, pending: map[string]string{},
 		nodeKVS: map[string]string{}, nodeWait: map[string][]func(string, bool){}}
+	for _, kv := range sh.plan.Preput {
+		j.kvs[kv[0]] = kv[1]
+		j.keys = append(j.keys, kv[0])
+	}
+	sort.Strings(j.keys)
+	return j
 }
 
 // Kvsname is the job's PMI KVS name and PMI-2 job id.
@@ -40,7 +46,7 @@ func (j *pmiJob) kvsname() string { return "kvs_" + j.sh.plan.Nspace }
 func (j *pmiJob) Info(rank int) pmi.RankInfo {
 	p := j.sh.plan
 	return pmi.RankInfo{Rank: rank, Size: len(p.Map.Procs), Appnum: p.Map.Procs[rank].App,
-		UniverseSize: p.UnivSize, Kvsname: j.kvsname()}
+		UniverseSize: p.UnivSize, Kvsname: j.kvsname(), Spawner: p.ParentKVS}
 }
 
 func (j *pmiJob) Put(rank int, key, value string) error {
@@ -179,7 +185,27 @@ func (j *pmiJob) Lookup(service string, done func(string, bool)) {
 }
 
 func (j *pmiJob) Spawn(rank int, req pmi.SpawnRequest, done func(string, error)) {
-	done("", errors.New("spawn is not supported yet"))
+	sr := SpawnRequest{Parent: pmixsrv.Proc{Nspace: j.sh.plan.Nspace, Rank: pmixsrv.Rank(rank)}}
+	for _, a := range req.Apps {
+		sa := SpawnApp{Cmd: a.Cmd, Argv: append([]string{a.Cmd}, a.Argv...), NP: a.MaxProcs}
+		for _, f := range a.Info {
+			if f.Key == "wdir" {
+				sa.Cwd = f.Value
+			}
+		}
+		sr.Apps = append(sr.Apps, sa)
+	}
+	for _, f := range req.Preput {
+		sr.Preput = append(sr.Preput, [2]string{f.Key, f.Value})
+	}
+	sr.Done = func(nspace string, err error) {
+		if err != nil {
+			done("", err)
+			return
+		}
+		done("kvs_"+nspace, nil)
+	}
+	j.sh.d.up.Spawn(sr)
 }
 
 func (j *pmiJob) Abort(rank, code int, msg string) {

@@ -128,7 +128,13 @@ func (sh *shell) start(rank int) error {
 			return err
 		}
 	}
-	env := rankEnv(sh.d.cfg.BaseEnv, app.Env, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
+	userEnv := app.Env
+	if p.Parent != nil {
+		// A spawning rank hands over environments copied from its own:
+		// they must not describe the parent's place in its job.
+		userEnv = filterInherited(userEnv)
+	}
+	env := rankEnv(sh.d.cfg.BaseEnv, userEnv, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
 	var pmiServer, pmiClient *os.File
 	if pmiVersions != 0 {
 		var err error
@@ -194,7 +200,7 @@ func (sh *shell) start(rank int) error {
 	if pmiServer != nil {
 		go pmi.Serve(pmiServer, rank, sh.pmi, pmiVersions)
 	}
-	src := iof.Source{App: pr.App, Rank: rank}
+	src := iof.Source{Job: p.Index, App: pr.App, Rank: rank}
 	sh.mu.Lock()
 	sh.ranks[rank].pid = cmd.Process.Pid
 	sh.pipes = append(sh.pipes, outR, errR)
@@ -408,6 +414,16 @@ func inherited(kv string) bool {
 		}
 	}
 	return true
+}
+
+func filterInherited(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if inherited(kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // rankEnv merges the environment layers: prun's tuning defaults lose to

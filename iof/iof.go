@@ -31,7 +31,7 @@ func (s Stream) String() string {
 
 // Source identifies whose output a chunk is.
 type Source struct {
-	App, Rank int
+	Job, App, Rank int // Job 0 is the user's; spawned jobs count from 1
 }
 
 // Sink receives line runs. partial means the chunk ends mid-line because the
@@ -102,7 +102,11 @@ var tagColors = []color.Attribute{color.FgCyan, color.FgGreen, color.FgYellow, c
 	color.FgHiCyan, color.FgHiGreen, color.FgHiYellow, color.FgHiMagenta, color.FgHiBlue}
 
 func (w *Writer) tag(src Source, st Stream) []byte {
-	t := "[" + strconv.Itoa(src.App) + "," + strconv.Itoa(src.Rank) + "]<" + st.String() + ">:"
+	app := strconv.Itoa(src.App)
+	if src.Job > 0 { // a spawned job's ranks: [job.app,rank]
+		app = strconv.Itoa(src.Job) + "." + app
+	}
+	t := "[" + app + "," + strconv.Itoa(src.Rank) + "]<" + st.String() + ">:"
 	if w.opts.Color {
 		c := color.New(tagColors[src.Rank%len(tagColors)])
 		if st == Stderr {

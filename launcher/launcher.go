@@ -7,6 +7,7 @@
 package launcher
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/fatih/color"
 	"github.com/mattn/go-isatty"
 
+	"prun/cli"
 	"prun/daemon"
 	"prun/hostfile"
 	"prun/iof"
@@ -69,18 +71,52 @@ func Run(job *jobspec.Job, opts Options) int {
 }
 
 type run struct {
-	opts Options
-	out  *iof.Writer
-	up   *upstream
-	plan *daemon.Plan
-	d    *daemon.Daemon
+	opts  Options
+	out   *iof.Writer
+	up    *upstream
+	alloc hostfile.Allocation
+	d     *daemon.Daemon
+	jobs  []*jobRun // the user's job first, then the jobs its ranks spawned
+	univ  int
 
+	fail     *failure
+	signaled syscall.Signal
+	killAt   time.Time // when the SIGKILL after a termination's grace is due
+	killed   bool      // ... and it has been sent
+}
+
+// jobRun is the launcher's view of one running job.
+type jobRun struct {
+	plan        *daemon.Plan
 	running     int // ranks started and not yet reaped
 	pendingNode int // daemons that have not reported NodeJobDone
-	fail        *failure
-	signaled    syscall.Signal
-	killAt      time.Time // when the SIGKILL after a termination's grace is due
-	killed      bool      // ... and it has been sent
+}
+
+func (r *run) job(nspace string) *jobRun {
+	for _, j := range r.jobs {
+		if j.plan.Nspace == nspace {
+			return j
+		}
+	}
+	return nil
+}
+
+// active reports whether any job still has ranks or undrained output.
+func (r *run) active() bool {
+	for _, j := range r.jobs {
+		if j.running > 0 || j.pendingNode > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) runningRanks() int {
+	n := 0
+	for _, j := range r.jobs {
+		n += j.running
+	}
+	return n
 }
 
 // failure is the first thing that went wrong; it decides the exit status.
@@ -100,8 +136,8 @@ func (r *run) errorf(format string, a ...any) {
 }
 
 func (r *run) run(job *jobspec.Job) int {
-	alloc := hostfile.Local()
-	m, err := mapper.Place(job, alloc)
+	r.alloc = hostfile.Local()
+	m, err := mapper.Place(job, r.alloc)
 	if err != nil {
 		r.errorf("%v", err)
 		return ExitUsage
@@ -113,13 +149,13 @@ func (r *run) run(job *jobspec.Job) int {
 	}
 	defer sess.Remove()
 
-	pid := os.Getpid()
-	r.plan = &daemon.Plan{
-		Nspace:   "prun." + strconv.Itoa(pid) + ".1",
-		JobID:    strconv.Itoa(pid) + ".1",
+	r.univ = max(m.Slots, len(m.Procs))
+	plan := &daemon.Plan{
+		Nspace:   r.nspace(0),
+		JobID:    strconv.Itoa(os.Getpid()) + ".1",
 		Job:      job,
 		Map:      m,
-		UnivSize: max(m.Slots, len(m.Procs)),
+		UnivSize: r.univ,
 		Stdin:    0,
 	}
 	r.up = newUpstream(r.out)
@@ -134,17 +170,15 @@ func (r *run) run(job *jobspec.Job) int {
 		signal.Ignore(syscall.SIGPIPE) // a closed stdout drops output, it does not kill the job
 	}
 
-	d, err := daemon.New(daemon.Config{Name: alloc.Hosts[0].Name, Session: sess, BaseEnv: r.opts.Env, Stdin: r.opts.Stdin}, r.up)
+	host := r.alloc.Hosts[0].Name
+	d, err := daemon.New(daemon.Config{Name: host, Session: sess, BaseEnv: r.opts.Env, Stdin: r.opts.Stdin}, r.up)
 	if err != nil {
 		r.errorf("cannot start the PMIx server: %v", err)
 		return ExitFailure
 	}
 	r.d = d
-	r.up.daemons[alloc.Hosts[0].Name] = d
-	r.up.addJob(r.plan)
-	r.running = len(m.Procs)
-	r.pendingNode = 1
-	if err := d.Launch(r.plan); err != nil {
+	r.up.daemons[host] = d
+	if err := r.launch(plan); err != nil {
 		r.errorf("%v", err)
 		d.Close()
 		return ExitFailure
@@ -157,7 +191,7 @@ func (r *run) run(job *jobspec.Job) int {
 		timeout = t.C
 	}
 	var killTimer <-chan time.Time
-	for r.running > 0 || r.pendingNode > 0 {
+	for r.active() {
 		select {
 		case <-r.up.queue.ready:
 			for _, item := range r.up.queue.drain() {
@@ -187,9 +221,114 @@ func (r *run) run(job *jobspec.Job) int {
 	return 0
 }
 
-func (r *run) rankDesc(rank int) string {
-	p := r.plan.Map.Procs[rank]
-	return fmt.Sprintf("rank %d (%s) on %s", rank, r.plan.Job.Apps[p.App].Argv[0], r.plan.Map.Nodes[p.Node].Name)
+func (r *run) nspace(index int) string {
+	return "prun." + strconv.Itoa(os.Getpid()) + "." + strconv.Itoa(index+1)
+}
+
+// launch hands a plan to the daemons and starts tracking the job.
+func (r *run) launch(plan *daemon.Plan) error {
+	r.up.addJob(plan)
+	r.jobs = append(r.jobs, &jobRun{plan: plan, running: len(plan.Map.Procs), pendingNode: 1})
+	return r.d.Launch(plan)
+}
+
+// onSpawn starts a job that a rank asked for (PMIx_Spawn, PMI spawn). It is
+// mapped onto the allocation's free slots; an implicit allocation lets it
+// oversubscribe, as it does the user's job.
+func (r *run) onSpawn(req daemon.SpawnRequest) {
+	if r.fail != nil || r.signaled != 0 {
+		req.Done("", errors.New("the job is ending"))
+		return
+	}
+	parent := r.job(req.Parent.Nspace)
+	if parent == nil {
+		req.Done("", fmt.Errorf("spawn from unknown namespace %s", req.Parent.Nspace))
+		return
+	}
+	pj := parent.plan.Job
+	job := &jobspec.Job{TagOutput: pj.TagOutput, PMI: pj.PMI}
+	var cmdline []string
+	for _, a := range req.Apps {
+		wdir := a.Cwd
+		if wdir == "" {
+			wdir = pj.Apps[parent.plan.Map.Procs[int(req.Parent.Rank)%len(parent.plan.Map.Procs)].App].Wdir
+		}
+		exe, err := cli.ResolveProgram(a.Cmd, wdir)
+		if err != nil {
+			req.Done("", err)
+			return
+		}
+		if a.NP <= 0 {
+			req.Done("", fmt.Errorf("spawn of %s: %d processes", a.Cmd, a.NP))
+			return
+		}
+		job.Apps = append(job.Apps, jobspec.App{Argv: a.Argv, Exe: exe, NP: a.NP, Env: a.Env, Wdir: wdir})
+		cmdline = append(cmdline, jobspec.ArgvString(a.Argv))
+	}
+	job.CmdLine = strings.Join(cmdline, " : ")
+	m, err := mapper.Place(job, r.freeSlots())
+	if err != nil {
+		req.Done("", err)
+		return
+	}
+	index := len(r.jobs)
+	plan := &daemon.Plan{
+		Nspace:    r.nspace(index),
+		JobID:     strconv.Itoa(os.Getpid()) + "." + strconv.Itoa(index+1),
+		Index:     index,
+		Job:       job,
+		Map:       m,
+		UnivSize:  r.univ,
+		Stdin:     -1,
+		Parent:    &req.Parent,
+		ParentKVS: "kvs_" + req.Parent.Nspace,
+		Preput:    req.Preput,
+	}
+	if err := r.launch(plan); err != nil {
+		req.Done("", err)
+		r.failJob(fmt.Sprintf("spawn of %s failed: %v", job.CmdLine, err), ExitFailure)
+		return
+	}
+	req.Done(plan.Nspace, nil)
+}
+
+// freeSlots is the allocation less the ranks that still run on it.
+func (r *run) freeSlots() hostfile.Allocation {
+	used := map[string]int{}
+	for _, j := range r.jobs {
+		if j.running == 0 {
+			continue
+		}
+		r.up.mu.Lock()
+		jr := r.up.jobs[j.plan.Nspace]
+		for rank, p := range jr.procs {
+			if !p.exited {
+				used[j.plan.Map.Nodes[j.plan.Map.Procs[rank].Node].Name]++
+			}
+		}
+		r.up.mu.Unlock()
+	}
+	free := hostfile.Allocation{Implicit: r.alloc.Implicit}
+	for _, h := range r.alloc.Hosts {
+		free.Hosts = append(free.Hosts, hostfile.Host{Name: h.Name, Slots: max(h.Slots-used[h.Name], 0)})
+	}
+	if free.Slots() == 0 && free.Implicit {
+		free.Hosts[0].Slots = 1 // oversubscribe from the first host on
+	}
+	return free
+}
+
+func (r *run) rankDesc(nspace string, rank int) string {
+	j := r.job(nspace)
+	if j == nil || rank < 0 || rank >= len(j.plan.Map.Procs) {
+		return fmt.Sprintf("rank %d of %s", rank, nspace)
+	}
+	p := j.plan.Map.Procs[rank]
+	job := ""
+	if j.plan.Index > 0 {
+		job = fmt.Sprintf(" of spawned job %d", j.plan.Index)
+	}
+	return fmt.Sprintf("rank %d%s (%s) on %s", rank, job, j.plan.Job.Apps[p.App].Argv[0], j.plan.Map.Nodes[p.Node].Name)
 }
 
 func (r *run) handle(item any) {
@@ -198,28 +337,34 @@ func (r *run) handle(item any) {
 		r.onEvent(ev)
 	case jobControl:
 		r.onJobControl(ev)
+	case daemon.SpawnRequest:
+		r.onSpawn(ev)
 	}
 }
 
 func (r *run) onEvent(ev daemon.Event) {
+	j := r.job(ev.Nspace)
+	if j == nil {
+		return
+	}
 	switch ev.Kind {
 	case daemon.ProcStarted:
 		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.pid, p.started = ev.Pid, true })
 	case daemon.LaunchFailed:
-		r.running--
-		r.failJob(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Rank), ev.Msg), ExitFailure)
+		j.running--
+		r.failJob(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Nspace, ev.Rank), ev.Msg), ExitFailure)
 	case daemon.ProcAborted:
-		msg := fmt.Sprintf("%s called abort with status %d", r.rankDesc(ev.Rank), ev.Status)
+		msg := fmt.Sprintf("%s called abort with status %d", r.rankDesc(ev.Nspace, ev.Rank), ev.Status)
 		if ev.Msg != "" {
 			msg += ": " + ev.Msg
 		}
 		r.failJob(msg, ev.Status)
 	case daemon.ProcExited:
-		r.running--
+		j.running--
 		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.exited, p.exitCode = true, ev.Status })
 		r.onExit(ev)
 	case daemon.NodeJobDone:
-		r.pendingNode--
+		j.pendingNode--
 	case daemon.LogMessage:
 		r.out.Printf("[%s:%d] %s\n", ev.Nspace, ev.Rank, ev.Msg)
 	case daemon.ProtocolError:
@@ -231,17 +376,18 @@ func (r *run) onExit(ev daemon.Event) {
 	if r.fail != nil || r.signaled != 0 {
 		return // the job is already ending; later deaths are its consequence
 	}
-	others := r.running
+	others := r.runningRanks()
+	desc := r.rankDesc(ev.Nspace, ev.Rank)
 	switch {
 	case ev.Signal != 0:
-		r.failJob(fmt.Sprintf("%s (pid %d) was killed by signal %d (%s)%s", r.rankDesc(ev.Rank), ev.Pid,
+		r.failJob(fmt.Sprintf("%s (pid %d) was killed by signal %d (%s)%s", desc, ev.Pid,
 			int(ev.Signal), signalName(ev.Signal), killing(others)), 128+int(ev.Signal))
 	case ev.Status != 0:
-		r.failJob(fmt.Sprintf("%s (pid %d) exited with status %d%s", r.rankDesc(ev.Rank), ev.Pid, ev.Status,
+		r.failJob(fmt.Sprintf("%s (pid %d) exited with status %d%s", desc, ev.Pid, ev.Status,
 			killing(others)), ev.Status)
 	case ev.Connected && !ev.Finalized:
 		// Its peers may wait for it in a collective for ever: end the job.
-		r.failJob(fmt.Sprintf("%s (pid %d) exited without calling finalize%s", r.rankDesc(ev.Rank), ev.Pid,
+		r.failJob(fmt.Sprintf("%s (pid %d) exited without calling finalize%s", desc, ev.Pid,
 			killing(others)), ExitFailure)
 	}
 }
@@ -275,7 +421,11 @@ func (r *run) terminate(sig syscall.Signal) {
 	}
 }
 
-func (r *run) signalAll(sig syscall.Signal) { r.d.Signal(r.plan.Nspace, nil, sig) }
+func (r *run) signalAll(sig syscall.Signal) {
+	for _, j := range r.jobs {
+		r.d.Signal(j.plan.Nspace, nil, sig)
+	}
+}
 
 func (r *run) onSignal(sig syscall.Signal) {
 	switch sig {
@@ -289,7 +439,7 @@ func (r *run) onSignal(sig syscall.Signal) {
 			return
 		}
 		r.signaled = sig
-		r.errorf("received %s; forwarding it to %d ranks", signalName(sig), r.running)
+		r.errorf("received %s; forwarding it to %d ranks", signalName(sig), r.runningRanks())
 		r.terminate(sig)
 	default: // SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP: pass on, nothing more
 		r.signalAll(sig)
@@ -302,11 +452,12 @@ func (r *run) onTimeout(after time.Duration) {
 	}
 	var still []string
 	r.up.mu.Lock()
-	jr := r.up.jobs[r.plan.Nspace]
-	for rank, p := range jr.procs {
-		if p.started && !p.exited {
-			pr := r.plan.Map.Procs[rank]
-			still = append(still, fmt.Sprintf("%d (pid %d on %s)", rank, p.pid, r.plan.Map.Nodes[pr.Node].Name))
+	for _, j := range r.jobs {
+		jr := r.up.jobs[j.plan.Nspace]
+		for rank, p := range jr.procs {
+			if p.started && !p.exited {
+				still = append(still, fmt.Sprintf("%s (pid %d)", r.rankDescLocked(j, rank), p.pid))
+			}
 		}
 	}
 	r.up.mu.Unlock()
@@ -321,36 +472,51 @@ func (r *run) onTimeout(after time.Duration) {
 }
 
 func (r *run) onJobControl(jc jobControl) {
-	var ranks []int
-	all := false
+	targets := map[string][]int{} // nspace -> ranks, nil for all
 	for _, t := range jc.targets {
-		if t.Nspace != r.plan.Nspace {
+		if r.job(t.Nspace) == nil {
 			continue
 		}
 		if t.Rank == pmixsrv.RankWildcard {
-			all = true
-			break
+			targets[t.Nspace] = nil
+			continue
 		}
-		ranks = append(ranks, int(t.Rank))
+		if ranks, seen := targets[t.Nspace]; !seen || ranks != nil {
+			targets[t.Nspace] = append(ranks, int(t.Rank))
+		}
 	}
-	if !all && len(ranks) == 0 {
+	if len(targets) == 0 {
 		jc.done(pmixsrv.ErrNotFound)
 		return
 	}
-	if all {
-		ranks = nil
-	}
-	sort.Ints(ranks)
 	if jc.sig == syscall.SIGKILL && r.fail == nil {
-		who := "the whole job"
-		if !all {
-			who = fmt.Sprintf("ranks %v", ranks)
+		var who []string
+		for ns, ranks := range targets {
+			if ranks == nil {
+				who = append(who, "all of "+ns)
+			} else {
+				sort.Ints(ranks)
+				who = append(who, fmt.Sprintf("ranks %v of %s", ranks, ns))
+			}
 		}
+		sort.Strings(who)
 		r.fail = &failure{code: 128 + int(syscall.SIGKILL)}
-		r.errorf("rank %d requested PMIx_Job_control kill of %s", jc.req.Rank, who)
+		r.errorf("rank %d of %s requested PMIx_Job_control kill of %s", jc.req.Rank, jc.req.Nspace, strings.Join(who, ", "))
 	}
-	r.d.Signal(r.plan.Nspace, ranks, jc.sig)
+	for ns, ranks := range targets {
+		r.d.Signal(ns, ranks, jc.sig)
+	}
 	jc.done(nil)
+}
+
+// rankDescLocked is rankDesc for callers holding r.up.mu.
+func (r *run) rankDescLocked(j *jobRun, rank int) string {
+	p := j.plan.Map.Procs[rank]
+	prefix := ""
+	if j.plan.Index > 0 {
+		prefix = fmt.Sprintf("job %d ", j.plan.Index)
+	}
+	return fmt.Sprintf("%srank %d on %s", prefix, rank, j.plan.Map.Nodes[p.Node].Name)
 }
 
 func signalName(sig syscall.Signal) string {

@@ -180,6 +180,9 @@ func (u *upstream) NotifyEvent(node string, code pmixsrv.Status, source pmixsrv.
 	}
 }
 
+// Spawn is decided by the state machine, which owns the set of jobs.
+func (u *upstream) Spawn(req daemon.SpawnRequest) { u.queue.push(req) }
+
 // JobControl is decided by the state machine, which owns the job's fate.
 func (u *upstream) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error)) {
 	u.queue.push(jobControl{req: req, targets: targets, sig: sig, done: done})
