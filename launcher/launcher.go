@@ -456,7 +456,7 @@ func (r *run) onTimeout(after time.Duration) {
 		jr := r.up.jobs[j.plan.Nspace]
 		for rank, p := range jr.procs {
 			if p.started && !p.exited {
-				still = append(still, fmt.Sprintf("%s (pid %d)", r.rankDescLocked(j, rank), p.pid))
+				still = append(still, r.stillRunning(j, rank, p.pid))
 			}
 		}
 	}
@@ -509,14 +509,14 @@ func (r *run) onJobControl(jc jobControl) {
 	jc.done(nil)
 }
 
-// rankDescLocked is rankDesc for callers holding r.up.mu.
-func (r *run) rankDescLocked(j *jobRun, rank int) string {
-	p := j.plan.Map.Procs[rank]
-	prefix := ""
+// stillRunning names a rank in the timeout message: "3 (pid 123 on n1)",
+// or "job 1 rank 3 (...)" for a spawned job's.
+func (r *run) stillRunning(j *jobRun, rank, pid int) string {
+	host := j.plan.Map.Nodes[j.plan.Map.Procs[rank].Node].Name
 	if j.plan.Index > 0 {
-		prefix = fmt.Sprintf("job %d ", j.plan.Index)
+		return fmt.Sprintf("job %d rank %d (pid %d on %s)", j.plan.Index, rank, pid, host)
 	}
-	return fmt.Sprintf("%srank %d on %s", prefix, rank, j.plan.Map.Nodes[p.Node].Name)
+	return fmt.Sprintf("%d (pid %d on %s)", rank, pid, host)
 }
 
 func signalName(sig syscall.Signal) string {
