@@ -19,6 +19,7 @@ import (
 
 	"prun/iof"
 	"prun/names"
+	"prun/pmi"
 	"prun/pmixsrv"
 	"prun/sessiondir"
 	"prun/topology"
@@ -123,6 +124,9 @@ func New(cfg Config, up Upstream) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, up: up, shells: map[string]*shell{}, events: map[pmixsrv.Status]int{}}
 	if os.Getenv("PRUN_DEBUG_PMIX") == "1" {
 		pmixsrv.Trace = os.Stderr
+	}
+	if os.Getenv("PRUN_DEBUG_PMI") == "1" {
+		pmi.Trace = os.Stderr
 	}
 	// The shared-memory data store of libpmix 4.2.2 logs spurious errors
 	// for lookups it cannot answer; the hash store is exact and fast enough

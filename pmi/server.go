@@ -63,6 +63,10 @@ type Job interface {
 	ProtocolError(rank int, err error)
 }
 
+// Trace, when set, receives every request and reply (prun sets it from
+// PRUN_DEBUG_PMI=1).
+var Trace io.Writer
+
 // conn is one rank's PMI connection.
 type conn struct {
 	rw        io.ReadWriteCloser
@@ -105,6 +109,9 @@ var errClosed = errors.New("connection closed after a fatal protocol error")
 func (c *conn) write(s string) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if Trace != nil {
+		fmt.Fprintf(Trace, "pmi: rank %d <- %q\n", c.rank, s)
+	}
 	io.WriteString(c.rw, s) // a client gone away only loses its answer
 }
 
@@ -126,7 +133,11 @@ func (c *conn) readLine() (string, error) {
 			}
 			return "", err
 		}
-		return strings.TrimRight(string(b), "\r\n"), nil
+		line := strings.TrimRight(string(b), "\r\n")
+		if Trace != nil {
+			fmt.Fprintf(Trace, "pmi: rank %d -> %q\n", c.rank, line)
+		}
+		return line, nil
 	}
 }
 

@@ -25,6 +25,9 @@ func (c *conn) readV2() (string, error) {
 	if _, err := io.ReadFull(c.r, body); err != nil {
 		return "", errors.New("connection closed inside a PMI-2 command")
 	}
+	if Trace != nil {
+		fmt.Fprintf(Trace, "pmi: rank %d -> %q\n", c.rank, body)
+	}
 	return string(body), nil
 }
 

@@ -3,6 +3,10 @@
  * for testing a launcher's PMI-1 server without MPICH's internal library.
  *
  * Usage: pmi1kvs [KEYS_PER_RANK [ROUNDS]]   (defaults 100 and 1)
+ *        pmi1kvs spawn N   rank 0 spawns N copies of itself (mcmd=spawn with a
+ *                          preput key); each child checks the key and its
+ *                          job, prints "pmi1kvs: child R of N ok"; with
+ *                          PMI1KVS_CHILD_EXIT=C the last child exits C.
  * Every rank: init, get_maxes, get_my_kvsname, get_appnum,
  * get_universe_size, get PMI_process_mapping; then ROUNDS times: put
  * KEYS_PER_RANK keys, barrier, get every key of every rank and check it.
@@ -95,6 +99,52 @@ static double now_us(void)
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
+/* spawn_mode: the parent side sends mcmd=spawn; children check what the
+ * launcher gave them. */
+static int spawn_mode(int argc, char **argv)
+{
+    char reply[4096], cmd[4096], val[1100], tmp[256];
+    int n = argc > 2 ? atoi(argv[2]) : 2;
+    int child = argc > 3 && strcmp(argv[3], "child") == 0;
+
+    call("cmd=init pmi_version=1 pmi_subversion=1\n", "response_to_init", reply, sizeof reply);
+    call("cmd=get_my_kvsname\n", "my_kvsname", reply, sizeof reply);
+    field(reply, "kvsname", kvsname, sizeof kvsname);
+    if (child) {
+        snprintf(cmd, sizeof cmd, "cmd=get kvsname=%s key=PARENT_ROOT_PORT_NAME\n", kvsname);
+        call(cmd, "get_result", reply, sizeof reply);
+        if (!field(reply, "value", val, sizeof val) || strcmp(val, "tag#0$port") != 0)
+            die("preput key in the child's KVS", reply);
+        if (size != n)
+            die("child job size", getenv("PMI_SIZE"));
+        call("cmd=barrier_in\n", "barrier_out", reply, sizeof reply);
+        call("cmd=finalize\n", "finalize_ack", reply, sizeof reply);
+        printf("pmi1kvs: child %d of %d ok\n", rank, size);
+        /* PMI1KVS_CHILD_EXIT makes the last child fail, for launcher tests. */
+        if (getenv("PMI1KVS_CHILD_EXIT") && rank == size - 1)
+            return atoi(getenv("PMI1KVS_CHILD_EXIT"));
+        return 0;
+    }
+    /* Without a spawn, the parents' KVS has no parent port. */
+    snprintf(cmd, sizeof cmd, "cmd=get kvsname=%s key=PARENT_ROOT_PORT_NAME\n", kvsname);
+    send_line(cmd);
+    recv_line(reply, sizeof reply);
+    if (!field(reply, "rc", tmp, sizeof tmp) || strcmp(tmp, "0") == 0)
+        die("parent has a PARENT_ROOT_PORT_NAME", reply);
+    if (rank == 0) {
+        snprintf(cmd, sizeof cmd,
+                 "mcmd=spawn\nnprocs=%d\nexecname=%s\ntotspawns=1\nspawnssofar=1\nargcnt=3\narg1=spawn\n"
+                 "arg2=%d\narg3=child\npreput_num=1\npreput_key_0=PARENT_ROOT_PORT_NAME\n"
+                 "preput_val_0=tag#0$port\ninfo_num=0\nendcmd\n",
+                 n, argv[0], n);
+        call(cmd, "spawn_result", reply, sizeof reply);
+    }
+    call("cmd=barrier_in\n", "barrier_out", reply, sizeof reply);
+    call("cmd=finalize\n", "finalize_ack", reply, sizeof reply);
+    printf("pmi1kvs: parent %d spawned ok\n", rank);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     char reply[4096], cmd[2048], val[1100], want[1100], tmp[256];
@@ -107,6 +157,8 @@ int main(int argc, char **argv)
     fd = atoi(e);
     rank = atoi(getenv("PMI_RANK"));
     size = atoi(getenv("PMI_SIZE"));
+    if (argc > 1 && strcmp(argv[1], "spawn") == 0)
+        return spawn_mode(argc, argv);
 
     call("cmd=init pmi_version=1 pmi_subversion=1\n", "response_to_init", reply, sizeof reply);
     call("cmd=get_maxes\n", "maxes", reply, sizeof reply);

@@ -1,0 +1,53 @@
+/*
+ * spawn.c - MPI dynamic processes: the parents (started by the launcher)
+ * spawn NCHILD copies of this program (default 2), parents and children
+ * merge the inter-communicator and allreduce 1 from every process.
+ * Everyone checks the sum (parents + children) and prints
+ * "spawn: parent|child R of N: merged sum S". Exits 1 on a wrong sum.
+ * Usage: spawn [NCHILD]
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    MPI_Comm parent, inter, merged;
+    int rank, size, nchild = argc > 1 ? atoi(argv[1]) : 2, one = 1, sum = 0, mrank, msize;
+    int errcodes[64];
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_get_parent(&parent);
+    if (parent == MPI_COMM_NULL) {
+        if (nchild < 1 || nchild > 64) {
+            fprintf(stderr, "spawn: bad child count %d\n", nchild);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        char *child_argv[] = {argv[1] ? argv[1] : "2", NULL};
+        MPI_Comm_spawn(argv[0], child_argv, nchild, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter, errcodes);
+        for (int i = 0; i < nchild; i++) {
+            if (errcodes[i] != MPI_SUCCESS) {
+                fprintf(stderr, "spawn: child %d failed to start\n", i);
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+        }
+        MPI_Intercomm_merge(inter, 0, &merged);
+    } else {
+        inter = parent;
+        MPI_Intercomm_merge(inter, 1, &merged);
+    }
+    MPI_Comm_rank(merged, &mrank);
+    MPI_Comm_size(merged, &msize);
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, merged);
+    printf("spawn: %s %d of %d: merged sum %d (merged rank %d of %d)\n", parent == MPI_COMM_NULL ? "parent" : "child",
+           rank, size, sum, mrank, msize);
+    fflush(stdout);
+    int bad = sum != msize;
+    MPI_Comm_free(&merged);
+    MPI_Comm_disconnect(&inter);
+    MPI_Finalize();
+    return bad;
+}
