@@ -169,8 +169,12 @@ int main(int argc, char **argv)
         die("get_my_kvsname", reply);
     call("cmd=get_appnum\n", "appnum", reply, sizeof reply);
     call("cmd=get_universe_size\n", "universe_size", reply, sizeof reply);
-    if (!field(reply, "size", tmp, sizeof tmp) || atoi(tmp) < size)
+    /* Hydra answers -1 ("unknown"); a launcher that knows must say at
+     * least the job size. */
+    if (!field(reply, "size", tmp, sizeof tmp) || (atoi(tmp) < size && atoi(tmp) != -1))
         die("get_universe_size", reply);
+    if (getenv("PMI1KVS_WANT_UNIVERSE") && atoi(tmp) != atoi(getenv("PMI1KVS_WANT_UNIVERSE")))
+        die("get_universe_size (PMI1KVS_WANT_UNIVERSE)", reply);
     snprintf(cmd, sizeof cmd, "cmd=get kvsname=%s key=PMI_process_mapping\n", kvsname);
     call(cmd, "get_result", reply, sizeof reply);
     if (!field(reply, "value", val, sizeof val) || strncmp(val, "(vector,", 8) != 0)

@@ -41,6 +41,7 @@ type command struct {
 	WallMs   []float64 `json:"wall_ms"`
 	PeakMiB  float64   `json:"launcher_peak_rss_mib"` // max VmHWM of the launcher process alone
 	Wait4MiB float64   `json:"wait4_maxrss_mib"`      // max ru_maxrss, which includes reaped descendants
+	FenceUs  float64   `json:"fence_us,omitempty"`    // PMI-1 stress: median time per barrier
 	// want, if set, must occur 4 times in stdout: an exit status of 0 alone
 	// would also accept 4 Open MPI singletons, which measure nothing.
 	want string
@@ -85,7 +86,7 @@ func run() error {
 	if st, err := os.Stat(prun); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 		return fmt.Errorf("prun binary %s is missing or not executable (run `make build`, or pass -prun)", prun)
 	}
-	for _, peer := range []string{"mpiexec.hydra", "mpirun.openmpi", "mpicc.openmpi"} {
+	for _, peer := range []string{"mpiexec.hydra", "mpirun.openmpi", "mpicc.openmpi", "mpicc.mpich", "gcc"} {
 		if _, err := exec.LookPath(peer); err != nil {
 			return fmt.Errorf("%s not found in PATH (Debian packages mpich, openmpi-bin, libopenmpi-dev; `make deps`)", peer)
 		}
@@ -96,9 +97,14 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cc := exec.Command("mpicc.openmpi", "-O2", "-o", filepath.Join(dir, "hello"), filepath.Join(root, "testdata", "hello.c"))
-	if out, err := cc.CombinedOutput(); err != nil {
-		return fmt.Errorf("compiling testdata/hello.c: %v\n%s", err, out)
+	for _, b := range [][]string{
+		{"mpicc.openmpi", "-O2", "-o", filepath.Join(dir, "hello"), filepath.Join(root, "testdata", "hello.c")},
+		{"mpicc.mpich", "-O2", "-o", filepath.Join(dir, "hello_mpich"), filepath.Join(root, "testdata", "hello.c")},
+		{"gcc", "-O2", "-o", filepath.Join(dir, "pmi1kvs"), filepath.Join(root, "testdata", "pmi1kvs.c")},
+	} {
+		if out, err := exec.Command(b[0], b[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v\n%s", strings.Join(b, " "), err, out)
+		}
 	}
 
 	facts := machine()
@@ -114,6 +120,14 @@ func run() error {
 		{
 			{Bench: "ompi hello -n 4", Name: "prun", Argv: []string{prun, "-n", "4", "./hello"}, want: " of 4 "},
 			{Bench: "ompi hello -n 4", Name: "mpirun.openmpi", Argv: ompi, want: " of 4 "},
+		},
+		{
+			{Bench: "mpich hello -n 4", Name: "prun", Argv: []string{prun, "-n", "4", "./hello_mpich"}, want: " of 4 "},
+			{Bench: "mpich hello -n 4", Name: "mpiexec.hydra", Argv: []string{"mpiexec.hydra", "-n", "4", "./hello_mpich"}, want: " of 4 "},
+		},
+		{
+			{Bench: "pmi1 kvs -n 4", Name: "prun", Argv: []string{prun, "-n", "4", "./pmi1kvs", "100", "10"}, want: "pmi1kvs: rank "},
+			{Bench: "pmi1 kvs -n 4", Name: "mpiexec.hydra", Argv: []string{"mpiexec.hydra", "-n", "4", "./pmi1kvs", "100", "10"}, want: "pmi1kvs: rank "},
 		},
 	}
 	for _, g := range groups {
@@ -144,10 +158,22 @@ func run() error {
 	cmps := []comparison{
 		ratio("ratio prun/hydra (true -n 4)", groups[0][0], groups[0][1], 1.0),
 		ratio("ratio prun/mpirun.openmpi (ompi hello -n 4)", groups[1][0], groups[1][1], 0.8),
+		ratio("ratio prun/hydra (mpich hello -n 4)", groups[2][0], groups[2][1], 1.0),
+		ratio("ratio prun/hydra (pmi1 kvs -n 4, whole run)", groups[3][0], groups[3][1], 1.0),
 	}
 	for _, g := range groups {
 		p := g[0]
 		cmps = append(cmps, comparison{"prun peak RSS MiB (" + p.Bench + ")", p.PeakMiB, rssTargetMiB, p.PeakMiB <= rssTargetMiB})
+	}
+	// The PMI-1 stress client reports its own mean time per barrier: 100
+	// keys put by each of 4 ranks, a barrier, then every rank gets all 400.
+	for _, g := range groups[3] {
+		us, err := fenceMicros(dir, g.Argv, 5)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s: %s mean time per fence (100 keys/rank x 4 ranks): %.0f us\n", g.Bench, g.Name, us)
+		g.FenceUs = us
 	}
 	fmt.Println()
 	for _, c := range cmps {
@@ -168,6 +194,28 @@ func run() error {
 		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
 	}
 	return nil
+}
+
+// fenceMicros runs the PMI-1 stress client n times and returns the median of
+// the per-fence times it reports.
+func fenceMicros(dir string, argv []string, n int) (float64, error) {
+	var xs []float64
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+		i := strings.Index(string(out), "ranks: ")
+		if i < 0 {
+			return 0, fmt.Errorf("%s: no fence time in output\n%s", strings.Join(argv, " "), out)
+		}
+		var us float64
+		fmt.Sscanf(string(out[i+len("ranks: "):]), "%f", &us)
+		xs = append(xs, us)
+	}
+	return pct(xs, 0.5), nil
 }
 
 // runOnce runs c once in dir and, if record is set, records its wall time and
