@@ -112,3 +112,21 @@ exit 0
 	expectContains(t, "stderr", r.stderr, "PMI protocol error: put before init")
 	expectFaster(t, r, 5*time.Second)
 }
+
+// PMI-2 on the raw wire: every command a PMI-2 client uses, and --pmi
+// restricting the versions offered.
+func TestPMI2Wire(t *testing.T) {
+	t.Parallel()
+	bin := ctest.Build(t, ctest.Plain, "pmi2kvs.c")
+	dir, prog := filepath.Dir(bin), "./"+filepath.Base(bin)
+	for _, pmi := range []string{"auto", "pmi2"} {
+		r := run(t, opts{args: []string{"--pmi", pmi, "-n", "3", prog}, dir: dir})
+		expectCode(t, r, 0)
+		for i := 0; i < 3; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("pmi2kvs: rank %d ok\n", i))
+		}
+	}
+	r := run(t, opts{args: []string{"--pmi", "pmi1", "-n", "1", prog}, dir: dir})
+	expectCode(t, r, 1)
+	expectContains(t, "stderr", r.stderr, `PMI protocol error: PMI version "2" not offered`)
+}
