@@ -296,3 +296,14 @@ func stringsFromC(keys **C.char) []string {
 	}
 	return out
 }
+
+// roundTrip converts infos to a C array and back. It exists for the tests:
+// every value type the host hands the library must survive the trip.
+func roundTrip(in []Info) ([]Info, error) {
+	a, n, err := toC(in)
+	if err != nil {
+		return nil, err
+	}
+	defer C.prun_info_free(a, n)
+	return fromC(a, n), nil
+}
