@@ -1,0 +1,121 @@
+package hostfile
+
+import "fmt"
+
+// Select narrows an allocation (base: a hostfile's or resource manager's
+// entries) to the hosts sel names, the way PRRTE filters an allocation by
+// --host or by a hostfile given inside a resource-manager job:
+//
+//   - a named host must be in base (matched by name, by address, or short
+//     name against a qualified one) and comes back as base has it (base's
+//     name, user, port); a slot count the user gave narrows it, but may
+//     not exceed what base offers, since those slots do not exist;
+//   - "+nN" is base's N-th host, "+e" all hosts sel does not otherwise
+//     name, "+e:N" the first N of them;
+//   - "^host" drops a host; if sel only excludes, the result is base
+//     without those hosts.
+//
+// Hosts come back in sel's order, each once. Base's own exclusions have
+// already been applied to it and are ignored.
+func Select(base, sel []Entry) ([]Entry, error) {
+	var pool []Entry
+	for _, e := range base {
+		switch {
+		case e.Exclude:
+		case e.Kind != Named:
+			return nil, fmt.Errorf("%s: a relative node spec cannot be selected from", e.hostListItem())
+		default:
+			pool = append(pool, e)
+		}
+	}
+	var excl, incl []Entry
+	for _, e := range sel {
+		if e.Exclude {
+			excl = append(excl, e)
+		} else {
+			incl = append(incl, e)
+		}
+	}
+	ex := indexOf(excl)
+	excluded := func(name string) bool { return ex.find(name) >= 0 }
+	out := []Entry{}
+	if len(incl) == 0 {
+		for _, e := range pool {
+			if !excluded(e.Name) {
+				out = append(out, e)
+			}
+		}
+		return out, nil
+	}
+
+	// First the hosts sel names or indexes, so that "+e" knows which are
+	// taken wherever it appears in sel.
+	at := indexOf(pool)
+	pick := make([]int, len(incl)) // index into pool, or -1 for +e
+	taken := make([]bool, len(pool))
+	for i, e := range incl {
+		pick[i] = -1
+		switch e.Kind {
+		case RelEmpty:
+			continue
+		case RelNode:
+			if e.Index >= len(pool) {
+				return nil, fmt.Errorf("%s: the allocation has %d nodes (+n counts from 0)", e.hostListItem(), len(pool))
+			}
+			pick[i] = e.Index
+		default:
+			j := at.find(e.Name)
+			if j < 0 {
+				return nil, fmt.Errorf("host %s is not in the allocation", quote(e.Name))
+			}
+			pick[i] = j
+		}
+		taken[pick[i]] = true
+	}
+
+	used := make([]bool, len(pool))
+	add := func(j int, e Entry) error {
+		if used[j] {
+			return nil
+		}
+		used[j] = true
+		h := pool[j]
+		if excluded(h.Name) {
+			return nil
+		}
+		if e.Kind == Named && e.SlotsGiven {
+			if !h.SlotsFromCores && e.Slots > h.Slots {
+				return fmt.Errorf("%s: the allocation gives host %s only %d slots", e.hostListItem(), quote(h.Name), h.Slots)
+			}
+			h.Slots, h.SlotsFromCores, h.SlotsGiven = e.Slots, false, true
+		}
+		out = append(out, h)
+		return nil
+	}
+	for i, e := range incl {
+		if e.Kind != RelEmpty {
+			if err := add(pick[i], e); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		want := e.Count
+		for j := range pool {
+			if want == 0 && e.Count > 0 {
+				break
+			}
+			if taken[j] || used[j] || excluded(pool[j].Name) {
+				continue
+			}
+			taken[j] = true
+			if err := add(j, e); err != nil {
+				return nil, err
+			}
+			want--
+		}
+		if e.Count > 0 && want > 0 {
+			return nil, fmt.Errorf("%s: only %d empty nodes left", e.hostListItem(), e.Count-want)
+		}
+	}
+	return out, nil
+}
