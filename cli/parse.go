@@ -55,6 +55,7 @@ var OSEnv = Env{LookupEnv: os.LookupEnv, Getwd: os.Getwd, LookPath: exec.LookPat
 
 // globalOpts are flags that apply to the whole job.
 type globalOpts struct {
+	place       placeOpts
 	pmi         string
 	tagOutput   bool
 	timeout     string
@@ -71,7 +72,82 @@ type contextOpts struct {
 	wdir  string
 }
 
+// placeOpts are the placement flags (hosts, mapping, binding, display).
+type placeOpts struct {
+	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology string
+	hosts, addHosts, display                                             []string
+	doNotLaunch, reportBindings                                          bool
+	oversubscribe, nolocal, pernode, hwtcpus, bynode                     bool
+	npernode, cpusPerProc                                                int
+}
+
+func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
+	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
+	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
+	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "hostfile used when no --hostfile is given (also PRUN_HOSTFILE)")
+	fs.StringArrayVar(&p.hosts, "host", nil, "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it")
+	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
+	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
+	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
+	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span")
+	fs.StringVar(&p.bindTo, "bind-to", "", "bind each process to `OBJECT`: none, hwthread, core, l1cache, l2cache, l3cache, numa, package, with :overload-allowed :if-supported :REPORT")
+	fs.StringVar(&p.topology, "topology", "", "use `SPEC` as every node's topology: hwloc synthetic (\"pack:2 core:8 pu:2\") or an XML file")
+	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation")
+	fs.BoolVar(&p.doNotLaunch, "do-not-launch", false, "map and display, then exit without starting anything")
+	fs.BoolVar(&p.reportBindings, "report-bindings", false, "print each rank's binding as it starts")
+	fs.BoolVar(&p.oversubscribe, "oversubscribe", false, "allow more processes than slots (--map-by :OVERSUBSCRIBE)")
+	fs.BoolVar(&p.nolocal, "nolocal", false, "do not run processes on the launcher's node")
+	fs.IntVarP(&p.npernode, "npernode", "N", 0, "`N` processes per node (--map-by ppr:N:node)")
+	fs.BoolVar(&p.pernode, "pernode", false, "one process per node")
+	fs.BoolVar(&p.hwtcpus, "use-hwthread-cpus", false, "count hardware threads as slots")
+	fs.IntVar(&p.cpusPerProc, "cpus-per-proc", 0, "`N` cpus per process (--map-by :PE=N)")
+	fs.BoolVar(&p.bynode, "bynode", false, "map round-robin by node (--map-by node)")
+}
+
+// placement turns the flags into the job spec, in the order mpirun applies
+// its old spellings.
+func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
+	pl := jobspec.Placement{
+		Hostfile: p.hostfile, Rankfile: p.rankfile, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo,
+		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch, ReportBindings: p.reportBindings,
+		AddHosts: p.addHosts,
+	}
+	if pl.Hostfile == "" {
+		pl.Hostfile = p.defaultHostfile
+	}
+	if pl.Hostfile == "" {
+		pl.Hostfile, _ = env.LookupEnv("PRUN_HOSTFILE")
+	}
+	for _, h := range p.hosts {
+		pl.Hosts = append(pl.Hosts, h)
+	}
+	add := func(name, value string) { pl.Compat = append(pl.Compat, [2]string{name, value}) }
+	if p.oversubscribe {
+		add("oversubscribe", "")
+	}
+	if p.nolocal {
+		add("nolocal", "")
+	}
+	if fs.Changed("npernode") {
+		add("npernode", strconv.Itoa(p.npernode))
+	}
+	if p.pernode {
+		add("pernode", "")
+	}
+	if p.hwtcpus {
+		add("use-hwthread-cpus", "")
+	}
+	if fs.Changed("cpus-per-proc") {
+		add("cpus-per-proc", strconv.Itoa(p.cpusPerProc))
+	}
+	if p.bynode {
+		add("bynode", "")
+	}
+	return pl
+}
+
 func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
+	addPlaceFlags(fs, &g.place)
 	fs.BoolVar(&g.tagOutput, "tag-output", false, "prefix every output line with [app,rank]<stream>:")
 	fs.StringVar(&g.pmi, "pmi", jobspec.PMIAuto, "process-management interface for the ranks: auto (PMIx and PMI-1/PMI-2), pmix, pmi1, pmi2 or none")
 	fs.StringVar(&g.timeout, "timeout", "", "kill the job after `SECONDS` (also MPIEXEC_TIMEOUT)")
@@ -129,6 +205,12 @@ func Parse(args []string, env Env) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
+		if i == 0 {
+			job.Place = g.place.placement(fs, env)
+			if err := checkPlacement(&job.Place); err != nil {
+				return nil, err
+			}
+		}
 		c.npSet = fs.Changed("np")
 		if i == 0 && (g.help || g.version) {
 			return &Request{Help: g.help, Version: g.version && !g.help}, nil
@@ -153,6 +235,23 @@ func Parse(args []string, env Env) (*Request, error) {
 	}
 	job.Timeout = t
 	return &Request{Job: job}, nil
+}
+
+// checkPlacement rejects what can be judged without the allocation.
+func checkPlacement(p *jobspec.Placement) error {
+	for _, d := range p.Display {
+		switch d {
+		case "map", "map:json", "allocation":
+		default:
+			return usagef("--display %s: want map, map:json or allocation", d)
+		}
+	}
+	for _, c := range p.Compat {
+		if (c[0] == "npernode" || c[0] == "cpus-per-proc") && (c[1] == "" || c[1][0] == '-' || c[1] == "0") {
+			return usagef("--%s %s: want a positive number", c[0], c[1])
+		}
+	}
+	return nil
 }
 
 // splitContexts cuts the command line at every lone ":".

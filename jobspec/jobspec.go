@@ -25,6 +25,24 @@ type Job struct {
 	TagOutput bool          // prefix output lines with [app,rank]<stream>:
 	Timeout   time.Duration // 0 means none
 	PMI       string        // which process-management interfaces ranks get: auto, pmix, pmi1, pmi2, none
+	Place     Placement
+}
+
+// Placement is what the user said about hosts, mapping, ranking and
+// binding, as given: the hostfile and mapper packages interpret it.
+type Placement struct {
+	Hostfile       string   // --hostfile/--machinefile, else --default-hostfile, else PRUN_HOSTFILE
+	Hosts          []string // --host (comma lists, repeatable)
+	AddHosts       []string // --add-host
+	Rankfile       string
+	MapBy          string
+	RankBy         string
+	BindTo         string
+	Compat         [][2]string // mpirun spellings in order: {"npernode","2"}, {"oversubscribe",""}, ...
+	Display        []string    // map, map:json, allocation
+	DoNotLaunch    bool
+	Topology       string // --topology: hwloc synthetic description or an XML file
+	ReportBindings bool
 }
 
 // PMI interface choices for Job.PMI.

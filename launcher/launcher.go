@@ -136,11 +136,17 @@ func (r *run) errorf(format string, a ...any) {
 }
 
 func (r *run) run(job *jobspec.Job) int {
-	r.alloc = hostfile.Local()
-	m, err := mapper.Place(job, r.alloc)
+	m, code := r.place(job)
+	if m == nil {
+		return code
+	}
+	if job.Place.DoNotLaunch {
+		return 0
+	}
+	host, err := localNode(m)
 	if err != nil {
 		r.errorf("%v", err)
-		return ExitUsage
+		return ExitFailure
 	}
 	sess, err := sessiondir.Create(r.opts.TmpDir)
 	if err != nil {
@@ -170,7 +176,6 @@ func (r *run) run(job *jobspec.Job) int {
 		signal.Ignore(syscall.SIGPIPE) // a closed stdout drops output, it does not kill the job
 	}
 
-	host := r.alloc.Hosts[0].Name
 	d, err := daemon.New(daemon.Config{Name: host, Session: sess, BaseEnv: r.opts.Env, Stdin: r.opts.Stdin}, r.up)
 	if err != nil {
 		r.errorf("cannot start the PMIx server: %v", err)
@@ -219,6 +224,58 @@ func (r *run) run(job *jobspec.Job) int {
 		return 128 + int(r.signaled)
 	}
 	return 0
+}
+
+// place resolves the allocation, maps the job and shows what the user asked
+// to see. A nil map comes with prun's exit status.
+func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
+	topos, err := newTopologies(job.Place.Topology)
+	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	alloc, source, err := allocate(job.Place, topos.cores)
+	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	r.alloc = alloc
+	m, err := mapper.Place(job, alloc)
+	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	for _, d := range job.Place.Display {
+		switch d {
+		case "allocation":
+			fmt.Fprint(r.opts.Stdout, displayAllocation(alloc, source))
+		}
+	}
+	return m, 0
+}
+
+// localNode is the name under which the map knows this node. Until the
+// multi-node daemons exist, every node of the map must be this one.
+func localNode(m *mapper.Map) (string, error) {
+	for _, n := range m.Nodes {
+		if !isLocal(n.Name) {
+			return "", fmt.Errorf("cannot start ranks on %s: launching on other nodes is not available yet (only this node; --do-not-launch shows the map)", n.Name)
+		}
+	}
+	return m.Nodes[0].Name, nil
+}
+
+func displayAllocation(a hostfile.Allocation, source string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "allocation (%s): %d hosts, %d slots\n", source, len(a.Hosts), a.Slots())
+	for _, h := range a.Hosts {
+		max := "-"
+		if h.MaxSlots > 0 {
+			max = strconv.Itoa(h.MaxSlots)
+		}
+		fmt.Fprintf(&b, "  %-24s slots=%-4d max_slots=%s\n", h.Name, h.Slots, max)
+	}
+	return b.String()
 }
 
 func (r *run) nspace(index int) string {

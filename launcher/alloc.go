@@ -1,0 +1,181 @@
+package launcher
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"prun/hostfile"
+	"prun/jobspec"
+	"prun/topology"
+)
+
+// allocate resolves where the job may run, in PRRTE's order: a resource
+// manager's allocation (narrowed by a hostfile given inside it), else the
+// hostfile, each narrowed by --host; else --host alone; else the local node.
+// --add-host extends the result. source says where it came from.
+func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, err error) {
+	var base []hostfile.Entry
+	rm, rmSource, ok, err := hostfile.Detect(nil, nil)
+	if err != nil {
+		return alloc, "", err
+	}
+	if ok {
+		base, source = rm, rmSource+" allocation"
+	}
+	if pl.Hostfile != "" {
+		hf, err := readHostfile(pl.Hostfile)
+		if err != nil {
+			return alloc, "", err
+		}
+		if base != nil {
+			if base, err = hostfile.Select(base, hf); err != nil {
+				return alloc, "", fmt.Errorf("%s within the %s: %w", pl.Hostfile, source, err)
+			}
+		} else {
+			base, source = hf, "hostfile "+pl.Hostfile
+		}
+	}
+	if len(pl.Hosts) > 0 {
+		sel, err := hostfile.ParseHostList(strings.Join(pl.Hosts, ","))
+		if err != nil {
+			return alloc, "", fmt.Errorf("--host: %w", err)
+		}
+		if base != nil {
+			if base, err = hostfile.Select(base, sel); err != nil {
+				return alloc, "", fmt.Errorf("--host within the %s: %w", source, err)
+			}
+		} else {
+			base, source = sel, "--host"
+		}
+	}
+	for _, h := range pl.AddHosts {
+		add, err := hostfile.ParseHostList(h)
+		if err != nil {
+			return alloc, "", fmt.Errorf("--add-host: %w", err)
+		}
+		base = append(base, add...)
+	}
+	if base == nil {
+		a := hostfile.Local()
+		if c, err := cores(a.Hosts[0].Name); err == nil && c > 0 {
+			a.Hosts[0].Slots = c
+		}
+		return a, "the local node", nil
+	}
+	alloc, err = hostfile.NewAllocation(base, cores)
+	if err != nil {
+		return alloc, "", err
+	}
+	if len(alloc.Hosts) == 0 {
+		return alloc, "", fmt.Errorf("the %s leaves no hosts", source)
+	}
+	return alloc, source, nil
+}
+
+func readHostfile(name string) ([]hostfile.Entry, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("hostfile: %w", err)
+	}
+	defer f.Close()
+	return hostfile.ParseHostfile(name, f)
+}
+
+// isLocal reports whether a host name is the node prun runs on.
+func isLocal(host string) bool {
+	if host == "localhost" || host == "127.0.0.1" || host == "::1" {
+		return true
+	}
+	me, err := os.Hostname()
+	if err != nil {
+		return false
+	}
+	short := func(s string) string { s, _, _ = strings.Cut(s, "."); return strings.ToLower(s) }
+	return strings.EqualFold(host, me) || short(host) == short(me)
+}
+
+// topologies answers each host's topology: --topology for every node when
+// given (dry runs, tests), else this node's own, read from the cached hwloc
+// XML when there is one (fast) or from sysfs. Remote nodes will report
+// theirs once multi-node launch exists; until then they are assumed alike.
+type topologies struct {
+	given *topology.Topology
+	local *topology.Topology
+	err   error
+}
+
+func newTopologies(spec string) (*topologies, error) {
+	t := &topologies{}
+	if spec != "" {
+		var err error
+		if t.given, err = parseTopology(spec); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// parseTopology reads --topology: an existing file is hwloc XML, anything
+// else an hwloc synthetic description.
+func parseTopology(spec string) (*topology.Topology, error) {
+	if st, err := os.Stat(spec); err == nil && st.Mode().IsRegular() {
+		f, err := os.Open(spec)
+		if err != nil {
+			return nil, fmt.Errorf("--topology: %w", err)
+		}
+		defer f.Close()
+		t, err := topology.ParseXML(f)
+		if err != nil {
+			return nil, fmt.Errorf("--topology %s: %w", spec, err)
+		}
+		return t, nil
+	}
+	t, err := topology.ParseSynthetic(spec)
+	if err != nil {
+		return nil, fmt.Errorf("--topology %q: %w", spec, err)
+	}
+	return t, nil
+}
+
+// localTopology is this node's, discovered once.
+func (t *topologies) localTopology() (*topology.Topology, error) {
+	if t.local != nil || t.err != nil {
+		return t.local, t.err
+	}
+	if c, ok := topology.Cache(); ok && c.Valid() {
+		if f, err := os.Open(c.Path); err == nil {
+			t.local, t.err = topology.ParseXML(f)
+			f.Close()
+			if t.err == nil {
+				return t.local, nil
+			}
+		}
+	}
+	t.local, t.err = topology.Discover()
+	if t.err != nil {
+		t.err = fmt.Errorf("discovering this node's topology: %w", t.err)
+	}
+	return t.local, t.err
+}
+
+// of returns a host's topology, nil when it cannot be known.
+func (t *topologies) of(host string) *topology.Topology {
+	if t.given != nil {
+		return t.given
+	}
+	local, _ := t.localTopology()
+	return local
+}
+
+// cores is a host's core count, for hosts whose slots were not given.
+func (t *topologies) cores(host string) (int, error) {
+	if t.given != nil {
+		return t.given.Count(topology.Core), nil
+	}
+	local, err := t.localTopology()
+	if err != nil {
+		return 0, err
+	}
+	return local.Count(topology.Core), nil
+}
