@@ -30,6 +30,7 @@ func build(root *node, allowed CPUSet) (*Topology, error) {
 		return nil, fmt.Errorf("topology has no usable PU")
 	}
 	t := &Topology{}
+	var hidden []span // objects kept for their shape only
 	var visit func(n *node)
 	visit = func(n *node) {
 		first := int32(len(t.pus))
@@ -46,6 +47,8 @@ func build(root *node, allowed CPUSet) (*Topology, error) {
 		count := int32(len(t.pus)) - first
 		if self >= 0 {
 			t.levels[n.typ].count[self] = count
+		} else {
+			hidden = append(hidden, span{first, count})
 		}
 		// hwloc lists memory children after the normal subtree: NUMA
 		// nodes attached deeper come first in its NUMA level.
@@ -90,7 +93,7 @@ func build(root *node, allowed CPUSet) (*Topology, error) {
 		l.index(t.pus)
 	}
 	t.order = nestingOrder(t)
-	t.synth = synthetic(t)
+	t.synth = synthetic(t, hidden)
 	return t, nil
 }
 

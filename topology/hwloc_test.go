@@ -109,7 +109,11 @@ func xmlObjects(t *testing.T, data []byte) map[ObjType][]string {
 // hwlocSpec is spec as hwloc accepts it: hwloc wants the PU level spelled out.
 func hwlocSpec(spec string) string {
 	fields := strings.Fields(spec)
-	if last := strings.ToLower(fields[len(fields)-1]); !strings.HasPrefix(last, "pu:") {
+	last := len(fields) - 1
+	for last > 0 && strings.HasPrefix(fields[last], "[") { // attached memory
+		last--
+	}
+	if !strings.HasPrefix(strings.ToLower(fields[last]), "pu:") {
 		return spec + " pu:1"
 	}
 	return spec

@@ -14,15 +14,16 @@ import (
 // packages or sit inside one).
 type ObjType uint8
 
+// The object types a Topology models, outermost first.
 const (
-	Machine ObjType = iota // the whole node
-	Package                // a socket
-	NUMANode
-	L3Cache
-	L2Cache
-	L1Cache // the L1 data (or unified) cache
-	Core
-	PU // a hardware thread
+	Machine  ObjType = iota // the whole node
+	Package                 // a socket
+	NUMANode                // a memory node with the CPUs local to it
+	L3Cache                 // a level 3 cache and the CPUs sharing it
+	L2Cache                 // a level 2 cache and the CPUs sharing it
+	L1Cache                 // the L1 data (or unified) cache
+	Core                    // a physical core
+	PU                      // a hardware thread (processing unit): one OS CPU
 	numTypes
 )
 
@@ -64,16 +65,16 @@ func ParseObjType(s string) (ObjType, error) {
 	return 0, fmt.Errorf("unknown object type %q (want hwthread, core, l1cache, l2cache, l3cache, numa, package or node)", s)
 }
 
-// Object describes one object of a topology. Its PUs are the logical PUs
-// First..First+NumPUs-1: every object covers a contiguous run of PUs in
-// logical (depth-first, hwloc) order, which is what makes the queries below
-// O(1).
+// Object describes one object of a topology, as Obj returns it. Its PUs
+// are the logical PUs First..First+NumPUs-1: every object covers a
+// contiguous run of PUs in logical (depth-first, hwloc) order, which is what
+// makes the queries below O(1).
 type Object struct {
-	Type    ObjType
-	Index   int // logical index among the objects of its type
-	OSIndex int // OS (physical) index; -1 when unknown (caches of synthetic topologies)
-	First   int // logical index of its first PU
-	NumPUs  int
+	Type    ObjType // its type
+	Index   int     // logical index among the objects of its type
+	OSIndex int     // OS (physical) index; -1 when unknown (caches of synthetic topologies)
+	First   int     // logical index of its first PU
+	NumPUs  int     // how many PUs it covers
 }
 
 // Topology is the immutable model of one node. Nodes with the same hardware
@@ -170,8 +171,9 @@ func (t *Topology) Inside(outer ObjType, i int, inner ObjType) (lo, hi int) {
 	return lo, hi
 }
 
-// Levels returns the types this topology has, outermost first (the order
-// Synthetic prints them in).
+// Levels returns the types this topology has, outermost first: by number
+// of objects, ties in ObjType order (the order Synthetic prints them in).
+// Machine, NUMANode and PU are always present.
 func (t *Topology) Levels() []ObjType { return t.order[:len(t.order):len(t.order)] }
 
 // nestingOrder sorts the present types by object count, ties by ObjType

@@ -15,7 +15,9 @@ import (
 // "(size=...)", "(indexes=...)" lists and interleavings) and levels the model
 // does not keep (die, group, l1i, l4...), which still shape the numbering.
 // Unlike hwloc it allows a missing last level ("pack:2 core:8" means one PU
-// per core) and rejects what hwloc would silently ignore (bad indexes).
+// per core) and rejects what hwloc would silently ignore (bad indexes, a PU
+// or NUMA index given twice; other levels may repeat indexes, as core
+// numbers repeat in each package of a real machine).
 func ParseSynthetic(spec string) (*Topology, error) {
 	levels, attachedIdx, err := parseSyntheticLevels(spec)
 	if err != nil {
@@ -143,7 +145,10 @@ func parseSyntheticLevels(spec string) ([]synthLevel, string, error) {
 	}
 	for i := 1; i < len(levels); i++ {
 		if levels[i].indexes != "" {
-			os, err := synthIndexes(levels[i].indexes, levels, i, levels[i].total)
+			// hwloc takes repeated indexes anywhere; real machines repeat
+			// core numbers across packages, but never CPU or node numbers.
+			distinct := levels[i].typ == PU || levels[i].typ == NUMANode
+			os, err := synthIndexes(levels[i].indexes, levels, i, levels[i].total, distinct)
 			if err != nil {
 				return nil, "", err
 			}
@@ -164,7 +169,7 @@ func generate(levels []synthLevel, attachedIdx string) (*node, error) {
 	var attachedOS []int
 	if attachedIdx != "" {
 		var err error
-		if attachedOS, err = synthIndexes(attachedIdx, nil, 0, attachedTotal); err != nil {
+		if attachedOS, err = synthIndexes(attachedIdx, nil, 0, attachedTotal, true); err != nil {
 			return nil, err
 		}
 	}
@@ -387,7 +392,8 @@ func cacheType(name, lower string) (ObjType, string, bool, error) {
 // an explicit list "0,2,1,3", an interleaving "2*4:1*2" (object j gets
 // sum((j/step)%nb * product of the previous nbs)), or the same by types
 // "Core:PU" (levels above d). levels is nil for attached NUMA nodes.
-func synthIndexes(spec string, levels []synthLevel, d, total int) ([]int, error) {
+// distinct rejects an index given twice.
+func synthIndexes(spec string, levels []synthLevel, d, total int, distinct bool) ([]int, error) {
 	bad := func(why string) error { return fmt.Errorf("indexes=%s: %s", spec, why) }
 	out := make([]int, 0, total)
 	if strings.Trim(spec, "0123456789,") == "" { // explicit list
@@ -401,7 +407,7 @@ func synthIndexes(spec string, levels []synthLevel, d, total int) ([]int, error)
 		if len(out) != total {
 			return nil, bad(fmt.Sprintf("%d indexes for %d objects", len(out), total))
 		}
-		return out, checkDistinct(out, bad)
+		return out, checkDistinct(out, distinct, bad)
 	}
 	type loop struct{ step, nb int }
 	var loops []loop
@@ -474,10 +480,13 @@ func synthIndexes(spec string, levels []synthLevel, d, total int) ([]int, error)
 		}
 		mul *= l.nb
 	}
-	return out, checkDistinct(out, bad)
+	return out, checkDistinct(out, distinct, bad)
 }
 
-func checkDistinct(idx []int, bad func(string) error) error {
+func checkDistinct(idx []int, distinct bool, bad func(string) error) error {
+	if !distinct {
+		return nil
+	}
 	seen := make(map[int]bool, len(idx))
 	for _, n := range idx {
 		if seen[n] {
@@ -486,149 +495,4 @@ func checkDistinct(idx []int, bad func(string) error) error {
 		seen[n] = true
 	}
 	return nil
-}
-
-var synthNames = [numTypes]string{"", "pack", "numa", "l3", "l2", "l1", "core", "pu"}
-
-// Synthetic returns the canonical synthetic description: short type names
-// outermost first, one NUMA node per machine left implicit, and PU and NUMA
-// OS numbers given as indexes= when they are not 0..n-1 in logical order.
-// ParseSynthetic of it gives back the same PUs, objects and PU and NUMA
-// numbers (OS indexes of other types are not kept, as in hwloc's export).
-// A topology that no synthetic string describes (different numbers of
-// children under objects of one level) gives "asymmetric:" and the number of
-// objects of each type.
-func (t *Topology) Synthetic() string { return t.synth }
-
-func synthetic(t *Topology) string {
-	var types []ObjType
-	for _, typ := range t.order {
-		if typ == Machine || (typ == NUMANode && t.Count(NUMANode) == 1 && int(t.levels[NUMANode].count[0]) == len(t.pus)) {
-			continue
-		}
-		types = append(types, typ)
-	}
-	var b strings.Builder
-	parent := Machine
-	for _, typ := range types {
-		arity, ok := nests(t, parent, typ)
-		if !ok {
-			return asymmetric(t)
-		}
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s:%d", synthNames[typ], arity)
-		if typ == PU || typ == NUMANode {
-			os := make([]int, t.Count(typ))
-			for i := range os {
-				os[i] = int(t.levels[typ].os[i])
-			}
-			if idx := exportIndexes(os); idx != "" {
-				fmt.Fprintf(&b, "(indexes=%s)", idx)
-			}
-		}
-		parent = typ
-	}
-	return b.String()
-}
-
-// nests reports whether the objects of child split the PUs in order and
-// each object of parent holds the same number of them.
-func nests(t *Topology, parent, child ObjType) (arity int, ok bool) {
-	p, c := &t.levels[parent], &t.levels[child]
-	np, nc := len(p.first), len(c.first)
-	if nc%np != 0 {
-		return 0, false
-	}
-	var next int32
-	for i := range nc {
-		if c.first[i] != next || c.count[i] == 0 {
-			return 0, false
-		}
-		next += c.count[i]
-	}
-	if int(next) != len(t.pus) {
-		return 0, false
-	}
-	arity = nc / np
-	for j := range np {
-		if p.first[j] != c.first[j*arity] {
-			return 0, false
-		}
-	}
-	return arity, true
-}
-
-func asymmetric(t *Topology) string {
-	parts := []string{"asymmetric:"}
-	for _, typ := range t.order {
-		if typ != Machine {
-			parts = append(parts, fmt.Sprintf("%s=%d", synthNames[typ], t.Count(typ)))
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
-// exportIndexes formats OS numbers as hwloc's export does: "" for 0..n-1, an
-// interleaving like "2*4:1*2" when one fits, else the full list.
-func exportIndexes(os []int) string {
-	total := len(os)
-	identity := true
-	for i, v := range os {
-		identity = identity && v == i
-	}
-	if identity {
-		return ""
-	}
-	if loops := findInterleave(os); loops != "" {
-		return loops
-	}
-	parts := make([]string, total)
-	for i, v := range os {
-		parts[i] = strconv.Itoa(v)
-	}
-	return strings.Join(parts, ",")
-}
-
-func findInterleave(os []int) string {
-	total := len(os)
-	if os[0] != 0 {
-		return ""
-	}
-	type loop struct{ step, nb int }
-	var loops []loop
-	for step := 1; step != total; {
-		if step > total || total%step != 0 {
-			return ""
-		}
-		i := 1
-		for i < total && os[i] != step {
-			i++
-		}
-		if i == total {
-			return ""
-		}
-		j := 2
-		for j < total/i && os[i*j] == step*j {
-			j++
-		}
-		loops = append(loops, loop{i, j})
-		step *= j
-	}
-	for i := range total {
-		ind, mul := 0, 1
-		for _, l := range loops {
-			ind += (i / l.step) % l.nb * mul
-			mul *= l.nb
-		}
-		if os[i] != ind {
-			return ""
-		}
-	}
-	parts := make([]string, len(loops))
-	for k, l := range loops {
-		parts[k] = fmt.Sprintf("%d*%d", l.step, l.nb)
-	}
-	return strings.Join(parts, ":")
 }

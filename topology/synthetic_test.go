@@ -2,6 +2,7 @@ package topology
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,11 +40,20 @@ var hwlocSpecs = []string{
 	"pack:2 numa:2 core:2 pu:2(indexes=Core:NUMANode)",
 	"(memory=2GB) pack:2 l3:1(size=32MB) core:2 pu:1",
 	"pa:2 co:0x3 pu:02",
+	"pack:2 core:2(indexes=0,1,0,1) pu:1",
+	"pack:2 l3:1(indexes=1,0) l2:2 l1:1 core:1 pu:2",
+	"numa:1(indexes=3) core:2 pu:1",
+	"core:2 pu:1 [numa]",
+	"core:2 [numa] pu:2 [numa]",
+	"pack:2 core:1 [numa] pu:1 [numa]",
+	"pack:2 numa:2 l3:1 l2:4 l1:1 core:2 pu:2(indexes=L2Cache:Package:NUMANode)",
 }
 
 // TestSyntheticMatchesHwloc builds each description with hwloc and with
-// ParseSynthetic and requires the very same model: same PUs in the same
-// logical order, same objects, same OS indexes.
+// ParseSynthetic and requires the very same model: ParseXML of hwloc's XML
+// export is Equal (same PUs in the same logical order, same objects, same OS
+// indexes), hwloc-calc lists every level's objects in the same logical
+// order, and hwloc reads our canonical form back to the same topology.
 func TestSyntheticMatchesHwloc(t *testing.T) {
 	for _, spec := range hwlocSpecs {
 		got, err := ParseSynthetic(spec)
@@ -52,14 +62,23 @@ func TestSyntheticMatchesHwloc(t *testing.T) {
 			continue
 		}
 		in := hwlocSpec(spec)
-		want := mustXML(t, lstopo(t, "--if", "synthetic", "--input", in, "--of", "xml"))
+		want := mustXML(t, lstopo(t, "--if", "synthetic", "--input", in, "--of", "xml", "-"))
 		if !got.Equal(want) {
 			t.Errorf("%q:\nParseSynthetic: %v\nhwloc:          %v", spec, got, want)
 		}
-		// The logical order, straight from hwloc-calc.
-		pus := strings.TrimSpace(string(runHwloc(t, "hwloc-calc", "--if", "synthetic", "--input", in, "--po", "-I", "pu", "--sep", ",", "all")))
-		if pus != joinInts(got.LogicalCPUs()) {
-			t.Errorf("%q: PUs in logical order %v, hwloc-calc says %s", spec, got.LogicalCPUs(), pus)
+		// The logical order of every level, straight from hwloc-calc.
+		for _, typ := range got.Levels() {
+			if typ == Machine {
+				continue
+			}
+			os := make([]int, got.Count(typ))
+			for i := range os {
+				os[i] = got.Obj(typ, i).OSIndex
+			}
+			calc := strings.TrimSpace(string(runHwloc(t, "hwloc-calc", "--if", "synthetic", "--input", in, "--po", "-I", hwlocTypes[typ], "--sep", ",", "all")))
+			if calc != joinInts(os) {
+				t.Errorf("%q: %s OS indexes in logical order %v, hwloc-calc says %s", spec, typ, os, calc)
+			}
 		}
 		// hwloc's own synthetic export of it describes the same shape.
 		export := strings.TrimSpace(string(lstopo(t, "--if", "synthetic", "--input", in, "--of", "synthetic")))
@@ -69,8 +88,17 @@ func TestSyntheticMatchesHwloc(t *testing.T) {
 		} else if !sameShape(back, got) {
 			t.Errorf("hwloc's export %q of %q:\n%v\nwant %v", export, spec, back, got)
 		}
+		// And hwloc reads our canonical form as we do.
+		canon := got.Synthetic()
+		fromCanon := mustXML(t, lstopo(t, "--if", "synthetic", "--input", canon, "--of", "xml", "-"))
+		if !fromCanon.Equal(got) {
+			t.Errorf("hwloc reads our %q of %q as\n%v\nwant %v", canon, spec, fromCanon, got)
+		}
 	}
 }
+
+// hwlocTypes are hwloc's names of the model's types.
+var hwlocTypes = [numTypes]string{"Machine", "Package", "NUMANode", "L3Cache", "L2Cache", "L1Cache", "Core", "PU"}
 
 func joinInts(v []int) string {
 	s := make([]string, len(v))
@@ -92,11 +120,19 @@ func TestSyntheticCanonical(t *testing.T) {
 		{"pack:2 [numa(indexes=1,0)] core:2", "pack:2 numa:1(indexes=1,0) core:2 pu:1"},
 		{"pack:2 core:2 pu:2(indexes=0,2,4,6,1,3,5,7)", "pack:2 core:2 pu:2(indexes=4*2:1*4)"},
 		{"pack:2 core:4 pu:2(indexes=2*8:1*2)", "pack:2 core:4 pu:2(indexes=2*8:1*2)"},
-		{"pack:2 core:2 pu:2(indexes=7,6,5,4,3,2,1,0)", "pack:2 core:2 pu:2"},
+		// hwloc sorts siblings by CPU: pack P#1 holds PUs 0-3 and comes first.
+		{"pack:2 core:2 pu:2(indexes=7,6,5,4,3,2,1,0)", "pack:2(indexes=1,0) core:2(indexes=3,2,1,0) pu:2"},
+		{"pack:2 core:2(indexes=0,1,0,1)", "pack:2 core:2(indexes=0,1,0,1) pu:1"},
+		{"pack:2 l3:1(indexes=1,0) l2:1(indexes=0,1) core:1", "pack:2 l3:1(indexes=1,0) l2:1(indexes=1*2) core:1 pu:1"},
+		{"numa:1(indexes=3) core:2", "numa:1(indexes=3) core:2 pu:1"},
+		{"[numa(indexes=0)] core:2", "core:2 pu:1"},
 		{"core:2 pu:2(indexes=0,1,2,300)", "core:2 pu:2(indexes=0,1,2,300)"},
 		{"l2:2 l3:2 pu:1", "l2:2 l3:2 pu:1"},
-		{"pack:2 [numa] [numa] core:2", "asymmetric: pack=2 numa=4 core=4 pu=4"},
-		{"pack:2 [numa] core:2 [numa] pu:1", "asymmetric: pack=2 core=4 pu=4 numa=6"},
+		{"pack:2 [numa] [numa] core:2", "pack:2 [numa] [numa] core:2 pu:1"},
+		{"pack:2 [numa] core:2 [numa] pu:1", "pack:2 [numa] core:2 [numa] pu:1"},
+		{"pack:2 [numa(indexes=5,4,3,2,1,0)] core:2 [numa] pu:1", "pack:2 [numa(indexes=5,4,3,2,1,0)] core:2 [numa] pu:1"},
+		{"pack:2 core:1 [numa] pu:1 [numa]", "pack:2 [numa] [numa] core:1 pu:1"},
+		{"core:2 pu:2 [numa]", "core:2 numa:2 pu:1"},
 	} {
 		topo, err := ParseSynthetic(c.spec)
 		if err != nil {
@@ -109,22 +145,21 @@ func TestSyntheticCanonical(t *testing.T) {
 	}
 }
 
-// TestSyntheticRoundTrip: the canonical form describes the same topology.
+// TestSyntheticRoundTrip: the canonical form describes the same topology,
+// OS indexes included, and is a fixed point.
 func TestSyntheticRoundTrip(t *testing.T) {
 	for _, spec := range hwlocSpecs {
 		topo, err := ParseSynthetic(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkInvariants(t, topo)
 		canon := topo.Synthetic()
-		if strings.HasPrefix(canon, "asymmetric") {
-			continue
-		}
 		back, err := ParseSynthetic(canon)
 		if err != nil {
 			t.Errorf("%q -> %q: %v", spec, canon, err)
-		} else if !sameShape(back, topo) || back.Synthetic() != canon {
-			t.Errorf("%q -> %q -> %q", spec, canon, back.Synthetic())
+		} else if !back.Equal(topo) || back.Synthetic() != canon {
+			t.Errorf("%q -> %q -> %q\n%v\nwant %v", spec, canon, back.Synthetic(), back, topo)
 		}
 	}
 }
@@ -173,7 +208,8 @@ func TestSyntheticErrors(t *testing.T) {
 		"foo:2", "p:2", "machine:2 pu:1", "misc:2 pu:1", "pci:1 pu:1", "memcache:2 pu:1",
 		"pack:2 pack:2", "core:2 core:2", "numa:2 numa:2", "pu:2 pu:2",
 		"pack:2 numa:2 [numa] pu:1", "pack:2 [core] pu:1", "pack:2 [numa pu:1", "[numa(indexes=0,1)] pack:2",
-		"pack:2(indexes=0) pu:1", "pack:2(indexes=0,0) pu:1", "pack:2(indexes=0,1,2) pu:1",
+		"pack:2(indexes=0) pu:1", "pu:2(indexes=0,0)", "numa:2(indexes=1,1) pu:1",
+		"pack:2 [numa(indexes=1,1)] pu:1", "pack:2 pu:2(indexes=1*2:1*2)", "pack:2(indexes=0,1,2) pu:1",
 		"pack:2 pu:2(indexes=2*2:1*1)", "pack:2 pu:2(indexes=0*2)", "pack:2 pu:2(indexes=Core)",
 		"pack:2 pu:2(indexes=PU:Package)", "pack:2(size=1) pu:1", "l3:2(memory=1) pu:1",
 		"pack:2(colour=red) pu:1", "pack:2(indexes=1,0 pu:1", "pack:99999 pu:99999",
@@ -189,9 +225,10 @@ func TestSyntheticErrors(t *testing.T) {
 	}
 }
 
-// FuzzSynthetic: no panic, one-line errors, and a parsed topology is
-// consistent and round-trips through its canonical form.
-func FuzzSynthetic(f *testing.F) {
+// FuzzParseSynthetic: no panic, one-line errors, and a parsed topology is
+// consistent and its canonical form parses back to an Equal topology with
+// the same canonical form.
+func FuzzParseSynthetic(f *testing.F) {
 	for _, s := range hwlocSpecs {
 		f.Add(s)
 	}
@@ -206,12 +243,12 @@ func FuzzSynthetic(f *testing.F) {
 		}
 		checkInvariants(t, topo)
 		canon := topo.Synthetic()
-		if strings.HasPrefix(canon, "asymmetric") {
-			return
-		}
 		back, err := ParseSynthetic(canon)
-		if err != nil || !sameShape(back, topo) {
-			t.Fatalf("%q -> %q does not parse back (%v)", spec, canon, err)
+		if err != nil {
+			t.Fatalf("%q -> %q does not parse back: %v", spec, canon, err)
+		}
+		if !back.Equal(topo) || back.Synthetic() != canon {
+			t.Fatalf("%q -> %q -> %q\n%v\nwant %v", spec, canon, back.Synthetic(), back, topo)
 		}
 	})
 }
@@ -247,4 +284,84 @@ func checkInvariants(t *testing.T, topo *Topology) {
 	}
 	var b bytes.Buffer
 	b.WriteString(topo.String())
+}
+
+// randomSpec makes a synthetic description hwloc accepts: modeled and
+// unmodeled levels in any order, NUMA nodes as a level or attached at any
+// depth, and indexes= lists (repeated on levels where hwloc allows it).
+func randomSpec(r *rand.Rand) string {
+	pool := []string{"pack", "numa", "l3", "l2", "l1", "core", "group", "die", "l1i"}
+	r.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
+	attach := r.IntN(3) == 0
+	var parts []string
+	total := 1
+	permuted := func(n int, distinct bool) string {
+		idx := r.Perm(n)
+		if !distinct {
+			for i := range idx {
+				idx[i] = r.IntN(n)
+			}
+		}
+		return "(indexes=" + joinInts(idx) + ")"
+	}
+	for _, name := range pool[:r.IntN(len(pool)+1)] {
+		if name == "numa" && attach {
+			continue
+		}
+		arity := 1 + r.IntN(3)
+		total *= arity
+		part := name + ":" + strconv.Itoa(arity)
+		if name != "group" && name != "die" && name != "l1i" && r.IntN(4) == 0 {
+			part += permuted(total, name == "numa")
+		}
+		parts = append(parts, part)
+		if attach && r.IntN(3) == 0 {
+			parts = append(parts, "[numa]")
+		}
+	}
+	arity := 1 + r.IntN(3)
+	total *= arity
+	pu := "pu:" + strconv.Itoa(arity)
+	if r.IntN(3) == 0 {
+		pu += permuted(total, true)
+	}
+	parts = append(parts, pu)
+	if attach && r.IntN(4) == 0 {
+		parts = append(parts, "[numa]")
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestSyntheticRandom: random descriptions round-trip through Synthetic,
+// and for a sample of them, hwloc builds the same topology from the
+// description and from its canonical form.
+func TestSyntheticRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	compared := 0
+	for i := range 3000 {
+		spec := randomSpec(r)
+		topo, err := ParseSynthetic(spec)
+		if err != nil {
+			t.Errorf("ParseSynthetic(%q): %v", spec, err)
+			continue
+		}
+		checkInvariants(t, topo)
+		canon := topo.Synthetic()
+		if back, err := ParseSynthetic(canon); err != nil || !back.Equal(topo) || back.Synthetic() != canon {
+			t.Errorf("%q -> %q: %v\n%v\nwant %v", spec, canon, err, back, topo)
+		}
+		if i%20 == 0 && topo.NumPUs() <= 1024 { // hwloc's XML of 60,000 PUs takes a while
+			compared++
+			want := mustXML(t, lstopo(t, "--if", "synthetic", "--input", spec, "--of", "xml", "-"))
+			if !topo.Equal(want) {
+				t.Errorf("%q:\nParseSynthetic: %v\nhwloc:          %v", spec, topo, want)
+			}
+			if fromCanon := mustXML(t, lstopo(t, "--if", "synthetic", "--input", canon, "--of", "xml", "-")); !fromCanon.Equal(topo) {
+				t.Errorf("hwloc reads our %q of %q as\n%v\nwant %v", canon, spec, fromCanon, topo)
+			}
+		}
+	}
+	if compared < 50 {
+		t.Errorf("only %d descriptions compared with hwloc", compared)
+	}
 }

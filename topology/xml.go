@@ -11,10 +11,13 @@ import (
 // ParseXML reads hwloc's XML export (`lstopo --of xml`, the format of the
 // node's cached topology). hwloc 2 files hang NUMA nodes beside the normal
 // children as memory children (possibly below a MemCache); hwloc 1 files
-// make them ordinary parents; both work. Logical order is the file's order
-// (which is hwloc's). PUs outside the root's allowed_cpuset (present when
-// exported with --disallowed) are dropped with the objects left empty. I/O
-// and Misc objects are skipped.
+// make them ordinary parents; both work. Logical order is hwloc's
+// (siblings by smallest CPU, as in the file). PUs outside the root's
+// allowed_cpuset (present when exported with --disallowed) are dropped, and
+// so is every object left without PU, with the NUMA nodes attached to it:
+// hwloc keeps those with an empty cpuset (after `--restrict`, say), but
+// they are no placement target. A NUMA node attached to an object with PUs
+// is local to those PUs, as in hwloc. I/O and Misc objects are skipped.
 func ParseXML(r io.Reader) (*Topology, error) {
 	root, allowed, err := parseXMLTree(r)
 	if err != nil {
