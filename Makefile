@@ -44,9 +44,16 @@ vet:
 test: deps vet
 	$(GO) test -count=1 -timeout 60m ./...
 
-# Short fuzzing of every parser; the corpora live in testdata/fuzz.
+# Short fuzzing of every parser (FUZZTIME each); crashers land in the
+# packages' testdata/fuzz, where `make test` replays them for ever.
+FUZZTIME ?= 20s
 fuzz: deps
-	$(GO) test ./cli -run '^$$' -fuzz FuzzParse -fuzztime 30s
+	@set -e; for pkg in ./cli ./pmi ./hostfile ./topology ./mapper; do \
+		for f in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \
+		done; \
+	done
 
 bench: build
 	$(GO) run ./bench/launch
