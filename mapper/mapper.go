@@ -1,13 +1,17 @@
-// Package mapper places the processes of a job onto an allocation and ranks
-// them. It is a pure function of (job, allocation): no I/O, no state.
+// Package mapper places the processes of a job onto an allocation, ranks
+// them and binds them to CPUs. It is a pure function of (job, allocation,
+// node topologies, options): no I/O, no state. POLICY.md states the rules.
 package mapper
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"prun/hostfile"
 	"prun/jobspec"
+	"prun/topology"
 )
 
 // Node is a host that runs at least one process of the job.
@@ -16,6 +20,9 @@ type Node struct {
 	Name  string // as the user named it
 	Slots int
 	Procs []int // global ranks on this node, ascending
+	// Topo is the node's topology (shared by nodes with the same
+	// hardware); nil when unknown.
+	Topo *topology.Topology
 }
 
 // Proc is one placed process.
@@ -26,6 +33,9 @@ type Proc struct {
 	Node      int // index into Map.Nodes
 	LocalRank int // position among the job's ranks on its node, by global rank
 	NodeRank  int // same, across all jobs on the node (one job today)
+	// CPUs is the binding (OS CPU numbers); nil when unbound. Processes
+	// bound alike share one slice: do not modify it.
+	CPUs topology.CPUSet
 }
 
 // App is the rank range of one application context.
@@ -40,65 +50,102 @@ type Map struct {
 	Procs []Proc
 	Apps  []App
 	Slots int // slots of the allocation, for the universe size
+	// The policies the map follows, defaults resolved. RankBy is
+	// RankDefault for seq and rankfile (ranks as the file says); BindTo.To
+	// is BindNone when no process is bound, BindDefault for a rankfile's
+	// own CPUs.
+	MapBy  MapPolicy
+	RankBy RankPolicy
+	BindTo BindPolicy
 }
 
 // Oversubscribed reports whether node n runs more processes than it has slots.
 func (m *Map) Oversubscribed(n int) bool { return len(m.Nodes[n].Procs) > m.Nodes[n].Slots }
 
 // Place fills the allocation's hosts in order, one process per slot (map-by
-// slot, rank-by slot), and resolves every omitted -n to one process per slot.
-// When the job needs more processes than there are slots it fails, unless
-// the allocation is implicit: then the extra processes are dealt round-robin.
+// slot, rank-by slot), without binding, and resolves every omitted -n to one
+// process per slot. When the job needs more processes than there are slots
+// it fails, unless the allocation is implicit: then the extra processes are
+// spread evenly from the first host.
 func Place(job *jobspec.Job, alloc hostfile.Allocation) (*Map, error) {
 	slots := alloc.Slots()
 	if len(alloc.Hosts) == 0 || slots <= 0 {
 		return nil, fmt.Errorf("the allocation has no slots")
 	}
-	m := &Map{Slots: slots}
-	total := 0
 	for i := range job.Apps {
 		if job.Apps[i].NP == 0 {
 			job.Apps[i].NP = slots
 		}
-		m.Apps = append(m.Apps, App{Offset: total, Size: job.Apps[i].NP})
-		total += job.Apps[i].NP
 	}
-	if total > slots && !alloc.Implicit {
-		names := make([]string, len(alloc.Hosts))
-		for i, h := range alloc.Hosts {
-			names[i] = h.Name
+	return PlaceWith(job, alloc, nil, Options{MapBy: MapPolicy{By: MapSlot}, BindTo: BindPolicy{To: BindNone}})
+}
+
+// JSON writes the map as {"procs":[{"rank":0,"app":0,"host":"n1",
+// "local_rank":0,"node_rank":0,"cpus":"0-1"},...]}, one process per line;
+// "cpus" is "" for an unbound process.
+func (m *Map) JSON() ([]byte, error) {
+	hosts := make([][]byte, len(m.Nodes))
+	for i, n := range m.Nodes {
+		b, err := json.Marshal(n.Name)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("%d processes requested but only %d slots are available on %s",
-			total, slots, strings.Join(names, ","))
+		hosts[i] = b
 	}
-	hostOf := make([]int, total)
-	r := 0
-	for h, host := range alloc.Hosts {
-		for s := 0; s < host.Slots && r < total; s++ {
-			hostOf[r] = h
-			r++
+	out := make([]byte, 0, 16+len(m.Procs)*80)
+	out = append(out, `{"procs":[`...)
+	for i := range m.Procs {
+		p := &m.Procs[i]
+		if p.Node < 0 || p.Node >= len(hosts) {
+			return nil, fmt.Errorf("rank %d: node %d out of range", p.Rank, p.Node)
 		}
-	}
-	for i := 0; r < total; i++ { // oversubscription: deal the rest round-robin
-		hostOf[r] = i % len(alloc.Hosts)
-		r++
-	}
-	nodeOf := map[int]int{}
-	for rank, app := 0, 0; rank < total; rank++ {
-		for rank >= m.Apps[app].Offset+m.Apps[app].Size {
-			app++
+		if i > 0 {
+			out = append(out, ',')
 		}
-		h := hostOf[rank]
-		n, ok := nodeOf[h]
-		if !ok {
-			n = len(m.Nodes)
-			nodeOf[h] = n
-			m.Nodes = append(m.Nodes, Node{ID: n, Name: alloc.Hosts[h].Name, Slots: alloc.Hosts[h].Slots})
-		}
-		local := len(m.Nodes[n].Procs)
-		m.Nodes[n].Procs = append(m.Nodes[n].Procs, rank)
-		m.Procs = append(m.Procs, Proc{Rank: rank, App: app, AppRank: rank - m.Apps[app].Offset,
-			Node: n, LocalRank: local, NodeRank: local})
+		out = append(out, "\n{\"rank\":"...)
+		out = strconv.AppendInt(out, int64(p.Rank), 10)
+		out = append(out, `,"app":`...)
+		out = strconv.AppendInt(out, int64(p.App), 10)
+		out = append(out, `,"host":`...)
+		out = append(out, hosts[p.Node]...)
+		out = append(out, `,"local_rank":`...)
+		out = strconv.AppendInt(out, int64(p.LocalRank), 10)
+		out = append(out, `,"node_rank":`...)
+		out = strconv.AppendInt(out, int64(p.NodeRank), 10)
+		out = append(out, `,"cpus":"`...)
+		out = append(out, p.CPUs.String()...)
+		out = append(out, `"}`...)
 	}
-	return m, nil
+	out = append(out, "\n]}\n"...)
+	return out, nil
+}
+
+// Table writes the map for humans: one line per rank with its app, host,
+// local rank and CPUs ("-" when unbound), numbers right-aligned.
+func (m *Map) Table() string {
+	host := func(p *Proc) string {
+		if p.Node >= 0 && p.Node < len(m.Nodes) {
+			return m.Nodes[p.Node].Name
+		}
+		return "?"
+	}
+	wr, wa, wh, wl := len("rank"), len("app"), len("host"), len("local")
+	for i := range m.Procs {
+		p := &m.Procs[i]
+		wr = max(wr, len(strconv.Itoa(p.Rank)))
+		wa = max(wa, len(strconv.Itoa(p.App)))
+		wh = max(wh, len(host(p)))
+		wl = max(wl, len(strconv.Itoa(p.LocalRank)))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%*s  %*s  %-*s  %*s  cpus\n", wr, "rank", wa, "app", wh, "host", wl, "local")
+	for i := range m.Procs {
+		p := &m.Procs[i]
+		cpus := "-"
+		if p.CPUs != nil {
+			cpus = p.CPUs.String()
+		}
+		fmt.Fprintf(&b, "%*d  %*d  %-*s  %*d  %s\n", wr, p.Rank, wa, p.App, wh, host(p), wl, p.LocalRank, cpus)
+	}
+	return b.String()
 }

@@ -1,0 +1,195 @@
+package mapper
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"prun/hostfile"
+	"prun/topology"
+)
+
+func refTopo(t testing.TB) *topology.Topology {
+	t.Helper()
+	topo, err := topology.ParseSynthetic(refNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func hosts(n, slots int) hostfile.Allocation {
+	var a hostfile.Allocation
+	for i := range n {
+		a.Hosts = append(a.Hosts, hostfile.Host{Name: fmt.Sprintf("n%d", i+1), Slots: slots})
+	}
+	return a
+}
+
+func TestJSONAndTable(t *testing.T) {
+	topo := refTopo(t)
+	m, err := PlaceWith(job(2, 1), hosts(2, 2), func(h string) *topology.Topology {
+		if h == "n2" {
+			return nil
+		}
+		return topo
+	}, Options{MapBy: MapPolicy{By: MapSlot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"procs":[
+{"rank":0,"app":0,"host":"n1","local_rank":0,"node_rank":0,"cpus":"0-31"},
+{"rank":1,"app":0,"host":"n1","local_rank":1,"node_rank":1,"cpus":"0-31"},
+{"rank":2,"app":1,"host":"n2","local_rank":0,"node_rank":0,"cpus":""}
+]}
+`
+	if string(got) != want {
+		t.Errorf("JSON:\n%s\nwant\n%s", got, want)
+	}
+	var decoded struct {
+		Procs []struct {
+			Rank, App, LocalRank, NodeRank int
+			Host, CPUs                     string
+		}
+	}
+	if err := json.Unmarshal(got, &decoded); err != nil || len(decoded.Procs) != 3 || decoded.Procs[2].Host != "n2" {
+		t.Errorf("decoded %+v, %v", decoded, err)
+	}
+	wantTable := "" +
+		"rank  app  host  local  cpus\n" +
+		"   0    0  n1        0  0-31\n" +
+		"   1    0  n1        1  0-31\n" +
+		"   2    1  n2        0  -\n"
+	if tab := m.Table(); tab != wantTable {
+		t.Errorf("Table:\n%s\nwant\n%s", tab, wantTable)
+	}
+	if m.Nodes[0].Topo != topo || m.Nodes[1].Topo != nil || m.MapBy.By != MapSlot || m.RankBy != RankSlot || m.BindTo.To != BindNUMA {
+		t.Errorf("nodes %+v, policies %v %v %v", m.Nodes, m.MapBy, m.RankBy, m.BindTo)
+	}
+	// Host names are JSON strings.
+	m.Nodes[0].Name = "a\"b"
+	if got, _ := m.JSON(); !strings.Contains(string(got), `"host":"a\"b"`) {
+		t.Errorf("JSON escaping: %s", got)
+	}
+}
+
+// TestBindingsShared checks that processes bound alike share one CPUSet.
+func TestBindingsShared(t *testing.T) {
+	topo := refTopo(t)
+	for _, mapBy := range []string{"hwthread", "package:PE=3", "pe-list=1-2"} {
+		mp, err := ParseMapBy(mapBy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := PlaceWith(job(8), hosts(4, 2), func(string) *topology.Topology { return topo }, Options{MapBy: mp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range m.Nodes[1:] {
+			for k, r := range n.Procs {
+				a, b := m.Procs[m.Nodes[0].Procs[k]].CPUs, m.Procs[r].CPUs
+				if len(a) == 0 || !a.Equal(b) || &a[0] != &b[0] {
+					t.Errorf("%s: rank %d %v and rank %d %v do not share their CPUs", mapBy, m.Nodes[0].Procs[k], a, r, b)
+				}
+			}
+		}
+	}
+}
+
+func TestOversubscribedFlag(t *testing.T) {
+	topo := refTopo(t)
+	alloc := hosts(2, 2)
+	alloc.Implicit = true
+	m, err := PlaceWith(job(5), alloc, func(string) *topology.Topology { return topo }, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Oversubscribed(0) || m.Oversubscribed(1) || len(m.Nodes[0].Procs) != 3 {
+		t.Fatalf("nodes %+v", m.Nodes)
+	}
+	for _, r := range m.Nodes[0].Procs {
+		if m.Procs[r].CPUs != nil {
+			t.Errorf("rank %d on an oversubscribed node is bound to %v", r, m.Procs[r].CPUs)
+		}
+	}
+	for _, r := range m.Nodes[1].Procs {
+		if m.Procs[r].CPUs == nil {
+			t.Errorf("rank %d is unbound", r)
+		}
+	}
+}
+
+// FuzzPlaceWith maps small jobs with any parseable policies: no panic, and
+// every map keeps the invariants checkMap checks.
+func FuzzPlaceWith(f *testing.F) {
+	f.Add("core", "", "", uint8(3), uint8(4), uint8(9), uint8(2), false)
+	f.Add("ppr:2:numa:PE=2", "span", "core", uint8(2), uint8(1), uint8(0), uint8(0), false)
+	f.Add("package:SPAN", "node", "l3:overload-allowed", uint8(3), uint8(2), uint8(30), uint8(0), true)
+	f.Add("slot:PE=5:HWTCPUS", "", "hwthread", uint8(1), uint8(64), uint8(20), uint8(1), false)
+	f.Add("pe-list=0,5-7:ORDERED", "", "", uint8(2), uint8(8), uint8(0), uint8(1), true)
+	f.Add("node:OVERSUBSCRIBE", "slot", "numa:if-supported", uint8(4), uint8(1), uint8(9), uint8(3), false)
+	f.Add("seq", "", "", uint8(2), uint8(3), uint8(5), uint8(0), false)
+	f.Add("rankfile", "", "", uint8(2), uint8(3), uint8(0), uint8(0), false)
+	topos := []*topology.Topology{}
+	for _, s := range []string{refNode, cacheNode, "core:2 pu:2", "pack:2 pu:3"} {
+		t, err := topology.ParseSynthetic(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		topos = append(topos, t)
+	}
+	f.Fuzz(func(t *testing.T, mapBy, rankBy, bindTo string, nhosts, slots, np, kind uint8, implicit bool) {
+		var opts Options
+		var err error
+		if mapBy != "" {
+			if opts.MapBy, err = ParseMapBy(mapBy); err != nil {
+				return
+			}
+		}
+		if rankBy != "" {
+			if opts.RankBy, err = ParseRankBy(rankBy); err != nil {
+				return
+			}
+		}
+		if bindTo != "" {
+			if opts.BindTo, err = ParseBindTo(bindTo); err != nil {
+				return
+			}
+		}
+		alloc := hosts(int(nhosts%5)+1, int(slots%70))
+		alloc.Implicit = implicit
+		alloc.Hosts[0].MaxSlots = int(np % 7)
+		opts.LocalHost = "n1"
+		if kind%4 != 2 {
+			opts.SeqHosts = []string{"n1", "n2", "n1", "n3"}
+		}
+		for r := range 5 {
+			opts.Rankfile = append(opts.Rankfile, hostfile.RankEntry{Rank: r, Node: r % 3,
+				Slot: hostfile.Slot{CPUs: []int{r, int(np)}}})
+		}
+		topo := func(h string) *topology.Topology {
+			if kind == 3 && h == "n2" {
+				return nil
+			}
+			return topos[int(kind)%len(topos)]
+		}
+		j := job(int(np % 150))
+		if kind%2 == 1 {
+			j = job(int(np%40)+1, int(slots%9)+1)
+		}
+		m, err := PlaceWith(j, alloc, topo, opts)
+		if err != nil {
+			oneLine(t, err)
+			return
+		}
+		checkMap(t, m, j)
+		if _, err := m.JSON(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,680 @@
+package mapper
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"prun/hostfile"
+	"prun/topology"
+)
+
+// MapBy is the directive of --map-by: what processes are dealt over.
+type MapBy uint8
+
+// Mapping directives, in PRRTE's vocabulary. MapDefault means none was
+// given; PlaceWith then picks one (POLICY.md).
+const (
+	MapDefault MapBy = iota
+	MapSlot
+	MapHWThread
+	MapCore
+	MapL1Cache
+	MapL2Cache
+	MapL3Cache
+	MapNUMA
+	MapPackage
+	MapNode
+	MapSeq
+	MapPPR
+	MapRankfile
+	MapPEList
+)
+
+var mapNames = [...]string{"", "slot", "hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "package", "node", "seq", "ppr", "rankfile", "pe-list"}
+
+func (b MapBy) String() string {
+	if int(b) < len(mapNames) {
+		return mapNames[b]
+	}
+	return "MapBy(" + strconv.Itoa(int(b)) + ")"
+}
+
+// object is the topology type a by-object directive deals processes over.
+func (b MapBy) object() (topology.ObjType, bool) {
+	switch b {
+	case MapHWThread:
+		return topology.PU, true
+	case MapCore:
+		return topology.Core, true
+	case MapL1Cache:
+		return topology.L1Cache, true
+	case MapL2Cache:
+		return topology.L2Cache, true
+	case MapL3Cache:
+		return topology.L3Cache, true
+	case MapNUMA:
+		return topology.NUMANode, true
+	case MapPackage:
+		return topology.Package, true
+	}
+	return topology.Machine, false
+}
+
+// MapPolicy is a parsed --map-by: the directive and its qualifiers.
+type MapPolicy struct {
+	By MapBy
+	// PPR and PPRObject are ppr:N:RESOURCE; PPRObject is topology.Machine
+	// for "node".
+	PPR       int
+	PPRObject topology.ObjType
+	// PEList is pe-list=: logical core indices (hwthread indices with
+	// HWTCPUS), as in a rankfile.
+	PEList topology.CPUSet
+	// PE is :PE=n, CPUs bound to each process (0: not given).
+	PE              int
+	Span            bool
+	Oversubscribe   bool
+	NoOversubscribe bool
+	NoLocal         bool
+	HWTCPUS         bool
+	CoreCPUs        bool
+	Ordered         bool   // pe-list: one listed CPU per process, in order
+	File            string // FILE=: the seq or rankfile file, read by the caller
+}
+
+// RankPolicy is --rank-by.
+type RankPolicy uint8
+
+// Ranking policies. RankDefault follows the mapping (POLICY.md).
+const (
+	RankDefault RankPolicy = iota
+	RankSlot
+	RankNode
+	RankFill
+	RankSpan
+)
+
+var rankNames = [...]string{"", "slot", "node", "fill", "span"}
+
+func (r RankPolicy) String() string {
+	if int(r) < len(rankNames) {
+		return rankNames[r]
+	}
+	return "RankPolicy(" + strconv.Itoa(int(r)) + ")"
+}
+
+// BindTarget is the object of --bind-to.
+type BindTarget uint8
+
+// Binding targets. BindDefault means none was given.
+const (
+	BindDefault BindTarget = iota
+	BindNone
+	BindHWThread
+	BindCore
+	BindL1Cache
+	BindL2Cache
+	BindL3Cache
+	BindNUMA
+	BindPackage
+)
+
+var bindNames = [...]string{"", "none", "hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "package"}
+
+func (b BindTarget) String() string {
+	if int(b) < len(bindNames) {
+		return bindNames[b]
+	}
+	return "BindTarget(" + strconv.Itoa(int(b)) + ")"
+}
+
+func (b BindTarget) object() topology.ObjType {
+	switch b {
+	case BindHWThread:
+		return topology.PU
+	case BindCore:
+		return topology.Core
+	case BindL1Cache:
+		return topology.L1Cache
+	case BindL2Cache:
+		return topology.L2Cache
+	case BindL3Cache:
+		return topology.L3Cache
+	case BindNUMA:
+		return topology.NUMANode
+	case BindPackage:
+		return topology.Package
+	}
+	return topology.Machine
+}
+
+func bindTargetOf(t topology.ObjType) BindTarget {
+	switch t {
+	case topology.PU:
+		return BindHWThread
+	case topology.Core:
+		return BindCore
+	case topology.L1Cache:
+		return BindL1Cache
+	case topology.L2Cache:
+		return BindL2Cache
+	case topology.L3Cache:
+		return BindL3Cache
+	case topology.NUMANode:
+		return BindNUMA
+	case topology.Package:
+		return BindPackage
+	}
+	return BindNone
+}
+
+// BindPolicy is a parsed --bind-to.
+type BindPolicy struct {
+	To              BindTarget
+	OverloadAllowed bool // more processes on an object than it has CPUs
+	NoOverload      bool // the default, said explicitly
+	IfSupported     bool // bind when possible, else run unbound
+	Report          bool // --report-bindings
+}
+
+// Options are the placement directives of a job.
+type Options struct {
+	MapBy  MapPolicy
+	RankBy RankPolicy
+	BindTo BindPolicy
+	// Rankfile is the parsed rankfile of --map-by rankfile.
+	Rankfile []hostfile.RankEntry
+	// SeqHosts is the host of each rank for --map-by seq: the hostfile's
+	// lines in order, repeats kept. Nil means every allocation host
+	// repeated once per slot.
+	SeqHosts []string
+	// LocalHost is the launcher's node, which :NOLOCAL leaves out.
+	LocalHost string
+	// SlotsFromCores names the hosts whose slot count is their number of
+	// cores (hostfile.Entry.SlotsFromCores); HWTCPUS counts their
+	// hwthreads instead.
+	SlotsFromCores map[string]bool
+}
+
+// A choice is one word of a vocabulary; alias words print as their name.
+type choice struct {
+	word, name string
+	val        int
+}
+
+// match resolves a case-insensitive word or unique prefix of one.
+func match(what, in string, vocab []choice) (int, error) {
+	w := strings.ToLower(in)
+	if w == "" {
+		return 0, fmt.Errorf("empty %s", what)
+	}
+	var found []string
+	val := -1
+	for _, c := range vocab {
+		if c.word == w {
+			return c.val, nil
+		}
+		if strings.HasPrefix(c.word, w) {
+			dup := false
+			for _, f := range found {
+				dup = dup || f == c.name
+			}
+			if !dup {
+				found = append(found, c.name)
+			}
+			val = c.val
+		}
+	}
+	switch len(found) {
+	case 1:
+		return val, nil
+	case 0:
+		names := make([]string, 0, len(vocab))
+		for _, c := range vocab {
+			if c.word == strings.ToLower(c.name) {
+				names = append(names, c.name)
+			}
+		}
+		return 0, fmt.Errorf("unknown %s %s (want %s)", what, q(in), orList(names))
+	}
+	return 0, fmt.Errorf("ambiguous %s %s: %s", what, q(in), orList(found))
+}
+
+// q quotes a user's word for a message, cut short if long.
+func q(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+var mapVocab = []choice{
+	{"slot", "slot", int(MapSlot)}, {"hwthread", "hwthread", int(MapHWThread)},
+	{"core", "core", int(MapCore)}, {"l1cache", "l1cache", int(MapL1Cache)},
+	{"l2cache", "l2cache", int(MapL2Cache)}, {"l3cache", "l3cache", int(MapL3Cache)},
+	{"numa", "numa", int(MapNUMA)}, {"package", "package", int(MapPackage)},
+	{"node", "node", int(MapNode)}, {"seq", "seq", int(MapSeq)},
+	{"ppr", "ppr", int(MapPPR)}, {"rankfile", "rankfile", int(MapRankfile)},
+	{"pe-list", "pe-list", int(MapPEList)}, {"socket", "package", int(MapPackage)},
+}
+
+const (
+	qPE = iota
+	qSpan
+	qOversub
+	qNoOversub
+	qNoLocal
+	qHWTCPUS
+	qCoreCPUs
+	qOrdered
+	qFile
+)
+
+var mapQualVocab = []choice{
+	{"pe", "PE", qPE}, {"span", "SPAN", qSpan}, {"oversubscribe", "OVERSUBSCRIBE", qOversub},
+	{"nooversubscribe", "NOOVERSUBSCRIBE", qNoOversub}, {"nolocal", "NOLOCAL", qNoLocal},
+	{"hwtcpus", "HWTCPUS", qHWTCPUS}, {"corecpus", "CORECPUS", qCoreCPUs},
+	{"ordered", "ORDERED", qOrdered}, {"file", "FILE", qFile},
+}
+
+var pprVocab = []choice{
+	{"node", "node", int(topology.Machine)}, {"hwthread", "hwthread", int(topology.PU)},
+	{"thread", "hwthread", int(topology.PU)}, {"core", "core", int(topology.Core)},
+	{"package", "package", int(topology.Package)}, {"socket", "package", int(topology.Package)},
+	{"skt", "package", int(topology.Package)}, {"numa", "numa", int(topology.NUMANode)},
+	{"nm", "numa", int(topology.NUMANode)}, {"l1cache", "l1cache", int(topology.L1Cache)},
+	{"l2cache", "l2cache", int(topology.L2Cache)}, {"l3cache", "l3cache", int(topology.L3Cache)},
+}
+
+var rankVocab = []choice{
+	{"slot", "slot", int(RankSlot)}, {"node", "node", int(RankNode)},
+	{"fill", "fill", int(RankFill)}, {"span", "span", int(RankSpan)},
+}
+
+var bindVocab = []choice{
+	{"none", "none", int(BindNone)}, {"hwthread", "hwthread", int(BindHWThread)},
+	{"core", "core", int(BindCore)}, {"l1cache", "l1cache", int(BindL1Cache)},
+	{"l2cache", "l2cache", int(BindL2Cache)}, {"l3cache", "l3cache", int(BindL3Cache)},
+	{"numa", "numa", int(BindNUMA)}, {"package", "package", int(BindPackage)},
+	{"socket", "package", int(BindPackage)},
+}
+
+const (
+	bqOverload = iota
+	bqNoOverload
+	bqIfSupported
+	bqReport
+)
+
+var bindQualVocab = []choice{
+	{"overload-allowed", "overload-allowed", bqOverload}, {"no-overload", "no-overload", bqNoOverload},
+	{"if-supported", "if-supported", bqIfSupported}, {"report", "report", bqReport},
+}
+
+// maxCount bounds the numbers of a policy (ppr:N, PE=n).
+const maxCount = 1 << 20
+
+// count reads a positive decimal number.
+func count(what, s string) (int, error) {
+	if s == "" || len(s) > 8 || strings.Trim(s, "0123456789") != "" {
+		return 0, fmt.Errorf("%s %s: want a positive number", what, q(s))
+	}
+	n, _ := strconv.Atoi(s)
+	if n < 1 || n > maxCount {
+		return 0, fmt.Errorf("%s %s: want a number from 1 to %d", what, q(s), maxCount)
+	}
+	return n, nil
+}
+
+// ParseMapBy reads --map-by: DIRECTIVE[:QUALIFIER...], case-insensitive,
+// any unique prefix of a word accepted. DIRECTIVE is slot, hwthread, core,
+// l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE,
+// rankfile or pe-list=LIST; it may be empty (":OVERSUBSCRIBE") to give
+// qualifiers only. Qualifiers are PE=n, SPAN, OVERSUBSCRIBE,
+// NOOVERSUBSCRIBE, NOLOCAL, HWTCPUS, CORECPUS, ORDERED and FILE=path.
+func ParseMapBy(s string) (MapPolicy, error) {
+	p, err := parseMapBy(s)
+	if err != nil {
+		return MapPolicy{}, fmt.Errorf("--map-by %s: %v", q(s), err)
+	}
+	return p, nil
+}
+
+func parseMapBy(s string) (MapPolicy, error) {
+	var p MapPolicy
+	if s == "" {
+		return p, fmt.Errorf("empty policy")
+	}
+	fields := strings.Split(s, ":")
+	quals := fields[1:]
+	if fields[0] != "" {
+		word, val, hasVal := strings.Cut(fields[0], "=")
+		by, err := match("policy", word, mapVocab)
+		if err != nil {
+			return p, err
+		}
+		p.By = MapBy(by)
+		switch {
+		case p.By == MapPEList:
+			if !hasVal || val == "" {
+				return p, fmt.Errorf("pe-list needs a CPU list: pe-list=0,2-3")
+			}
+			set, err := topology.ParseCPUSet(val)
+			if err != nil || len(set) == 0 {
+				return p, fmt.Errorf("pe-list=%s: want a CPU list like 0,2-3", q(val))
+			}
+			p.PEList = set
+		case hasVal:
+			return p, fmt.Errorf("%s takes no value", p.By)
+		case p.By == MapPPR:
+			if len(fields) < 3 || fields[2] == "" {
+				return p, fmt.Errorf("ppr needs a pattern: ppr:N:RESOURCE")
+			}
+			n, err := count("ppr", fields[1])
+			if err != nil {
+				return p, err
+			}
+			obj, err := match("ppr resource", fields[2], pprVocab)
+			if err != nil {
+				return p, err
+			}
+			p.PPR, p.PPRObject = n, topology.ObjType(obj)
+			quals = fields[3:]
+		}
+	}
+	seen := map[int]bool{}
+	for _, q := range quals {
+		name, val, hasVal := strings.Cut(q, "=")
+		if q == "" {
+			return p, fmt.Errorf("empty qualifier")
+		}
+		k, err := match("qualifier", name, mapQualVocab)
+		if err != nil {
+			return p, err
+		}
+		if seen[k] {
+			return p, fmt.Errorf("qualifier %s given twice", mapQualVocab[k].name)
+		}
+		seen[k] = true
+		if (k == qPE || k == qFile) != hasVal {
+			if hasVal {
+				return p, fmt.Errorf("qualifier %s takes no value", mapQualVocab[k].name)
+			}
+			return p, fmt.Errorf("qualifier %s needs a value: %s=...", mapQualVocab[k].name, mapQualVocab[k].name)
+		}
+		switch k {
+		case qPE:
+			if p.PE, err = count("PE", val); err != nil {
+				return p, err
+			}
+		case qSpan:
+			p.Span = true
+		case qOversub:
+			p.Oversubscribe = true
+		case qNoOversub:
+			p.NoOversubscribe = true
+		case qNoLocal:
+			p.NoLocal = true
+		case qHWTCPUS:
+			p.HWTCPUS = true
+		case qCoreCPUs:
+			p.CoreCPUs = true
+		case qOrdered:
+			p.Ordered = true
+		case qFile:
+			if val == "" {
+				return p, fmt.Errorf("FILE needs a path")
+			}
+			p.File = val
+		}
+	}
+	return p, p.check()
+}
+
+// check rejects qualifiers that contradict each other or the directive.
+func (p MapPolicy) check() error {
+	switch {
+	case p.Oversubscribe && p.NoOversubscribe:
+		return fmt.Errorf("OVERSUBSCRIBE and NOOVERSUBSCRIBE contradict each other")
+	case p.HWTCPUS && p.CoreCPUs:
+		return fmt.Errorf("HWTCPUS and CORECPUS contradict each other")
+	case p.By == MapHWThread && p.CoreCPUs:
+		return fmt.Errorf("hwthread maps by hwthreads, which CORECPUS contradicts")
+	case p.Span && (p.By == MapSlot || p.By == MapNode || p.By == MapSeq || p.By == MapPPR || p.By == MapRankfile || p.By == MapPEList):
+		return fmt.Errorf("SPAN cannot be used with %s", p.By)
+	case p.PE > 0 && (p.By == MapRankfile || p.By == MapPEList):
+		return fmt.Errorf("PE cannot be used with %s", p.By)
+	case p.Ordered && p.By != MapPEList:
+		return fmt.Errorf("ORDERED applies to pe-list only")
+	case p.File != "" && p.By != MapSeq && p.By != MapRankfile:
+		return fmt.Errorf("FILE applies to seq and rankfile only")
+	}
+	return nil
+}
+
+// String writes the policy so that ParseMapBy reads it back.
+func (p MapPolicy) String() string {
+	var b strings.Builder
+	b.WriteString(p.By.String())
+	switch p.By {
+	case MapPPR:
+		b.WriteString(":" + strconv.Itoa(p.PPR) + ":")
+		if p.PPRObject == topology.Machine {
+			b.WriteString("node")
+		} else {
+			b.WriteString(p.PPRObject.String())
+		}
+	case MapPEList:
+		b.WriteString("=" + p.PEList.String())
+	}
+	q := func(on bool, s string) {
+		if on {
+			b.WriteString(":" + s)
+		}
+	}
+	q(p.PE > 0, "PE="+strconv.Itoa(p.PE))
+	q(p.Span, "SPAN")
+	q(p.Oversubscribe, "OVERSUBSCRIBE")
+	q(p.NoOversubscribe, "NOOVERSUBSCRIBE")
+	q(p.NoLocal, "NOLOCAL")
+	q(p.HWTCPUS, "HWTCPUS")
+	q(p.CoreCPUs, "CORECPUS")
+	q(p.Ordered, "ORDERED")
+	q(p.File != "", "FILE="+p.File)
+	return b.String()
+}
+
+// ParseRankBy reads --rank-by: slot, node, fill or span (case-insensitive,
+// unique prefixes accepted). Like PRRTE it takes no qualifiers.
+func ParseRankBy(s string) (RankPolicy, error) {
+	if strings.ContainsRune(s, ':') {
+		return 0, fmt.Errorf("--rank-by %s: ranking takes no qualifiers", q(s))
+	}
+	r, err := match("policy", s, rankVocab)
+	if err != nil {
+		return 0, fmt.Errorf("--rank-by %s: %v", q(s), err)
+	}
+	return RankPolicy(r), nil
+}
+
+// ParseBindTo reads --bind-to: TARGET[:QUALIFIER...] where TARGET is none,
+// hwthread, core, l1cache, l2cache, l3cache, numa or package (may be empty
+// to give qualifiers only) and the qualifiers are overload-allowed,
+// no-overload, if-supported and report. Case-insensitive, unique prefixes
+// accepted.
+func ParseBindTo(s string) (BindPolicy, error) {
+	b, err := parseBindTo(s)
+	if err != nil {
+		return BindPolicy{}, fmt.Errorf("--bind-to %s: %v", q(s), err)
+	}
+	return b, nil
+}
+
+func parseBindTo(s string) (BindPolicy, error) {
+	var b BindPolicy
+	if s == "" {
+		return b, fmt.Errorf("empty policy")
+	}
+	fields := strings.Split(s, ":")
+	if fields[0] != "" {
+		t, err := match("policy", fields[0], bindVocab)
+		if err != nil {
+			return b, err
+		}
+		b.To = BindTarget(t)
+	}
+	seen := map[int]bool{}
+	for _, q := range fields[1:] {
+		if q == "" {
+			return b, fmt.Errorf("empty qualifier")
+		}
+		k, err := match("qualifier", q, bindQualVocab)
+		if err != nil {
+			return b, err
+		}
+		if seen[k] {
+			return b, fmt.Errorf("qualifier %s given twice", bindQualVocab[k].name)
+		}
+		seen[k] = true
+		switch k {
+		case bqOverload:
+			b.OverloadAllowed = true
+		case bqNoOverload:
+			b.NoOverload = true
+		case bqIfSupported:
+			b.IfSupported = true
+		case bqReport:
+			b.Report = true
+		}
+	}
+	if b.OverloadAllowed && b.NoOverload {
+		return b, fmt.Errorf("overload-allowed and no-overload contradict each other")
+	}
+	return b, nil
+}
+
+// String writes the policy so that ParseBindTo reads it back.
+func (b BindPolicy) String() string {
+	s := b.To.String()
+	if b.OverloadAllowed {
+		s += ":overload-allowed"
+	}
+	if b.NoOverload {
+		s += ":no-overload"
+	}
+	if b.IfSupported {
+		s += ":if-supported"
+	}
+	if b.Report {
+		s += ":report"
+	}
+	return s
+}
+
+// ApplyCompat applies one of mpirun's older options to o, so that the CLI
+// can accept them: npernode N (also -N N), pernode, npersocket N, bynode,
+// byslot, bycore, bysocket, oversubscribe, nooversubscribe, nolocal,
+// use-hwthread-cpus, cpus-per-proc N (also cpus-per-rank), bind-to-core,
+// bind-to-socket, bind-to-none and report-bindings. name may carry its
+// leading dashes; value is "" for the options that take none. A mapping
+// option that contradicts a mapping already given is an error; call it
+// after --map-by, --rank-by and --bind-to are applied.
+func (o *Options) ApplyCompat(name, value string) error {
+	opt := strings.TrimLeft(name, "-")
+	takes := map[string]bool{"npernode": true, "N": true, "npersocket": true, "cpus-per-proc": true, "cpus-per-rank": true}
+	if takes[opt] != (value != "") {
+		if value != "" {
+			return fmt.Errorf("--%s takes no value", opt)
+		}
+		return fmt.Errorf("--%s needs a value", opt)
+	}
+	setMap := func(p MapPolicy) error {
+		cur := o.MapBy
+		if cur.By != MapDefault && (cur.By != p.By || cur.PPR != p.PPR || cur.PPRObject != p.PPRObject) {
+			return fmt.Errorf("--%s conflicts with --map-by %s", opt, cur)
+		}
+		cur.By, cur.PPR, cur.PPRObject = p.By, p.PPR, p.PPRObject
+		if err := cur.check(); err != nil {
+			return fmt.Errorf("--%s: %v", opt, err)
+		}
+		o.MapBy = cur
+		return nil
+	}
+	setBind := func(t BindTarget) error {
+		if o.BindTo.To != BindDefault && o.BindTo.To != t {
+			return fmt.Errorf("--%s conflicts with --bind-to %s", opt, o.BindTo.To)
+		}
+		o.BindTo.To = t
+		return nil
+	}
+	setFlag := func(flag *bool) error {
+		*flag = true
+		if err := o.MapBy.check(); err != nil {
+			*flag = false
+			return fmt.Errorf("--%s: %v", opt, err)
+		}
+		return nil
+	}
+	switch opt {
+	case "npernode", "N", "npersocket":
+		n, err := count("--"+opt, value)
+		if err != nil {
+			return err
+		}
+		obj := topology.Machine
+		if opt == "npersocket" {
+			obj = topology.Package
+		}
+		return setMap(MapPolicy{By: MapPPR, PPR: n, PPRObject: obj})
+	case "pernode":
+		return setMap(MapPolicy{By: MapPPR, PPR: 1, PPRObject: topology.Machine})
+	case "bynode":
+		return setMap(MapPolicy{By: MapNode})
+	case "byslot":
+		return setMap(MapPolicy{By: MapSlot})
+	case "bycore":
+		return setMap(MapPolicy{By: MapCore})
+	case "bysocket":
+		return setMap(MapPolicy{By: MapPackage})
+	case "oversubscribe":
+		return setFlag(&o.MapBy.Oversubscribe)
+	case "nooversubscribe":
+		return setFlag(&o.MapBy.NoOversubscribe)
+	case "nolocal":
+		return setFlag(&o.MapBy.NoLocal)
+	case "use-hwthread-cpus":
+		return setFlag(&o.MapBy.HWTCPUS)
+	case "cpus-per-proc", "cpus-per-rank":
+		n, err := count("--"+opt, value)
+		if err != nil {
+			return err
+		}
+		if o.MapBy.PE != 0 && o.MapBy.PE != n {
+			return fmt.Errorf("--%s %d conflicts with PE=%d", opt, n, o.MapBy.PE)
+		}
+		o.MapBy.PE = n
+		if err := o.MapBy.check(); err != nil {
+			o.MapBy.PE = 0
+			return fmt.Errorf("--%s: %v", opt, err)
+		}
+		return nil
+	case "bind-to-core":
+		return setBind(BindCore)
+	case "bind-to-socket":
+		return setBind(BindPackage)
+	case "bind-to-none":
+		return setBind(BindNone)
+	case "report-bindings":
+		o.BindTo.Report = true
+		return nil
+	}
+	return fmt.Errorf("unknown option %s", q("--"+opt))
+}

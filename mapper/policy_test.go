@@ -1,0 +1,221 @@
+package mapper
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"prun/topology"
+)
+
+func TestParseMapBy(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want MapPolicy
+	}{
+		{"core", MapPolicy{By: MapCore}},
+		{"CORE", MapPolicy{By: MapCore}},
+		{"c", MapPolicy{By: MapCore}},
+		{"nu", MapPolicy{By: MapNUMA}},
+		{"no", MapPolicy{By: MapNode}},
+		{"L1", MapPolicy{By: MapL1Cache}},
+		{"l3cache", MapPolicy{By: MapL3Cache}},
+		{"socket", MapPolicy{By: MapPackage}},
+		{"hwt", MapPolicy{By: MapHWThread}},
+		{"seq", MapPolicy{By: MapSeq}},
+		{"se:file=/tmp/Hosts", MapPolicy{By: MapSeq, File: "/tmp/Hosts"}},
+		{"rankfile:FILE=rf", MapPolicy{By: MapRankfile, File: "rf"}},
+		{"ppr:2:package", MapPolicy{By: MapPPR, PPR: 2, PPRObject: topology.Package}},
+		{"PPR:1:node:oversubscribe", MapPolicy{By: MapPPR, PPR: 1, PPRObject: topology.Machine, Oversubscribe: true}},
+		{"ppr:4:socket", MapPolicy{By: MapPPR, PPR: 4, PPRObject: topology.Package}},
+		{"ppr:4:thread", MapPolicy{By: MapPPR, PPR: 4, PPRObject: topology.PU}},
+		{"pe-list=0,2-3", MapPolicy{By: MapPEList, PEList: topology.CPUSet{0, 2, 3}}},
+		{"pe-list=3,0:ordered", MapPolicy{By: MapPEList, PEList: topology.CPUSet{0, 3}, Ordered: true}},
+		{"package:PE=4:SPAN", MapPolicy{By: MapPackage, PE: 4, Span: true}},
+		{"slot:pe=2:hwtcpus", MapPolicy{By: MapSlot, PE: 2, HWTCPUS: true}},
+		{":OVERSUBSCRIBE", MapPolicy{Oversubscribe: true}},
+		{":nooversubscribe", MapPolicy{NoOversubscribe: true}},
+		{"node:NOLOCAL", MapPolicy{By: MapNode, NoLocal: true}},
+		{"core:nol", MapPolicy{By: MapCore, NoLocal: true}},
+		{"core:corecpus", MapPolicy{By: MapCore, CoreCPUs: true}},
+	} {
+		got, err := ParseMapBy(c.in)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ParseMapBy(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+			continue
+		}
+		back, err := ParseMapBy(got.String())
+		if err != nil || !reflect.DeepEqual(back, got) {
+			t.Errorf("%q: String() = %q reads back as %+v, %v", c.in, got.String(), back, err)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, c := range []struct {
+		parse func(string) error
+		in    string
+		want  string
+	}{
+		{mapBy, "", `--map-by "": empty policy`},
+		{mapBy, "n", `--map-by "n": ambiguous policy "n": numa or node`},
+		{mapBy, "s", `--map-by "s": ambiguous policy "s": slot, seq or package`},
+		{mapBy, "p", `--map-by "p": ambiguous policy "p": package, ppr or pe-list`},
+		{mapBy, "l", `--map-by "l": ambiguous policy "l": l1cache, l2cache or l3cache`},
+		{mapBy, "board", `--map-by "board": unknown policy "board" (want slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr, rankfile or pe-list)`},
+		{mapBy, "core=2", `--map-by "core=2": core takes no value`},
+		{mapBy, "ppr", `--map-by "ppr": ppr needs a pattern: ppr:N:RESOURCE`},
+		{mapBy, "ppr:2", `--map-by "ppr:2": ppr needs a pattern: ppr:N:RESOURCE`},
+		{mapBy, "ppr:0:core", `--map-by "ppr:0:core": ppr "0": want a number from 1 to 1048576`},
+		{mapBy, "ppr:-1:core", `--map-by "ppr:-1:core": ppr "-1": want a positive number`},
+		{mapBy, "ppr:2:gpu", `--map-by "ppr:2:gpu": unknown ppr resource "gpu" (want node, hwthread, core, package, numa, l1cache, l2cache or l3cache)`},
+		{mapBy, "ppr:2:l", `--map-by "ppr:2:l": ambiguous ppr resource "l": l1cache, l2cache or l3cache`},
+		{mapBy, "pe-list", `--map-by "pe-list": pe-list needs a CPU list: pe-list=0,2-3`},
+		{mapBy, "pe-list=a", `--map-by "pe-list=a": pe-list="a": want a CPU list like 0,2-3`},
+		{mapBy, "core:", `--map-by "core:": empty qualifier`},
+		{mapBy, "core:o", `--map-by "core:o": ambiguous qualifier "o": OVERSUBSCRIBE or ORDERED`},
+		{mapBy, "core:n", `--map-by "core:n": ambiguous qualifier "n": NOOVERSUBSCRIBE or NOLOCAL`},
+		{mapBy, "core:pe", `--map-by "core:pe": qualifier PE needs a value: PE=...`},
+		{mapBy, "core:span=1", `--map-by "core:span=1": qualifier SPAN takes no value`},
+		{mapBy, "core:PE=0", `--map-by "core:PE=0": PE "0": want a number from 1 to 1048576`},
+		{mapBy, "core:span:span", `--map-by "core:span:span": qualifier SPAN given twice`},
+		{mapBy, "core:bogus", `--map-by "core:bogus": unknown qualifier "bogus" (want PE, SPAN, OVERSUBSCRIBE, NOOVERSUBSCRIBE, NOLOCAL, HWTCPUS, CORECPUS, ORDERED or FILE)`},
+		{mapBy, ":oversubscribe:nooversubscribe", `--map-by ":oversubscribe:nooversubscribe": OVERSUBSCRIBE and NOOVERSUBSCRIBE contradict each other`},
+		{mapBy, "core:hwtcpus:corecpus", `--map-by "core:hwtcpus:corecpus": HWTCPUS and CORECPUS contradict each other`},
+		{mapBy, "slot:span", `--map-by "slot:span": SPAN cannot be used with slot`},
+		{mapBy, "ppr:1:node:span", `--map-by "ppr:1:node:span": SPAN cannot be used with ppr`},
+		{mapBy, "rankfile:pe=2", `--map-by "rankfile:pe=2": PE cannot be used with rankfile`},
+		{mapBy, "core:ordered", `--map-by "core:ordered": ORDERED applies to pe-list only`},
+		{mapBy, "core:file=x", `--map-by "core:file=x": FILE applies to seq and rankfile only`},
+		{mapBy, "core\n", `--map-by "core\n": unknown policy "core\n" (want slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr, rankfile or pe-list)`},
+		{rankBy, "", `--rank-by "": empty policy`},
+		{rankBy, "s", `--rank-by "s": ambiguous policy "s": slot or span`},
+		{rankBy, "core", `--rank-by "core": unknown policy "core" (want slot, node, fill or span)`},
+		{rankBy, "fill:x", `--rank-by "fill:x": ranking takes no qualifiers`},
+		{bindTo, "", `--bind-to "": empty policy`},
+		{bindTo, "n", `--bind-to "n": ambiguous policy "n": none or numa`},
+		{bindTo, "board", `--bind-to "board": unknown policy "board" (want none, hwthread, core, l1cache, l2cache, l3cache, numa or package)`},
+		{bindTo, "core:x", `--bind-to "core:x": unknown qualifier "x" (want overload-allowed, no-overload, if-supported or report)`},
+		{bindTo, "core:overload-allowed:no-overload", `--bind-to "core:overload-allowed:no-overload": overload-allowed and no-overload contradict each other`},
+		{bindTo, "core:report:r", `--bind-to "core:report:r": qualifier report given twice`},
+	} {
+		err := c.parse(c.in)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: err = %v\nwant %s", c.in, err, c.want)
+		}
+	}
+}
+
+func mapBy(s string) error  { _, err := ParseMapBy(s); return err }
+func rankBy(s string) error { _, err := ParseRankBy(s); return err }
+func bindTo(s string) error { _, err := ParseBindTo(s); return err }
+
+func TestParseRankByAndBindTo(t *testing.T) {
+	for in, want := range map[string]RankPolicy{"slot": RankSlot, "NODE": RankNode, "f": RankFill, "sp": RankSpan, "sl": RankSlot} {
+		if got, err := ParseRankBy(in); err != nil || got != want {
+			t.Errorf("ParseRankBy(%q) = %v, %v", in, got, err)
+		}
+	}
+	for in, want := range map[string]BindPolicy{
+		"none":                         {To: BindNone},
+		"hwt":                          {To: BindHWThread},
+		"c":                            {To: BindCore},
+		"l2":                           {To: BindL2Cache},
+		"nu":                           {To: BindNUMA},
+		"socket":                       {To: BindPackage},
+		"core:overload-allowed":        {To: BindCore, OverloadAllowed: true},
+		"package:if-supported:REPORT":  {To: BindPackage, IfSupported: true, Report: true},
+		":overload-allowed":            {OverloadAllowed: true},
+		"core:no-overload":             {To: BindCore, NoOverload: true},
+		"l3cache:o:i:r":                {To: BindL3Cache, OverloadAllowed: true, IfSupported: true, Report: true},
+		"numa:overload-allowed:report": {To: BindNUMA, OverloadAllowed: true, Report: true},
+	} {
+		got, err := ParseBindTo(in)
+		if err != nil || got != want {
+			t.Errorf("ParseBindTo(%q) = %+v, %v", in, got, err)
+		}
+		if back, err := ParseBindTo(got.String()); err != nil || back != got {
+			t.Errorf("%q: String() = %q reads back as %+v, %v", in, got.String(), back, err)
+		}
+	}
+}
+
+func TestApplyCompat(t *testing.T) {
+	var o Options
+	for _, s := range []string{"--npernode=2", "--oversubscribe", "--nolocal", "--use-hwthread-cpus", "--cpus-per-proc=2", "--report-bindings", "--bind-to-core"} {
+		name, val, _ := strings.Cut(s, "=")
+		if err := o.ApplyCompat(name, val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := MapPolicy{By: MapPPR, PPR: 2, PPRObject: topology.Machine, Oversubscribe: true, NoLocal: true, HWTCPUS: true, PE: 2}
+	if !reflect.DeepEqual(o.MapBy, want) || o.BindTo != (BindPolicy{To: BindCore, Report: true}) {
+		t.Errorf("options = %+v", o)
+	}
+	for _, c := range []struct{ name, val, want string }{
+		{"--bynode", "", "--bynode conflicts with --map-by ppr:2:node:PE=2:OVERSUBSCRIBE:NOLOCAL:HWTCPUS"},
+		{"-N", "3", "--N conflicts with --map-by ppr:2:node:PE=2:OVERSUBSCRIBE:NOLOCAL:HWTCPUS"},
+		{"--cpus-per-rank", "4", "--cpus-per-rank 4 conflicts with PE=2"},
+		{"--bind-to-socket", "", "--bind-to-socket conflicts with --bind-to core"},
+		{"--nooversubscribe", "", "--nooversubscribe: OVERSUBSCRIBE and NOOVERSUBSCRIBE contradict each other"},
+		{"--pernode", "1", "--pernode takes no value"},
+		{"--npernode", "", "--npernode needs a value"},
+		{"--npernode", "x", `--npernode "x": want a positive number`},
+		{"--frobnicate", "", `unknown option "--frobnicate"`},
+	} {
+		err := o.ApplyCompat(c.name, c.val)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s %s: err = %v\nwant %s", c.name, c.val, err, c.want)
+		}
+	}
+	// Same policy twice is fine; so is -N after --map-by ppr:N:node.
+	o = Options{}
+	if err := o.ApplyCompat("-N", "2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.ApplyCompat("--npernode", "2"); err != nil {
+		t.Fatal(err)
+	}
+	o = Options{MapBy: MapPolicy{By: MapPackage}}
+	if err := o.ApplyCompat("--bysocket", ""); err != nil || o.MapBy.By != MapPackage {
+		t.Fatal(err)
+	}
+}
+
+// FuzzParsePolicies checks that the parsers never panic, answer one-line
+// errors, and read back what String writes.
+func FuzzParsePolicies(f *testing.F) {
+	for _, s := range []string{"core", "ppr:2:package:PE=2", "pe-list=0,2-3:ordered", ":OVERSUBSCRIBE", "n", "slot:SPAN",
+		"rankfile:file=a:b", "core:overload-allowed:report", "fill", "", ":", "ppr:9999999999:core", "pe-list=0-99999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if p, err := ParseMapBy(s); err != nil {
+			oneLine(t, err)
+		} else if !strings.Contains(p.File, ":") {
+			back, err := ParseMapBy(p.String())
+			if err != nil || !reflect.DeepEqual(back, p) {
+				t.Fatalf("%q: String() = %q reads back as %+v, %v", s, p.String(), back, err)
+			}
+		}
+		if r, err := ParseRankBy(s); err != nil {
+			oneLine(t, err)
+		} else if back, err := ParseRankBy(r.String()); err != nil || back != r {
+			t.Fatalf("%q: rank %v reads back as %v, %v", s, r, back, err)
+		}
+		if b, err := ParseBindTo(s); err != nil {
+			oneLine(t, err)
+		} else if b != (BindPolicy{}) {
+			if back, err := ParseBindTo(b.String()); err != nil || back != b {
+				t.Fatalf("%q: bind %q reads back as %+v, %v", s, b.String(), back, err)
+			}
+		}
+	})
+}
+
+func oneLine(t *testing.T, err error) {
+	t.Helper()
+	if msg := err.Error(); strings.ContainsAny(msg, "\n\r") || msg == "" || len(msg) > 1024 {
+		t.Fatalf("error is not one short line: %q", msg)
+	}
+}
