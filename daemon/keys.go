@@ -17,7 +17,9 @@ var Version = "0.1.0"
 // realm — session and job keys at the top level, one PMIX_APP_INFO_ARRAY per
 // app, one PMIX_NODE_INFO_ARRAY per node and one PMIX_PROC_INFO_ARRAY per
 // process. self is the node this daemon runs on.
-func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
+// locality computes a PMIX_LOCALITY_STRING from a PMIX_CPUSET string (the
+// PMIx server does it against the node's topology); nil skips localities.
+func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int, locality func(cpuset string) (string, error)) []pmixsrv.Info {
 	m := p.Map
 	type I = pmixsrv.Info
 	nodeNames := make([]string, len(m.Nodes))
@@ -89,7 +91,19 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 		}))
 	}
 	for i, n := range m.Nodes {
-		info = append(info, kv(pmixsrv.KeyNodeInfoArray, []I{
+		var local []I
+		if i == self {
+			// Bindings of the local peers, in PMIX_LOCAL_PEERS order.
+			sets := make([]string, len(n.Procs))
+			for j, r := range n.Procs {
+				sets[j] = "UNBOUND"
+				if cpus := m.Procs[r].CPUs; len(cpus) > 0 {
+					sets[j] = strings.TrimPrefix(pmixsrv.CPUSetString(cpus), "hwloc:")
+				}
+			}
+			local = append(local, kv(pmixsrv.KeyLocalCPUSets, strings.Join(sets, ":")))
+		}
+		info = append(info, kv(pmixsrv.KeyNodeInfoArray, append([]I{
 			kv(pmixsrv.KeyNodeID, uint32(i)),
 			kv(pmixsrv.KeyHostname, n.Name),
 			kv(pmixsrv.KeyLocalPeers, joinInts(n.Procs)),
@@ -97,7 +111,7 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 			kv(pmixsrv.KeyLocalLdr, pmixsrv.Rank(n.Procs[0])),
 			kv(pmixsrv.KeyNodeSize, uint32(len(n.Procs))),
 			kv(pmixsrv.KeyNodeOversubscribed, m.Oversubscribed(i)),
-		}))
+		}, local...)))
 	}
 	for _, pr := range m.Procs {
 		pi := []I{
@@ -113,6 +127,15 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 		}
 		if pr.Node == self {
 			pi = append(pi, kv(pmixsrv.KeyProcDir, sess.ProcDir(p.Nspace, pr.Rank)))
+		}
+		if len(pr.CPUs) > 0 {
+			cs := pmixsrv.CPUSetString(pr.CPUs)
+			pi = append(pi, kv(pmixsrv.KeyCPUSet, cs))
+			if locality != nil {
+				if loc, err := locality(cs); err == nil {
+					pi = append(pi, kv(pmixsrv.KeyLocalityString, loc))
+				}
+			}
 		}
 		if p.Parent != nil {
 			pi = append(pi, kv(pmixsrv.KeySpawned, true), kv(pmixsrv.KeyParentID, *p.Parent))

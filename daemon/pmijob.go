@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"prun/names"
@@ -129,6 +130,16 @@ func (j *pmiJob) JobAttr(key string) (string, bool) {
 		return m, m != ""
 	case "universeSize":
 		return strconv.Itoa(j.sh.plan.UnivSize), true
+	case "PMI_cpusets":
+		// This node's bindings, "rank:cpulist;..." (prun's own key: PMI has
+		// no standard one).
+		var parts []string
+		for _, r := range j.sh.plan.procsOn(j.sh.self) {
+			if cpus := j.sh.plan.Map.Procs[r].CPUs; len(cpus) > 0 {
+				parts = append(parts, strconv.Itoa(r)+":"+cpus.String())
+			}
+		}
+		return strings.Join(parts, ";"), true
 	case "PMI_hwloc_xmlfile":
 		if x := j.sh.d.topoXML; x != "" {
 			if _, err := os.Stat(x); err == nil {

@@ -18,6 +18,8 @@ import (
 	"prun/pmi"
 	"prun/pmixsrv"
 	"prun/sessiondir"
+
+	"golang.org/x/sys/unix"
 )
 
 // outputGrace bounds how long a job's end waits for output after its last
@@ -80,7 +82,7 @@ func (sh *shell) launch() error {
 	if err := sh.d.cfg.Session.MakeProcDirs(p.Nspace, local); err != nil {
 		return err
 	}
-	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self)); err != nil {
+	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self, sh.d.srv.Locality)); err != nil {
 		return err
 	}
 	if len(local) == 0 {
@@ -182,7 +184,7 @@ func (sh *shell) start(rank int) error {
 			Pdeathsig: syscall.SIGKILL, // no rank outlives its daemon, even a SIGKILLed one
 		},
 	}
-	err = startOnSpawnThread(cmd)
+	err = startOnSpawnThread(cmd, pr.CPUs)
 	stdin.Close()
 	outW.Close()
 	errW.Close()
@@ -465,6 +467,7 @@ var (
 
 type spawnReq struct {
 	cmd   *exec.Cmd
+	cpus  []int // bind the child here (nil: inherit prun's CPUs)
 	reply chan error
 }
 
@@ -480,16 +483,42 @@ func init() {
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
 			for r := range spawnReqs {
-				r.reply <- r.cmd.Start()
+				r.reply <- startBound(r.cmd, r.cpus)
 			}
 		}()
 	}
 }
 
-func startOnSpawnThread(cmd *exec.Cmd) error {
+func startOnSpawnThread(cmd *exec.Cmd, cpus []int) error {
 	reply := make(chan error, 1)
-	spawnReqs <- spawnReq{cmd, reply}
+	spawnReqs <- spawnReq{cmd, cpus, reply}
 	return <-reply
+}
+
+// startBound starts cmd with its CPU affinity set to cpus. A child inherits
+// the affinity of the thread that forks it, so the spawn thread takes the
+// rank's CPUs for the fork and gives them back: the rank's first
+// instruction already runs where it is bound, with no helper exec.
+func startBound(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	var saved, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &saved); err != nil {
+		return fmt.Errorf("binding: %w", err)
+	}
+	set.Zero()
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("binding to CPUs %v: %w", cpus, err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &saved); rerr != nil && err == nil {
+		err = fmt.Errorf("restoring the spawn thread's CPUs: %w", rerr)
+	}
+	return err
 }
 
 // ompiDaemonURI must parse as an ORTE contact URI ("jobid.vpid;tcp://addr:port")

@@ -7,6 +7,7 @@ import (
 
 	"prun/hostfile"
 	"prun/jobspec"
+	"prun/mapper"
 	"prun/topology"
 )
 
@@ -14,11 +15,28 @@ import (
 // manager's allocation (narrowed by a hostfile given inside it), else the
 // hostfile, each narrowed by --host; else --host alone; else the local node.
 // --add-host extends the result. source says where it came from.
-func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, err error) {
+func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, fromCores map[string]bool, err error) {
+	alloc, source, entries, err := resolveHosts(pl, cores)
+	if err != nil {
+		return alloc, "", nil, err
+	}
+	fromCores = map[string]bool{}
+	for _, e := range entries {
+		if e.SlotsFromCores {
+			fromCores[e.Name] = true
+		}
+	}
+	if entries == nil { // the implicit local node: one slot per core
+		fromCores[alloc.Hosts[0].Name] = true
+	}
+	return alloc, source, fromCores, nil
+}
+
+func resolveHosts(pl jobspec.Placement, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, entries []hostfile.Entry, err error) {
 	var base []hostfile.Entry
 	rm, rmSource, ok, err := hostfile.Detect(nil, nil)
 	if err != nil {
-		return alloc, "", err
+		return alloc, "", nil, err
 	}
 	if ok {
 		base, source = rm, rmSource+" allocation"
@@ -26,11 +44,11 @@ func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc
 	if pl.Hostfile != "" {
 		hf, err := readHostfile(pl.Hostfile)
 		if err != nil {
-			return alloc, "", err
+			return alloc, "", nil, err
 		}
 		if base != nil {
 			if base, err = hostfile.Select(base, hf); err != nil {
-				return alloc, "", fmt.Errorf("%s within the %s: %w", pl.Hostfile, source, err)
+				return alloc, "", nil, fmt.Errorf("%s within the %s: %w", pl.Hostfile, source, err)
 			}
 		} else {
 			base, source = hf, "hostfile "+pl.Hostfile
@@ -39,11 +57,11 @@ func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc
 	if len(pl.Hosts) > 0 {
 		sel, err := hostfile.ParseHostList(strings.Join(pl.Hosts, ","))
 		if err != nil {
-			return alloc, "", fmt.Errorf("--host: %w", err)
+			return alloc, "", nil, fmt.Errorf("--host: %w", err)
 		}
 		if base != nil {
 			if base, err = hostfile.Select(base, sel); err != nil {
-				return alloc, "", fmt.Errorf("--host within the %s: %w", source, err)
+				return alloc, "", nil, fmt.Errorf("--host within the %s: %w", source, err)
 			}
 		} else {
 			base, source = sel, "--host"
@@ -52,7 +70,7 @@ func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc
 	for _, h := range pl.AddHosts {
 		add, err := hostfile.ParseHostList(h)
 		if err != nil {
-			return alloc, "", fmt.Errorf("--add-host: %w", err)
+			return alloc, "", nil, fmt.Errorf("--add-host: %w", err)
 		}
 		base = append(base, add...)
 	}
@@ -61,16 +79,71 @@ func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc
 		if c, err := cores(a.Hosts[0].Name); err == nil && c > 0 {
 			a.Hosts[0].Slots = c
 		}
-		return a, "the local node", nil
+		return a, "the local node", nil, nil
 	}
 	alloc, err = hostfile.NewAllocation(base, cores)
 	if err != nil {
-		return alloc, "", err
+		return alloc, "", nil, err
 	}
 	if len(alloc.Hosts) == 0 {
-		return alloc, "", fmt.Errorf("the %s leaves no hosts", source)
+		return alloc, "", nil, fmt.Errorf("the %s leaves no hosts", source)
 	}
-	return alloc, source, nil
+	return alloc, source, base, nil
+}
+
+// mapOptions turns the placement flags into the mapper's options.
+func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[string]bool) (mapper.Options, error) {
+	opts := mapper.Options{SlotsFromCores: fromCores}
+	var err error
+	for _, h := range alloc.Hosts {
+		if isLocal(h.Name) {
+			opts.LocalHost = h.Name
+			break
+		}
+	}
+	if pl.MapBy == "" && pl.Rankfile != "" {
+		pl.MapBy = "rankfile"
+	}
+	if pl.MapBy != "" {
+		if opts.MapBy, err = mapper.ParseMapBy(pl.MapBy); err != nil {
+			return opts, fmt.Errorf("--map-by %s: %w", pl.MapBy, err)
+		}
+	}
+	if pl.RankBy != "" {
+		if opts.RankBy, err = mapper.ParseRankBy(pl.RankBy); err != nil {
+			return opts, fmt.Errorf("--rank-by %s: %w", pl.RankBy, err)
+		}
+	}
+	if pl.BindTo != "" {
+		if opts.BindTo, err = mapper.ParseBindTo(pl.BindTo); err != nil {
+			return opts, fmt.Errorf("--bind-to %s: %w", pl.BindTo, err)
+		}
+	}
+	for _, c := range pl.Compat {
+		if err := opts.ApplyCompat(c[0], c[1]); err != nil {
+			return opts, fmt.Errorf("--%s: %w", c[0], err)
+		}
+	}
+	if pl.ReportBindings {
+		if err := opts.ApplyCompat("report-bindings", ""); err != nil {
+			return opts, err
+		}
+	}
+	rankfile := pl.Rankfile
+	if rankfile == "" {
+		rankfile = opts.MapBy.File
+	}
+	if rankfile != "" {
+		f, err := os.Open(rankfile)
+		if err != nil {
+			return opts, fmt.Errorf("rankfile: %w", err)
+		}
+		defer f.Close()
+		if opts.Rankfile, err = hostfile.ParseRankfile(rankfile, f); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
 }
 
 func readHostfile(name string) ([]hostfile.Entry, error) {

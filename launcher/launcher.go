@@ -79,6 +79,10 @@ type run struct {
 	jobs  []*jobRun // the user's job first, then the jobs its ranks spawned
 	univ  int
 
+	mapOpts        mapper.Options // for spawned jobs
+	topos          *topologies
+	reportBindings bool
+
 	fail     *failure
 	signaled syscall.Signal
 	killAt   time.Time // when the SIGKILL after a termination's grace is due
@@ -234,21 +238,38 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 		r.errorf("%v", err)
 		return nil, ExitUsage
 	}
-	alloc, source, err := allocate(job.Place, topos.cores)
+	alloc, source, fromCores, err := allocate(job.Place, topos.cores)
 	if err != nil {
 		r.errorf("%v", err)
 		return nil, ExitUsage
 	}
 	r.alloc = alloc
-	m, err := mapper.Place(job, alloc)
+	opts, err := mapOptions(job.Place, alloc, fromCores)
 	if err != nil {
 		r.errorf("%v", err)
 		return nil, ExitUsage
 	}
+	r.mapOpts = opts
+	r.topos = topos
+	m, err := mapper.PlaceWith(job, alloc, topos.of, opts)
+	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	r.reportBindings = m.BindTo.Report
 	for _, d := range job.Place.Display {
 		switch d {
 		case "allocation":
 			fmt.Fprint(r.opts.Stdout, displayAllocation(alloc, source))
+		case "map":
+			fmt.Fprint(r.opts.Stdout, m.Table())
+		case "map:json":
+			b, err := m.JSON()
+			if err != nil {
+				r.errorf("%v", err)
+				return nil, ExitFailure
+			}
+			fmt.Fprintf(r.opts.Stdout, "%s\n", b)
 		}
 	}
 	return m, 0
@@ -323,7 +344,8 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		cmdline = append(cmdline, jobspec.ArgvString(a.Argv))
 	}
 	job.CmdLine = strings.Join(cmdline, " : ")
-	m, err := mapper.Place(job, r.freeSlots())
+	m, err := mapper.PlaceWith(job, r.freeSlots(), r.topos.of, mapper.Options{LocalHost: r.mapOpts.LocalHost,
+		SlotsFromCores: r.mapOpts.SlotsFromCores})
 	if err != nil {
 		req.Done("", err)
 		return
@@ -407,6 +429,9 @@ func (r *run) onEvent(ev daemon.Event) {
 	switch ev.Kind {
 	case daemon.ProcStarted:
 		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.pid, p.started = ev.Pid, true })
+		if r.reportBindings {
+			r.reportBinding(j, ev)
+		}
 	case daemon.LaunchFailed:
 		j.running--
 		r.failJob(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Nspace, ev.Rank), ev.Msg), ExitFailure)
@@ -447,6 +472,16 @@ func (r *run) onExit(ev daemon.Event) {
 		r.failJob(fmt.Sprintf("%s (pid %d) exited without calling finalize%s", desc, ev.Pid,
 			killing(others)), ExitFailure)
 	}
+}
+
+// reportBinding prints where a rank runs, as --report-bindings asks.
+func (r *run) reportBinding(j *jobRun, ev daemon.Event) {
+	p := j.plan.Map.Procs[ev.Rank]
+	where := "not bound"
+	if len(p.CPUs) > 0 {
+		where = fmt.Sprintf("bound to CPUs %s (%v)", p.CPUs, j.plan.Map.BindTo.To)
+	}
+	r.out.Printf("prun: %s, pid %d: %s\n", r.rankDesc(ev.Nspace, ev.Rank), ev.Pid, where)
 }
 
 func killing(others int) string {

@@ -84,4 +84,7 @@ const (
 	KeyEventAffectedProc   = C.PMIX_EVENT_AFFECTED_PROC
 	KeyEventAffectedProcs  = C.PMIX_EVENT_AFFECTED_PROCS
 	KeyEventNonDefault     = C.PMIX_EVENT_NON_DEFAULT
+	KeyCPUSet              = C.PMIX_CPUSET
+	KeyLocalCPUSets        = C.PMIX_LOCAL_CPUSETS
+	KeyLocalityString      = C.PMIX_LOCALITY_STRING
 )

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/cgo"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -292,4 +293,41 @@ func (s *Server) Notify(code Status, source Proc, rng DataRange, info []Info) er
 	return wait(func(h C.uintptr_t) C.pmix_status_t {
 		return C.prun_notify(C.pmix_status_t(code), ns, C.uint32_t(source.Rank), C.pmix_data_range_t(rng), a, n, h)
 	})
+}
+
+// CPUSetString is the PMIX_CPUSET form of a set of OS CPU numbers: "hwloc:"
+// and hwloc's bitmap print format (32-bit hex words, most significant first).
+func CPUSetString(cpus []int) string {
+	maxCPU := -1
+	for _, c := range cpus {
+		maxCPU = max(maxCPU, c)
+	}
+	words := make([]uint32, maxCPU/32+1)
+	for _, c := range cpus {
+		if c >= 0 {
+			words[c/32] |= 1 << (c % 32)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("hwloc:")
+	for i := len(words) - 1; i >= 0; i-- {
+		if i < len(words)-1 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "0x%08x", words[i])
+	}
+	return b.String()
+}
+
+// Locality asks the library for the PMIX_LOCALITY_STRING of a cpuset (as
+// CPUSetString makes it), relative to the topology the server holds.
+func (s *Server) Locality(cpuset string) (string, error) {
+	in := C.CString(cpuset)
+	defer C.free(unsafe.Pointer(in))
+	var out *C.char
+	if rc := C.prun_locality(in, &out); rc != C.PMIX_SUCCESS {
+		return "", fmt.Errorf("locality of %s: %w", cpuset, Status(rc))
+	}
+	defer C.free(unsafe.Pointer(out))
+	return C.GoString(out), nil
 }

@@ -127,3 +127,19 @@ func TestProcInfoTable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestCPUSetString(t *testing.T) {
+	for _, tc := range []struct {
+		cpus []int
+		want string
+	}{
+		{[]int{0, 1}, "hwloc:0x00000003"},
+		{[]int{4}, "hwloc:0x00000010"},
+		{[]int{32}, "hwloc:0x00000001,0x00000000"},
+		{[]int{0, 63}, "hwloc:0x80000000,0x00000001"},
+	} {
+		if got := CPUSetString(tc.cpus); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.cpus, got, tc.want)
+		}
+	}
+}
