@@ -17,9 +17,7 @@ var Version = "0.1.0"
 // realm — session and job keys at the top level, one PMIX_APP_INFO_ARRAY per
 // app, one PMIX_NODE_INFO_ARRAY per node and one PMIX_PROC_INFO_ARRAY per
 // process. self is the node this daemon runs on.
-// locality computes a PMIX_LOCALITY_STRING from a PMIX_CPUSET string (the
-// PMIx server does it against the node's topology); nil skips localities.
-func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int, locality func(cpuset string) (string, error)) []pmixsrv.Info {
+func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 	m := p.Map
 	type I = pmixsrv.Info
 	nodeNames := make([]string, len(m.Nodes))
@@ -129,13 +127,13 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int, locality func(cpuset st
 			pi = append(pi, kv(pmixsrv.KeyProcDir, sess.ProcDir(p.Nspace, pr.Rank)))
 		}
 		if len(pr.CPUs) > 0 {
-			cs := pmixsrv.CPUSetString(pr.CPUs)
-			pi = append(pi, kv(pmixsrv.KeyCPUSet, cs))
-			if locality != nil {
-				if loc, err := locality(cs); err == nil {
-					pi = append(pi, kv(pmixsrv.KeyLocalityString, loc))
-				}
-			}
+			pi = append(pi, kv(pmixsrv.KeyCPUSet, pmixsrv.CPUSetString(pr.CPUs)))
+		}
+		// Open MPI 4.1 compares the locality strings of local peers and
+		// crashes on a missing or empty one: every process on a node with a
+		// known topology gets one, the node's whole CPU set when unbound.
+		if topo := m.Nodes[pr.Node].Topo; topo != nil {
+			pi = append(pi, kv(pmixsrv.KeyLocalityString, topo.Locality(pr.CPUs)))
 		}
 		if p.Parent != nil {
 			pi = append(pi, kv(pmixsrv.KeySpawned, true), kv(pmixsrv.KeyParentID, *p.Parent))

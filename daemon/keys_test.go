@@ -47,7 +47,7 @@ func find(infos []pmixsrv.Info, key string) any {
 
 func TestNspaceInfoRealms(t *testing.T) {
 	p := plan(t, []hostfile.Host{{Name: "n0", Slots: 8}}, 2, 3)
-	info := nspaceInfo(p, &sessiondir.Dir{Top: "/tmp/s"}, 0, nil)
+	info := nspaceInfo(p, &sessiondir.Dir{Top: "/tmp/s"}, 0)
 	if find(info, pmixsrv.KeyJobSize) != uint32(5) || find(info, pmixsrv.KeyJobNumApps) != uint32(2) ||
 		find(info, pmixsrv.KeyLocalPeers) != "0,1,2,3,4" || find(info, pmixsrv.KeyNSDir) != "/tmp/s/ns" ||
 		find(info, pmixsrv.KeyANLMap) != "(vector,(0,1,5))" || find(info, pmixsrv.KeyTdirRmclean) != true {

@@ -82,7 +82,7 @@ func (sh *shell) launch() error {
 	if err := sh.d.cfg.Session.MakeProcDirs(p.Nspace, local); err != nil {
 		return err
 	}
-	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self, sh.d.srv.Locality)); err != nil {
+	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self)); err != nil {
 		return err
 	}
 	if len(local) == 0 {

@@ -33,7 +33,12 @@ func newFake() *fakeJob {
 func (f *fakeJob) Info(rank int) RankInfo {
 	return RankInfo{Rank: rank, Size: 4, Appnum: 1, UniverseSize: 8, Kvsname: "kvs_x"}
 }
-func (f *fakeJob) Put(rank int, k, v string) error { f.mu.Lock(); f.kvs[k] = v; f.mu.Unlock(); return nil }
+func (f *fakeJob) Put(rank int, k, v string) error {
+	f.mu.Lock()
+	f.kvs[k] = v
+	f.mu.Unlock()
+	return nil
+}
 func (f *fakeJob) Fence(rank int, done func(error)) { done(nil) }
 func (f *fakeJob) Get(rank int, k string) (string, bool) {
 	f.mu.Lock()
@@ -91,8 +96,8 @@ func (f *fakeJob) Spawn(rank int, req SpawnRequest, done func(string, error)) {
 	done("kvs_child", nil)
 }
 func (f *fakeJob) Abort(rank, code int, msg string) { f.mu.Lock(); f.aborted = code; f.mu.Unlock() }
-func (f *fakeJob) Connected(rank int)              { f.mu.Lock(); f.connected = true; f.mu.Unlock() }
-func (f *fakeJob) Finalize(rank int)               { f.mu.Lock(); f.finalized = true; f.mu.Unlock() }
+func (f *fakeJob) Connected(rank int)               { f.mu.Lock(); f.connected = true; f.mu.Unlock() }
+func (f *fakeJob) Finalize(rank int)                { f.mu.Lock(); f.finalized = true; f.mu.Unlock() }
 func (f *fakeJob) ProtocolError(rank int, err error) {
 	f.mu.Lock()
 	f.errs = append(f.errs, err)

@@ -318,16 +318,3 @@ func CPUSetString(cpus []int) string {
 	}
 	return b.String()
 }
-
-// Locality asks the library for the PMIX_LOCALITY_STRING of a cpuset (as
-// CPUSetString makes it), relative to the topology the server holds.
-func (s *Server) Locality(cpuset string) (string, error) {
-	in := C.CString(cpuset)
-	defer C.free(unsafe.Pointer(in))
-	var out *C.char
-	if rc := C.prun_locality(in, &out); rc != C.PMIX_SUCCESS {
-		return "", fmt.Errorf("locality of %s: %w", cpuset, Status(rc))
-	}
-	defer C.free(unsafe.Pointer(out))
-	return C.GoString(out), nil
-}

@@ -522,18 +522,3 @@ pmix_status_t prun_notify(pmix_status_t code, const char *ns, uint32_t rank, pmi
     PMIX_PROC_LOAD(&p, ns, rank);
     return PMIx_Notify_event(code, &p, range, info, n, opdone, (void *)h);
 }
-
-pmix_status_t prun_locality(const char *cpuset, char **out)
-{
-    pmix_cpuset_t cs;
-    pmix_status_t rc;
-    memset(&cs, 0, sizeof(cs));
-    *out = NULL;
-    rc = PMIx_Parse_cpuset_string(cpuset, &cs);
-    if (rc != PMIX_SUCCESS) {
-        return rc;
-    }
-    rc = PMIx_server_generate_locality_string(&cs, out);
-    PMIx_Cpuset_destruct(&cs);
-    return rc;
-}

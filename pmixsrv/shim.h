@@ -65,7 +65,4 @@ pmix_status_t prun_dmodex_request(const char *ns, uint32_t rank, uintptr_t h);
 pmix_status_t prun_notify(pmix_status_t code, const char *ns, uint32_t rank, pmix_data_range_t range,
                           pmix_info_t *info, size_t n, uintptr_t h);
 
-/* locality: "hwloc:<bitmap>" cpuset string -> PMIX_LOCALITY_STRING */
-pmix_status_t prun_locality(const char *cpuset, char **out);
-
 #endif
