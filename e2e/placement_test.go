@@ -109,3 +109,39 @@ func TestPlacementErrors(t *testing.T) {
 		}
 	}
 }
+
+// A rankfile places and binds each rank where it says, on a real run.
+func TestRankfileBinds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rf := filepath.Join(dir, "ranks")
+	os.WriteFile(rf, []byte("# swap the CPUs\nrank 0=localhost slot=1\nrank 1=localhost slot=0\n"), 0o644)
+	r := run(t, opts{args: []string{"--rankfile", rf, "-n", "2", "sh", "-c",
+		`echo "rank $PRUN_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"`}})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "rank 0 1\n")
+	expectContains(t, "stdout", r.stdout, "rank 1 0\n")
+
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("rank 0=localhost slot=1\nrank x=localhost slot=0\n"), 0o644)
+	r = run(t, opts{args: []string{"--rankfile", bad, "-n", "2", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, bad+":2:")
+}
+
+// Inside a Slurm allocation prun takes its hosts and slots without a flag.
+func TestSlurmAllocation(t *testing.T) {
+	t.Parallel()
+	r := run(t, opts{args: []string{"--display", "allocation", "-n", "2", "true"},
+		env: []string{"SLURM_JOB_NODELIST=localhost", "SLURM_TASKS_PER_NODE=2"}})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "allocation (slurm allocation): 1 hosts, 2 slots")
+	r = run(t, opts{args: []string{"-n", "3", "true"},
+		env: []string{"SLURM_JOB_NODELIST=localhost", "SLURM_TASKS_PER_NODE=2"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "3 processes requested but only 2 slots are available on localhost")
+	r = run(t, opts{args: []string{"-n", "1", "true"},
+		env: []string{"SLURM_JOB_NODELIST=node[01-", "SLURM_TASKS_PER_NODE=2"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "SLURM_JOB_NODELIST")
+}

@@ -142,6 +142,13 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 		if opts.Rankfile, err = hostfile.ParseRankfile(rankfile, f); err != nil {
 			return opts, err
 		}
+		// "localhost" in a rankfile is this node, whatever the allocation
+		// calls it.
+		for i := range opts.Rankfile {
+			if opts.LocalHost != "" && opts.Rankfile[i].Host != "" && isLocal(opts.Rankfile[i].Host) {
+				opts.Rankfile[i].Host = opts.LocalHost
+			}
+		}
 	}
 	return opts, nil
 }
