@@ -57,6 +57,10 @@ var OSEnv = Env{LookupEnv: os.LookupEnv, Getwd: os.Getwd, LookPath: exec.LookPat
 type globalOpts struct {
 	place       placeOpts
 	pmi         string
+	stdin       string
+	report      string
+	stateOnTO   bool
+	stackTraces bool
 	tagOutput   bool
 	timeout     string
 	version     bool
@@ -149,6 +153,10 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	addPlaceFlags(fs, &g.place)
 	fs.BoolVar(&g.tagOutput, "tag-output", false, "prefix every output line with [app,rank]<stream>:")
+	fs.StringVar(&g.stdin, "stdin", "0", "which ranks read prun's stdin: a `RANK`, all or none")
+	fs.StringVar(&g.report, "report", "", "write a JSON report of the run to `FILE`, however it ends (docs/report.md)")
+	fs.BoolVar(&g.stateOnTO, "report-state-on-timeout", false, "on --timeout, show each running rank's state from /proc")
+	fs.BoolVar(&g.stackTraces, "get-stack-traces", false, "on --timeout, show each running rank's stack (gdb or eu-stack)")
 	fs.StringVar(&g.pmi, "pmi", jobspec.PMIAuto, "process-management interface for the ranks: auto (PMIx and PMI-1/PMI-2), pmix, pmi1, pmi2 or none")
 	fs.StringVar(&g.timeout, "timeout", "", "kill the job after `SECONDS` (also MPIEXEC_TIMEOUT)")
 	fs.BoolVar(&g.version, "version", false, "print the version and exit")
@@ -222,6 +230,15 @@ func Parse(args []string, env Env) (*Request, error) {
 		job.Apps = append(job.Apps, app)
 	}
 	job.TagOutput = g.tagOutput
+	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
+	switch g.stdin {
+	case "all", "none":
+	default:
+		if n, err := strconv.Atoi(g.stdin); err != nil || n < 0 {
+			return nil, usagef("--stdin %s: want a rank number, all or none", g.stdin)
+		}
+	}
+	job.Stdin = g.stdin
 	switch g.pmi {
 	case jobspec.PMIAuto, jobspec.PMIx, jobspec.PMI1, jobspec.PMI2, jobspec.PMINone:
 		job.PMI = g.pmi

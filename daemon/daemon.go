@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"prun/iof"
 	"prun/names"
@@ -54,6 +55,11 @@ type Event struct {
 	Connected bool // the process had called PMIx_Init
 	Finalized bool // ... and PMIx_Finalize
 	Msg       string
+	Time      time.Time // when it happened, on the daemon's clock
+
+	// For ProcExited: what the process used.
+	UserCPU, SysCPU time.Duration
+	MaxRSSKiB       int64
 }
 
 // Upstream is the daemon's link to the launcher. Every method must return

@@ -16,7 +16,7 @@ type Plan struct {
 	Job      *jobspec.Job
 	Map      *mapper.Map
 	UnivSize int
-	Stdin    int // rank that gets the launcher's stdin; -1 for none
+	Stdin    int // rank that gets the launcher's stdin, or StdinNone, StdinAll
 
 	// For spawned jobs: who asked, and the keys put into the new job's PMI
 	// KVS before it starts (MPICH passes its parent's port that way).
@@ -24,6 +24,12 @@ type Plan struct {
 	ParentKVS string
 	Preput    [][2]string
 }
+
+// Plan.Stdin values besides a rank.
+const (
+	StdinNone = -1
+	StdinAll  = -2
+)
 
 // procsOn returns the ranks the plan places on node n.
 func (p *Plan) procsOn(n int) []int {

@@ -40,6 +40,7 @@ type shell struct {
 	output  sync.WaitGroup
 	done    chan struct{} // closed when every local rank is reaped and output drained
 	pipes   []*os.File    // read ends, closed if output outlives outputGrace
+	stdins  []*os.File    // write ends of the ranks that read prun's stdin
 }
 
 type rankState struct {
@@ -111,7 +112,42 @@ func (sh *shell) launch() error {
 		}()
 	}
 	wg.Wait()
+	sh.mu.Lock()
+	targets := sh.stdins
+	sh.stdins = nil
+	sh.mu.Unlock()
+	if len(targets) > 0 {
+		go copyStdin(sh.d.cfg.Stdin, targets)
+	}
 	return nil
+}
+
+// copyStdin passes the launcher's stdin to the ranks that read it. EOF on
+// prun's stdin becomes EOF on theirs; a rank that closes its stdin (or
+// exits) drops out without harming the others. A slow reader holds the
+// others back rather than letting prun buffer without bound.
+func copyStdin(in io.Reader, outs []*os.File) {
+	buf := make([]byte, 64<<10)
+	for len(outs) > 0 {
+		n, err := in.Read(buf)
+		if n > 0 {
+			live := outs[:0]
+			for _, w := range outs {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					w.Close()
+					continue
+				}
+				live = append(live, w)
+			}
+			outs = live
+		}
+		if err != nil {
+			break
+		}
+	}
+	for _, w := range outs {
+		w.Close()
+	}
 }
 
 func (sh *shell) start(rank int) error {
@@ -159,7 +195,7 @@ func (sh *shell) start(rank int) error {
 	}
 	var stdin *os.File
 	var stdinW *os.File
-	if rank == p.Stdin && sh.d.cfg.Stdin != nil {
+	if (rank == p.Stdin || p.Stdin == StdinAll) && sh.d.cfg.Stdin != nil {
 		stdin, stdinW, err = os.Pipe()
 	} else {
 		stdin, err = os.Open(os.DevNull)
@@ -211,14 +247,12 @@ func (sh *shell) start(rank int) error {
 	go func() { defer sh.output.Done(); iof.Forward(outR, sh.d.up, src, iof.Stdout) }()
 	go func() { defer sh.output.Done(); iof.Forward(errR, sh.d.up, src, iof.Stderr) }()
 	if stdinW != nil {
-		go func() {
-			// EOF on our stdin becomes EOF on the rank's; a rank that stops
-			// reading only ends the copy.
-			io.Copy(stdinW, sh.d.cfg.Stdin)
-			stdinW.Close()
-		}()
+		sh.mu.Lock()
+		sh.stdins = append(sh.stdins, stdinW)
+		sh.mu.Unlock()
 	}
-	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: cmd.Process.Pid})
+	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: cmd.Process.Pid,
+		Time: time.Now()})
 	go sh.wait(rank, cmd)
 	return nil
 }
@@ -232,6 +266,10 @@ func unwrapExec(err error) error {
 
 func (sh *shell) wait(rank int, cmd *exec.Cmd) {
 	err := cmd.Wait()
+	var use usage
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		use = usage{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Maxrss}
+	}
 	code, sig := 0, syscall.Signal(0)
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		switch {
@@ -243,12 +281,20 @@ func (sh *shell) wait(rank int, cmd *exec.Cmd) {
 	} else if err != nil {
 		code = 1
 	}
-	sh.reaped(rank, code, sig)
+	sh.reapedWith(rank, code, sig, use)
+}
+
+// usage is what a process used, from wait4.
+type usage struct {
+	user, sys time.Duration
+	maxRSS    int64 // KiB
 }
 
 // reaped records a rank's end, reports it, and finishes the job on this node
 // when it was the last.
-func (sh *shell) reaped(rank, code int, sig syscall.Signal) {
+func (sh *shell) reaped(rank, code int, sig syscall.Signal) { sh.reapedWith(rank, code, sig, usage{}) }
+
+func (sh *shell) reapedWith(rank, code int, sig syscall.Signal, use usage) {
 	p := sh.plan
 	sh.mu.Lock()
 	st := sh.ranks[rank]
@@ -261,7 +307,8 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal) {
 	if pid != 0 {
 		sh.d.srv.DeregisterClient(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
 		sh.d.up.Event(Event{Kind: ProcExited, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
-			Status: code, Signal: sig, Connected: connected, Finalized: finalized})
+			Status: code, Signal: sig, Connected: connected, Finalized: finalized, Time: time.Now(),
+			UserCPU: use.user, SysCPU: use.sys, MaxRSSKiB: use.maxRSS})
 	}
 	if last {
 		go sh.finish()

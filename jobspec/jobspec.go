@@ -26,6 +26,11 @@ type Job struct {
 	Timeout   time.Duration // 0 means none
 	PMI       string        // which process-management interfaces ranks get: auto, pmix, pmi1, pmi2, none
 	Place     Placement
+
+	Stdin                string // --stdin: a rank number, "all" or "none"
+	Report               string // --report: write the run's JSON report here
+	ReportStateOnTimeout bool   // --report-state-on-timeout
+	GetStackTraces       bool   // --get-stack-traces (on timeout)
 }
 
 // Placement is what the user said about hosts, mapping, ranking and

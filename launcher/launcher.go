@@ -67,7 +67,17 @@ func DefaultOptions() Options {
 // Run runs job and returns prun's exit status.
 func Run(job *jobspec.Job, opts Options) int {
 	r := &run{opts: opts, out: iof.NewWriter(opts.Stdout, opts.Stderr, iof.Options{Tag: job.TagOutput, Color: opts.ColorTags})}
-	return r.run(job)
+	start := time.Now()
+	code := r.run(job)
+	if job.Report != "" {
+		if err := r.writeReport(job, start, code); err != nil {
+			r.errorf("--report: %v", err)
+			if code == 0 {
+				code = ExitFailure
+			}
+		}
+	}
+	return code
 }
 
 type run struct {
@@ -166,7 +176,11 @@ func (r *run) run(job *jobspec.Job) int {
 		Job:      job,
 		Map:      m,
 		UnivSize: r.univ,
-		Stdin:    0,
+		Stdin:    stdinTarget(job.Stdin),
+	}
+	if plan.Stdin >= len(m.Procs) {
+		r.errorf("--stdin %d: the job has ranks 0-%d", plan.Stdin, len(m.Procs)-1)
+		return ExitUsage
 	}
 	r.up = newUpstream(r.out)
 	defer r.up.names.Close()
@@ -299,6 +313,20 @@ func displayAllocation(a hostfile.Allocation, source string) string {
 	return b.String()
 }
 
+// stdinTarget reads --stdin (validated by the CLI).
+func stdinTarget(s string) int {
+	switch s {
+	case "", "0":
+		return 0
+	case "none":
+		return daemon.StdinNone
+	case "all":
+		return daemon.StdinAll
+	}
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
 func (r *run) nspace(index int) string {
 	return "prun." + strconv.Itoa(os.Getpid()) + "." + strconv.Itoa(index+1)
 }
@@ -358,7 +386,7 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		Job:       job,
 		Map:       m,
 		UnivSize:  r.univ,
-		Stdin:     -1,
+		Stdin:     daemon.StdinNone,
 		Parent:    &req.Parent,
 		ParentKVS: "kvs_" + req.Parent.Nspace,
 		Preput:    req.Preput,
@@ -428,7 +456,7 @@ func (r *run) onEvent(ev daemon.Event) {
 	}
 	switch ev.Kind {
 	case daemon.ProcStarted:
-		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.pid, p.started = ev.Pid, true })
+		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.pid, p.started, p.startTime = ev.Pid, true, ev.Time })
 		if r.reportBindings {
 			r.reportBinding(j, ev)
 		}
@@ -443,7 +471,10 @@ func (r *run) onEvent(ev daemon.Event) {
 		r.failJob(msg, ev.Status)
 	case daemon.ProcExited:
 		j.running--
-		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.exited, p.exitCode = true, ev.Status })
+		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) {
+			p.exited, p.exitCode, p.signal, p.endTime = true, ev.Status, ev.Signal, ev.Time
+			p.userCPU, p.sysCPU, p.maxRSSKiB = ev.UserCPU, ev.SysCPU, ev.MaxRSSKiB
+		})
 		r.onExit(ev)
 	case daemon.NodeJobDone:
 		j.pendingNode--
@@ -553,6 +584,9 @@ func (r *run) onTimeout(after time.Duration) {
 		}
 	}
 	r.up.mu.Unlock()
+	if r.jobs[0].plan.Job.ReportStateOnTimeout || r.jobs[0].plan.Job.GetStackTraces {
+		r.reportState(r.jobs[0].plan.Job.GetStackTraces)
+	}
 	msg := fmt.Sprintf("job timed out after %s; killing %d running rank", after, len(still))
 	if len(still) != 1 {
 		msg += "s"
@@ -592,13 +626,34 @@ func (r *run) onJobControl(jc jobControl) {
 			}
 		}
 		sort.Strings(who)
-		r.fail = &failure{code: 128 + int(syscall.SIGKILL)}
-		r.errorf("rank %d of %s requested PMIx_Job_control kill of %s", jc.req.Rank, jc.req.Nspace, strings.Join(who, ", "))
+		msg := fmt.Sprintf("rank %d of %s requested PMIx_Job_control kill of %s", jc.req.Rank, jc.req.Nspace, strings.Join(who, ", "))
+		r.fail = &failure{msg: msg, code: 128 + int(syscall.SIGKILL)}
+		r.errorf("%s", msg)
 	}
 	for ns, ranks := range targets {
 		r.d.Signal(ns, ranks, jc.sig)
 	}
 	jc.done(nil)
+}
+
+// reportState prints what each running rank is doing, and its stacks when
+// asked, before a timeout kills them.
+func (r *run) reportState(stacks bool) {
+	for _, j := range r.jobs {
+		for _, st := range r.d.Inspect(j.plan.Nspace, stacks) {
+			line := fmt.Sprintf("%s, pid %d: state %s, cpu %s", r.rankDesc(j.plan.Nspace, st.Rank), st.Pid, st.State,
+				st.CPU.Round(time.Millisecond))
+			if st.Wchan != "" {
+				line += ", waiting in " + st.Wchan
+			}
+			r.out.Printf("prun: %s\n", line)
+			if stacks {
+				for _, l := range strings.Split(st.Stack, "\n") {
+					r.out.Printf("prun:   %s\n", l)
+				}
+			}
+		}
+	}
 }
 
 // stillRunning names a rank in the timeout message: "3 (pid 123 on n1)",

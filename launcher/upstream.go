@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"prun/daemon"
 	"prun/iof"
@@ -38,6 +39,12 @@ type procRecord struct {
 	started  bool
 	exited   bool
 	exitCode int
+
+	// for --report
+	startTime, endTime time.Time
+	signal             syscall.Signal
+	userCPU, sysCPU    time.Duration
+	maxRSSKiB          int64
 }
 
 func newUpstream(w *iof.Writer) *upstream {

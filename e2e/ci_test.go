@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStdinTargets(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, t.TempDir(), "read.sh", `read x; echo "rank $PRUN_RANK got [$x]"`)
+	for _, tc := range []struct {
+		target string
+		want   []string
+		not    []string
+	}{
+		{"0", []string{"rank 0 got [hello]", "rank 1 got []"}, nil},
+		{"1", []string{"rank 1 got [hello]", "rank 0 got []"}, nil},
+		{"all", []string{"rank 0 got [hello]", "rank 1 got [hello]"}, nil},
+		{"none", []string{"rank 0 got []", "rank 1 got []"}, []string{"hello"}},
+	} {
+		r := run(t, opts{args: []string{"--stdin", tc.target, "-n", "2", script}, stdin: strings.NewReader("hello\n")})
+		expectCode(t, r, 0)
+		for _, w := range tc.want {
+			expectContains(t, "--stdin "+tc.target+" stdout", r.stdout, w)
+		}
+		for _, n := range tc.not {
+			if strings.Contains(r.stdout, n) {
+				t.Errorf("--stdin %s: stdout has %q\n%s", tc.target, n, r)
+			}
+		}
+	}
+	// Closing stdin early never kills a rank: it just sees EOF.
+	r := run(t, opts{args: []string{"-n", "1", "sh", "-c", "exec 0<&-; sleep 0.2; echo alive"}, stdin: strings.NewReader("x\n")})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "alive")
+	r = run(t, opts{args: []string{"--stdin", "7", "-n", "2", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "--stdin 7: the job has ranks 0-1")
+}
+
+func TestTimeoutStateReport(t *testing.T) {
+	t.Parallel()
+	r := run(t, opts{args: []string{"--timeout", "1", "--report-state-on-timeout", "--get-stack-traces", "-n", "2", "sleep", "30"}})
+	expectCode(t, r, 124)
+	expectContains(t, "stderr", r.stderr, "rank 0 (sleep) on ")
+	expectContains(t, "stderr", r.stderr, "state S (sleeping)")
+	// gdb is on the project machines; a stack or a clear note must appear.
+	if !strings.Contains(r.stderr, "nanosleep") && !strings.Contains(r.stderr, "no stack:") {
+		t.Errorf("no stack and no note on why\n%s", r)
+	}
+}
+
+type reportDoc struct {
+	CommandLine  string  `json:"command_line"`
+	ExitStatus   int     `json:"exit_status"`
+	TotalSeconds float64 `json:"total_seconds"`
+	FirstFailure *struct {
+		Message string `json:"message"`
+		Status  int    `json:"status"`
+	} `json:"first_failure"`
+	Jobs []struct {
+		Map struct {
+			Procs []map[string]any `json:"procs"`
+		} `json:"map"`
+		Ranks []struct {
+			Rank      int        `json:"rank"`
+			Host      string     `json:"host"`
+			Pid       int        `json:"pid"`
+			Argv      []string   `json:"argv"`
+			Started   bool       `json:"started"`
+			Exited    bool       `json:"exited"`
+			Status    *int       `json:"exit_status"`
+			Signal    string     `json:"signal"`
+			StartTime *time.Time `json:"start_time"`
+			EndTime   *time.Time `json:"end_time"`
+			UserCPU   float64    `json:"user_cpu_seconds"`
+			MaxRSSKiB int64      `json:"max_rss_kib"`
+		} `json:"ranks"`
+	} `json:"jobs"`
+}
+
+func readReport(t *testing.T, path string) reportDoc {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var doc reportDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("report JSON: %v\n%s", err, b)
+	}
+	return doc
+}
+
+func TestReportJSON(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+
+	ok := filepath.Join(dir, "ok.json")
+	r := run(t, opts{args: []string{"--report", ok, "-n", "2", "sh", "-c", "head -c 2000000 /dev/zero | wc -c >/dev/null"}})
+	expectCode(t, r, 0)
+	doc := readReport(t, ok)
+	if doc.ExitStatus != 0 || doc.FirstFailure != nil || len(doc.Jobs) != 1 || len(doc.Jobs[0].Ranks) != 2 ||
+		len(doc.Jobs[0].Map.Procs) != 2 || !strings.Contains(doc.CommandLine, "--report") {
+		t.Fatalf("normal job report: %+v", doc)
+	}
+	for _, rk := range doc.Jobs[0].Ranks {
+		if !rk.Started || !rk.Exited || rk.Status == nil || *rk.Status != 0 || rk.Pid <= 0 || rk.Host == "" ||
+			rk.Argv[0] != "sh" || rk.StartTime == nil || rk.EndTime == nil || rk.EndTime.Before(*rk.StartTime) ||
+			rk.MaxRSSKiB <= 0 {
+			t.Errorf("rank record: %+v", rk)
+		}
+	}
+
+	fail := filepath.Join(dir, "fail.json")
+	r = run(t, opts{args: []string{"--report", fail, "-n", "2", "sh", "-c", `[ "$PRUN_RANK" = 1 ] && exit 3; sleep 30`}})
+	expectCode(t, r, 3)
+	doc = readReport(t, fail)
+	if doc.ExitStatus != 3 || doc.FirstFailure == nil || doc.FirstFailure.Status != 3 ||
+		!strings.Contains(doc.FirstFailure.Message, "rank 1") {
+		t.Fatalf("failing job report: %+v", doc)
+	}
+	if rk := doc.Jobs[0].Ranks[0]; rk.Signal != "SIGTERM" {
+		t.Errorf("rank 0 should have been killed by SIGTERM: %+v", rk)
+	}
+
+	dirAb, abort := ompi(t, "abort.c")
+	ab := filepath.Join(dir, "abort.json")
+	r = run(t, opts{args: []string{"--report", ab, "-n", "2", abort}, dir: dirAb})
+	expectCode(t, r, 17)
+	doc = readReport(t, ab)
+	if doc.FirstFailure == nil || doc.FirstFailure.Status != 17 || !strings.Contains(doc.FirstFailure.Message, "called abort") {
+		t.Fatalf("aborted job report: %+v", doc)
+	}
+
+	// A run that never started anything still leaves a report.
+	early := filepath.Join(dir, "early.json")
+	r = run(t, opts{args: []string{"--report", early, "--host", "ghost:1", "-n", "1", "true"}})
+	expectCode(t, r, 1)
+	if doc = readReport(t, early); doc.ExitStatus != 1 {
+		t.Errorf("early failure report: %+v", doc)
+	}
+}

@@ -1,0 +1,105 @@
+package launcher
+
+import (
+	"encoding/json"
+	"os"
+	"time"
+
+	"prun/jobspec"
+)
+
+// The --report document; docs/report.md describes it for CI log processors.
+type report struct {
+	Version      int         `json:"version"`
+	CommandLine  string      `json:"command_line"`
+	StartTime    time.Time   `json:"start_time"`
+	EndTime      time.Time   `json:"end_time"`
+	TotalSeconds float64     `json:"total_seconds"`
+	ExitStatus   int         `json:"exit_status"`
+	FirstFailure *reportFail `json:"first_failure"`
+	Signal       string      `json:"signal,omitempty"`
+	Jobs         []reportJob `json:"jobs"`
+}
+
+type reportFail struct {
+	Message string `json:"message"`
+	Status  int    `json:"status"`
+}
+
+type reportJob struct {
+	Namespace string          `json:"namespace"`
+	Index     int             `json:"index"`
+	Parent    string          `json:"parent,omitempty"`
+	Map       json.RawMessage `json:"map"`
+	Ranks     []reportRank    `json:"ranks"`
+}
+
+type reportRank struct {
+	Rank      int        `json:"rank"`
+	App       int        `json:"app"`
+	Host      string     `json:"host"`
+	Pid       int        `json:"pid"`
+	Argv      []string   `json:"argv"`
+	Started   bool       `json:"started"`
+	StartTime *time.Time `json:"start_time,omitempty"`
+	EndTime   *time.Time `json:"end_time,omitempty"`
+	Exited    bool       `json:"exited"`
+	Status    *int       `json:"exit_status,omitempty"`
+	Signal    string     `json:"signal,omitempty"`
+	UserCPU   float64    `json:"user_cpu_seconds"`
+	SysCPU    float64    `json:"system_cpu_seconds"`
+	MaxRSSKiB int64      `json:"max_rss_kib"`
+}
+
+// writeReport writes the run's report, whatever the ending (an error before
+// any rank started still gives a document with the failure and no jobs).
+func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
+	end := time.Now()
+	rep := report{Version: 1, CommandLine: job.CmdLine, StartTime: start, EndTime: end,
+		TotalSeconds: end.Sub(start).Seconds(), ExitStatus: code, Jobs: []reportJob{}}
+	if r.fail != nil {
+		rep.FirstFailure = &reportFail{Message: r.fail.msg, Status: r.fail.code}
+	}
+	if r.signaled != 0 {
+		rep.Signal = signalName(r.signaled)
+	}
+	for _, j := range r.jobs {
+		mapJSON, err := j.plan.Map.JSON()
+		if err != nil {
+			return err
+		}
+		rj := reportJob{Namespace: j.plan.Nspace, Index: j.plan.Index, Map: mapJSON}
+		if j.plan.Parent != nil {
+			rj.Parent = j.plan.Parent.String()
+		}
+		r.up.mu.Lock()
+		recs := r.up.jobs[j.plan.Nspace].procs
+		for rank, p := range j.plan.Map.Procs {
+			rec := recs[rank]
+			rr := reportRank{Rank: rank, App: p.App, Host: j.plan.Map.Nodes[p.Node].Name, Pid: rec.pid,
+				Argv: j.plan.Job.Apps[p.App].Argv, Started: rec.started, Exited: rec.exited,
+				UserCPU: rec.userCPU.Seconds(), SysCPU: rec.sysCPU.Seconds(), MaxRSSKiB: rec.maxRSSKiB}
+			if rec.started {
+				t := rec.startTime
+				rr.StartTime = &t
+			}
+			if rec.exited {
+				t, s := rec.endTime, rec.exitCode
+				rr.EndTime = &t
+				if rec.signal != 0 {
+					rr.Signal = signalName(rec.signal)
+				} else {
+					rr.Status = &s
+				}
+			}
+			rj.Ranks = append(rj.Ranks, rr)
+		}
+		r.up.mu.Unlock()
+		rep.Jobs = append(rep.Jobs, rj)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(job.Report, append(b, '\n'), 0o644)
+}
