@@ -58,6 +58,7 @@ type globalOpts struct {
 	place       placeOpts
 	pmi         string
 	stdin       string
+	pty         string
 	report      string
 	stateOnTO   bool
 	stackTraces bool
@@ -154,6 +155,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	addPlaceFlags(fs, &g.place)
 	fs.BoolVar(&g.tagOutput, "tag-output", false, "prefix every output line with [app,rank]<stream>:")
 	fs.StringVar(&g.stdin, "stdin", "0", "which ranks read prun's stdin: a `RANK`, all or none")
+	fs.StringVar(&g.pty, "pty", "", "run the --stdin rank on a pseudo-terminal (default: when prun's stdin is a terminal); --pty=false: never")
+	fs.Lookup("pty").NoOptDefVal = "true"
 	fs.StringVar(&g.report, "report", "", "write a JSON report of the run to `FILE`, however it ends (docs/report.md)")
 	fs.BoolVar(&g.stateOnTO, "report-state-on-timeout", false, "on --timeout, show each running rank's state from /proc")
 	fs.BoolVar(&g.stackTraces, "get-stack-traces", false, "on --timeout, show each running rank's stack (gdb or eu-stack)")
@@ -239,6 +242,12 @@ func Parse(args []string, env Env) (*Request, error) {
 		}
 	}
 	job.Stdin = g.stdin
+	switch g.pty {
+	case "", "true", "false":
+		job.PTY = g.pty
+	default:
+		return nil, usagef("--pty=%s: want true or false", g.pty)
+	}
 	switch g.pmi {
 	case jobspec.PMIAuto, jobspec.PMIx, jobspec.PMI1, jobspec.PMI2, jobspec.PMINone:
 		job.PMI = g.pmi

@@ -108,6 +108,7 @@ type Config struct {
 	Session *sessiondir.Dir // this node's session directory
 	BaseEnv []string        // environment the ranks inherit
 	Stdin   io.Reader       // the launcher's stdin (nil: none)
+	TTY     *os.File        // the launcher's terminal, for a --pty rank's window size (nil: none)
 }
 
 // Daemon hosts the PMIx server of one node.
@@ -199,6 +200,14 @@ func (d *Daemon) Launch(p *Plan) error {
 func (d *Daemon) Signal(nspace string, ranks []int, sig syscall.Signal) {
 	if sh := d.shell(nspace); sh != nil {
 		sh.signal(ranks, sig)
+	}
+}
+
+// ResizePTY gives a job's --pty rank the launcher terminal's window size
+// (after SIGWINCH).
+func (d *Daemon) ResizePTY(nspace string) {
+	if sh := d.shell(nspace); sh != nil {
+		sh.resizePTY()
 	}
 }
 

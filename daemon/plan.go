@@ -16,7 +16,8 @@ type Plan struct {
 	Job      *jobspec.Job
 	Map      *mapper.Map
 	UnivSize int
-	Stdin    int // rank that gets the launcher's stdin, or StdinNone, StdinAll
+	Stdin    int  // rank that gets the launcher's stdin, or StdinNone, StdinAll
+	PTY      bool // the Stdin rank runs on a pseudo-terminal
 
 	// For spawned jobs: who asked, and the keys put into the new job's PMI
 	// KVS before it starts (MPICH passes its parent's port that way).

@@ -19,6 +19,7 @@ import (
 	"prun/pmixsrv"
 	"prun/sessiondir"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,6 +42,7 @@ type shell struct {
 	done    chan struct{} // closed when every local rank is reaped and output drained
 	pipes   []*os.File    // read ends, closed if output outlives outputGrace
 	stdins  []*os.File    // write ends of the ranks that read prun's stdin
+	pty     *os.File      // the --pty rank's terminal (master side)
 }
 
 type rankState struct {
@@ -122,6 +124,30 @@ func (sh *shell) launch() error {
 	return nil
 }
 
+// forwardInteractive passes a terminal's output on as it comes: a prompt
+// has no newline and must show before the user types. (Whole-line
+// forwarding is for ranks that are not talking to a person.)
+func forwardInteractive(r io.Reader, sink iof.Sink, src iof.Source) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			sink.Write(src, iof.Stdout, buf[:n], false)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (sh *shell) resizePTY() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.pty != nil && sh.d.cfg.TTY != nil {
+		pty.InheritSize(sh.d.cfg.TTY, sh.pty)
+	}
+}
+
 // copyStdin passes the launcher's stdin to the ranks that read it. EOF on
 // prun's stdin becomes EOF on theirs; a rank that closes its stdin (or
 // exits) drops out without harming the others. A slow reader holds the
@@ -195,17 +221,39 @@ func (sh *shell) start(rank int) error {
 	}
 	var stdin *os.File
 	var stdinW *os.File
-	if (rank == p.Stdin || p.Stdin == StdinAll) && sh.d.cfg.Stdin != nil {
+	var ptyMaster *os.File
+	usePTY := p.PTY && rank == p.Stdin && sh.d.cfg.Stdin != nil
+	switch {
+	case usePTY:
+		// The rank's stdin, stdout and stderr are one terminal; its output
+		// comes back through the master as the rank's stdout.
+		var tty *os.File
+		if ptyMaster, tty, err = pty.Open(); err == nil {
+			if sh.d.cfg.TTY != nil {
+				pty.InheritSize(sh.d.cfg.TTY, ptyMaster)
+			}
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			outR, outW, errR, errW = ptyMaster, tty, nil, nil
+			stdin = tty
+			stdinW = ptyMaster
+		}
+	case (rank == p.Stdin || p.Stdin == StdinAll) && sh.d.cfg.Stdin != nil:
 		stdin, stdinW, err = os.Pipe()
-	} else {
+	default:
 		stdin, err = os.Open(os.DevNull)
 	}
 	if err != nil {
 		for _, f := range []*os.File{outR, outW, errR, errW} {
-			f.Close()
+			if f != nil {
+				f.Close()
+			}
 		}
 		return err
 	}
+
 	cmd := &exec.Cmd{
 		Path:       app.Exe,
 		Args:       app.Argv,
@@ -220,13 +268,26 @@ func (sh *shell) start(rank int) error {
 			Pdeathsig: syscall.SIGKILL, // no rank outlives its daemon, even a SIGKILLed one
 		},
 	}
+	if usePTY && ptyMaster != nil {
+		// The terminal becomes the rank's controlling terminal, in a session
+		// of its own: Ctrl-C typed there reaches it as on a shell.
+		cmd.Stderr = outW
+		cmd.SysProcAttr.Setpgid = false
+		cmd.SysProcAttr.Setsid = true
+		cmd.SysProcAttr.Setctty = true
+		cmd.SysProcAttr.Ctty = 0
+	}
 	err = startOnSpawnThread(cmd, pr.CPUs)
 	stdin.Close()
 	outW.Close()
-	errW.Close()
+	if errW != nil {
+		errW.Close()
+	}
 	if err != nil {
 		outR.Close()
-		errR.Close()
+		if errR != nil {
+			errR.Close()
+		}
 		if stdinW != nil {
 			stdinW.Close()
 		}
@@ -241,11 +302,24 @@ func (sh *shell) start(rank int) error {
 	src := iof.Source{Job: p.Index, App: pr.App, Rank: rank}
 	sh.mu.Lock()
 	sh.ranks[rank].pid = cmd.Process.Pid
-	sh.pipes = append(sh.pipes, outR, errR)
+	sh.pipes = append(sh.pipes, outR)
+	if errR != nil {
+		sh.pipes = append(sh.pipes, errR)
+	}
+	if usePTY && ptyMaster != nil {
+		sh.pty = ptyMaster
+	}
 	sh.mu.Unlock()
-	sh.output.Add(2)
-	go func() { defer sh.output.Done(); iof.Forward(outR, sh.d.up, src, iof.Stdout) }()
-	go func() { defer sh.output.Done(); iof.Forward(errR, sh.d.up, src, iof.Stderr) }()
+	sh.output.Add(1)
+	if usePTY && ptyMaster != nil {
+		go func() { defer sh.output.Done(); forwardInteractive(outR, sh.d.up, src) }()
+	} else {
+		go func() { defer sh.output.Done(); iof.Forward(outR, sh.d.up, src, iof.Stdout) }()
+	}
+	if errR != nil {
+		sh.output.Add(1)
+		go func() { defer sh.output.Done(); iof.Forward(errR, sh.d.up, src, iof.Stderr) }()
+	}
 	if stdinW != nil {
 		sh.mu.Lock()
 		sh.stdins = append(sh.stdins, stdinW)

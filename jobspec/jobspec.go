@@ -28,6 +28,7 @@ type Job struct {
 	Place     Placement
 
 	Stdin                string // --stdin: a rank number, "all" or "none"
+	PTY                  string // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
 	Report               string // --report: write the run's JSON report here
 	ReportStateOnTimeout bool   // --report-state-on-timeout
 	GetStackTraces       bool   // --get-stack-traces (on timeout)

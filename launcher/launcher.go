@@ -20,6 +20,7 @@ import (
 
 	"github.com/fatih/color"
 	"github.com/mattn/go-isatty"
+	"golang.org/x/sys/unix"
 
 	"prun/cli"
 	"prun/daemon"
@@ -185,16 +186,31 @@ func (r *run) run(job *jobspec.Job) int {
 	r.up = newUpstream(r.out)
 	defer r.up.names.Close()
 
+	// An interactive rank gets a pseudo-terminal and prun's terminal goes
+	// raw, so that keys (Ctrl-C too) reach the rank as typed; the terminal's
+	// state comes back on every ending but SIGKILL.
+	var tty *os.File
+	if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 &&
+		(job.PTY == "true" || job.PTY == "" && isTerminal(f)) {
+		plan.PTY = true
+		if isTerminal(f) {
+			tty = f
+			if restore, err := makeRaw(f); err == nil {
+				defer restore()
+			}
+		}
+	}
+
 	// Signals are caught before anything starts so that no Ctrl-C is lost.
 	sigs := make(chan os.Signal, 8)
 	if r.opts.Signals {
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGTSTP)
+			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGWINCH)
 		defer signal.Stop(sigs)
 		signal.Ignore(syscall.SIGPIPE) // a closed stdout drops output, it does not kill the job
 	}
 
-	d, err := daemon.New(daemon.Config{Name: host, Session: sess, BaseEnv: r.opts.Env, Stdin: r.opts.Stdin}, r.up)
+	d, err := daemon.New(daemon.Config{Name: host, Session: sess, BaseEnv: r.opts.Env, Stdin: r.opts.Stdin, TTY: tty}, r.up)
 	if err != nil {
 		r.errorf("cannot start the PMIx server: %v", err)
 		return ExitFailure
@@ -552,6 +568,9 @@ func (r *run) signalAll(sig syscall.Signal) {
 
 func (r *run) onSignal(sig syscall.Signal) {
 	switch sig {
+	case syscall.SIGWINCH:
+		r.d.ResizePTY(r.jobs[0].plan.Nspace)
+		return
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
 		if r.signaled != 0 || r.fail != nil {
 			// A second Ctrl-C: no more grace.
@@ -682,3 +701,24 @@ var sigNames = map[syscall.Signal]string{
 }
 
 func isTerminal(f *os.File) bool { return isatty.IsTerminal(f.Fd()) }
+
+// makeRaw puts a terminal in raw input mode (as cfmakeraw, but output
+// processing stays on so that other ranks' lines still start at column 0)
+// and returns how to restore it.
+func makeRaw(f *os.File) (restore func(), err error) {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	raw := *old
+	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	raw.Cflag &^= unix.CSIZE | unix.PARENB
+	raw.Cflag |= unix.CS8
+	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &raw); err != nil {
+		return nil, err
+	}
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }, nil
+}
