@@ -3,7 +3,8 @@
 
 GO       ?= go
 BIN      := bin/prun
-DEB_PKGS := libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev mpich libmpich-dev hwloc libhwloc-dev gcc pkg-config
+DEB_PKGS := libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev mpich libmpich-dev hwloc libhwloc-dev gcc pkg-config \
+            openssh-server openssh-client iproute2 gdb
 EXAMPLES := bin/examples
 
 .PHONY: all deps build demo test bench fuzz vet clean
@@ -15,7 +16,9 @@ all: build
 deps:
 	@if ! pkg-config --exists pmix 2>/dev/null || ! command -v mpicc.openmpi >/dev/null || \
 	    ! command -v mpicc.mpich >/dev/null || ! command -v mpiexec.hydra >/dev/null || \
-	    ! command -v hwloc-ls >/dev/null || ! command -v gcc >/dev/null; then \
+	    ! command -v hwloc-ls >/dev/null || ! command -v gcc >/dev/null || \
+	    ! test -x /usr/sbin/sshd || ! command -v ssh >/dev/null || ! command -v ip >/dev/null || \
+	    ! command -v gdb >/dev/null; then \
 		echo "== installing Debian packages: $(DEB_PKGS)"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && \
