@@ -7,6 +7,7 @@ package pmi
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,19 +63,24 @@ func ParseV1(line string) (*Command, error) {
 	if len(line) > maxLine {
 		return nil, fmt.Errorf("command of %d bytes exceeds %d", len(line), maxLine)
 	}
-	words := strings.Fields(line)
-	if len(words) == 0 {
+	return command(strings.Fields(line), "cmd", "mcmd")
+}
+
+// command turns "key=value" parts into a Command; the first part names it
+// with one of the given keys.
+func command(parts []string, nameKeys ...string) (*Command, error) {
+	if len(parts) == 0 {
 		return nil, errEmpty
 	}
 	c := &Command{}
-	for i, w := range words {
+	for i, w := range parts {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || k == "" {
 			return nil, fmt.Errorf("malformed field %q", clip(w))
 		}
 		if i == 0 {
-			if k != "cmd" && k != "mcmd" {
-				return nil, fmt.Errorf("command must start with cmd=, got %q", clip(w))
+			if !slices.Contains(nameKeys, k) {
+				return nil, fmt.Errorf("command must start with %s=, got %q", nameKeys[0], clip(w))
 			}
 			c.Name = v
 			continue
@@ -90,25 +96,7 @@ func ParseV1(line string) (*Command, error) {
 // ParseV1Multi parses the body of a PMI-1 "mcmd=spawn" command: one
 // key=value per line, up to and excluding "endcmd".
 func ParseV1Multi(lines []string) (*Command, error) {
-	c := &Command{}
-	for i, l := range lines {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("malformed line %q in multi-line command", clip(l))
-		}
-		if i == 0 {
-			if k != "mcmd" {
-				return nil, fmt.Errorf("multi-line command must start with mcmd=")
-			}
-			c.Name = v
-			continue
-		}
-		c.Fields = append(c.Fields, Field{k, v})
-	}
-	if c.Name == "" {
-		return nil, errEmpty
-	}
-	return c, nil
+	return command(lines, "mcmd")
 }
 
 // FormatV1 renders a PMI-1 reply line, newline included. PMI-1 cannot carry
@@ -139,7 +127,6 @@ func ParseV2(body string) (*Command, error) {
 	if len(body) > maxLine {
 		return nil, fmt.Errorf("command of %d bytes exceeds %d", len(body), maxLine)
 	}
-	c := &Command{}
 	var fields []string
 	var cur strings.Builder
 	for i := 0; i < len(body); i++ {
@@ -158,24 +145,7 @@ func ParseV2(body string) (*Command, error) {
 	if cur.Len() > 0 {
 		fields = append(fields, cur.String())
 	}
-	for i, f := range fields {
-		k, v, ok := strings.Cut(f, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("malformed field %q", clip(f))
-		}
-		if i == 0 {
-			if k != "cmd" {
-				return nil, fmt.Errorf("command must start with cmd=, got %q", clip(f))
-			}
-			c.Name = v
-			continue
-		}
-		c.Fields = append(c.Fields, Field{k, v})
-	}
-	if c.Name == "" {
-		return nil, errEmpty
-	}
-	return c, nil
+	return command(fields, "cmd")
 }
 
 // FormatV2 renders a PMI-2 reply with its 6-byte length header.
