@@ -1,17 +1,19 @@
 // Package iof forwards the standard output and error of ranks to the
-// launcher's own. Readers cut each rank's stream into runs of whole lines;
-// the Writer prints each run atomically, so lines of different ranks never
-// mix, and optionally tags every line with its rank.
+// launcher's own. Readers (Forward) cut each rank's stream into runs of
+// whole lines; the Writer prints each run atomically, so lines of different
+// ranks never mix, in one of several output forms (tags, timestamps, JSON,
+// per-rank files, rank order).
+//
+// Memory is bounded everywhere: a reader holds at most bufSize bytes and
+// passes longer lines in pieces; the Writer writes while it holds its lock,
+// so a slow consumer blocks the readers, which stop reading, which blocks the
+// ranks on their pipes. Nothing queues.
 package iof
 
 import (
 	"bytes"
-	"fmt"
 	"io"
-	"strconv"
-	"sync"
-
-	"github.com/fatih/color"
+	"unicode/utf8"
 )
 
 // Stream is stdout or stderr.
@@ -36,29 +38,69 @@ type Source struct {
 
 // Sink receives line runs. partial means the chunk ends mid-line because the
 // line was longer than the reader's buffer; the rest follows from the same
-// source before any other source may print on that stream.
+// source before any other source may print on that stream. Calls for one
+// source and stream come one at a time (Forward makes them from one
+// goroutine); p is only valid during the call.
 type Sink interface {
 	Write(src Source, st Stream, p []byte, partial bool)
 }
 
-// bufSize bounds the memory a reader holds; longer lines pass in pieces.
-const bufSize = 64 << 10
+// An Ender is a Sink that wants to know when a stream has ended: Forward
+// calls End after its last Write. The Writer closes the stream's files.
+type Ender interface {
+	End(src Source, st Stream)
+}
 
-// Forward copies r to sink in whole-line runs until EOF. A final line
-// without a newline is delivered as it is.
+// An InfoSink is a Sink that wants each source's host and process id (the
+// Writer, for tag-detailed and JSON output and for creating per-rank files
+// of ranks that never print). The daemon should announce a rank before
+// forwarding its output.
+type InfoSink interface {
+	SetSourceInfo(src Source, host string, pid int)
+}
+
+const (
+	// bufSize bounds the memory a reader holds; longer lines pass in pieces.
+	bufSize = 256 << 10
+	// minBuf is where a reader's buffer starts; it doubles, up to bufSize,
+	// while reads fill it, so quiet ranks cost little.
+	minBuf = 16 << 10
+)
+
+// Forward copies r to sink in whole-line runs until EOF or a read error. A
+// final line without a newline is delivered as it is. Then, if sink is an
+// Ender, Forward calls its End.
 func Forward(r io.Reader, sink Sink, src Source, st Stream) {
-	buf := make([]byte, bufSize)
+	forward(r, sink, src, st, minBuf, bufSize)
+	if e, ok := sink.(Ender); ok {
+		e.End(src, st)
+	}
+}
+
+// forward is Forward with the buffer's initial and largest sizes.
+func forward(r io.Reader, sink Sink, src Source, st Stream, size, max int) {
+	buf := make([]byte, min(size, max))
 	n := 0
 	for {
 		m, err := r.Read(buf[n:])
+		full := n+m == len(buf) && m > 0
 		n += m
 		if i := bytes.LastIndexByte(buf[n-m:n], '\n'); i >= 0 {
 			end := n - m + i + 1
 			sink.Write(src, st, buf[:end], false)
 			n = copy(buf, buf[end:n])
-		} else if n == len(buf) {
-			sink.Write(src, st, buf[:n], true)
-			n = 0
+		} else if n == len(buf) && len(buf) == max {
+			// A line longer than the buffer: pass a piece, cut at a UTF-8
+			// character boundary so that each piece is valid text.
+			cut := utf8Cut(buf)
+			sink.Write(src, st, buf[:cut], true)
+			n = copy(buf, buf[cut:n])
+		}
+		if full && len(buf) < max && err == nil {
+			// The reader is behind: read more at a time.
+			nb := make([]byte, min(2*len(buf), max))
+			copy(nb, buf[:n])
+			buf = nb
 		}
 		if err != nil {
 			if n > 0 {
@@ -69,138 +111,16 @@ func Forward(r io.Reader, sink Sink, src Source, st Stream) {
 	}
 }
 
-// Options shape what the Writer prints.
-type Options struct {
-	Tag   bool // prefix lines with [app,rank]<stream>:
-	Color bool // colour the tags (only when writing to a terminal)
-}
-
-// Writer prints line runs of many sources to two destinations.
-type Writer struct {
-	opts    Options
-	mu      sync.Mutex
-	cond    *sync.Cond
-	dst     [2]*dest
-	scratch []byte
-}
-
-type dest struct {
-	w       io.Writer
-	owner   *Source // a source in the middle of a long line holds the stream
-	midLine bool    // the last byte written was not a newline
-	last    Source
-}
-
-// NewWriter prints to stdout and stderr.
-func NewWriter(stdout, stderr io.Writer, opts Options) *Writer {
-	w := &Writer{opts: opts, dst: [2]*dest{{w: stdout}, {w: stderr}}}
-	w.cond = sync.NewCond(&w.mu)
-	return w
-}
-
-var tagColors = []color.Attribute{color.FgCyan, color.FgGreen, color.FgYellow, color.FgMagenta, color.FgBlue,
-	color.FgHiCyan, color.FgHiGreen, color.FgHiYellow, color.FgHiMagenta, color.FgHiBlue}
-
-func (w *Writer) tag(src Source, st Stream) []byte {
-	app := strconv.Itoa(src.App)
-	if src.Job > 0 { // a spawned job's ranks: [job.app,rank]
-		app = strconv.Itoa(src.Job) + "." + app
-	}
-	t := "[" + app + "," + strconv.Itoa(src.Rank) + "]<" + st.String() + ">:"
-	if w.opts.Color {
-		c := color.New(tagColors[src.Rank%len(tagColors)])
-		if st == Stderr {
-			c = color.New(color.FgRed)
-		}
-		c.EnableColor()
-		t = c.Sprint(t)
-	}
-	return []byte(t)
-}
-
-// Write implements Sink.
-func (w *Writer) Write(src Source, st Stream, p []byte, partial bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	d := w.dst[st]
-	for d.owner != nil && *d.owner != src {
-		w.cond.Wait()
-	}
-	out := p // common case: written as it came, no copy
-	if (d.midLine && d.last != src) || w.opts.Tag {
-		out = w.scratch[:0]
-		// A source that ended without a newline must not glue its last line
-		// to the next source's output.
-		if d.midLine && d.last != src {
-			out = append(out, '\n')
-			d.midLine = false
-		}
-		if w.opts.Tag {
-			out = w.appendTagged(out, src, st, p, !d.midLine)
-		} else {
-			out = append(out, p...)
-		}
-		if cap(out) <= 1<<20 {
-			w.scratch = out[:0]
-		}
-	}
-	if len(out) > 0 {
-		// A closed stdout (prun | head) must not stop the job: drop output.
-		_, _ = d.w.Write(out)
-		d.midLine = out[len(out)-1] != '\n'
-		d.last = src
-	}
-	if partial {
-		s := src
-		d.owner = &s
-	} else if d.owner != nil {
-		d.owner = nil
-		w.cond.Broadcast()
-	}
-}
-
-// appendTagged appends p to out with a tag before every line start.
-func (w *Writer) appendTagged(out []byte, src Source, st Stream, p []byte, atStart bool) []byte {
-	var tag []byte
-	for len(p) > 0 {
-		if atStart {
-			if tag == nil {
-				tag = w.tag(src, st)
+// utf8Cut returns where to cut p so that an incomplete UTF-8 sequence at its
+// end stays for the next piece; len(p) if there is none.
+func utf8Cut(p []byte) int {
+	for i := len(p) - 1; i >= 1 && i >= len(p)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				return i
 			}
-			out = append(out, tag...)
-		}
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			return append(out, p...)
-		}
-		out = append(out, p[:i+1]...)
-		p = p[i+1:]
-		atStart = true
-	}
-	return out
-}
-
-// Release drops a source's hold on both streams (it exited mid-line).
-func (w *Writer) Release(src Source) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, d := range w.dst {
-		if d.owner != nil && *d.owner == src {
-			d.owner = nil
+			break
 		}
 	}
-	w.cond.Broadcast()
-}
-
-// Printf writes a launcher message on stderr, between whole lines.
-func (w *Writer) Printf(format string, a ...any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	d := w.dst[Stderr]
-	msg := fmt.Sprintf(format, a...)
-	if d.midLine {
-		msg = "\n" + msg
-		d.midLine = false
-	}
-	io.WriteString(d.w, msg)
+	return len(p)
 }

@@ -1,0 +1,53 @@
+package iof
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ParseOutput sets o from an --output value: a comma-separated list of
+// tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json,
+// ordered, dir=DIR and file=PREFIX (dir and file take Open MPI's :nocopy
+// qualifier, which changes nothing: files replace the terminal unless the
+// caller sets Tee). It leaves the fields the launcher decides (Color,
+// SpillDir, Clock…) alone.
+func ParseOutput(spec string, o *Options) error {
+	for _, item := range strings.Split(spec, ",") {
+		name, val, hasVal := strings.Cut(strings.TrimSpace(item), "=")
+		switch name {
+		case "tag":
+			o.Tag = true
+		case "tag-detailed":
+			o.TagDetailed = true
+		case "rank":
+			o.Rank = true
+		case "timestamp":
+			o.Timestamp = true
+		case "merge-stderr-to-stdout":
+			o.MergeStderr = true
+		case "json":
+			o.JSON = true
+		case "ordered":
+			o.Ordered = true
+		case "dir", "file":
+			val = strings.TrimSuffix(val, ":nocopy")
+			if !hasVal || val == "" {
+				return fmt.Errorf("--output %s needs a value: %s=PATH", name, name)
+			}
+			if name == "dir" {
+				o.Dir = val
+			} else {
+				o.File = val
+			}
+			continue
+		case "":
+			continue
+		default:
+			return fmt.Errorf("--output: unknown form %q (tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json, ordered, dir=DIR, file=PREFIX)", item)
+		}
+		if hasVal {
+			return fmt.Errorf("--output %s takes no value", name)
+		}
+	}
+	return nil
+}

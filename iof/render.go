@@ -1,0 +1,197 @@
+package iof
+
+import (
+	"bytes"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/fatih/color"
+)
+
+// tagSet is a source's prefixes, built once (and again by SetSourceInfo).
+type tagSet struct {
+	tag  [2][2][]byte // [stream][coloured] the tag before each line
+	json [2][]byte    // `","rank":…,"text":"`: a JSON object after its time
+}
+
+var tagColors = []color.Attribute{color.FgCyan, color.FgGreen, color.FgYellow, color.FgMagenta, color.FgBlue,
+	color.FgHiCyan, color.FgHiGreen, color.FgHiYellow, color.FgHiMagenta, color.FgHiBlue}
+
+func (w *Writer) buildTags(src Source, host string, pid int) *tagSet {
+	t := &tagSet{}
+	app := strconv.Itoa(src.App)
+	if src.Job > 0 { // a spawned job's ranks: [job.app,rank]
+		app = strconv.Itoa(src.Job) + "." + app
+	}
+	rank := strconv.Itoa(src.Rank)
+	for _, st := range []Stream{Stdout, Stderr} {
+		var tag string
+		switch {
+		case w.opts.TagDetailed:
+			h, p := host, "?"
+			if h == "" {
+				h = "?"
+			}
+			if pid > 0 {
+				p = strconv.Itoa(pid)
+			}
+			tag = "[" + app + "," + rank + "," + h + "," + p + "]<" + st.String() + ">:"
+		case w.opts.Tag:
+			tag = "[" + app + "," + rank + "]<" + st.String() + ">:"
+		case w.opts.Rank:
+			if src.Job > 0 {
+				tag = "[" + strconv.Itoa(src.Job) + "." + rank + "] "
+			} else {
+				tag = "[" + rank + "] "
+			}
+		}
+		t.tag[st][0] = []byte(tag)
+		if tag != "" {
+			c := color.New(tagColors[src.Rank%len(tagColors)])
+			if st == Stderr {
+				c = color.New(color.FgRed)
+			}
+			c.EnableColor()
+			t.tag[st][1] = []byte(c.Sprint(tag))
+		}
+		j := []byte(`","rank":`)
+		j = strconv.AppendInt(j, int64(src.Rank), 10)
+		j = append(j, `,"app":`...)
+		j = strconv.AppendInt(j, int64(src.App), 10)
+		j = append(j, `,"job":`...)
+		j = strconv.AppendInt(j, int64(src.Job), 10)
+		j = append(j, `,"host":"`...)
+		j = appendJSONString(j, []byte(host))
+		j = append(j, `","stream":"`...)
+		j = append(j, st.String()...)
+		j = append(j, `","text":"`...)
+		t.json[st] = j
+	}
+	return t
+}
+
+// render appends p, a run of stream st, to out in form f. atStart says p
+// begins a line; ts is the run's timestamp (nil without timestamps).
+func render(out []byte, f form, t *tagSet, st Stream, p []byte, partial, atStart bool, ts []byte) []byte {
+	switch f {
+	case formJSON:
+		return appendJSONLines(out, ts, t.json[st], p, partial)
+	case formPrefix, formColor:
+		var preBuf [96]byte
+		pre := preBuf[:0]
+		if ts != nil {
+			pre = append(append(pre, ts...), ' ')
+		}
+		if f == formColor {
+			pre = append(pre, t.tag[st][1]...)
+		} else {
+			pre = append(pre, t.tag[st][0]...)
+		}
+		return appendPrefixed(out, pre, p, atStart)
+	}
+	return append(out, p...)
+}
+
+// appendPrefixed appends p to out with pre before every line start.
+func appendPrefixed(out, pre, p []byte, atStart bool) []byte {
+	if len(pre) == 0 {
+		return append(out, p...)
+	}
+	if !atStart {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			return append(out, p...)
+		}
+		out = append(out, p[:i+1]...)
+		p = p[i+1:]
+	}
+	// Room for ~100-byte lines: growing once beats growing in steps.
+	if need := len(out) + len(p) + (len(p)/64+1)*len(pre); need > cap(out) {
+		out = append(make([]byte, 0, need), out...)
+	}
+	for len(p) > 0 {
+		out = append(out, pre...)
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			return append(out, p...)
+		}
+		out = append(out, p[:i+1]...)
+		p = p[i+1:]
+	}
+	return out
+}
+
+// appendJSONLines appends one JSON object per line of p.
+func appendJSONLines(out, ts, head, p []byte, partial bool) []byte {
+	for len(p) > 0 {
+		line, rest, ended := bytes.Cut(p, newline)
+		out = append(out, `{"time":"`...)
+		out = append(out, ts...)
+		out = append(out, head...)
+		out = appendJSONString(out, line)
+		if !ended && partial {
+			out = append(out, `","partial":true}`+"\n"...)
+		} else {
+			out = append(out, `"}`+"\n"...)
+		}
+		p = rest
+	}
+	return out
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonPlain marks the bytes a JSON string holds as they are.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return
+}()
+
+// appendJSONString appends s as the inside of a JSON string. Valid UTF-8
+// passes as it is (but U+2028 and U+2029, escaped for JavaScript); every
+// byte of an invalid sequence becomes \u00XX.
+func appendJSONString(out, s []byte) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if jsonPlain[c] {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				out = append(out, s[start:i]...)
+				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			case r == '\u2028' || r == '\u2029':
+				out = append(out, s[start:i]...)
+				out = append(out, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			default:
+				i += size
+				continue
+			}
+			i += size
+			start = i
+			continue
+		}
+		out = append(out, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			out = append(out, '\\', c)
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '\r':
+			out = append(out, '\\', 'r')
+		case '\t':
+			out = append(out, '\\', 't')
+		default:
+			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(out, s[start:]...)
+}
