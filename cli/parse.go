@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"prun/iof"
 	"prun/jobspec"
 )
 
@@ -56,6 +57,11 @@ var OSEnv = Env{LookupEnv: os.LookupEnv, Getwd: os.Getwd, LookPath: exec.LookPat
 // globalOpts are flags that apply to the whole job.
 type globalOpts struct {
 	place       placeOpts
+	output      []string
+	timestamp   bool
+	outputFile  string
+	label       bool
+	mergeStderr bool
 	pmi         string
 	stdin       string
 	pty         string
@@ -153,7 +159,12 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 
 func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	addPlaceFlags(fs, &g.place)
-	fs.BoolVar(&g.tagOutput, "tag-output", false, "prefix every output line with [app,rank]<stream>:")
+	fs.BoolVar(&g.tagOutput, "tag-output", false, "prefix every output line with [app,rank]<stream>: (--output tag)")
+	fs.StringSliceVar(&g.output, "output", nil, "output `FORMS`, comma-separated: tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json, ordered, dir=DIR, file=PREFIX")
+	fs.BoolVar(&g.timestamp, "timestamp-output", false, "timestamp every output line (--output timestamp)")
+	fs.StringVar(&g.outputFile, "output-filename", "", "write each rank's output under `DIR` (--output dir=DIR)")
+	fs.BoolVarP(&g.label, "label", "l", false, "prefix every line with [rank] (--output rank)")
+	fs.BoolVar(&g.mergeStderr, "merge-stderr-to-stdout", false, "send the ranks' stderr to stdout")
 	fs.StringVar(&g.stdin, "stdin", "0", "which ranks read prun's stdin: a `RANK`, all or none")
 	fs.StringVar(&g.pty, "pty", "", "run the --stdin rank on a pseudo-terminal (default: when prun's stdin is a terminal); --pty=false: never")
 	fs.Lookup("pty").NoOptDefVal = "true"
@@ -233,6 +244,28 @@ func Parse(args []string, env Env) (*Request, error) {
 		job.Apps = append(job.Apps, app)
 	}
 	job.TagOutput = g.tagOutput
+	forms := append([]string(nil), g.output...)
+	if g.tagOutput {
+		forms = append(forms, "tag")
+	}
+	if g.timestamp {
+		forms = append(forms, "timestamp")
+	}
+	if g.outputFile != "" {
+		forms = append(forms, "dir="+g.outputFile)
+	}
+	if g.label {
+		forms = append(forms, "rank")
+	}
+	if g.mergeStderr {
+		forms = append(forms, "merge-stderr-to-stdout")
+	}
+	job.Output = strings.Join(forms, ",")
+	if job.Output != "" {
+		if err := iof.ParseOutput(job.Output, &iof.Options{}); err != nil {
+			return nil, usagef("%v", err)
+		}
+	}
 	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
 	switch g.stdin {
 	case "all", "none":

@@ -300,6 +300,9 @@ func (sh *shell) start(rank int) error {
 		go pmi.Serve(pmiServer, rank, sh.pmi, pmiVersions)
 	}
 	src := iof.Source{Job: p.Index, App: pr.App, Rank: rank}
+	if is, ok := sh.d.up.(iof.InfoSink); ok {
+		is.SetSourceInfo(src, sh.nodeName(), cmd.Process.Pid)
+	}
 	sh.mu.Lock()
 	sh.ranks[rank].pid = cmd.Process.Pid
 	sh.pipes = append(sh.pipes, outR)

@@ -559,3 +559,11 @@ func (w *Writer) spillDir() string {
 	}
 	return os.TempDir()
 }
+
+// SetSpillDir says where ordered output spills once its memory bound is
+// spent; the launcher sets its session directory as soon as it exists.
+func (w *Writer) SetSpillDir(dir string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.opts.SpillDir = dir
+}

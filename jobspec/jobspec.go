@@ -23,6 +23,7 @@ type Job struct {
 	Apps      []App
 	CmdLine   string        // the command line as typed, for PMIX_CMD_LINE
 	TagOutput bool          // prefix output lines with [app,rank]<stream>:
+	Output    string        // --output forms, comma-separated (tag, timestamp, json, ordered, dir=D, ...)
 	Timeout   time.Duration // 0 means none
 	PMI       string        // which process-management interfaces ranks get: auto, pmix, pmi1, pmi2, none
 	Place     Placement

@@ -67,9 +67,20 @@ func DefaultOptions() Options {
 
 // Run runs job and returns prun's exit status.
 func Run(job *jobspec.Job, opts Options) int {
-	r := &run{opts: opts, out: iof.NewWriter(opts.Stdout, opts.Stderr, iof.Options{Tag: job.TagOutput, Color: opts.ColorTags})}
+	out := iof.Options{Color: opts.ColorTags}
+	if job.Output != "" {
+		if err := iof.ParseOutput(job.Output, &out); err != nil { // the CLI checked it
+			cli.PrintError(opts.Stderr, err)
+			return ExitUsage
+		}
+	}
+	r := &run{opts: opts, out: iof.NewWriter(opts.Stdout, opts.Stderr, out)}
 	start := time.Now()
 	code := r.run(job)
+	// Ordered output prints now, and per-rank files close.
+	if err := r.out.Close(); err != nil && code == 0 {
+		code = ExitFailure
+	}
 	if job.Report != "" {
 		if err := r.writeReport(job, start, code); err != nil {
 			r.errorf("--report: %v", err)
@@ -169,6 +180,10 @@ func (r *run) run(job *jobspec.Job) int {
 		return ExitFailure
 	}
 	defer sess.Remove()
+	r.out.SetSpillDir(sess.Top)
+	// Ordered output spilled into the session directory must print before
+	// the directory goes.
+	defer r.out.Flush()
 
 	r.univ = max(m.Slots, len(m.Procs))
 	plan := &daemon.Plan{
@@ -350,6 +365,7 @@ func (r *run) nspace(index int) string {
 // launch hands a plan to the daemons and starts tracking the job.
 func (r *run) launch(plan *daemon.Plan) error {
 	r.up.addJob(plan)
+	r.out.SetJobLabel(plan.Index, plan.Nspace)
 	r.jobs = append(r.jobs, &jobRun{plan: plan, running: len(plan.Map.Procs), pendingNode: 1})
 	return r.d.Launch(plan)
 }
