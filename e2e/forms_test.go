@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"prun/internal/ctest"
+)
+
+// The --output forms, through a real prun (their exact bytes are golden
+// tests in iof; here: the wiring, files, and order).
+func TestOutputForms(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, t.TempDir(), "say.sh", `sleep 0.$((3 - PRUN_RANK)); echo "out $PRUN_RANK"; echo "err $PRUN_RANK" >&2`)
+
+	r := run(t, opts{args: []string{"--output", "json", "-n", "3", script}})
+	expectCode(t, r, 0)
+	var n int
+	for _, l := range lines(r.stdout) {
+		var rec struct {
+			Rank   int    `json:"rank"`
+			Stream string `json:"stream"`
+			Text   string `json:"text"`
+			Host   string `json:"host"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("json form: %q: %v", l, err)
+		}
+		if want := fmt.Sprintf("%s %d", map[string]string{"stdout": "out", "stderr": "err"}[rec.Stream], rec.Rank); rec.Text != want || rec.Host == "" {
+			t.Errorf("json record %+v, want text %q", rec, want)
+		}
+		n++
+	}
+	if n != 6 {
+		t.Errorf("json: %d records, want 6\n%s", n, r)
+	}
+
+	r = run(t, opts{args: []string{"--output", "ordered,merge-stderr-to-stdout", "-n", "3", script}})
+	expectCode(t, r, 0)
+	// Ranks finish in reverse; ordered prints rank 0's lines, then 1's, then
+	// 2's. (A rank's stdout and stderr are two pipes: their relative order
+	// within the rank is not defined.)
+	var ranks []string
+	for _, l := range lines(r.stdout) {
+		ranks = append(ranks, l[len(l)-1:])
+	}
+	if got := strings.Join(ranks, ""); got != "001122" {
+		t.Errorf("ordered: ranks in order %q, want 001122\n%s", got, r)
+	}
+
+	r = run(t, opts{args: []string{"--tag-output", "--timestamp-output", "-n", "1", script}})
+	expectCode(t, r, 0)
+	if l := lines(r.stdout); len(l) != 1 || !strings.HasSuffix(l[0], " [0,0]<stdout>:out 0") || !strings.HasPrefix(l[0], "20") {
+		t.Errorf("timestamp+tag: %q", r.stdout)
+	}
+	r = run(t, opts{args: []string{"-l", "-n", "2", script}})
+	expectContains(t, "rank form", r.stdout, "[1] out 1")
+
+	dir := t.TempDir()
+	r = run(t, opts{args: []string{"--output-filename", dir, "-n", "2", script}})
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "out") {
+		t.Errorf("dir form also wrote the terminal: %q", r.stdout)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "rank.*", "std*"))
+	if len(files) != 4 {
+		t.Fatalf("dir form files: %v", files)
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		rank := filepath.Base(filepath.Dir(f))[len("rank."):]
+		want := map[string]string{"stdout": "out ", "stderr": "err "}[filepath.Base(f)] + rank + "\n"
+		if string(b) != want {
+			t.Errorf("%s = %q, want %q", f, b, want)
+		}
+	}
+	prefix := filepath.Join(t.TempDir(), "log")
+	r = run(t, opts{args: []string{"--output", "file=" + prefix, "-n", "2", script}})
+	expectCode(t, r, 0)
+	if b, _ := os.ReadFile(prefix + ".1.err"); string(b) != "err 1\n" {
+		t.Errorf("file form: %s.1.err = %q", prefix, b)
+	}
+}
+
+// prunRSS runs prun with the given stdout and returns its exit code and the
+// peak RSS wait4 reports for it (prun's own or a rank's, whichever is
+// larger: an upper bound on prun's).
+func prunRSS(t *testing.T, dir string, stdout *os.File, args ...string) (int, int64, time.Duration) {
+	t.Helper()
+	cmd := exec.Command(prunBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(baseEnv(), "TMPDIR="+t.TempDir(), "NO_COLOR=1")
+	cmd.Stdout = stdout
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(120*time.Second, func() { cmd.Process.Kill() })
+	cmd.Wait()
+	timer.Stop()
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if cmd.ProcessState.ExitCode() != 0 {
+		t.Errorf("prun %v: exit %d\n%s", args, cmd.ProcessState.ExitCode(), stderr.String())
+	}
+	return cmd.ProcessState.ExitCode(), ru.Maxrss, time.Since(start)
+}
+
+// Memory stays bounded whatever the output: a slow reader back-pressures the
+// ranks, and a 50 MB line without a newline passes through whole.
+func TestOutputMemoryBounded(t *testing.T) {
+	bin := ctest.Build(t, ctest.Plain, "spew.c")
+	dir, prog := filepath.Dir(bin), "./"+filepath.Base(bin)
+	const limitKiB = 64 << 10
+
+	// A consumer that sleeps before reading.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int64, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		buf := make([]byte, 1<<16)
+		var n int64
+		for {
+			k, err := pr.Read(buf)
+			n += int64(k)
+			if err != nil {
+				got <- n
+				return
+			}
+		}
+	}()
+	_, rss, _ := prunRSS(t, dir, pw, "--tag-output", "-n", "4", prog, "20000000")
+	pw.Close()
+	if n := <-got; n < 80000000 {
+		t.Errorf("slow consumer read %d bytes, want all of 4 x 20 MB (plus tags)", n)
+	}
+	if rss > limitKiB {
+		t.Errorf("slow consumer: peak RSS %d KiB, want under %d", rss, limitKiB)
+	}
+
+	// One 50 MB line with no newline.
+	out, err := os.Create(filepath.Join(t.TempDir(), "line"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rss, _ = prunRSS(t, dir, out, "-n", "1", prog, "50000000", "0")
+	out.Close()
+	if st, _ := os.Stat(out.Name()); st.Size() != 50000000 {
+		t.Errorf("50 MB line arrived as %d bytes", st.Size())
+	}
+	if rss > limitKiB {
+		t.Errorf("50 MB line: peak RSS %d KiB, want under %d", rss, limitKiB)
+	}
+}
+
+// Eight ranks writing at once: every line intact and in order per rank.
+func TestLineIntegrity8(t *testing.T) {
+	t.Parallel()
+	bin := ctest.Build(t, ctest.Plain, "spew.c")
+	r := run(t, opts{args: []string{"-n", "8", "./" + filepath.Base(bin), "2000000", "137"}, dir: filepath.Dir(bin)})
+	expectCode(t, r, 0)
+	next := map[string]int{}
+	count := 0
+	for _, l := range lines(r.stdout) {
+		var rank string
+		var n int
+		if _, err := fmt.Sscanf(l, "rank %s line %d ", &rank, &n); err != nil || len(l) != 136 || strings.Trim(l[strings.LastIndexByte(l, ' ')+1:], "x") != "" {
+			t.Fatalf("broken line %q", l)
+		}
+		if n != next[rank] {
+			t.Fatalf("rank %s: line %d after %d", rank, n, next[rank]-1)
+		}
+		next[rank]++
+		count++
+	}
+	if len(next) != 8 || count < 8*14000 {
+		t.Errorf("%d ranks, %d lines", len(next), count)
+	}
+}
