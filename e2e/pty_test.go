@@ -79,6 +79,14 @@ fi
 	io.WriteString(master, "\x03")
 	io.WriteString(master, "echo after-ctrl-c\r")
 	screen.waitFor(t, "after-ctrl-c")
+	// A window-size change reaches the rank's terminal.
+	if err := pty.Setsize(master, &pty.Winsize{Rows: 41, Cols: 101}); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGWINCH)
+	time.Sleep(200 * time.Millisecond)
+	io.WriteString(master, "stty size\r")
+	screen.waitFor(t, "41 101")
 	io.WriteString(master, "exit 0\r")
 	select {
 	case err := <-done:
