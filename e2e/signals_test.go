@@ -164,10 +164,12 @@ func TestRankChildrenEndWithJob(t *testing.T) {
 }
 
 // After SIGKILL, prun cannot act: PR_SET_PDEATHSIG ends the ranks, but not
-// processes the ranks started. Reported, not failed.
+// processes the ranks started; the next prun kills those.
 func TestSigkillPrunRankChildren(t *testing.T) {
 	t.Parallel()
-	script := writeScript(t, t.TempDir(), "parent.sh", "echo \"ready $PRUN_RANK\"\nsleep 30\n")
+	// The child exists before "ready" is printed: otherwise prun may die
+	// before the shell forks it.
+	script := writeScript(t, t.TempDir(), "parent.sh", "sleep 30 &\necho \"ready $PRUN_RANK\"\nwait\n")
 	tmp := t.TempDir()
 	p := startPrun(t, opts{args: []string{"-n", "1", script}, tmpdir: tmp, allowZombieRanks: true, skipTmpCheck: true})
 	p.waitOutput(10*time.Second, "ready 0\n")
