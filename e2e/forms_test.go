@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,9 +88,9 @@ func TestOutputForms(t *testing.T) {
 	}
 }
 
-// prunRSS runs prun with the given stdout and returns its exit code and the
-// peak RSS wait4 reports for it (prun's own or a rank's, whichever is
-// larger: an upper bound on prun's).
+// prunRSS runs prun with the given stdout and returns its exit code and its
+// own peak RSS (VmHWM, sampled while it runs: wait4's maxrss would also
+// count the memory of the test binary that forked it).
 func prunRSS(t *testing.T, dir string, stdout *os.File, args ...string) (int, int64, time.Duration) {
 	t.Helper()
 	cmd := exec.Command(prunBin, args...)
@@ -105,13 +104,35 @@ func prunRSS(t *testing.T, dir string, stdout *os.File, args ...string) (int, in
 		t.Fatal(err)
 	}
 	timer := time.AfterFunc(120*time.Second, func() { cmd.Process.Kill() })
+	done := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() {
+		var max int64
+		status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+		for {
+			if b, err := os.ReadFile(status); err == nil {
+				for _, l := range strings.Split(string(b), "\n") {
+					var kib int64
+					if _, err := fmt.Sscanf(l, "VmHWM: %d kB", &kib); err == nil && kib > max {
+						max = kib
+					}
+				}
+			}
+			select {
+			case <-done:
+				peak <- max
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
 	cmd.Wait()
+	close(done)
 	timer.Stop()
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if cmd.ProcessState.ExitCode() != 0 {
 		t.Errorf("prun %v: exit %d\n%s", args, cmd.ProcessState.ExitCode(), stderr.String())
 	}
-	return cmd.ProcessState.ExitCode(), ru.Maxrss, time.Since(start)
+	return cmd.ProcessState.ExitCode(), <-peak, time.Since(start)
 }
 
 // Memory stays bounded whatever the output: a slow reader back-pressures the
@@ -141,6 +162,10 @@ func TestOutputMemoryBounded(t *testing.T) {
 		}
 	}()
 	_, rss, _ := prunRSS(t, dir, pw, "--tag-output", "-n", "4", prog, "20000000")
+	if rss == 0 {
+		t.Fatal("could not sample prun's memory")
+	}
+	t.Logf("slow consumer: prun peak RSS %d KiB", rss)
 	pw.Close()
 	if n := <-got; n < 80000000 {
 		t.Errorf("slow consumer read %d bytes, want all of 4 x 20 MB (plus tags)", n)
@@ -156,6 +181,7 @@ func TestOutputMemoryBounded(t *testing.T) {
 	}
 	_, rss, _ = prunRSS(t, dir, out, "-n", "1", prog, "50000000", "0")
 	out.Close()
+	t.Logf("50 MB line: prun peak RSS %d KiB", rss)
 	if st, _ := os.Stat(out.Name()); st.Size() != 50000000 {
 		t.Errorf("50 MB line arrived as %d bytes", st.Size())
 	}
