@@ -16,8 +16,10 @@ import (
 // Version is prun's version.
 const Version = "0.1.0"
 
-const long = `prun starts a parallel job: one process per rank, on this node, with a PMIx
-server hosted for them, so that Open MPI programs run unchanged.
+const long = `prun starts a parallel job: one process per rank, with a PMIx server and a
+PMI-1/PMI-2 server hosted for them, so that Open MPI and MPICH programs both
+run unchanged. (Ranks run on this node; other hosts can be mapped with
+--do-not-launch until multi-node launch lands.)
 
   prun [options] -n N PROGRAM [ARGS...] [: -n M PROGRAM2 [ARGS...] ...]
 
@@ -32,7 +34,7 @@ Exit status:
   N        the first rank to fail exited with N, or called MPI_Abort/PMIx_Abort(N)
   128+S    the first rank to fail was killed by signal S
   1        a rank exited 0 without calling finalize after initialising, or prun failed
-  2        bad command line
+  2        bad command line or input file (hostfile, rankfile), or not enough slots
   124      --timeout expired
   130/143  prun was interrupted by SIGINT/SIGTERM (forwarded to the ranks)`
 
