@@ -36,7 +36,8 @@ Exit status:
   1        a rank exited 0 without calling finalize after initialising, or prun failed
   2        bad command line or input file (hostfile, rankfile), or not enough slots
   124      --timeout expired
-  130/143  prun was interrupted by SIGINT/SIGTERM (forwarded to the ranks)`
+  130/143  prun was interrupted by SIGINT/SIGTERM (forwarded to the ranks)
+  141      prun's stdout or stderr reader went away (prun ... | head)`
 
 // Command builds the cobra command; run executes a parsed job and returns
 // the exit status.

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -144,4 +147,52 @@ func TestReportJSON(t *testing.T) {
 	if doc = readReport(t, early); doc.ExitStatus != 1 {
 		t.Errorf("early failure report: %+v", doc)
 	}
+}
+
+// Ranks get default signal dispositions: prun catching SIGPIPE must not
+// pass an "ignored" SIGPIPE on to them.
+func TestRanksKeepDefaultSIGPIPE(t *testing.T) {
+	t.Parallel()
+	r := run(t, opts{args: []string{"-n", "1", "sh", "-c", "grep SigIgn /proc/self/status"}})
+	expectCode(t, r, 0)
+	var mask uint64
+	if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(r.stdout, "SigIgn:")), "%x", &mask); err != nil {
+		t.Fatalf("SigIgn line %q: %v", r.stdout, err)
+	}
+	if mask&(1<<(13-1)) != 0 {
+		t.Errorf("the rank ignores SIGPIPE (SigIgn %016x)", mask)
+	}
+}
+
+// prun | head: when prun's reader goes away, the job ends as a pipeline's
+// writer would, with 128+SIGPIPE, and nothing is left running.
+func TestClosedStdoutEndsJob(t *testing.T) {
+	t.Parallel()
+	mark := newMark()
+	cmd := exec.Command(prunBin, "-n", "2", "yes")
+	cmd.Env = append(baseEnv(), "TMPDIR="+t.TempDir(), "E2E_PRUN_MARK="+mark)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	buf := make([]byte, 4)
+	io.ReadFull(pr, buf) // like head -2: read a little, then go away
+	pr.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("prun kept running after its stdout reader went away")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 128+13 {
+		t.Errorf("exit %d, want 141", code)
+	}
+	checkNoSurvivors(t, cmd.Process.Pid, mark, false)
 }

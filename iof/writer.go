@@ -2,18 +2,24 @@ package iof
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // Options shape what the Writer prints. The zero value prints every line
 // as it came, stdout to stdout and stderr to stderr.
 type Options struct {
+	// OnBrokenPipe is called once, with the Writer's lock held (so it must
+	// only hand the news on), when prun's stdout or stderr is a closed pipe.
+	OnBrokenPipe func()
+
 	// Line prefixes, on the terminal and in files. At most one tag is
 	// printed: TagDetailed, else Tag, else Rank.
 	Tag         bool // [app,rank]<stdout>: (a spawned job's ranks: [job.app,rank]<stdout>:)
@@ -143,17 +149,18 @@ type renderBuf struct{ term, file []byte }
 // cores share that work; each run then costs one lock acquisition and one
 // write per destination.
 type Writer struct {
-	opts     Options
-	clock    func() time.Time
-	termForm form // terminal
-	fileForm form // Dir and File
-	terminal bool // anything goes to the terminal
-	files    bool
-	needTime bool
-	holdTO   time.Duration
-	ordLimit int
-	pool     sync.Pool // *renderBuf
-	srcs     sync.Map  // Source → *srcState
+	opts       Options
+	brokenPipe sync.Once
+	clock      func() time.Time
+	termForm   form // terminal
+	fileForm   form // Dir and File
+	terminal   bool // anything goes to the terminal
+	files      bool
+	needTime   bool
+	holdTO     time.Duration
+	ordLimit   int
+	pool       sync.Pool // *renderBuf
+	srcs       sync.Map  // Source → *srcState
 
 	mu        sync.Mutex
 	term      [2]*term
@@ -401,8 +408,11 @@ func (w *Writer) emit(ls *lineState, dst io.Writer, k key, keyMid bool, out []by
 			}
 		}
 	}
-	// A closed stdout (prun | head) must not stop the job: drop output.
-	_, _ = dst.Write(out)
+	// A closed stdout or stderr (prun | head) drops the output and tells the
+	// launcher once, which ends the job as SIGPIPE ends a pipeline's writer.
+	if _, err := dst.Write(out); err != nil && errors.Is(err, syscall.EPIPE) && w.opts.OnBrokenPipe != nil {
+		w.brokenPipe.Do(w.opts.OnBrokenPipe)
+	}
 	ls.midLine = out[len(out)-1] != '\n'
 	ls.last = k
 }

@@ -74,7 +74,13 @@ func Run(job *jobspec.Job, opts Options) int {
 			return ExitUsage
 		}
 	}
-	r := &run{opts: opts, out: iof.NewWriter(opts.Stdout, opts.Stderr, out)}
+	r := &run{opts: opts}
+	out.OnBrokenPipe = func() {
+		if up := r.up; up != nil {
+			up.queue.push(brokenPipe{})
+		}
+	}
+	r.out = iof.NewWriter(opts.Stdout, opts.Stderr, out)
 	start := time.Now()
 	code := r.run(job)
 	// Ordered output prints now, and per-rank files close.
@@ -222,7 +228,12 @@ func (r *run) run(job *jobspec.Job) int {
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGWINCH)
 		defer signal.Stop(sigs)
-		signal.Ignore(syscall.SIGPIPE) // a closed stdout drops output, it does not kill the job
+		// A closed stdout drops output, it does not kill the job. Catching
+		// SIGPIPE (rather than ignoring it, which exec passes on) leaves the
+		// ranks' own SIGPIPE alone.
+		pipes := make(chan os.Signal, 1)
+		signal.Notify(pipes, syscall.SIGPIPE)
+		defer signal.Stop(pipes)
 	}
 
 	d, err := daemon.New(daemon.Config{Name: host, Session: sess, BaseEnv: r.opts.Env, Stdin: r.opts.Stdin, TTY: tty}, r.up)
@@ -478,8 +489,18 @@ func (r *run) handle(item any) {
 		r.onJobControl(ev)
 	case daemon.SpawnRequest:
 		r.onSpawn(ev)
+	case brokenPipe:
+		// prun | head: the reader is gone. End the job as SIGPIPE ends a
+		// pipeline's writer, quietly, with 128+SIGPIPE.
+		if r.signaled == 0 && r.fail == nil {
+			r.signaled = syscall.SIGPIPE
+			r.terminate(syscall.SIGTERM)
+		}
 	}
 }
+
+// brokenPipe says prun's stdout or stderr reader went away.
+type brokenPipe struct{}
 
 func (r *run) onEvent(ev daemon.Event) {
 	j := r.job(ev.Nspace)
