@@ -129,9 +129,7 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	if pl.Hostfile == "" {
 		pl.Hostfile, _ = env.LookupEnv("PRUN_HOSTFILE")
 	}
-	for _, h := range p.hosts {
-		pl.Hosts = append(pl.Hosts, h)
-	}
+	pl.Hosts = p.hosts
 	add := func(name, value string) { pl.Compat = append(pl.Compat, [2]string{name, value}) }
 	if p.oversubscribe {
 		add("oversubscribe", "")

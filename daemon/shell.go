@@ -109,7 +109,7 @@ func (sh *shell) launch() error {
 			defer func() { <-sem; wg.Done() }()
 			if err := sh.start(r); err != nil {
 				sh.d.up.Event(Event{Kind: LaunchFailed, Nspace: p.Nspace, Rank: r, Node: sh.nodeName(), Msg: err.Error()})
-				sh.reaped(r, -1, 0)
+				sh.reaped(r, -1, 0, usage{})
 			}
 		}()
 	}
@@ -358,7 +358,7 @@ func (sh *shell) wait(rank int, cmd *exec.Cmd) {
 	} else if err != nil {
 		code = 1
 	}
-	sh.reapedWith(rank, code, sig, use)
+	sh.reaped(rank, code, sig, use)
 }
 
 // usage is what a process used, from wait4.
@@ -369,9 +369,7 @@ type usage struct {
 
 // reaped records a rank's end, reports it, and finishes the job on this node
 // when it was the last.
-func (sh *shell) reaped(rank, code int, sig syscall.Signal) { sh.reapedWith(rank, code, sig, usage{}) }
-
-func (sh *shell) reapedWith(rank, code int, sig syscall.Signal, use usage) {
+func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	p := sh.plan
 	sh.mu.Lock()
 	st := sh.ranks[rank]
