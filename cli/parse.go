@@ -73,6 +73,13 @@ type globalOpts struct {
 	version     bool
 	help        bool
 	allowAsRoot bool
+	launch      launchOpts
+}
+
+// launchOpts say how daemons reach other nodes.
+type launchOpts struct {
+	prefix, rsh, ifInclude string
+	fanout                 int
 }
 
 // contextOpts are flags that apply to one application context.
@@ -174,6 +181,11 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&g.help, "help", "h", false, "show this help")
 	fs.BoolVar(&g.allowAsRoot, "allow-run-as-root", false, "accepted for mpirun compatibility; prun runs as root without it")
+	fs.StringVar(&g.launch.prefix, "prefix", "", "prun is `DIR`/bin/prun on the other nodes (default: the launcher's own path)")
+	fs.StringVar(&g.launch.rsh, "rsh", "", "start daemons on other nodes with `CMD` HOST COMMAND instead of the built-in SSH client")
+	fs.StringVar(&g.launch.rsh, "launch-agent", "", "same as --rsh")
+	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
+	fs.StringVar(&g.launch.ifInclude, "if-include", "", "control traffic (and the MPI libraries) use the network `CIDR|IFACE` (default: the one SSH used)")
 }
 
 func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
@@ -265,6 +277,13 @@ func Parse(args []string, env Env) (*Request, error) {
 		}
 	}
 	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
+	if g.launch.fanout < 0 {
+		return nil, usagef("--launch-fanout %d: want 1 or more", g.launch.fanout)
+	}
+	if g.launch.prefix != "" && !filepath.IsAbs(g.launch.prefix) {
+		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
+	}
+	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude}
 	switch g.stdin {
 	case "all", "none":
 	default:

@@ -79,9 +79,29 @@ type Upstream interface {
 	JobControl(requestor pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error))
 	// Spawn starts a new job on behalf of a rank (PMIx_Spawn, PMI spawn).
 	Spawn(req SpawnRequest)
-	Names() *names.Service
-	Namespaces() []string
-	ProcTable(nspace string) ([]pmixsrv.ProcInfo, error)
+	// Names is the publish/lookup service, served by the launcher.
+	Names() NameService
+	Namespaces(done func([]string))
+	ProcTable(nspace string, done func([]pmixsrv.ProcInfo, error))
+}
+
+// NameService is the name service as a daemon reaches it: asynchronously,
+// since it may be a network away.
+type NameService interface {
+	Publish(entries []names.Entry, done func(error))
+	Lookup(keys []string, wait bool, timeout time.Duration, done func([]names.Entry, error))
+	Unpublish(publisher string, keys []string, done func(error))
+}
+
+// LocalNames serves a NameService from a names.Service in this process.
+type LocalNames struct{ S *names.Service }
+
+func (l LocalNames) Publish(e []names.Entry, done func(error)) { done(l.S.Publish(e)) }
+func (l LocalNames) Lookup(keys []string, wait bool, timeout time.Duration, done func([]names.Entry, error)) {
+	l.S.Lookup(keys, wait, timeout, done)
+}
+func (l LocalNames) Unpublish(pub string, keys []string, done func(error)) {
+	done(l.S.Unpublish(pub, keys))
 }
 
 // SpawnRequest asks the launcher for a new job. Done gets the new job's
@@ -109,6 +129,16 @@ type Config struct {
 	BaseEnv []string        // environment the ranks inherit
 	Stdin   io.Reader       // the launcher's stdin (nil: none)
 	TTY     *os.File        // the launcher's terminal, for a --pty rank's window size (nil: none)
+	// Network is the network of a job across nodes (nil on one node): the
+	// MPI libraries are pointed at it.
+	Network *Network
+}
+
+// Network is the network a node shares with the others.
+type Network struct {
+	IP    string // this node's address
+	CIDR  string // e.g. 198.18.0.0/24
+	Iface string // this node's interface, e.g. eth0
 }
 
 // Daemon hosts the PMIx server of one node.
@@ -166,7 +196,7 @@ func New(cfg Config, up Upstream) (*Daemon, error) {
 		return nil, err
 	}
 	d.srv = srv
-	d.tuning = tuningEnv(cfg.BaseEnv, d.topoXML)
+	d.tuning = tuningEnv(cfg.BaseEnv, d.topoXML, cfg.Network)
 	// The library re-creates its tmpdir with mode 0755; the session
 	// directory is the user's alone.
 	if err := os.Chmod(cfg.Session.Top, 0o700); err != nil {

@@ -83,11 +83,14 @@ func (h host) Publish(p pmixsrv.Proc, info []pmixsrv.Info, done func(error)) err
 	if len(entries) == 0 {
 		return pmixsrv.ErrBadParam
 	}
-	err := h.d.up.Names().Publish(entries)
-	if errors.Is(err, names.ErrDuplicate) {
-		err = pmixsrv.ErrDuplicateKey
-	}
-	done(err)
+	h.d.up.Names().Publish(entries, func(err error) {
+		if errors.Is(err, names.ErrDuplicate) {
+			err = pmixsrv.ErrDuplicateKey
+		} else if err != nil {
+			err = pmixsrv.ErrBadParam
+		}
+		done(err)
+	})
 	return nil
 }
 
@@ -116,11 +119,12 @@ func (h host) Lookup(p pmixsrv.Proc, keys []string, info []pmixsrv.Info, done fu
 }
 
 func (h host) Unpublish(p pmixsrv.Proc, keys []string, info []pmixsrv.Info, done func(error)) error {
-	if err := h.d.up.Names().Unpublish(publisher(p), keys); err != nil {
-		done(pmixsrv.ErrNotFound)
-		return nil
-	}
-	done(nil)
+	h.d.up.Names().Unpublish(publisher(p), keys, func(err error) {
+		if err != nil {
+			err = pmixsrv.ErrNotFound
+		}
+		done(err)
+	})
 	return nil
 }
 
@@ -151,40 +155,53 @@ func (h host) NotifyEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.
 }
 
 func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv.Info, error)) error {
-	var out []pmixsrv.Info
-	for _, q := range queries {
-		nspace := p.Nspace
-		if v, ok := pmixsrv.Lookup(q.Qualifiers, pmixsrv.KeyNspace); ok {
-			if s, ok := v.(string); ok && s != "" {
-				nspace = s
-			}
-		}
-		for _, k := range q.Keys {
-			switch k {
-			case pmixsrv.KeyQueryNamespaces:
-				out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(h.d.up.Namespaces(), ",")})
-			case pmixsrv.KeyQueryProcTable, pmixsrv.KeyQueryLocalProcTable:
-				table, err := h.d.up.ProcTable(nspace)
-				if err != nil {
-					continue
+	// The answers may be a network away: gather them off the library's thread.
+	go func() {
+		var out []pmixsrv.Info
+		for _, q := range queries {
+			nspace := p.Nspace
+			if v, ok := pmixsrv.Lookup(q.Qualifiers, pmixsrv.KeyNspace); ok {
+				if s, ok := v.(string); ok && s != "" {
+					nspace = s
 				}
-				if k == pmixsrv.KeyQueryLocalProcTable {
-					local := table[:0:0]
-					for _, pi := range table {
-						if pi.Host == h.d.cfg.Name {
-							local = append(local, pi)
-						}
+			}
+			for _, k := range q.Keys {
+				switch k {
+				case pmixsrv.KeyQueryNamespaces:
+					ch := make(chan []string, 1)
+					h.d.up.Namespaces(func(ns []string) { ch <- ns })
+					out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(<-ch, ",")})
+				case pmixsrv.KeyQueryProcTable, pmixsrv.KeyQueryLocalProcTable:
+					type answer struct {
+						t   []pmixsrv.ProcInfo
+						err error
 					}
-					table = local
+					ch := make(chan answer, 1)
+					h.d.up.ProcTable(nspace, func(t []pmixsrv.ProcInfo, err error) { ch <- answer{t, err} })
+					a := <-ch
+					if a.err != nil {
+						continue
+					}
+					table := a.t
+					if k == pmixsrv.KeyQueryLocalProcTable {
+						local := table[:0:0]
+						for _, pi := range table {
+							if pi.Host == h.d.cfg.Name {
+								local = append(local, pi)
+							}
+						}
+						table = local
+					}
+					out = append(out, pmixsrv.Info{Key: k, Value: table})
 				}
-				out = append(out, pmixsrv.Info{Key: k, Value: table})
 			}
 		}
-	}
-	if len(out) == 0 {
-		return pmixsrv.ErrNotFound
-	}
-	done(out, nil)
+		if len(out) == 0 {
+			done(nil, pmixsrv.ErrNotFound)
+			return
+		}
+		done(out, nil)
+	}()
 	return nil
 }
 

@@ -43,9 +43,25 @@ func envHas(env []string, name string) bool {
 }
 
 // tuningEnv returns the defaults to add for ranks on this node.
-func tuningEnv(base []string, topoXML string) []string {
+func tuningEnv(base []string, topoXML string, net *Network) []string {
 	has := func(name string) bool { return envHas(base, name) }
 	var out []string
+	// A job across nodes: the MPI libraries' transports take the network
+	// the control plane uses, instead of guessing (Open MPI's TCP BTL may
+	// pick loopback or a network the other nodes cannot reach).
+	if net != nil {
+		for _, kv := range []string{
+			"OMPI_MCA_btl_tcp_if_include=" + net.CIDR,
+			"OMPI_MCA_oob_tcp_if_include=" + net.CIDR,
+			"UCX_NET_DEVICES=" + net.Iface,
+			"MPIR_CVAR_CH3_INTERFACE_HOSTNAME=" + net.IP,
+			"MPIR_CVAR_CH4_NETMOD_TCP_IFACE=" + net.Iface,
+		} {
+			if k, _, _ := strings.Cut(kv, "="); !has(k) {
+				out = append(out, kv)
+			}
+		}
+	}
 	if !nodeHasFabric() && !has("OMPI_MCA_pml") {
 		out = append(out, "OMPI_MCA_pml=^cm")
 	}

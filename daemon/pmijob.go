@@ -177,11 +177,15 @@ func (j *pmiJob) publisher(rank int) string {
 }
 
 func (j *pmiJob) Publish(rank int, service, port string) error {
-	return j.sh.d.up.Names().Publish([]names.Entry{{Key: service, Value: port, Publisher: j.publisher(rank)}})
+	ch := make(chan error, 1) // the PMI server's goroutine may wait
+	j.sh.d.up.Names().Publish([]names.Entry{{Key: service, Value: port, Publisher: j.publisher(rank)}}, func(err error) { ch <- err })
+	return <-ch
 }
 
 func (j *pmiJob) Unpublish(rank int, service string) error {
-	return j.sh.d.up.Names().Unpublish(j.publisher(rank), []string{service})
+	ch := make(chan error, 1)
+	j.sh.d.up.Names().Unpublish(j.publisher(rank), []string{service}, func(err error) { ch <- err })
+	return <-ch
 }
 
 func (j *pmiJob) Lookup(service string, done func(string, bool)) {

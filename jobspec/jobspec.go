@@ -33,6 +33,15 @@ type Job struct {
 	Report               string // --report: write the run's JSON report here
 	ReportStateOnTimeout bool   // --report-state-on-timeout
 	GetStackTraces       bool   // --get-stack-traces (on timeout)
+	Launch               Launch
+}
+
+// Launch says how daemons are started on other nodes.
+type Launch struct {
+	Prefix    string // --prefix: prun is Prefix/bin/prun there
+	Rsh       string // --rsh: an external remote shell command
+	Fanout    int    // --launch-fanout (0: the default)
+	IfInclude string // --if-include: the control network, CIDR or interface
 }
 
 // Placement is what the user said about hosts, mapping, ranking and

@@ -180,9 +180,10 @@ func isLocal(host string) bool {
 // XML when there is one (fast) or from sysfs. Remote nodes will report
 // theirs once multi-node launch exists; until then they are assumed alike.
 type topologies struct {
-	given *topology.Topology
-	local *topology.Topology
-	err   error
+	given    *topology.Topology
+	reported map[string]*topology.Topology // by the nodes' daemons
+	local    *topology.Topology
+	err      error
 }
 
 func newTopologies(spec string) (*topologies, error) {
@@ -244,6 +245,9 @@ func (t *topologies) of(host string) *topology.Topology {
 	if t.given != nil {
 		return t.given
 	}
+	if rt := t.reported[host]; rt != nil {
+		return rt
+	}
 	local, _ := t.localTopology()
 	return local
 }
@@ -252,6 +256,9 @@ func (t *topologies) of(host string) *topology.Topology {
 func (t *topologies) cores(host string) (int, error) {
 	if t.given != nil {
 		return t.given.Count(topology.Core), nil
+	}
+	if rt := t.reported[host]; rt != nil {
+		return rt.Count(topology.Core), nil
 	}
 	local, err := t.localTopology()
 	if err != nil {

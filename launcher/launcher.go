@@ -29,7 +29,9 @@ import (
 	"prun/jobspec"
 	"prun/mapper"
 	"prun/pmixsrv"
+	"prun/remote"
 	"prun/sessiondir"
+	"prun/topology"
 )
 
 // Exit statuses that are prun's own (ranks' statuses pass through).
@@ -103,9 +105,13 @@ type run struct {
 	out   *iof.Writer
 	up    *upstream
 	alloc hostfile.Allocation
-	d     *daemon.Daemon
-	jobs  []*jobRun // the user's job first, then the jobs its ranks spawned
-	univ  int
+	// allocSource says where the allocation came from, for --display.
+	allocSource string
+	local       *daemon.Daemon  // this node's daemon, when ranks run here
+	tree        *remote.Tree    // the other nodes' daemons
+	nodes       map[string]node // every node's daemon, by name
+	jobs        []*jobRun       // the user's job first, then the jobs its ranks spawned
+	univ        int
 
 	mapOpts        mapper.Options // for spawned jobs
 	topos          *topologies
@@ -120,8 +126,9 @@ type run struct {
 // jobRun is the launcher's view of one running job.
 type jobRun struct {
 	plan        *daemon.Plan
-	running     int // ranks started and not yet reaped
-	pendingNode int // daemons that have not reported NodeJobDone
+	running     int          // ranks started and not yet reaped
+	pendingNode int          // daemons that have not reported NodeJobDone
+	doneNodes   map[int]bool // ... and those that have (by node index)
 }
 
 func (r *run) job(nspace string) *jobRun {
@@ -168,17 +175,16 @@ func (r *run) errorf(format string, a ...any) {
 }
 
 func (r *run) run(job *jobspec.Job) int {
-	m, code := r.place(job)
+	// Map first with this node's topology for every node: bad input fails
+	// here, before anything starts.
+	first := *job
+	first.Apps = append([]jobspec.App(nil), job.Apps...)
+	m, code := r.place(&first)
 	if m == nil {
 		return code
 	}
 	if job.Place.DoNotLaunch {
-		return 0
-	}
-	host, err := localNode(m)
-	if err != nil {
-		r.errorf("%v", err)
-		return ExitFailure
+		return r.display(job, m)
 	}
 	sess, err := sessiondir.Create(r.opts.TmpDir)
 	if err != nil {
@@ -190,37 +196,8 @@ func (r *run) run(job *jobspec.Job) int {
 	// Ordered output spilled into the session directory must print before
 	// the directory goes.
 	defer r.out.Flush()
-
-	r.univ = max(m.Slots, len(m.Procs))
-	plan := &daemon.Plan{
-		Nspace:   r.nspace(0),
-		JobID:    strconv.Itoa(os.Getpid()) + ".1",
-		Job:      job,
-		Map:      m,
-		UnivSize: r.univ,
-		Stdin:    stdinTarget(job.Stdin),
-	}
-	if plan.Stdin >= len(m.Procs) {
-		r.errorf("--stdin %d: the job has ranks 0-%d", plan.Stdin, len(m.Procs)-1)
-		return ExitUsage
-	}
 	r.up = newUpstream(r.out)
 	defer r.up.names.Close()
-
-	// An interactive rank gets a pseudo-terminal and prun's terminal goes
-	// raw, so that keys (Ctrl-C too) reach the rank as typed; the terminal's
-	// state comes back on every ending but SIGKILL.
-	var tty *os.File
-	if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 &&
-		(job.PTY == "true" || job.PTY == "" && isTerminal(f)) {
-		plan.PTY = true
-		if isTerminal(f) {
-			tty = f
-			if restore, err := makeRaw(f); err == nil {
-				defer restore()
-			}
-		}
-	}
 
 	// Signals are caught before anything starts so that no Ctrl-C is lost.
 	sigs := make(chan os.Signal, 8)
@@ -236,16 +213,114 @@ func (r *run) run(job *jobspec.Job) int {
 		defer signal.Stop(pipes)
 	}
 
-	d, err := daemon.New(daemon.Config{Name: host, Session: sess, BaseEnv: r.opts.Env, Stdin: r.opts.Stdin, TTY: tty}, r.up)
-	if err != nil {
-		r.errorf("cannot start the PMIx server: %v", err)
-		return ExitFailure
+	// Other nodes: their daemons start (as a tree) and report their
+	// topologies, and the job is mapped again on what they reported.
+	r.nodes = map[string]node{}
+	if hosts := remoteHosts(r.alloc); len(hosts) > 0 {
+		tree, err := r.startRemote(job, hosts)
+		if err != nil {
+			r.errorf("%v", err)
+			return ExitFailure
+		}
+		r.tree = tree
+		defer tree.Close()
+		if job.Place.Topology == "" {
+			r.topos.reported = map[string]*topology.Topology{}
+			for _, h := range hosts {
+				if t := tree.Topology(h); t != nil {
+					r.topos.reported[h] = t
+				}
+			}
+			if m, code = r.place(job); m == nil {
+				return code
+			}
+		} else {
+			*job = first
+		}
+		for _, h := range hosts {
+			r.nodes[h] = tree.Node(h)
+		}
+	} else {
+		*job = first
 	}
-	r.d = d
-	r.up.daemons[host] = d
+	if code := r.display(job, m); code != 0 {
+		return code
+	}
+
+	r.univ = max(m.Slots, len(m.Procs))
+	plan := &daemon.Plan{
+		Nspace:   r.nspace(0),
+		JobID:    strconv.Itoa(os.Getpid()) + ".1",
+		Job:      job,
+		Map:      m,
+		UnivSize: r.univ,
+		Stdin:    stdinTarget(job.Stdin),
+	}
+	if plan.Stdin >= len(m.Procs) {
+		r.errorf("--stdin %d: the job has ranks 0-%d", plan.Stdin, len(m.Procs)-1)
+		return ExitUsage
+	}
+
+	// Which nodes read stdin: this one through the daemon's own reader, or
+	// several through a fan-out.
+	localName, localStdin := "", false
+	var remoteStdin []*remote.Node
+	for _, n := range m.Nodes {
+		if len(n.Procs) == 0 {
+			continue
+		}
+		reads := plan.Stdin == daemon.StdinAll || plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == n.Name
+		if isLocal(n.Name) && r.nodes[n.Name] == nil {
+			localName, localStdin = n.Name, reads
+		} else if reads {
+			remoteStdin = append(remoteStdin, r.nodes[n.Name].(*remote.Node))
+		}
+	}
+	stdin := r.opts.Stdin
+	if len(remoteStdin) > 0 && stdin != nil {
+		var pw *io.PipeWriter
+		if localStdin {
+			stdin, pw = io.Pipe()
+		}
+		go stdinFanout(r.opts.Stdin, pw, remoteStdin)
+	}
+
+	// An interactive rank gets a pseudo-terminal and prun's terminal goes
+	// raw, so that keys (Ctrl-C too) reach the rank as typed; the terminal's
+	// state comes back on every ending but SIGKILL.
+	var tty *os.File
+	if f, ok := r.opts.Stdin.(*os.File); ok && localStdin && len(remoteStdin) == 0 && plan.Stdin >= 0 &&
+		(job.PTY == "true" || job.PTY == "" && isTerminal(f)) {
+		plan.PTY = true
+		if isTerminal(f) {
+			tty = f
+			if restore, err := makeRaw(f); err == nil {
+				defer restore()
+			}
+		}
+	}
+
+	if localName != "" {
+		cfg := daemon.Config{Name: localName, Session: sess, BaseEnv: r.opts.Env, Stdin: stdin, TTY: tty}
+		if r.tree != nil {
+			cfg.Network = r.tree.LocalNetwork()
+		}
+		d, err := daemon.New(cfg, r.up)
+		if err != nil {
+			r.errorf("cannot start the PMIx server: %v", err)
+			return ExitFailure
+		}
+		r.local = d
+		r.nodes[localName] = d
+	}
+	r.up.mu.Lock()
+	for name, n := range r.nodes {
+		r.up.daemons[name] = n
+	}
+	r.up.mu.Unlock()
 	if err := r.launch(plan); err != nil {
 		r.errorf("%v", err)
-		d.Close()
+		r.closeNodes()
 		return ExitFailure
 	}
 
@@ -274,9 +349,7 @@ func (r *run) run(job *jobspec.Job) int {
 			killTimer = time.After(time.Until(r.killAt))
 		}
 	}
-	if err := d.Close(); err != nil {
-		r.errorf("%v", err)
-	}
+	r.closeNodes()
 	switch {
 	case r.fail != nil:
 		return r.fail.code
@@ -286,60 +359,74 @@ func (r *run) run(job *jobspec.Job) int {
 	return 0
 }
 
-// place resolves the allocation, maps the job and shows what the user asked
-// to see. A nil map comes with prun's exit status.
-func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
-	topos, err := newTopologies(job.Place.Topology)
-	if err != nil {
-		r.errorf("%v", err)
-		return nil, ExitUsage
+// closeNodes ends every daemon, this node's and the others' at once.
+func (r *run) closeNodes() {
+	done := make(chan struct{})
+	go func() {
+		if r.tree != nil {
+			r.tree.Close()
+		}
+		close(done)
+	}()
+	if r.local != nil {
+		if err := r.local.Close(); err != nil {
+			r.errorf("%v", err)
+		}
 	}
-	alloc, source, fromCores, err := allocate(job.Place, topos.cores)
-	if err != nil {
-		r.errorf("%v", err)
-		return nil, ExitUsage
-	}
-	r.alloc = alloc
-	opts, err := mapOptions(job.Place, alloc, fromCores)
-	if err != nil {
-		r.errorf("%v", err)
-		return nil, ExitUsage
-	}
-	r.mapOpts = opts
-	r.topos = topos
-	m, err := mapper.PlaceWith(job, alloc, topos.of, opts)
-	if err != nil {
-		r.errorf("%v", err)
-		return nil, ExitUsage
-	}
-	r.reportBindings = m.BindTo.Report
+	<-done
+}
+
+// display shows what the user asked to see of the allocation and the map.
+func (r *run) display(job *jobspec.Job, m *mapper.Map) int {
 	for _, d := range job.Place.Display {
 		switch d {
 		case "allocation":
-			fmt.Fprint(r.opts.Stdout, displayAllocation(alloc, source))
+			fmt.Fprint(r.opts.Stdout, displayAllocation(r.alloc, r.allocSource))
 		case "map":
 			fmt.Fprint(r.opts.Stdout, m.Table())
 		case "map:json":
 			b, err := m.JSON()
 			if err != nil {
 				r.errorf("%v", err)
-				return nil, ExitFailure
+				return ExitFailure
 			}
 			fmt.Fprintf(r.opts.Stdout, "%s\n", b)
 		}
 	}
-	return m, 0
+	return 0
 }
 
-// localNode is the name under which the map knows this node. Until the
-// multi-node daemons exist, every node of the map must be this one.
-func localNode(m *mapper.Map) (string, error) {
-	for _, n := range m.Nodes {
-		if !isLocal(n.Name) {
-			return "", fmt.Errorf("cannot start ranks on %s: launching on other nodes is not available yet (only this node; --do-not-launch shows the map)", n.Name)
+// place resolves the allocation, maps the job and shows what the user asked
+// to see. A nil map comes with prun's exit status.
+func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
+	if r.topos == nil {
+		topos, err := newTopologies(job.Place.Topology)
+		if err != nil {
+			r.errorf("%v", err)
+			return nil, ExitUsage
 		}
+		r.topos = topos
 	}
-	return m.Nodes[0].Name, nil
+	topos := r.topos
+	alloc, source, fromCores, err := allocate(job.Place, topos.cores)
+	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	r.alloc, r.allocSource = alloc, source
+	opts, err := mapOptions(job.Place, alloc, fromCores)
+	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	r.mapOpts = opts
+	m, err := mapper.PlaceWith(job, alloc, topos.of, opts)
+	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	r.reportBindings = m.BindTo.Report
+	return m, 0
 }
 
 func displayAllocation(a hostfile.Allocation, source string) string {
@@ -377,8 +464,29 @@ func (r *run) nspace(index int) string {
 func (r *run) launch(plan *daemon.Plan) error {
 	r.up.addJob(plan)
 	r.out.SetJobLabel(plan.Index, plan.Nspace)
-	r.jobs = append(r.jobs, &jobRun{plan: plan, running: len(plan.Map.Procs), pendingNode: 1})
-	return r.d.Launch(plan)
+	j := &jobRun{plan: plan, running: len(plan.Map.Procs), doneNodes: map[int]bool{}}
+	r.jobs = append(r.jobs, j)
+	for _, n := range plan.Map.Nodes {
+		if len(n.Procs) > 0 {
+			if r.nodes[n.Name] == nil {
+				return fmt.Errorf("no daemon on %s", n.Name)
+			}
+			j.pendingNode++ // nodes with ranks report NodeJobDone
+		}
+	}
+	// Every daemon registers the job, ranks there or not: a process may ask
+	// its server about any job (a spawned one's size, nodes, peers).
+	names := make([]string, 0, len(r.nodes))
+	for name := range r.nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := r.nodes[name].Launch(plan); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // onSpawn starts a job that a rank asked for (PMIx_Spawn, PMI spawn). It is
@@ -489,6 +597,8 @@ func (r *run) handle(item any) {
 		r.onJobControl(ev)
 	case daemon.SpawnRequest:
 		r.onSpawn(ev)
+	case nodeLost:
+		r.onNodeLost(ev)
 	case brokenPipe:
 		// prun | head: the reader is gone. End the job as SIGPIPE ends a
 		// pipeline's writer, quietly, with 128+SIGPIPE.
@@ -530,7 +640,12 @@ func (r *run) onEvent(ev daemon.Event) {
 		})
 		r.onExit(ev)
 	case daemon.NodeJobDone:
-		j.pendingNode--
+		for i, n := range j.plan.Map.Nodes {
+			if n.Name == ev.Node && !j.doneNodes[i] {
+				j.doneNodes[i] = true
+				j.pendingNode--
+			}
+		}
 	case daemon.LogMessage:
 		r.out.Printf("[%s:%d] %s\n", ev.Nspace, ev.Rank, ev.Msg)
 	case daemon.ProtocolError:
@@ -599,14 +714,18 @@ func (r *run) terminate(sig syscall.Signal) {
 
 func (r *run) signalAll(sig syscall.Signal) {
 	for _, j := range r.jobs {
-		r.d.Signal(j.plan.Nspace, nil, sig)
+		for _, n := range r.nodes {
+			n.Signal(j.plan.Nspace, nil, sig)
+		}
 	}
 }
 
 func (r *run) onSignal(sig syscall.Signal) {
 	switch sig {
 	case syscall.SIGWINCH:
-		r.d.ResizePTY(r.jobs[0].plan.Nspace)
+		if r.local != nil {
+			r.local.ResizePTY(r.jobs[0].plan.Nspace)
+		}
 		return
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
 		if r.signaled != 0 || r.fail != nil {
@@ -687,7 +806,9 @@ func (r *run) onJobControl(jc jobControl) {
 		r.errorf("%s", msg)
 	}
 	for ns, ranks := range targets {
-		r.d.Signal(ns, ranks, jc.sig)
+		for _, n := range r.nodes {
+			n.Signal(ns, ranks, jc.sig)
+		}
 	}
 	jc.done(nil)
 }
@@ -696,7 +817,12 @@ func (r *run) onJobControl(jc jobControl) {
 // asked, before a timeout kills them.
 func (r *run) reportState(stacks bool) {
 	for _, j := range r.jobs {
-		for _, st := range r.d.Inspect(j.plan.Nspace, stacks) {
+		var states []daemon.RankState
+		for _, n := range r.nodes {
+			states = append(states, n.Inspect(j.plan.Nspace, stacks)...)
+		}
+		sort.Slice(states, func(a, b int) bool { return states[a].Rank < states[b].Rank })
+		for _, st := range states {
 			line := fmt.Sprintf("%s, pid %d: state %s, cpu %s", r.rankDesc(j.plan.Nspace, st.Rank), st.Pid, st.State,
 				st.CPU.Round(time.Millisecond))
 			if st.Wchan != "" {

@@ -23,9 +23,9 @@ type upstream struct {
 	queue *queue
 
 	mu      sync.Mutex
-	daemons map[string]*daemon.Daemon // by node name
-	jobs    map[string]*jobRecord     // by namespace
-	fences  map[string]*fence         // in-flight fences, by participant signature
+	daemons map[string]node       // by node name
+	jobs    map[string]*jobRecord // by namespace
+	fences  map[string]*fence     // in-flight fences, by participant signature
 }
 
 // jobRecord is what the launcher knows of one job while it runs.
@@ -49,12 +49,12 @@ type procRecord struct {
 
 func newUpstream(w *iof.Writer) *upstream {
 	return &upstream{Writer: w, names: names.New(), queue: newQueue(),
-		daemons: map[string]*daemon.Daemon{}, jobs: map[string]*jobRecord{}, fences: map[string]*fence{}}
+		daemons: map[string]node{}, jobs: map[string]*jobRecord{}, fences: map[string]*fence{}}
 }
 
 func (u *upstream) Event(ev daemon.Event) { u.queue.push(ev) }
 
-func (u *upstream) Names() *names.Service { return u.names }
+func (u *upstream) Names() daemon.NameService { return daemon.LocalNames{S: u.names} }
 
 func (u *upstream) addJob(p *daemon.Plan) *jobRecord {
 	u.mu.Lock()
@@ -86,7 +86,9 @@ func (u *upstream) nodesOf(procs []pmixsrv.Proc) (map[string]bool, bool) {
 		m := jr.plan.Map
 		if p.Rank == pmixsrv.RankWildcard {
 			for _, n := range m.Nodes {
-				nodes[n.Name] = true
+				if len(n.Procs) > 0 { // only nodes with ranks have daemons in the job
+					nodes[n.Name] = true
+				}
 			}
 			continue
 		}
@@ -157,9 +159,9 @@ func signature(procs []pmixsrv.Proc) string {
 }
 
 // DirectModex asks the daemon that hosts target for its data.
-func (u *upstream) DirectModex(node string, target pmixsrv.Proc, done func([]byte, error)) {
+func (u *upstream) DirectModex(from string, target pmixsrv.Proc, done func([]byte, error)) {
 	u.mu.Lock()
-	var d *daemon.Daemon
+	var d node
 	if jr, ok := u.jobs[target.Nspace]; ok && target.Rank != pmixsrv.RankWildcard && int(target.Rank) < len(jr.plan.Map.Procs) {
 		m := jr.plan.Map
 		d = u.daemons[m.Nodes[m.Procs[target.Rank].Node].Name]
@@ -173,11 +175,11 @@ func (u *upstream) DirectModex(node string, target pmixsrv.Proc, done func([]byt
 }
 
 // NotifyEvent passes an event raised on one node to every other node.
-func (u *upstream) NotifyEvent(node string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
+func (u *upstream) NotifyEvent(from string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
 	u.mu.Lock()
-	var others []*daemon.Daemon
+	var others []node
 	for name, d := range u.daemons {
-		if name != node {
+		if name != from {
 			others = append(others, d)
 		}
 	}
@@ -202,18 +204,22 @@ type jobControl struct {
 	done    func(error)
 }
 
-func (u *upstream) Namespaces() []string {
+func (u *upstream) Namespaces(done func([]string)) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	out := make([]string, 0, len(u.jobs))
 	for ns := range u.jobs {
 		out = append(out, ns)
 	}
+	u.mu.Unlock()
 	sort.Strings(out)
-	return out
+	done(out)
 }
 
-func (u *upstream) ProcTable(nspace string) ([]pmixsrv.ProcInfo, error) {
+func (u *upstream) ProcTable(nspace string, done func([]pmixsrv.ProcInfo, error)) {
+	done(u.procTable(nspace))
+}
+
+func (u *upstream) procTable(nspace string) ([]pmixsrv.ProcInfo, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	jr, ok := u.jobs[nspace]

@@ -22,7 +22,7 @@ type Node struct {
 	Procs []int // global ranks on this node, ascending
 	// Topo is the node's topology (shared by nodes with the same
 	// hardware); nil when unknown.
-	Topo *topology.Topology
+	Topo *topology.Topology `json:"-"`
 }
 
 // Proc is one placed process.

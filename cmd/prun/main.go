@@ -8,9 +8,22 @@ import (
 	"prun/cli"
 	"prun/jobspec"
 	"prun/launcher"
+	"prun/remote"
+	"prun/sessiondir"
 )
 
 func main() {
+	// `prun daemon --ctl` is how a launcher starts prun on another node;
+	// it is not for users, so it is not in the help.
+	if len(os.Args) == 3 && os.Args[1] == remote.DaemonArgs[0] {
+		switch os.Args[2] {
+		case remote.DaemonArgs[1]:
+			os.Exit(remote.Serve(os.Stdin, os.Stderr))
+		case remote.CleanupArgs[1]:
+			sessiondir.CleanStale(os.TempDir())
+			os.Exit(0)
+		}
+	}
 	os.Exit(cli.Main(func(job *jobspec.Job) int {
 		return launcher.Run(job, launcher.DefaultOptions())
 	}))

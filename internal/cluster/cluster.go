@@ -70,38 +70,49 @@ type Cluster struct {
 // fails the test if the cluster cannot be built.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	if n < 1 || n > 253 {
-		t.Fatalf("cluster.Start: n = %d, want 1..253", n)
-	}
-	script, err := Script()
-	if err != nil {
-		t.Fatalf("cluster.Start: %v", err)
-	}
 	dir := t.TempDir() // removed after our cleanup (cleanups run last-in first-out)
-	lock, err := acquire(t)
+	start := time.Now()
+	c, err := Up(n, dir, t.Logf, t.Name())
 	if err != nil {
 		t.Fatalf("cluster.Start: %v", err)
 	}
-	c := &Cluster{dir: dir, script: script, lock: lock}
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
 			t.Errorf("cluster teardown: %v", err)
 		}
 	})
-	start := time.Now()
-	if out, err := c.sh("up", strconv.Itoa(n), dir); err != nil {
-		t.Fatalf("cluster.sh up %d: %v\n%s", n, err, out)
-	}
 	t.Logf("cluster: %d hosts up in %v (dir %s)", n, time.Since(start).Round(time.Millisecond), dir)
-	for k := 1; k <= n; k++ {
-		c.hosts = append(c.hosts, Prefix+strconv.Itoa(k))
-	}
 	return c
 }
 
+// Up builds an n-host cluster with its files in dir, for programs that are
+// not tests (benchmarks); the caller must Stop it. logf reports waiting for
+// the lock; who names the holder for others who wait.
+func Up(n int, dir string, logf func(string, ...any), who string) (*Cluster, error) {
+	if n < 1 || n > 253 {
+		return nil, fmt.Errorf("n = %d, want 1..253", n)
+	}
+	script, err := Script()
+	if err != nil {
+		return nil, err
+	}
+	lock, err := acquire(logf, who)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, script: script, lock: lock}
+	if out, err := c.sh("up", strconv.Itoa(n), dir); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("cluster.sh up %d: %v\n%s", n, err, out)
+	}
+	for k := 1; k <= n; k++ {
+		c.hosts = append(c.hosts, Prefix+strconv.Itoa(k))
+	}
+	return c, nil
+}
+
 // acquire takes the cluster lock, waiting for another holder to finish.
-func acquire(t testing.TB) (*os.File, error) {
-	t.Helper()
+func acquire(logf func(string, ...any), who string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(LockFile), 0o755); err != nil {
 		return nil, err
 	}
@@ -129,14 +140,14 @@ func acquire(t testing.TB) (*os.File, error) {
 			return nil, fmt.Errorf("waited %v for %s, held by %s", lockWait, LockFile, holder)
 		}
 		if !logged {
-			t.Logf("cluster: waiting for %s (held by %s)", LockFile, holder)
+			logf("cluster: waiting for %s (held by %s)", LockFile, holder)
 			logged = true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Say who holds it, for whoever waits next (best effort).
 	if err := f.Truncate(0); err == nil {
-		fmt.Fprintf(f, "pid %d (%s)\n", os.Getpid(), t.Name())
+		fmt.Fprintf(f, "pid %d (%s)\n", os.Getpid(), who)
 	}
 	return f, nil
 }
@@ -205,6 +216,10 @@ func (c *Cluster) Hosts() []string { return append([]string(nil), c.hosts...) }
 // Dir is the cluster's directory: keys, ssh_config, known_hosts, hosts,
 // hostfile, home/.ssh, and per host prun-hK/{sshd_config,sshd.log,...}.
 func (c *Cluster) Dir() string { return c.dir }
+
+// TmpDir is host's own temporary directory: the TMPDIR of its SSH sessions
+// (the machine's /tmp is shared by every host).
+func (c *Cluster) TmpDir(host string) string { return filepath.Join(c.dir, host, "tmp") }
 
 // SSHConfig is the ssh client configuration that reaches every host as root:
 // `ssh -F c.SSHConfig() prun-h2 cmd`, from the root namespace or any host.

@@ -11,6 +11,8 @@
 #   - its own sshd (Debian openssh-server, `sshd -D -e`) in its own UTS
 #     namespace whose hostname is prun-hK, host key DIR/prun-hK/ssh_host_ed25519_key,
 #     log DIR/prun-hK/sshd.log;
+#   - its own temporary directory DIR/prun-hK/tmp, the TMPDIR of its SSH sessions
+#     (sshd SetEnv), since /tmp is shared;
 #   - /etc/netns/prun-hK/hosts (which `ip netns exec` bind-mounts over
 #     /etc/hosts inside the namespace) naming every host and the launcher
 #     (198.18.0.254 prun-launcher and this machine's hostname).
@@ -176,7 +178,8 @@ do_up() {
 	: >"$dir/ssh_config"
 	for k in $(seq "$n"); do
 		h=$PREFIX$k addr=$NET.$k
-		mkdir -p "$dir/$h" || die "up: cannot create $dir/$h"
+		mkdir -p "$dir/$h/tmp" || die "up: cannot create $dir/$h/tmp"
+		chmod 1777 "$dir/$h/tmp"
 		keygen "$dir/$h/ssh_host_ed25519_key" "$h"
 		echo "$h,$addr $(cut -d' ' -f1-2 "$dir/$h/ssh_host_ed25519_key.pub")" >>"$dir/known_hosts"
 		echo "$h" >>"$dir/hostfile"
@@ -201,6 +204,8 @@ PrintMotd no
 PrintLastLog no
 X11Forwarding no
 AcceptEnv LANG LC_* PRUN_*
+# The filesystem is shared: each host gets a /tmp of its own, as real nodes have.
+SetEnv TMPDIR=$dir/$h/tmp
 Subsystem sftp /usr/lib/openssh/sftp-server
 EOF
 		[ $? = 0 ] || die "up: cannot write $dir/$h/sshd_config"

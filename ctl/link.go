@@ -1,0 +1,182 @@
+package ctl
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Liveness of a link. A peer that sends nothing (not even a heartbeat) for
+// DeadAfter is lost: a killed daemon closes its socket at once, but a node
+// whose link went down says nothing, and only the silence tells.
+var (
+	HeartbeatEvery = time.Second
+	DeadAfter      = 5 * time.Second
+	// HandshakeTimeout bounds how long an unauthenticated peer may hold a
+	// listener's connection.
+	HandshakeTimeout = 5 * time.Second
+)
+
+// TypeHeartbeat frames keep a link alive; Link.Recv never returns them.
+const TypeHeartbeat = 0
+
+// Link is an authenticated connection carrying frames, with heartbeats.
+// Send may be called from many goroutines; Recv from one.
+type Link struct {
+	c    net.Conn
+	r    *bufio.Reader
+	wmu  sync.Mutex
+	done chan struct{}
+	once sync.Once
+}
+
+func newLink(c net.Conn) *Link {
+	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{})}
+	go l.beat()
+	return l
+}
+
+// Dial connects to a listener at addr and proves the secret.
+func Dial(addr string, secret []byte, timeout time.Duration) (*Link, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if err := Handshake(c, secret, false, timeout); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	return newLink(c), nil
+}
+
+// Send writes one frame. A peer that does not read for DeadAfter is lost.
+func (l *Link) Send(typ uint8, payload []byte) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.c.SetWriteDeadline(time.Now().Add(DeadAfter))
+	return WriteFrame(l.c, Frame{Type: typ, Payload: payload})
+}
+
+// Recv returns the next frame that is not a heartbeat. It fails when the
+// peer closed the link or said nothing for DeadAfter.
+func (l *Link) Recv() (Frame, error) {
+	for {
+		l.c.SetReadDeadline(time.Now().Add(DeadAfter))
+		f, err := ReadFrame(l.r)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return Frame{}, fmt.Errorf("no heartbeat for %v", DeadAfter)
+			}
+			return Frame{}, err
+		}
+		if f.Type != TypeHeartbeat {
+			return f, nil
+		}
+	}
+}
+
+func (l *Link) beat() {
+	t := time.NewTicker(HeartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+			if l.Send(TypeHeartbeat, nil) != nil {
+				return
+			}
+		}
+	}
+}
+
+// LocalAddr is this end's address.
+func (l *Link) LocalAddr() net.Addr { return l.c.LocalAddr() }
+
+// RemoteAddr is the peer's address.
+func (l *Link) RemoteAddr() net.Addr { return l.c.RemoteAddr() }
+
+// Close closes the link; a blocked Recv returns.
+func (l *Link) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.c.Close()
+}
+
+// Listener accepts links that prove the secret. Refused peers are closed
+// without a byte of theirs parsed beyond the handshake.
+type Listener struct {
+	ln     net.Listener
+	secret []byte
+	links  chan *Link
+	// Refused counts peers that failed the handshake (for tests and logs).
+	mu      sync.Mutex
+	refused int
+}
+
+// Listen opens a listener on addr ("ip:0" or ":0").
+func Listen(addr string, secret []byte) (*Listener, error) {
+	if len(secret) != SecretSize {
+		return nil, fmt.Errorf("ctl: secret of %d bytes, want %d", len(secret), SecretSize)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{ln: ln, secret: secret, links: make(chan *Link, 64)}
+	go l.serve()
+	return l, nil
+}
+
+func (l *Listener) serve() {
+	defer close(l.links)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetNoDelay(true)
+			}
+			if err := Handshake(c, l.secret, true, HandshakeTimeout); err != nil {
+				l.mu.Lock()
+				l.refused++
+				l.mu.Unlock()
+				c.Close()
+				return
+			}
+			select {
+			case l.links <- newLink(c):
+			default: // nobody wants more links: a flood, not a daemon
+				c.Close()
+			}
+		}()
+	}
+}
+
+// Links delivers authenticated links; it is closed after Close.
+func (l *Listener) Links() <-chan *Link { return l.links }
+
+// Addr is the listening address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Refused is how many peers failed the handshake so far.
+func (l *Listener) Refused() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refused
+}
+
+// Close stops accepting.
+func (l *Listener) Close() error { return l.ln.Close() }

@@ -1,0 +1,504 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"prun/ctl"
+	"prun/internal/cluster"
+	"prun/internal/ctest"
+)
+
+// mn is a test cluster of 4 hosts (network namespaces with their own sshd)
+// shared by the multi-node tests: only one cluster exists at a time.
+type mn struct {
+	c     *cluster.Cluster
+	hosts []string
+	// a hostfile naming every host
+	hostfile string
+}
+
+// env is prun's environment for the cluster: $HOME holds the cluster's
+// ssh config, key and known_hosts.
+func (m *mn) env(extra ...string) []string {
+	return append([]string{"HOME=" + m.c.Home()}, extra...)
+}
+
+// run runs prun against the cluster and checks that nothing of the job is
+// left on any host.
+func (m *mn) run(t *testing.T, o opts) *result {
+	t.Helper()
+	o.env = append(m.env(), o.env...)
+	r := run(t, o)
+	m.checkClean(t, 10*time.Second)
+	return r
+}
+
+// checkClean fails if, within d, a host still runs anything but its sshd
+// or still holds a prun session directory.
+func (m *mn) checkClean(t *testing.T, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		left := m.leftovers()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("left on the hosts %v after the run:\n  %s", d, strings.Join(left, "\n  "))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (m *mn) leftovers() []string {
+	var left []string
+	for _, h := range m.hosts {
+		out, _ := exec.Command("ip", "netns", "pids", h).Output()
+		for _, f := range strings.Fields(string(out)) {
+			pid, _ := strconv.Atoi(f)
+			pi, ok := readStat(pid)
+			if !ok || pi.state == 'Z' && pi.ppid == os.Getpid() {
+				continue
+			}
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+			if pi.comm == "sshd" && strings.Contains(strings.Join(args, " "), "[listener]") {
+				continue // the host's own sshd
+			}
+			left = append(left, fmt.Sprintf("%s: %s %q", h, pi, args))
+		}
+		ents, _ := os.ReadDir(m.c.TmpDir(h))
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "prun.") {
+				left = append(left, fmt.Sprintf("%s: session directory %s", h, filepath.Join(m.c.TmpDir(h), e.Name())))
+			}
+		}
+	}
+	return left
+}
+
+func TestMultiNode(t *testing.T) {
+	c := cluster.Start(t, 4)
+	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
+
+	t.Run("hostname", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", "hostname"}})
+		expectCode(t, r, 0)
+		t.Logf("took %v", r.dur)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		want := []string{"prun-h1", "prun-h1", "prun-h2", "prun-h2", "prun-h3", "prun-h3", "prun-h4", "prun-h4"}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("hostnames %q, want %q\n%s", got, want, r)
+		}
+	})
+
+	t.Run("modex", func(t *testing.T) {
+		bin := ctest.Build(t, ctest.PMIx, "modex.c")
+		for _, mode := range []string{"collect", "direct"} {
+			t.Run(mode, func(t *testing.T) {
+				r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", "-x", "MODEX_MODE=" + mode, bin}})
+				expectCode(t, r, 0)
+				for i := 0; i < 8; i++ {
+					expectContains(t, "stdout", r.stdout, fmt.Sprintf("modex: rank %d on %s ok (7 peers, next on %s)", i,
+						m.hosts[i/2], m.hosts[(i+1)%8/2]))
+				}
+			})
+		}
+	})
+
+	t.Run("ompi-ring", func(t *testing.T) {
+		dir, ring := ompi(t, "ring.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
+	})
+
+	t.Run("ompi-mpmd", func(t *testing.T) {
+		dir, mpmd := ompi(t, "mpmd.c")
+		exp := "0,0,0,1,1,1,1,1"
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "3", mpmd, exp, ":", "-n", "5", mpmd, exp}, dir: dir})
+		expectCode(t, r, 0)
+		for i := 0; i < 8; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("mpmd: rank %d appnum %d\n", i, map[bool]int{true: 0, false: 1}[i < 3]))
+		}
+	})
+
+	t.Run("mpich-ring", func(t *testing.T) {
+		dir, ring := mpich(t, "ring.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
+	})
+
+	t.Run("mpich-mpmd", func(t *testing.T) {
+		dir, mpmd := mpich(t, "mpmd.c")
+		exp := "0,0,1,1,1,1,1,1"
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "2", mpmd, exp, ":", "-n", "6", mpmd, exp}, dir: dir})
+		expectCode(t, r, 0)
+		for i := 0; i < 8; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("mpmd: rank %d appnum %d\n", i, map[bool]int{true: 0, false: 1}[i < 2]))
+		}
+	})
+
+	t.Run("pmi1-kvs", func(t *testing.T) {
+		bin := ctest.Build(t, ctest.Plain, "pmi1kvs.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", bin, "20", "2"}})
+		expectCode(t, r, 0)
+		for i := 0; i < 8; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("pmi1kvs: rank %d ok\n", i))
+		}
+	})
+
+	t.Run("abort", func(t *testing.T) {
+		dir, abort := ompi(t, "abort.c")
+		// rank 5 runs on prun-h3.
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", abort, "5", "17"}, dir: dir})
+		expectCode(t, r, 17)
+		expectContains(t, "stderr", r.stderr, "rank 5 (./abort) on prun-h3 called abort with status 17")
+		expectFaster(t, r, 10*time.Second)
+	})
+
+	t.Run("exit-code", func(t *testing.T) {
+		script := writeScript(t, t.TempDir(), "exit.sh", `[ "$PRUN_RANK" = 6 ] && exit 3
+exec sleep 30
+`)
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", script}})
+		expectCode(t, r, 3)
+		expectContains(t, "stderr", r.stderr, "rank 6 ("+script+") on prun-h4")
+		expectContains(t, "stderr", r.stderr, "exited with status 3")
+		expectFaster(t, r, 10*time.Second)
+	})
+
+	t.Run("ompi-spawn", func(t *testing.T) {
+		// The parents fill prun-h1; the children go to the next free slots.
+		dir, prog := ompi(t, "spawn.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "2", prog, "2"}, dir: dir, timeout: 20 * time.Second})
+		expectCode(t, r, 0)
+		for _, want := range []string{"spawn: parent 0 of 2: merged sum 4", "spawn: parent 1 of 2: merged sum 4",
+			"spawn: child 0 of 2: merged sum 4", "spawn: child 1 of 2: merged sum 4"} {
+			expectContains(t, "stdout", r.stdout, want)
+		}
+	})
+
+	t.Run("stdin", func(t *testing.T) {
+		// Rank 0 runs on prun-h1: the launcher's stdin travels the control plane.
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "3", "sh", "-c", `cat; echo "$PRUN_RANK done"`},
+			stdin: strings.NewReader("line one\nline two\n")})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		want := []string{"0 done", "1 done", "2 done", "line one", "line two"}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("stdout %q, want %q (any order)\n%s", got, want, r)
+		}
+	})
+
+	t.Run("rsh", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--rsh", "ssh -F " + c.SSHConfig(), "--hostfile", m.hostfile, "-n", "4", "hostname"}})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if strings.Join(got, " ") != "prun-h1 prun-h1 prun-h2 prun-h2" {
+			t.Errorf("hostnames %q\n%s", got, r)
+		}
+	})
+
+	t.Run("tree", func(t *testing.T) {
+		// Fanout 1: a chain launcher -> h1 -> h2 -> h3 -> h4; everything
+		// for h4 is relayed by three daemons.
+		bin := ctest.Build(t, ctest.PMIx, "modex.c")
+		r := m.run(t, opts{args: []string{"--launch-fanout", "1", "--hostfile", m.hostfile, "-n", "8", "-x", "MODEX_MODE=direct", bin}})
+		expectCode(t, r, 0)
+		for i := 0; i < 8; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("modex: rank %d on %s ok", i, m.hosts[i/2]))
+		}
+	})
+
+	// A job that waits on every host, for the failure tests.
+	waiter := writeScript(t, t.TempDir(), "wait.sh", `echo "ready $PRUN_RANK on $(hostname)"
+exec sleep 60
+`)
+	startWaiter := func(t *testing.T, extra ...string) *proc {
+		args := append(append([]string{"--hostfile", m.hostfile}, extra...), "-n", "8", waiter)
+		p := startPrun(t, opts{args: args, env: m.env()})
+		var want []string
+		for i := 0; i < 8; i++ {
+			want = append(want, fmt.Sprintf("ready %d on %s", i, m.hosts[i/2]))
+		}
+		p.waitOutput(20*time.Second, want...)
+		return p
+	}
+
+	t.Run("ctrl-c", func(t *testing.T) {
+		p := startWaiter(t)
+		sent := time.Now()
+		p.signal(syscall.SIGINT)
+		r := p.wait()
+		expectCode(t, r, 130)
+		if d := time.Since(sent); d > 5*time.Second {
+			t.Errorf("prun took %v after SIGINT", d)
+		}
+		expectContains(t, "stderr", r.stderr, "forwarding it to 8 ranks")
+		m.checkClean(t, 10*time.Second)
+	})
+
+	t.Run("daemon-killed", func(t *testing.T) {
+		p := startWaiter(t)
+		pid := m.daemonPid(t, "prun-h3")
+		killed := time.Now()
+		syscall.Kill(pid, syscall.SIGKILL)
+		r := p.wait()
+		if r.code == 0 || r.code == -1 {
+			t.Errorf("prun exited %d after a daemon was killed, want a failure status\n%s", r.code, r)
+		}
+		if d := time.Since(killed); d > 10*time.Second {
+			t.Errorf("prun took %v to notice", d)
+		}
+		expectContains(t, "stderr", r.stderr, "lost node prun-h3")
+		m.checkClean(t, 10*time.Second)
+	})
+
+	t.Run("link-down", func(t *testing.T) {
+		p := startWaiter(t)
+		cut := time.Now()
+		if out, err := c.InNetns("prun-h2", "ip", "link", "set", "eth0", "down").CombinedOutput(); err != nil {
+			t.Fatalf("link down: %v: %s", err, out)
+		}
+		r := p.wait()
+		if r.code == 0 || r.code == -1 {
+			t.Errorf("prun exited %d after a node was cut off, want a failure status\n%s", r.code, r)
+		}
+		if d := time.Since(cut); d > 10*time.Second {
+			t.Errorf("prun took %v to notice", d)
+		}
+		// The link comes back (so that sshd learns its client is gone);
+		// the node's daemon tore itself down when the launcher went silent.
+		if out, err := c.InNetns("prun-h2", "ip", "link", "set", "eth0", "up").CombinedOutput(); err != nil {
+			t.Fatalf("link up: %v: %s", err, out)
+		}
+		expectContains(t, "stderr", r.stderr, "lost node prun-h2")
+		m.checkClean(t, 10*time.Second)
+	})
+
+	t.Run("relay-killed", func(t *testing.T) {
+		// In a chain, killing h2's daemon cuts h3 and h4 off as well: all
+		// of it goes, and prun names the node it lost.
+		p := startWaiter(t, "--launch-fanout", "1")
+		syscall.Kill(m.daemonPid(t, "prun-h2"), syscall.SIGKILL)
+		r := p.wait()
+		if r.code == 0 || r.code == -1 {
+			t.Errorf("prun exited %d, want a failure status\n%s", r.code, r)
+		}
+		expectContains(t, "stderr", r.stderr, "lost node prun-h2")
+		m.checkClean(t, 10*time.Second)
+	})
+
+	t.Run("listeners-refuse", func(t *testing.T) {
+		// Fanout 2: the launcher and prun-h1's daemon listen. Nothing that
+		// does not prove the launch secret gets a frame through.
+		p := startWaiter(t, "--launch-fanout", "2")
+		listeners := m.listeners(t, p.cmd.Process.Pid)
+		t.Logf("listeners: %v", listeners)
+		if len(listeners) != 2 {
+			t.Fatalf("found listeners %v, want the launcher's and prun-h1's", listeners)
+		}
+		before := m.procCount()
+		for _, addr := range listeners {
+			// No secret at all: bytes that are not a handshake.
+			conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				t.Fatalf("dial %s: %v", addr, err)
+			}
+			conn.Write(make([]byte, 128))
+			conn.SetReadDeadline(time.Now().Add(8 * time.Second))
+			io.Copy(io.Discard, conn) // the listener's challenge, then it must close
+			if err := conn.SetReadDeadline(time.Time{}); err == nil {
+				if _, err := conn.Read(make([]byte, 1)); err == nil {
+					t.Errorf("%s: the connection stayed open after a bad handshake", addr)
+				}
+			}
+			conn.Close()
+			// A wrong secret.
+			wrong, _ := ctl.NewSecret()
+			if l, err := ctl.Dial(addr, wrong, 5*time.Second); err == nil {
+				l.Close()
+				t.Errorf("%s: a wrong secret was accepted", addr)
+			} else if !errors.Is(err, ctl.ErrAuth) {
+				t.Errorf("%s: wrong secret: %v, want the handshake refused", addr, err)
+			}
+		}
+		if after := m.procCount(); after != before {
+			t.Errorf("processes on the hosts: %d before the probes, %d after", before, after)
+		}
+		// The job runs on, undisturbed, and ends as usual.
+		p.signal(syscall.SIGINT)
+		r := p.wait()
+		expectCode(t, r, 130)
+		m.checkClean(t, 10*time.Second)
+	})
+
+	t.Run("launcher-killed", func(t *testing.T) {
+		p := startWaiter(t)
+		// The launcher's own session directory (on this machine, not a
+		// test host) is the next prun's to remove, as on one node.
+		p.o.allowZombieRanks, p.o.skipTmpCheck = true, true
+		killed := time.Now()
+		p.signal(syscall.SIGKILL)
+		p.wait()
+		m.checkClean(t, 10*time.Second-time.Since(killed))
+	})
+}
+
+// TestMultiNodeStartFailures: a node that cannot be started is named with
+// the reason within the connect timeout, and the nodes that did start are
+// left clean.
+func TestMultiNodeStartFailures(t *testing.T) {
+	c := cluster.Start(t, 3)
+	m := &mn{c: c, hosts: c.Hosts()}
+	hostfile := func(t *testing.T, hosts ...string) string {
+		f := filepath.Join(t.TempDir(), "hosts")
+		if err := os.WriteFile(f, []byte(strings.Join(hosts, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	// home makes a $HOME with the cluster's key and known_hosts and an ssh
+	// config with extra lines first (the first value of an option wins).
+	home := func(t *testing.T, first string, knownHosts bool) string {
+		h := t.TempDir()
+		os.MkdirAll(filepath.Join(h, ".ssh"), 0o700)
+		cfg, _ := os.ReadFile(filepath.Join(c.Home(), ".ssh", "config"))
+		os.WriteFile(filepath.Join(h, ".ssh", "config"), append([]byte(first+"\n"), cfg...), 0o600)
+		key, _ := os.ReadFile(filepath.Join(c.Home(), ".ssh", "id_ed25519"))
+		os.WriteFile(filepath.Join(h, ".ssh", "id_ed25519"), key, 0o600)
+		kh := []byte{}
+		if knownHosts {
+			kh, _ = os.ReadFile(filepath.Join(c.Home(), ".ssh", "known_hosts"))
+		}
+		os.WriteFile(filepath.Join(h, ".ssh", "known_hosts"), kh, 0o600)
+		return h
+	}
+	for _, tc := range []struct {
+		name  string
+		hosts []string
+		home  func(t *testing.T) string
+		args  []string
+		want  string
+	}{
+		{name: "unreachable", hosts: []string{"prun-h1", "prun-h2", "ghost"},
+			home: func(t *testing.T) string { return home(t, "Host ghost\n  HostName 198.18.0.77", true) },
+			want: "prun: ghost: "},
+		{name: "unknown-host-key", hosts: []string{"prun-h1", "prun-h2"},
+			home: func(t *testing.T) string {
+				h := t.TempDir() // known_hosts is written there by home below
+				return home(t, "Host *\n  UserKnownHostsFile "+filepath.Join(h, "empty_known_hosts"), false)
+			},
+			want: ": host key is not known"},
+		{name: "auth-refused", hosts: []string{"prun-h1", "prun-h2", "prun-h3"},
+			home: func(t *testing.T) string {
+				h := home(t, "Host prun-h3\n  User nobody", true)
+				return h
+			},
+			want: "prun: prun-h3: authentication failed"},
+		{name: "no-daemon-binary", hosts: []string{"prun-h1", "prun-h2"}, args: []string{"--prefix", "/nonexistent"},
+			home: func(t *testing.T) string { return c.Home() },
+			want: ": /nonexistent/bin/prun not found there"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"--hostfile", hostfile(t, tc.hosts...)}, tc.args...), "-n", "4", "hostname")
+			r := run(t, opts{args: args, env: []string{"HOME=" + tc.home(t)}})
+			if r.code == 0 || r.code == -1 {
+				t.Errorf("prun exited %d, want a failure status\n%s", r.code, r)
+			}
+			expectContains(t, "stderr", r.stderr, tc.want)
+			if n := len(lines(r.stderr)); n != 1 {
+				t.Errorf("stderr has %d lines, want one\n%s", n, r)
+			}
+			expectFaster(t, r, 7*time.Second)
+			t.Logf("%v: %s", r.dur.Round(time.Millisecond), strings.TrimSpace(r.stderr))
+			m.checkClean(t, 10*time.Second)
+		})
+	}
+}
+
+// listeners are the TCP listeners of prun processes that other nodes can
+// reach: the launcher's (pid) in this namespace, and the daemons' on the
+// hosts, as addresses to dial.
+func (m *mn) listeners(t *testing.T, launcher int) []string {
+	t.Helper()
+	var out []string
+	parse := func(ss []byte, ip string, want func(pid int) bool) {
+		for _, l := range strings.Split(string(ss), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 6 || !strings.Contains(l, `"prun"`) {
+				continue
+			}
+			i := strings.Index(l, "pid=")
+			pid, _ := strconv.Atoi(strings.FieldsFunc(l[i+4:], func(r rune) bool { return r < '0' || r > '9' })[0])
+			if !want(pid) {
+				continue
+			}
+			local := f[3]
+			host, port := local[:strings.LastIndexByte(local, ':')], local[strings.LastIndexByte(local, ':')+1:]
+			if host == "127.0.0.1" || host == "[::1]" {
+				// libpmix's own listener for the node's ranks and tools
+				// (PMIx 4 clients connect over loopback TCP; libpmix
+				// authenticates them): not reachable from the network.
+				continue
+			}
+			out = append(out, net.JoinHostPort(ip, port))
+		}
+	}
+	ss, err := exec.Command("ss", "-ltnpH").Output()
+	if err != nil {
+		t.Fatalf("ss: %v", err)
+	}
+	parse(ss, cluster.LauncherAddr, func(pid int) bool { return pid == launcher })
+	for _, h := range m.hosts {
+		ss, err := m.c.InNetns(h, "ss", "-ltnpH").Output()
+		if err != nil {
+			t.Fatalf("ss on %s: %v", h, err)
+		}
+		parse(ss, m.c.Addr(h), func(int) bool { return true })
+	}
+	return out
+}
+
+// procCount is the number of processes on all hosts.
+func (m *mn) procCount() int {
+	n := 0
+	for _, h := range m.hosts {
+		out, _ := exec.Command("ip", "netns", "pids", h).Output()
+		n += len(strings.Fields(string(out)))
+	}
+	return n
+}
+
+// daemonPid finds the pid of prun's daemon on host.
+func (m *mn) daemonPid(t *testing.T, host string) int {
+	t.Helper()
+	out, _ := exec.Command("ip", "netns", "pids", host).Output()
+	for _, f := range strings.Fields(string(out)) {
+		pid, _ := strconv.Atoi(f)
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.HasSuffix(string(cmdline), "\x00daemon\x00--ctl\x00") {
+			return pid
+		}
+	}
+	t.Fatalf("no prun daemon runs on %s", host)
+	return 0
+}

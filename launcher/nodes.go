@@ -1,0 +1,149 @@
+package launcher
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"prun/daemon"
+	"prun/hostfile"
+	"prun/jobspec"
+	"prun/pmixsrv"
+	"prun/remote"
+)
+
+// node is a node's daemon as the launcher drives it: the in-process
+// daemon.Daemon for this node, a remote.Node for the others.
+type node interface {
+	Launch(*daemon.Plan) error
+	Signal(nspace string, ranks []int, sig syscall.Signal)
+	ResizePTY(nspace string)
+	ServeDirectModex(target pmixsrv.Proc, done func([]byte, error))
+	DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error
+	Inspect(nspace string, stacks bool) []daemon.RankState
+}
+
+// nodeLost says a remote node's daemon is gone.
+type nodeLost struct {
+	host string
+	err  error
+}
+
+// remoteHosts are the hosts of the allocation that are not this node.
+func remoteHosts(a hostfile.Allocation) []string {
+	var out []string
+	for _, h := range a.Hosts {
+		if !isLocal(h.Name) {
+			out = append(out, h.Name)
+		}
+	}
+	return out
+}
+
+// forwardedEnv is what the launcher's environment passes to remote daemons
+// and their ranks besides -x: the MPI libraries' and PMIx's settings, as
+// mpirun forwards OMPI_MCA_*; everything else is the node's own login
+// environment.
+func forwardedEnv(env []string) []string {
+	prefixes := []string{"OMPI_MCA_", "PMIX_MCA_", "PRTE_MCA_", "MPIR_CVAR_", "UCX_", "FI_", "PRUN_DEBUG_"}
+	var out []string
+	for _, kv := range env {
+		for _, p := range prefixes {
+			if strings.HasPrefix(kv, p) {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// startRemote starts the daemons of the other nodes of the allocation.
+func (r *run) startRemote(job *jobspec.Job, hosts []string) (*remote.Tree, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	if job.Launch.Prefix != "" {
+		exe = filepath.Join(job.Launch.Prefix, "bin", "prun")
+	}
+	home := ""
+	for _, kv := range r.opts.Env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	return remote.Start(remote.Config{
+		Hosts:          hosts,
+		Exe:            exe,
+		Home:           home,
+		Rsh:            job.Launch.Rsh,
+		ConnectTimeout: 5 * time.Second,
+		Fanout:         job.Launch.Fanout,
+		IfInclude:      job.Launch.IfInclude,
+		Env:            forwardedEnv(r.opts.Env),
+	}, r.up, func(host string, err error) { r.up.queue.push(nodeLost{host, err}) })
+}
+
+// onNodeLost ends the job: the node's ranks are gone with its daemon.
+func (r *run) onNodeLost(nl nodeLost) {
+	r.up.mu.Lock()
+	for _, j := range r.jobs {
+		m := j.plan.Map
+		jr := r.up.jobs[j.plan.Nspace]
+		for i, n := range m.Nodes {
+			if n.Name != nl.host || len(n.Procs) == 0 {
+				continue
+			}
+			for _, rank := range n.Procs {
+				if p := &jr.procs[rank]; !p.exited {
+					p.exited, p.exitCode = true, -1
+					j.running--
+				}
+			}
+			if !j.doneNodes[i] {
+				j.doneNodes[i] = true
+				j.pendingNode--
+			}
+		}
+	}
+	r.up.mu.Unlock()
+	delete(r.nodes, nl.host)
+	r.up.mu.Lock()
+	delete(r.up.daemons, nl.host)
+	r.up.mu.Unlock()
+	r.failJob(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure)
+}
+
+// stdinFanout reads the launcher's stdin once for ranks on several nodes:
+// chunks go down the control plane to remote nodes, and through a pipe to
+// this node's daemon.
+func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			if local != nil {
+				if _, werr := local.Write(buf[:n]); werr != nil {
+					local = nil
+				}
+			}
+			for _, rn := range remotes {
+				rn.Stdin(buf[:n])
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if local != nil {
+		local.Close()
+	}
+	for _, rn := range remotes {
+		rn.Stdin(nil)
+	}
+}

@@ -1,0 +1,471 @@
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"prun/ctl"
+	"prun/daemon"
+	"prun/iof"
+	"prun/names"
+	"prun/pmixsrv"
+	"prun/sessiondir"
+	"prun/topology"
+)
+
+// Serve is `prun daemon`: it reads its Bootstrap from stdin, connects to
+// its parent, starts its own children, hosts the node's PMIx server and
+// obeys the launcher until the launcher goes (the parent link or stdin
+// closes, or heartbeats stop). Whatever ends it, its ranks end with it.
+// It returns the process's exit status.
+func Serve(stdin io.Reader, stderr io.Writer) int {
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "prun daemon: "+format+"\n", a...) }
+	br := bufio.NewReader(stdin)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		logf("no bootstrap on stdin: %v", err)
+		return 1
+	}
+	var b Bootstrap
+	if err := json.Unmarshal(line, &b); err != nil || b.Vertex < 1 || b.Vertex > len(b.Hosts) || b.Fanout < 1 {
+		logf("bad bootstrap")
+		return 1
+	}
+	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4)}
+	// EOF on stdin: the SSH session, hence the launcher (or our parent), is gone.
+	go func() {
+		io.Copy(io.Discard, br)
+		n.end("the launcher's session closed")
+	}()
+	for _, kv := range b.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			os.Setenv(k, v)
+		}
+	}
+	parent, err := dialParent(b)
+	if err != nil {
+		logf("%s: cannot connect to the launcher: %v", n.host, err)
+		return 1
+	}
+	n.parent = parent
+	defer parent.Close()
+
+	// Children first: their SSH handshakes are the long pole.
+	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
+		listen, advertise, err := listenAddrs(b.IfInclude)
+		var ln *ctl.Listener
+		if err == nil {
+			ln, err = ctl.Listen(listen, b.Secret)
+		}
+		if err != nil {
+			n.sendUp(tFailed, &msg{Host: n.host, Err: "cannot listen for its children: " + err.Error()})
+			return 1
+		}
+		cb := b
+		cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
+		cb.ParentAddrs = advertise
+		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) { n.parent.Send(typ, p) },
+			func(v int, err error) {
+				n.sendUp(tFailed, &msg{Host: b.Hosts[v-1], Err: err.Error()})
+			})
+		n.kids.start()
+		defer n.kids.close()
+	}
+
+	sess, err := sessiondir.Create("")
+	if err != nil {
+		n.sendUp(tFailed, &msg{Host: n.host, Err: err.Error()})
+		return 1
+	}
+	defer sess.Remove()
+	var network *daemon.Network
+	if a, ok := parent.LocalAddr().(*net.TCPAddr); ok {
+		network, _ = NetworkOf(a.IP)
+	}
+	topo, xml, topoErr := localTopology()
+	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: os.Environ(), Stdin: &n.stdin, Network: network}, n)
+	if err != nil {
+		n.sendUp(tFailed, &msg{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
+		return 1
+	}
+	n.d, n.topo = d, topo
+	hello := &msg{Host: n.host, Pid: os.Getpid()}
+	if topoErr == nil {
+		hello.Topo = topo.Synthetic()
+	}
+	if xml != nil && strings.HasPrefix(hello.Topo, "asymmetric") {
+		hello.TopoXML = xml // no synthetic description says it all
+	}
+	n.sendUp(tHello, hello)
+
+	go n.readParent()
+	why := <-n.gone
+	n.calls.fail(errors.New(n.host + ": daemon ending"))
+	closed := n.closed.Load()
+	n.closeDaemon()
+	if !closed {
+		logf("%s: %s; killed its ranks", n.host, why)
+	}
+	return 0
+}
+
+// localTopology is this node's topology: from the cached hwloc XML when
+// there is one (fast, and what libpmix and the ranks see), else from sysfs.
+func localTopology() (*topology.Topology, []byte, error) {
+	if c, ok := topology.Cache(); ok && c.Valid() {
+		if xml, err := os.ReadFile(c.Path); err == nil {
+			if t, err := topology.ParseXML(bytes.NewReader(xml)); err == nil {
+				return t, xml, nil
+			}
+		}
+	}
+	t, err := topology.Discover()
+	return t, nil, err
+}
+
+// dialParent connects to the parent's listener: first at the address the
+// SSH connection came from, then the others, all at once.
+func dialParent(b Bootstrap) (*ctl.Link, error) {
+	var addrs []string
+	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && b.IfInclude == "" {
+		addrs = append(addrs, f[0])
+	}
+	for _, a := range b.ParentAddrs {
+		if len(addrs) == 0 || a != addrs[0] {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("no address to try")
+	}
+	timeout := b.ConnectTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	type result struct {
+		l   *ctl.Link
+		err error
+	}
+	res := make(chan result, len(addrs))
+	for i, a := range addrs {
+		go func() {
+			// The SSH connection's address is the likely one: give it a head start.
+			if i > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			l, err := ctl.Dial(net.JoinHostPort(a, strconv.Itoa(b.ParentPort)), b.Secret, timeout)
+			res <- result{l, err}
+		}()
+	}
+	var errs []string
+	var won *ctl.Link
+	for range addrs {
+		r := <-res
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err.Error())
+		case won == nil:
+			won = r.l
+		default:
+			r.l.Close()
+		}
+		if won != nil {
+			// Stragglers close themselves when they arrive.
+			go func(left int) {
+				for ; left > 0; left-- {
+					if r := <-res; r.l != nil {
+						r.l.Close()
+					}
+				}
+			}(len(addrs) - 1 - len(errs))
+			return won, nil
+		}
+	}
+	return nil, errors.New(strings.Join(errs, "; "))
+}
+
+// node is a remote daemon's side of the control plane; it is the
+// daemon.Upstream of the node's Daemon.
+type node struct {
+	boot   Bootstrap
+	me     int
+	host   string
+	parent *ctl.Link
+	kids   *spawner
+	d      *daemon.Daemon
+	topo   *topology.Topology
+	calls  calls
+	stdin  stdinPipe
+
+	closeOnce sync.Once
+	closed    atomic.Bool // the launcher said close
+	gone      chan string
+}
+
+func (n *node) end(why string) {
+	select {
+	case n.gone <- why:
+	default:
+	}
+}
+
+func (n *node) closeDaemon() {
+	n.closeOnce.Do(func() {
+		n.stdin.close()
+		if n.d != nil {
+			n.d.Close()
+		}
+	})
+}
+
+func (n *node) sendUp(typ uint8, m *msg) error {
+	return n.parent.Send(typ, frame(toLauncher, uint32(n.me), encode(m)))
+}
+
+// call sends a request up; reply gets the answer, or the link's failure.
+func (n *node) call(typ uint8, m *msg, reply func(*msg)) {
+	id, ok := n.calls.add(reply)
+	if !ok {
+		reply(errOf(&msg{}, n.calls.err()))
+		return
+	}
+	m.ID = id
+	if err := n.sendUp(typ, m); err != nil {
+		if f := n.calls.take(id); f != nil {
+			f(errOf(&msg{}, err))
+		}
+	}
+}
+
+func (n *node) reply(id uint64, m *msg) {
+	m.ID = id
+	n.sendUp(tReply, m)
+}
+
+// readParent handles what comes down: messages for this node, for every
+// node (broadcasts), and for nodes below, which it passes on.
+func (n *node) readParent() {
+	for {
+		f, err := n.parent.Recv()
+		if err != nil {
+			n.end("lost the link to the launcher: " + err.Error())
+			return
+		}
+		dest, _, body, err := header(f.Payload)
+		if err != nil {
+			continue
+		}
+		switch {
+		case dest == toBroadcast:
+			if n.kids != nil {
+				n.kids.broadcast(f.Type, f.Payload)
+			}
+		case int(dest) != n.me:
+			if n.kids != nil {
+				n.kids.send(int(dest), f.Type, f.Payload)
+			}
+			continue
+		}
+		if f.Type == tStdin {
+			n.stdin.write(body)
+			continue
+		}
+		m, err := decode(body)
+		if err != nil {
+			continue
+		}
+		n.handle(f.Type, m)
+	}
+}
+
+func (n *node) handle(typ uint8, m *msg) {
+	switch typ {
+	case tReply:
+		if f := n.calls.take(m.ID); f != nil {
+			f(m)
+		}
+	case tLaunch:
+		var p daemon.Plan
+		if err := json.Unmarshal(m.Plan, &p); err != nil {
+			n.sendUp(tFailed, &msg{Host: n.host, Err: "bad launch plan: " + err.Error()})
+			return
+		}
+		for i := range p.Map.Nodes {
+			if p.Map.Nodes[i].Name == n.host {
+				p.Map.Nodes[i].Topo = n.topo
+			}
+		}
+		if err := n.d.Launch(&p); err != nil {
+			n.launchFailed(&p, err)
+		}
+	case tSignal:
+		n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
+	case tServeDmodex:
+		id := m.ID
+		n.d.ServeDirectModex(m.Proc, func(data []byte, err error) {
+			n.reply(id, errOf(&msg{Data: data}, err))
+		})
+	case tDeliver:
+		n.d.DeliverEvent(m.Status, m.Proc, m.Range, m.Info)
+	case tInspect:
+		n.reply(m.ID, &msg{States: n.d.Inspect(m.Nspace, m.Wait)})
+	case tClose:
+		// Kill and reap everything, then say so; the launcher closes the
+		// link after every node has answered, which ends this process.
+		n.closed.Store(true)
+		n.closeDaemon()
+		n.reply(m.ID, &msg{Host: n.host})
+	}
+}
+
+// launchFailed reports every local rank of a plan the daemon refused.
+func (n *node) launchFailed(p *daemon.Plan, err error) {
+	for _, nd := range p.Map.Nodes {
+		if nd.Name != n.host {
+			continue
+		}
+		for _, r := range nd.Procs {
+			n.Event(daemon.Event{Kind: daemon.LaunchFailed, Nspace: p.Nspace, Rank: r, Node: n.host, Msg: err.Error()})
+		}
+	}
+	n.Event(daemon.Event{Kind: daemon.NodeJobDone, Nspace: p.Nspace, Node: n.host})
+}
+
+// daemon.Upstream, over the control plane.
+
+func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
+	n.parent.Send(tOutput, frame(toLauncher, uint32(n.me), encodeOutput(src, st, p, partial)))
+}
+
+func (n *node) SetSourceInfo(src iof.Source, host string, pid int) {
+	n.sendUp(tSourceInfo, &msg{Src: src, Host: host, Pid: pid})
+}
+
+func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &msg{Src: src, Stream: st}) }
+
+func (n *node) Event(ev daemon.Event) { n.sendUp(tEvent, &msg{Event: &ev}) }
+
+func (n *node) Fence(_, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
+	n.call(tFence, &msg{Kind: kind, Procs: procs, Data: data}, func(m *msg) { done(m.Data, m.err()) })
+}
+
+func (n *node) DirectModex(_ string, target pmixsrv.Proc, done func([]byte, error)) {
+	n.call(tDmodex, &msg{Proc: target}, func(m *msg) { done(m.Data, m.err()) })
+}
+
+func (n *node) NotifyEvent(_ string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
+	n.sendUp(tNotify, &msg{Status: code, Proc: source, Range: rng, Info: info})
+}
+
+func (n *node) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error)) {
+	n.call(tJobControl, &msg{Proc: req, Procs: targets, Sig: int(sig)}, func(m *msg) { done(m.err()) })
+}
+
+func (n *node) Spawn(req daemon.SpawnRequest) {
+	n.call(tSpawn, &msg{Proc: req.Parent, Apps: req.Apps, Preput: req.Preput}, func(m *msg) { req.Done(m.Nspace, m.err()) })
+}
+
+func (n *node) Names() daemon.NameService { return nodeNames{n} }
+
+func (n *node) Namespaces(done func([]string)) {
+	n.call(tNamespaces, &msg{}, func(m *msg) { done(m.Names) })
+}
+
+func (n *node) ProcTable(nspace string, done func([]pmixsrv.ProcInfo, error)) {
+	n.call(tProcTable, &msg{Nspace: nspace}, func(m *msg) { done(m.Table, m.err()) })
+}
+
+type nodeNames struct{ n *node }
+
+func (x nodeNames) Publish(entries []names.Entry, done func(error)) {
+	x.n.call(tPublish, &msg{Entries: entries}, func(m *msg) { done(nameErr(m)) })
+}
+
+func (x nodeNames) Lookup(keys []string, wait bool, timeout time.Duration, done func([]names.Entry, error)) {
+	x.n.call(tLookup, &msg{Keys: keys, Wait: wait, Timeout: timeout}, func(m *msg) { done(m.Entries, nameErr(m)) })
+}
+
+func (x nodeNames) Unpublish(pub string, keys []string, done func(error)) {
+	x.n.call(tUnpublish, &msg{Pub: pub, Keys: keys}, func(m *msg) { done(nameErr(m)) })
+}
+
+// nameErr restores the name service's errors, which callers tell apart.
+func nameErr(m *msg) error {
+	switch m.Kind {
+	case "duplicate":
+		return names.ErrDuplicate
+	case "timeout":
+		return names.ErrTimeout
+	}
+	return m.err()
+}
+
+func nameKind(err error) string {
+	switch {
+	case errors.Is(err, names.ErrDuplicate):
+		return "duplicate"
+	case errors.Is(err, names.ErrTimeout):
+		return "timeout"
+	}
+	return ""
+}
+
+// stdinPipe is the launcher's stdin as this node's ranks read it: chunks
+// come down the control plane; an empty chunk is end of file.
+type stdinPipe struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	chunks [][]byte
+	eof    bool
+}
+
+func (s *stdinPipe) init() {
+	if s.cond == nil {
+		s.cond = sync.NewCond(&s.mu)
+	}
+}
+
+func (s *stdinPipe) write(p []byte) {
+	s.mu.Lock()
+	s.init()
+	if len(p) == 0 {
+		s.eof = true
+	} else {
+		s.chunks = append(s.chunks, append([]byte(nil), p...))
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+func (s *stdinPipe) close() { s.write(nil) }
+
+func (s *stdinPipe) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	for len(s.chunks) == 0 && !s.eof {
+		s.cond.Wait()
+	}
+	if len(s.chunks) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p, s.chunks[0])
+	if k == len(s.chunks[0]) {
+		s.chunks = s.chunks[1:]
+	} else {
+		s.chunks[0] = s.chunks[0][k:]
+	}
+	return k, nil
+}

@@ -1,0 +1,401 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"prun/ctl"
+	"prun/daemon"
+	"prun/rsh"
+)
+
+// Bootstrap is what a daemon reads, as one JSON line, from its standard
+// input: the SSH session is the only channel the launch secret travels.
+type Bootstrap struct {
+	Secret []byte
+	Vertex int      // this daemon's vertex, 1..len(Hosts)
+	Hosts  []string // vertex v runs on Hosts[v-1], named as the user named it
+	Fanout int
+	// The parent's listener: its port, and its addresses to try after the
+	// one the SSH connection came from (SSH_CONNECTION).
+	ParentPort  int
+	ParentAddrs []string
+	Exe         string // prun on every node
+	// How daemons reach their own children (tree spawn).
+	Home           string
+	Rsh            string
+	ConnectTimeout time.Duration
+	IfInclude      string   // the control network, when the user chose one
+	Env            []string // the launcher's settings for daemons and ranks (MCA variables, ...)
+}
+
+// DaemonArgs are the arguments after the daemon binary's path.
+var DaemonArgs = []string{"daemon", "--ctl"}
+
+// CleanupArgs make prun remove the node's stale session directories (and
+// kill what their jobs left) after a daemon that could not do it itself.
+var CleanupArgs = []string{"daemon", "--cleanup"}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// spawner starts the daemons of one vertex's children and relays what they
+// send. The launcher and every daemon with children run one.
+type spawner struct {
+	me   int
+	boot Bootstrap // the template of the children's bootstraps
+	ln   *ctl.Listener
+	// up takes every frame a child sends (the child's hello first).
+	up func(typ uint8, payload []byte)
+	// failed reports a child that could not start, or whose link is gone.
+	failed func(vertex int, err error)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	links    map[int]*ctl.Link
+	sessions map[int]*rsh.Session
+	closing  bool
+	wg       sync.WaitGroup
+	local    net.IP // this end's address of the first child link
+}
+
+func (s *spawner) localIP() net.IP {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.local
+}
+
+// maxParallelStarts bounds the SSH connections one vertex opens at once.
+const maxParallelStarts = 32
+
+func newSpawner(me int, boot Bootstrap, ln *ctl.Listener, up func(uint8, []byte), failed func(int, error)) *spawner {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &spawner{me: me, boot: boot, ln: ln, up: up, failed: failed, ctx: ctx, cancel: cancel,
+		links: map[int]*ctl.Link{}, sessions: map[int]*rsh.Session{}}
+}
+
+func (s *spawner) children() []int { return ctl.Children(s.me, s.boot.Fanout, len(s.boot.Hosts)) }
+
+// start launches every child and accepts their links.
+func (s *spawner) start() {
+	kids := s.children()
+	if len(kids) == 0 {
+		return
+	}
+	go s.accept(len(kids))
+	sem := make(chan struct{}, maxParallelStarts)
+	for _, c := range kids {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s.startOne(c)
+		}()
+	}
+}
+
+func (s *spawner) host(v int) string { return s.boot.Hosts[v-1] }
+
+func (s *spawner) startOne(v int) {
+	b := s.boot
+	b.Vertex = v
+	line, err := json.Marshal(b)
+	if err != nil {
+		s.fail(v, err)
+		return
+	}
+	host := s.host(v)
+	// After the daemon, however it ended (SIGKILL too), the node's stale
+	// session directories go and whatever its ranks left is killed; the
+	// daemon's own exit status is the session's.
+	exe := shellQuote(b.Exe)
+	argv := []string{"sh", "-c", fmt.Sprintf("%s %s %s; s=$?; %s %s %s; exit $s",
+		exe, DaemonArgs[0], DaemonArgs[1], exe, CleanupArgs[0], CleanupArgs[1])}
+	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), rsh.Options{Home: b.Home, Command: b.Rsh,
+		ConnectTimeout: b.ConnectTimeout})
+	if err != nil {
+		s.fail(v, err)
+		return
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		sess.Close()
+		return
+	}
+	s.sessions[v] = sess
+	s.mu.Unlock()
+	go io.Copy(io.Discard, sess.Stdout())
+	// A daemon that does not connect back in time is as lost as one that
+	// exited: say which, with what it printed.
+	ended := make(chan struct{})
+	go func() {
+		code, err := sess.Wait()
+		close(ended)
+		s.mu.Lock()
+		closing, linked := s.closing, s.links[v] != nil
+		s.mu.Unlock()
+		if closing {
+			return
+		}
+		msg := exitReason(b.Exe, code, err, sess.Stderr())
+		if linked {
+			msg = "its daemon ended: " + msg
+		}
+		s.fail(v, fmt.Errorf("%s", msg))
+	}()
+	wait := b.ConnectTimeout + 10*time.Second
+	select {
+	case <-ended:
+	case <-s.ctx.Done():
+	case <-time.After(wait):
+		s.mu.Lock()
+		linked := s.links[v] != nil
+		s.mu.Unlock()
+		if !linked {
+			s.fail(v, fmt.Errorf("the daemon started but did not connect back to port %d of %s within %v (firewall? try --if-include)",
+				b.ParentPort, strings.Join(b.ParentAddrs, ", "), wait))
+		}
+	}
+}
+
+// exitReason says why a daemon's remote command ended.
+func exitReason(exe string, code int, err error, stderr string) string {
+	last := lastLine(stderr)
+	switch {
+	case err != nil:
+		return err.Error()
+	case code == 127:
+		return fmt.Sprintf("%s not found there (install prun at the same path, or use --prefix DIR)", exe)
+	case code == 126:
+		return fmt.Sprintf("%s is not executable there", exe)
+	case last != "":
+		return fmt.Sprintf("exit status %d: %s", code, last)
+	}
+	return fmt.Sprintf("exit status %d", code)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// accept takes the children's links: the first frame of each must be the
+// hello of a child not yet linked.
+func (s *spawner) accept(n int) {
+	for l := range s.ln.Links() {
+		go func() {
+			f, err := l.Recv()
+			if err != nil {
+				l.Close()
+				return
+			}
+			_, src, _, err := header(f.Payload)
+			v := int(src)
+			ok := err == nil && f.Type == tHello && ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts)
+			s.mu.Lock()
+			if ok && (s.links[v] != nil || s.closing) {
+				ok = false
+			}
+			if ok {
+				s.links[v] = l
+				if a, isTCP := l.LocalAddr().(*net.TCPAddr); isTCP && s.local == nil {
+					s.local = a.IP
+				}
+			}
+			s.mu.Unlock()
+			if !ok {
+				l.Close()
+				return
+			}
+			s.up(f.Type, f.Payload)
+			for {
+				f, err := l.Recv()
+				if err != nil {
+					s.mu.Lock()
+					closing := s.closing
+					s.mu.Unlock()
+					if !closing {
+						s.fail(v, fmt.Errorf("lost the connection to its daemon: %v", err))
+					}
+					return
+				}
+				s.up(f.Type, f.Payload)
+			}
+		}()
+	}
+}
+
+func (s *spawner) fail(v int, err error) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if !closing {
+		s.failed(v, err)
+	}
+}
+
+// send passes a frame down towards vertex dest (a descendant).
+func (s *spawner) send(dest int, typ uint8, payload []byte) error {
+	hop := ctl.NextHop(s.me, dest, s.boot.Fanout)
+	s.mu.Lock()
+	l := s.links[hop]
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("no link towards %s", s.host(dest))
+	}
+	return l.Send(typ, payload)
+}
+
+// broadcast passes a frame to every linked child.
+func (s *spawner) broadcast(typ uint8, payload []byte) {
+	s.mu.Lock()
+	links := make([]*ctl.Link, 0, len(s.links))
+	for _, l := range s.links {
+		links = append(links, l)
+	}
+	s.mu.Unlock()
+	for _, l := range links {
+		l.Send(typ, payload)
+	}
+}
+
+// close drops every child: their links and sessions close, and each child
+// daemon, losing its parent, tears itself and its own subtree down.
+func (s *spawner) close() {
+	s.mu.Lock()
+	s.closing = true
+	links, sessions := s.links, s.sessions
+	s.mu.Unlock()
+	s.cancel()
+	s.ln.Close()
+	for _, l := range links {
+		l.Close()
+	}
+	for _, sess := range sessions {
+		sess.Close()
+	}
+}
+
+// waitSessions waits, at most until deadline, for the children's remote
+// commands to end.
+func (s *spawner) waitSessions(d time.Duration) {
+	s.mu.Lock()
+	sessions := make([]*rsh.Session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		for _, sess := range sessions {
+			sess.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+// dumpStderr writes what the children's daemons wrote to stderr (debugging:
+// PRUN_DEBUG_REMOTE=1).
+func (s *spawner) dumpStderr(w io.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for v, sess := range s.sessions {
+		for _, l := range strings.Split(strings.TrimSpace(sess.Stderr()), "\n") {
+			if l != "" {
+				fmt.Fprintf(w, "[%s] %s\n", s.host(v), l)
+			}
+		}
+	}
+}
+
+// listenAddrs picks where a vertex listens and what it tells its children:
+// the --if-include network's address, else every address of this node's
+// (children try the one their SSH connection came from first).
+func listenAddrs(ifInclude string) (listen string, advertise []string, err error) {
+	if ifInclude != "" {
+		ip, err := ChooseIP(ifInclude)
+		if err != nil {
+			return "", nil, err
+		}
+		return net.JoinHostPort(ip.String(), "0"), []string{ip.String()}, nil
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", nil, err
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+			advertise = append(advertise, ipn.IP.String())
+		}
+	}
+	return ":0", advertise, nil
+}
+
+// ChooseIP finds this node's address on a network given as a CIDR or an
+// interface name.
+func ChooseIP(spec string) (net.IP, error) {
+	if _, cidr, err := net.ParseCIDR(spec); err == nil {
+		addrs, err := net.InterfaceAddrs()
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && cidr.Contains(ipn.IP) {
+				return ipn.IP, nil
+			}
+		}
+		return nil, fmt.Errorf("--if-include %s: no address of this node is in that network", spec)
+	}
+	ifc, err := net.InterfaceByName(spec)
+	if err != nil {
+		return nil, fmt.Errorf("--if-include %s: neither a CIDR nor an interface of this node", spec)
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+			return ipn.IP, nil
+		}
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			return ipn.IP, nil
+		}
+	}
+	return nil, fmt.Errorf("--if-include %s: the interface has no address", spec)
+}
+
+// NetworkOf finds the interface and network of a local address, for the
+// MPI libraries' interface selection.
+func NetworkOf(ip net.IP) (*daemon.Network, bool) {
+	ifcs, err := net.Interfaces()
+	if err != nil {
+		return nil, false
+	}
+	for _, ifc := range ifcs {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
+				ones, _ := ipn.Mask.Size()
+				return &daemon.Network{IP: ip.String(), CIDR: ipn.IP.Mask(ipn.Mask).String() + "/" + strconv.Itoa(ones), Iface: ifc.Name}, true
+			}
+		}
+	}
+	return nil, false
+}

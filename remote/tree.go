@@ -1,0 +1,410 @@
+// Package remote runs prun's daemons on other nodes: the launcher starts
+// them over SSH (rsh) as a tree, each daemon starting its own children, and
+// every message between the launcher and a daemon travels the tree's
+// authenticated links (ctl). The launcher side is a Tree whose Nodes stand
+// in for daemon.Daemons; the daemon side is Serve, behind `prun daemon`,
+// which gives its daemon.Daemon an Upstream that is the control plane.
+package remote
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"prun/ctl"
+	"prun/daemon"
+	"prun/iof"
+	"prun/names"
+	"prun/pmixsrv"
+	"prun/topology"
+)
+
+// Config says where and how to start daemons.
+type Config struct {
+	Hosts          []string // the remote nodes, as the user named them
+	Exe            string   // prun's path on the nodes
+	Home           string   // for SSH settings ($HOME/.ssh)
+	Rsh            string   // --rsh: an external remote shell command
+	ConnectTimeout time.Duration
+	Fanout         int    // children per vertex
+	IfInclude      string // the control network (CIDR or interface)
+	Env            []string
+	// StartTimeout bounds the whole start-up (every daemon's hello).
+	StartTimeout time.Duration
+}
+
+// DefaultFanout is the tree's default width; see docs/benchmarks.md for
+// the measurement behind it.
+const DefaultFanout = 32
+
+// Tree is the launcher's side of the daemons.
+type Tree struct {
+	cfg   Config
+	kids  *spawner
+	up    daemon.Upstream
+	lost  func(host string, err error)
+	calls calls
+
+	mu      sync.Mutex
+	hellos  map[int]*msg
+	ready   chan struct{} // closed when every daemon said hello
+	failure chan error
+	down    map[int]bool // vertices lost
+	closing bool
+
+	closeID      uint64        // the request id of the closing broadcast
+	closeAnswers chan struct{} // one per node that answered it
+}
+
+// Start launches a daemon on every host and waits until each has reported
+// (its topology) or one failed. Lost nodes later go to lost.
+func Start(cfg Config, up daemon.Upstream, lost func(host string, err error)) (*Tree, error) {
+	if cfg.Fanout < 1 {
+		cfg.Fanout = DefaultFanout
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	secret, err := ctl.NewSecret()
+	if err != nil {
+		return nil, err
+	}
+	listen, advertise, err := listenAddrs(cfg.IfInclude)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := ctl.Listen(listen, secret)
+	if err != nil {
+		return nil, fmt.Errorf("control plane: %v", err)
+	}
+	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*msg{}, ready: make(chan struct{}),
+		failure: make(chan error, 1), down: map[int]bool{}}
+	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
+		ParentAddrs: advertise, Exe: cfg.Exe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
+		IfInclude: cfg.IfInclude, Env: cfg.Env}
+	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
+	t.kids.start()
+	select {
+	case <-t.ready:
+		return t, nil
+	case err := <-t.failure:
+		t.Close()
+		return nil, err
+	case <-time.After(cfg.StartTimeout):
+		t.mu.Lock()
+		var missing []string
+		for v := 1; v <= len(cfg.Hosts); v++ {
+			if t.hellos[v] == nil {
+				missing = append(missing, cfg.Hosts[v-1])
+			}
+		}
+		t.mu.Unlock()
+		t.Close()
+		return nil, fmt.Errorf("%s: no daemon reported within %v", missing[0], cfg.StartTimeout)
+	}
+}
+
+// nodeFailed is a node that did not start or was lost.
+func (t *Tree) nodeFailed(host string, err error) {
+	// The nodes below a lost one are cut off with it.
+	var cut []string
+	t.mu.Lock()
+	started := len(t.hellos) == len(t.cfg.Hosts)
+	closing := t.closing
+	for v, h := range t.cfg.Hosts {
+		if h != host {
+			continue
+		}
+		for _, w := range ctl.Subtree(v+1, t.cfg.Fanout, len(t.cfg.Hosts)) {
+			if !t.down[w] {
+				t.down[w] = true
+				if w != v+1 {
+					cut = append(cut, t.cfg.Hosts[w-1])
+				}
+			}
+		}
+	}
+	t.mu.Unlock()
+	// Errors of the SSH client already start with the host's name.
+	if !strings.HasPrefix(err.Error(), host+": ") {
+		err = fmt.Errorf("%s: %w", host, err)
+	}
+	t.calls.fail(err)
+	switch {
+	case closing:
+	case !started:
+		select {
+		case t.failure <- err:
+		default:
+		}
+	default:
+		t.lost(host, err)
+		for _, h := range cut {
+			t.lost(h, fmt.Errorf("cut off with %s", host))
+		}
+	}
+}
+
+// Topology is what a node reported (nil when it could not say).
+func (t *Tree) Topology(host string) *topology.Topology {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for v, m := range t.hellos {
+		if t.cfg.Hosts[v-1] != host {
+			continue
+		}
+		var topo *topology.Topology
+		var err error
+		if len(m.TopoXML) > 0 {
+			topo, err = topology.ParseXML(bytes.NewReader(m.TopoXML))
+		} else if m.Topo != "" {
+			topo, err = topology.ParseSynthetic(m.Topo)
+		}
+		if err != nil {
+			return nil
+		}
+		return topo
+	}
+	return nil
+}
+
+// LocalNetwork is the launcher's side of the control network: the network
+// of the address its daemons reached it at.
+func (t *Tree) LocalNetwork() *daemon.Network {
+	ip := t.kids.localIP()
+	if ip == nil {
+		return nil
+	}
+	n, _ := NetworkOf(ip)
+	return n
+}
+
+// Node is a remote node's daemon as the launcher drives it.
+type Node struct {
+	t    *Tree
+	v    int
+	Name string
+}
+
+// Node returns the daemon of host.
+func (t *Tree) Node(host string) *Node {
+	for v, h := range t.cfg.Hosts {
+		if h == host {
+			return &Node{t: t, v: v + 1, Name: host}
+		}
+	}
+	return nil
+}
+
+func (t *Tree) send(v int, typ uint8, m *msg) error {
+	return t.kids.send(v, typ, frame(uint32(v), toLauncher, encode(m)))
+}
+
+func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
+	id, ok := t.calls.add(reply)
+	if !ok {
+		reply(errOf(&msg{}, t.calls.err()))
+		return
+	}
+	m.ID = id
+	if err := t.send(v, typ, m); err != nil {
+		if f := t.calls.take(id); f != nil {
+			f(errOf(&msg{}, err))
+		}
+	}
+}
+
+// Launch hands the node a plan; failures come back as events.
+func (n *Node) Launch(p *daemon.Plan) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return n.t.send(n.v, tLaunch, &msg{Plan: b})
+}
+
+func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
+	n.t.send(n.v, tSignal, &msg{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
+}
+
+func (n *Node) ResizePTY(string) {} // a --pty rank runs on the launcher's node
+
+func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
+	n.t.call(n.v, tServeDmodex, &msg{Proc: target}, func(m *msg) { done(m.Data, m.err()) })
+}
+
+func (n *Node) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
+	return n.t.send(n.v, tDeliver, &msg{Status: code, Proc: source, Range: rng, Info: info})
+}
+
+// Inspect asks the node for its ranks' states, waiting a bounded time.
+func (n *Node) Inspect(nspace string, stacks bool) []daemon.RankState {
+	ch := make(chan []daemon.RankState, 1)
+	n.t.call(n.v, tInspect, &msg{Nspace: nspace, Wait: stacks}, func(m *msg) { ch <- m.States })
+	select {
+	case st := <-ch:
+		return st
+	case <-time.After(10 * time.Second):
+		return nil
+	}
+}
+
+// Stdin passes a chunk of the launcher's stdin to the node (nil: EOF).
+func (n *Node) Stdin(p []byte) error {
+	return n.t.kids.send(n.v, tStdin, frame(uint32(n.v), toLauncher, p))
+}
+
+// Close is the Tree's: daemons end together.
+func (n *Node) Close() error { return nil }
+
+// Close ends every daemon: each kills and reaps its ranks and answers, then
+// the links close and the daemons exit. It waits a bounded time.
+func (t *Tree) Close() error {
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		return nil
+	}
+	live := 0
+	for v := 1; v <= len(t.cfg.Hosts); v++ {
+		if t.hellos[v] != nil && !t.down[v] {
+			live++
+		}
+	}
+	t.mu.Unlock()
+	if live > 0 {
+		answered := make(chan struct{}, live)
+		id, ok := t.calls.add(nil)
+		if ok {
+			t.calls.take(id)
+		}
+		// One broadcast; each node answers to the same request id.
+		t.mu.Lock()
+		t.closeAnswers = answered
+		t.closeID = id
+		t.mu.Unlock()
+		t.kids.broadcast(tClose, frame(toBroadcast, toLauncher, encode(&msg{ID: id})))
+		deadline := time.After(5 * time.Second)
+	wait:
+		for i := 0; i < live; i++ {
+			select {
+			case <-answered:
+			case <-deadline:
+				break wait
+			}
+		}
+	}
+	t.mu.Lock()
+	t.closing = true
+	t.mu.Unlock()
+	t.kids.close()
+	t.kids.waitSessions(3 * time.Second)
+	if os.Getenv("PRUN_DEBUG_REMOTE") == "1" {
+		t.kids.dumpStderr(os.Stderr)
+	}
+	return nil
+}
+
+// dispatch handles a frame from below.
+func (t *Tree) dispatch(typ uint8, payload []byte) {
+	_, src, body, err := header(payload)
+	v := int(src)
+	if err != nil || v < 1 || v > len(t.cfg.Hosts) {
+		return
+	}
+	host := t.cfg.Hosts[v-1]
+	if typ == tOutput {
+		if s, st, p, partial, err := decodeOutput(body); err == nil {
+			t.up.Write(s, st, p, partial)
+		}
+		return
+	}
+	m, err := decode(body)
+	if err != nil {
+		t.nodeFailed(host, err)
+		return
+	}
+	up := t.up
+	reply := func(r *msg) {
+		r.ID = m.ID
+		t.send(v, tReply, r)
+	}
+	switch typ {
+	case tHello:
+		t.mu.Lock()
+		if t.hellos[v] == nil {
+			t.hellos[v] = m
+			if len(t.hellos) == len(t.cfg.Hosts) {
+				close(t.ready)
+			}
+		}
+		t.mu.Unlock()
+	case tFailed:
+		t.nodeFailed(m.Host, errors.New(m.Err))
+	case tSourceInfo:
+		if is, ok := up.(iof.InfoSink); ok {
+			is.SetSourceInfo(m.Src, m.Host, m.Pid)
+		}
+	case tEnd:
+		if e, ok := up.(iof.Ender); ok {
+			e.End(m.Src, m.Stream)
+		}
+	case tEvent:
+		if m.Event != nil {
+			up.Event(*m.Event)
+		}
+	case tFence:
+		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
+	case tDmodex:
+		up.DirectModex(host, m.Proc, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
+	case tNotify:
+		up.NotifyEvent(host, m.Status, m.Proc, m.Range, m.Info)
+	case tJobControl:
+		up.JobControl(m.Proc, m.Procs, syscall.Signal(m.Sig), func(err error) { reply(errOf(&msg{}, err)) })
+	case tSpawn:
+		up.Spawn(daemon.SpawnRequest{Parent: m.Proc, Apps: m.Apps, Preput: m.Preput, Done: func(ns string, err error) {
+			reply(errOf(&msg{Nspace: ns}, err))
+		}})
+	case tPublish:
+		up.Names().Publish(m.Entries, func(err error) { reply(errOf(&msg{Kind: nameKind(err)}, err)) })
+	case tLookup:
+		up.Names().Lookup(m.Keys, m.Wait, m.Timeout, func(e []names.Entry, err error) {
+			reply(errOf(&msg{Entries: e, Kind: nameKind(err)}, err))
+		})
+	case tUnpublish:
+		up.Names().Unpublish(m.Pub, m.Keys, func(err error) { reply(errOf(&msg{Kind: nameKind(err)}, err)) })
+	case tNamespaces:
+		up.Namespaces(func(ns []string) { reply(&msg{Names: ns}) })
+	case tProcTable:
+		up.ProcTable(m.Nspace, func(pt []pmixsrv.ProcInfo, err error) { reply(errOf(&msg{Table: pt}, err)) })
+	case tReply:
+		t.mu.Lock()
+		closeID, answered := t.closeID, t.closeAnswers
+		t.mu.Unlock()
+		if m.ID == closeID && answered != nil {
+			answered <- struct{}{}
+			return
+		}
+		if f := t.calls.take(m.ID); f != nil {
+			f(m)
+		}
+	}
+}
+
+// Hosts lists the nodes, sorted, for messages.
+func (t *Tree) Hosts() []string {
+	h := append([]string(nil), t.cfg.Hosts...)
+	sort.Strings(h)
+	return h
+}

@@ -1,0 +1,77 @@
+package rsh
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// startCommand starts argv on host with the external remote shell command
+// opts.Command.
+func startCommand(host string, argv []string, stdin []byte, opts Options) (*Session, error) {
+	words, err := split(opts.Command)
+	if err != nil {
+		return nil, fmt.Errorf("%s: bad remote shell command %q: %v", host, opts.Command, err)
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("%s: empty remote shell command", host)
+	}
+	cmd := exec.Command(words[0], append(words[1:], host, commandLine(argv))...)
+	// A process group of its own: a terminal's ^C is the launcher's to
+	// handle, and Close kills whatever the command started (a ProxyCommand).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s := &Session{host: host, done: make(chan struct{})}
+	cmd.Stderr = &s.stderr
+	cmd.WaitDelay = time.Second // for stderr held open by a leftover child
+
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, hostErr(host, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, hostErr(host, err)
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		if e := errors.Unwrap(err); e != nil {
+			err = e
+		}
+		return nil, fmt.Errorf("%s: cannot run %s: %v", host, words[0], err)
+	}
+	s.stdout = outR
+	if len(stdin) > 0 {
+		go inW.Write(stdin)
+	}
+	go func() {
+		err := cmd.Wait()
+		ps := cmd.ProcessState
+		switch {
+		case ps != nil && ps.Exited():
+			s.finish(ps.ExitCode(), nil)
+		case ps != nil:
+			s.finish(-1, fmt.Errorf("%s: %s: %v", host, words[0], ps))
+		default:
+			s.finish(-1, hostErr(host, err))
+		}
+	}()
+	s.closeFn = func() {
+		inW.Close()
+		if !isDone(s.done) { // once reaped, the pid may be someone else's
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		outR.Close()
+	}
+	return s, nil
+}

@@ -1,0 +1,206 @@
+// Package rsh starts a command on a remote node, the way a parallel launcher
+// starts its daemons.
+//
+// The built-in SSH client exists so that a launch does not fork one ssh
+// process per node: with hundreds of nodes, a process per connection costs
+// more than the connections, and an in-process client can report each failure
+// as one clear line naming the node, instead of whatever ssh printed. It
+// follows the user's ssh_config (HostName, User, Port, IdentityFile,
+// ProxyJump, known hosts, ...) so that a node reachable with ssh is reachable
+// here without more setup, and it never asks anything: there is no terminal
+// to ask on. Sites whose access goes through something else (a ProxyCommand,
+// Kerberos, a batch system's own remote shell) name an external command
+// instead, as Open MPI's plm_rsh_agent and Hydra's -launcher-exec do.
+//
+// The remote command's standard input stays open for the life of the session
+// because the remote daemon takes end of file on it to mean that the launcher
+// is gone: Close is how the launcher says so.
+package rsh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Options say how to reach nodes.
+type Options struct {
+	// Home is where ~/.ssh is looked up ("" = $HOME). OpenSSH uses the
+	// password database, we use this.
+	Home string
+	// Command, when not empty, is an external remote-shell command (like
+	// Open MPI's plm_rsh_agent, Hydra's -launcher-exec): split into words
+	// (shell-like, with quotes and backslashes, no expansion), then run as
+	// WORDS... HOST REMOTECMD where REMOTECMD is the single string built
+	// from argv (each word shell-quoted).
+	Command string
+	// ConnectTimeout bounds TCP connect + SSH handshake + auth per hop when
+	// ssh_config has no ConnectTimeout (default 5 s when zero).
+	ConnectTimeout time.Duration
+}
+
+// defaultConnectTimeout applies when neither Options nor ssh_config give a
+// ConnectTimeout.
+const defaultConnectTimeout = 5 * time.Second
+
+// stderrMax is how much of the remote standard error a Session keeps.
+const stderrMax = 64 << 10
+
+// Session is one command started on a node.
+type Session struct {
+	host    string
+	stdout  io.Reader
+	stderr  tail
+	localIP net.IP
+
+	done   chan struct{} // closed when status and err are set
+	status int
+	err    error
+
+	closing   atomic.Bool
+	closeOnce sync.Once
+	closeFn   func()
+	drain     sync.Once
+	lost      atomic.Pointer[string] // why the connection was given up, if it was
+}
+
+// Start runs argv (argv[0] is a path on the remote node) on host. stdin is
+// written to the remote command's standard input right after it starts, and
+// the standard input stays open afterwards, until Close. host is the name as
+// the user gave it (ssh_config Host patterns match it).
+//
+// ctx bounds the start only: once Start has returned, the session lasts until
+// the command ends or Close. Errors are one line that starts with the host.
+func Start(ctx context.Context, host string, argv []string, stdin []byte, opts Options) (*Session, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if host == "" {
+		return nil, errors.New("rsh: empty host name")
+	}
+	if strings.HasPrefix(host, "-") || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return nil, fmt.Errorf("%q: bad host name", host)
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("%s: no command to run", host)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, hostErr(host, err)
+	}
+	if opts.Command != "" {
+		return startCommand(host, argv, stdin, opts)
+	}
+	return startSSH(ctx, host, argv, stdin, opts)
+}
+
+// Stderr returns what the remote command wrote to its standard error so
+// far (at most the last 64 KiB).
+func (s *Session) Stderr() string { return s.stderr.String() }
+
+// Stdout is the remote command's standard output. The caller must read it
+// (or call DiscardStdout): a command whose output nobody reads blocks once
+// the transport's buffers are full, and never ends.
+func (s *Session) Stdout() io.Reader { return s.stdout }
+
+// DiscardStdout reads and drops the standard output in the background, for
+// a caller that does not want it: call it instead of reading Stdout, not as
+// well.
+func (s *Session) DiscardStdout() {
+	s.drain.Do(func() { go io.Copy(io.Discard, s.stdout) })
+}
+
+// LocalIP is this side's address of the connection to the node (with
+// ProxyJump: of the connection to the first hop); nil with an external
+// command.
+func (s *Session) LocalIP() net.IP { return s.localIP }
+
+// Wait waits for the remote command to end and returns its exit status (128
+// + the signal number when a signal ended it), or -1 and an error naming
+// the host when the connection failed or closed without an exit status. It
+// may be called more than once, and from several goroutines.
+func (s *Session) Wait() (int, error) {
+	<-s.done
+	return s.status, s.err
+}
+
+// Close ends the session: it closes the standard input, then (built-in
+// client) asks the server to kill the command's process group with SIGKILL
+// and closes the channel and the connections, or (external command) kills
+// the command's local process group with SIGKILL. The remote command sees
+// end of file on its standard input and, if it writes, a broken pipe; the
+// kill request is not made as root to OpenSSH's sshd, which refuses it for
+// root logins. Once Close has begun, Wait returns -1 and an error. Close is
+// safe to call more than once and concurrently with Wait; later calls do
+// nothing.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		s.closeFn()
+	})
+	return nil
+}
+
+// finish records the result of the session.
+func (s *Session) finish(status int, err error) {
+	if s.closing.Load() {
+		status, err = -1, fmt.Errorf("%s: session closed before the remote command ended", s.host)
+	}
+	s.status, s.err = status, err
+	close(s.done)
+}
+
+// hostError is an error of one host: a message that starts with its name,
+// and the cause.
+type hostError struct {
+	msg string
+	err error
+}
+
+func (e *hostError) Error() string { return e.msg }
+func (e *hostError) Unwrap() error { return e.err }
+
+func hostErr(host string, err error) error {
+	return &hostError{oneLine(host + ": " + err.Error()), err}
+}
+
+// tail keeps the last stderrMax bytes written to it.
+type tail struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) > stderrMax {
+		p = p[len(p)-stderrMax:]
+	}
+	if len(t.b)+len(p) > 2*stderrMax {
+		keep := stderrMax - len(p)
+		t.b = append(t.b[:0], t.b[len(t.b)-keep:]...)
+	}
+	t.b = append(t.b, p...)
+	return n, nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.b
+	if len(b) > stderrMax {
+		b = b[len(b)-stderrMax:]
+		// Do not start in the middle of a character.
+		for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
+			b = b[1:]
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,647 @@
+package rsh
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"prun/internal/cluster"
+)
+
+// TestSSH runs every test that needs hosts on one cluster: there is one
+// cluster at a time on the machine, and building it costs a second.
+func TestSSH(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the test cluster needs root")
+	}
+	c := cluster.Start(t, 2)
+	ctx := context.Background()
+	opts := Options{Home: c.Home()}
+	dir := c.Dir()
+
+	// home makes a home directory whose ~/.ssh/config is config.
+	home := func(t *testing.T, config string) string {
+		h := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(h, ".ssh"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h, ".ssh", "config"), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	// hostConfig is a Host block for a cluster host with the given extra
+	// lines; known hosts file, key and agent as the cluster's unless given.
+	hostConfig := func(host string, extra ...string) string {
+		lines := append([]string{"Host " + host}, extra...)
+		has := func(key string) bool {
+			for _, l := range extra {
+				if strings.HasPrefix(strings.ToLower(l), strings.ToLower(key)+" ") {
+					return true
+				}
+			}
+			return false
+		}
+		for _, kv := range [][2]string{
+			{"HostName", c.Addr(host)},
+			{"User", "root"},
+			{"IdentityFile", filepath.Join(dir, "id_ed25519")},
+			{"IdentityAgent", "none"},
+			{"UserKnownHostsFile", filepath.Join(dir, "known_hosts")},
+			{"GlobalKnownHostsFile", "/dev/null"},
+			{"StrictHostKeyChecking", "yes"},
+		} {
+			if !has(kv[0]) {
+				lines = append(lines, kv[0]+" "+kv[1])
+			}
+		}
+		return strings.Join(lines, "\n  ") + "\n"
+	}
+	hostKey := func(host string) string {
+		b, err := os.ReadFile(filepath.Join(dir, host, "ssh_host_ed25519_key.pub"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(b))[:2], " ")
+	}
+	oneLineErr := func(t *testing.T, err error, prefix string, contains ...string) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("no error, want one starting with %q", prefix)
+		}
+		msg := err.Error()
+		t.Logf("error: %s", msg)
+		if !strings.HasPrefix(msg, prefix) || strings.Contains(msg, "\n") {
+			t.Errorf("error %q: want one line starting with %q", msg, prefix)
+		}
+		for _, s := range contains {
+			if !strings.Contains(msg, s) {
+				t.Errorf("error %q does not say %q", msg, s)
+			}
+		}
+	}
+	// run starts argv on host and returns its output and status.
+	run := func(t *testing.T, host string, argv []string, o Options) (string, int, *Session) {
+		t.Helper()
+		s, err := Start(ctx, host, argv, nil, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out, err := io.ReadAll(s.Stdout())
+		if err != nil {
+			t.Fatalf("reading stdout: %v", err)
+		}
+		status, err := s.Wait()
+		if err != nil {
+			t.Fatalf("Wait: %d, %v", status, err)
+		}
+		return string(out), status, s
+	}
+	// waitExit reports whether s ends within d.
+	waitExit := func(s *Session, d time.Duration) bool {
+		done := make(chan struct{})
+		go func() { s.Wait(); close(done) }()
+		select {
+		case <-done:
+			return true
+		case <-time.After(d):
+			return false
+		}
+	}
+
+	t.Run("Hostname", func(t *testing.T) {
+		for _, h := range c.Hosts() {
+			out, status, s := run(t, h, []string{"hostname"}, opts)
+			if out != h+"\n" || status != 0 {
+				t.Errorf("hostname on %s: %q, status %d", h, out, status)
+			}
+			if ip := s.LocalIP(); !ip.Equal(net.ParseIP(cluster.LauncherAddr)) {
+				t.Errorf("LocalIP = %v, want %s", ip, cluster.LauncherAddr)
+			}
+		}
+	})
+
+	t.Run("Quoting", func(t *testing.T) {
+		out, _, _ := run(t, "prun-h1", []string{"printf", "%s|", "a b", "it's", "", "$HOME", "*", `"\`}, opts)
+		if want := `a b|it's||$HOME|*|"\|`; out != want {
+			t.Errorf("got %q, want %q", out, want)
+		}
+	})
+
+	t.Run("StdinStaysOpen", func(t *testing.T) {
+		s, err := Start(ctx, "prun-h1", []string{"cat"}, []byte("hello\n"), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(s.Stdout(), buf); err != nil || string(buf) != "hello\n" {
+			t.Fatalf("read %q, %v; want hello", buf, err)
+		}
+		if waitExit(s, 300*time.Millisecond) {
+			t.Fatal("cat ended: its standard input was closed")
+		}
+		s.Close()
+		if !waitExit(s, 5*time.Second) {
+			t.Fatal("Wait does not return after Close")
+		}
+		status, err := s.Wait()
+		if status != -1 {
+			t.Errorf("Wait after Close = %d, want -1", status)
+		}
+		oneLineErr(t, err, "prun-h1: ", "closed")
+		s.Close() // again: nothing
+	})
+
+	t.Run("ExitStatusAndStderr", func(t *testing.T) {
+		s, err := Start(ctx, "prun-h2", []string{"sh", "-c", "echo to-stderr >&2; echo out; exit 7"}, nil, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.DiscardStdout()
+		status, err := s.Wait()
+		if status != 7 || err != nil {
+			t.Errorf("Wait = %d, %v; want 7", status, err)
+		}
+		if got := s.Stderr(); got != "to-stderr\n" {
+			t.Errorf("Stderr = %q", got)
+		}
+		if _, status, _ := run(t, "prun-h2", []string{"sh", "-c", "kill -TERM $$"}, opts); status != 128+15 {
+			t.Errorf("killed by SIGTERM: status %d, want 143", status)
+		}
+	})
+
+	t.Run("StderrTail", func(t *testing.T) {
+		_, _, s := run(t, "prun-h1", []string{"sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x >&2; echo END >&2"}, opts)
+		got := s.Stderr()
+		if len(got) != stderrMax || !strings.HasSuffix(got, "xxEND\n") {
+			t.Errorf("Stderr: %d bytes ending %q; want the last %d", len(got), got[max(0, len(got)-10):], stderrMax)
+		}
+	})
+
+	t.Run("UnknownHostKey", func(t *testing.T) {
+		kh := filepath.Join(t.TempDir(), "known_hosts")
+		h := home(t, hostConfig("prun-h1", "UserKnownHostsFile "+kh))
+		_, err := Start(ctx, "prun-h1", []string{"true"}, nil, Options{Home: h})
+		oneLineErr(t, err, "prun-h1: host key is not known (not in "+kh+"); add it, or set StrictHostKeyChecking accept-new")
+	})
+
+	t.Run("AcceptNew", func(t *testing.T) {
+		kh := filepath.Join(t.TempDir(), "sub", "known_hosts")
+		h := home(t, hostConfig("prun-h1", "UserKnownHostsFile "+kh, "StrictHostKeyChecking accept-new"))
+		// Concurrent first connections add the host once.
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				if out, _, _ := run(t, "prun-h1", []string{"hostname"}, Options{Home: h}); out != "prun-h1\n" {
+					t.Errorf("hostname: %q", out)
+				}
+			})
+		}
+		wg.Wait()
+		b, err := os.ReadFile(kh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, _ := os.Stat(kh); fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", kh, fi.Mode().Perm())
+		}
+		key := strings.Fields(hostKey("prun-h1"))[1]
+		if strings.Count(string(b), key) != 1 || strings.Count(string(b), "\n") != 1 {
+			t.Errorf("%s does not hold the key of prun-h1 once:\n%s", kh, b)
+		}
+		// Known now, with StrictHostKeyChecking yes.
+		h2 := home(t, hostConfig("prun-h1", "UserKnownHostsFile "+kh))
+		if out, _, _ := run(t, "prun-h1", []string{"hostname"}, Options{Home: h2}); out != "prun-h1\n" {
+			t.Errorf("hostname: %q", out)
+		}
+	})
+
+	t.Run("HostKeyMismatch", func(t *testing.T) {
+		kh := filepath.Join(t.TempDir(), "known_hosts")
+		content := "# comment\n198.18.0.1 " + hostKey("prun-h2") + "\n"
+		if err := os.WriteFile(kh, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, strict := range []string{"yes", "accept-new"} {
+			h := home(t, hostConfig("prun-h1", "UserKnownHostsFile "+kh, "StrictHostKeyChecking "+strict))
+			_, err := Start(ctx, "prun-h1", []string{"true"}, nil, Options{Home: h})
+			oneLineErr(t, err, "prun-h1: host key mismatch for 198.18.0.1 in "+kh+" line 2")
+		}
+		// StrictHostKeyChecking no accepts anything.
+		h := home(t, hostConfig("prun-h1", "UserKnownHostsFile "+kh, "StrictHostKeyChecking no"))
+		if out, _, _ := run(t, "prun-h1", []string{"hostname"}, Options{Home: h}); out != "prun-h1\n" {
+			t.Errorf("hostname: %q", out)
+		}
+	})
+
+	t.Run("AuthFailed", func(t *testing.T) {
+		td := t.TempDir()
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrong, enc := filepath.Join(td, "wrong"), filepath.Join(td, "encrypted")
+		for file, pass := range map[string]string{wrong: "", enc: "secret"} {
+			var blk *pem.Block
+			if pass == "" {
+				blk, err = ssh.MarshalPrivateKey(priv, "")
+			} else {
+				blk, err = ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(pass))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, pem.EncodeToMemory(blk), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := home(t, hostConfig("prun-h1", "IdentityFile "+wrong, "IdentityFile "+enc, "IdentityFile "+td+"/missing"))
+		_, err = Start(ctx, "prun-h1", []string{"true"}, nil, Options{Home: h})
+		oneLineErr(t, err, "prun-h1: authentication failed as root (tried: "+wrong+", "+enc+" (encrypted, skipped), "+td+"/missing (missing))")
+	})
+
+	t.Run("Agent", func(t *testing.T) {
+		td := t.TempDir()
+		sock := filepath.Join(td, "agent.sock")
+		ag := exec.Command("ssh-agent", "-D", "-a", sock)
+		if err := ag.Start(); err != nil {
+			t.Skipf("no ssh-agent: %v", err)
+		}
+		defer func() { ag.Process.Kill(); ag.Wait() }()
+		for range 100 {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		add := exec.Command("ssh-add", filepath.Join(dir, "id_ed25519"))
+		add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+		if out, err := add.CombinedOutput(); err != nil {
+			t.Fatalf("ssh-add: %v: %s", err, out)
+		}
+		// No identity file: the agent's key only.
+		h := home(t, hostConfig("prun-h1", "IdentityFile none", "IdentityAgent "+sock))
+		if out, _, _ := run(t, "prun-h1", []string{"hostname"}, Options{Home: h}); out != "prun-h1\n" {
+			t.Errorf("hostname: %q", out)
+		}
+		// IdentitiesOnly with another identity file: the agent's key is not
+		// offered.
+		other := filepath.Join(td, "other")
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v: %s", err, out)
+		}
+		h = home(t, hostConfig("prun-h1", "IdentityFile "+other, "IdentitiesOnly yes", "IdentityAgent "+sock))
+		_, err := Start(ctx, "prun-h1", []string{"true"}, nil, Options{Home: h})
+		oneLineErr(t, err, "prun-h1: authentication failed as root (tried: "+other+", ssh-agent (no key of the IdentityFiles, IdentitiesOnly yes))")
+	})
+
+	t.Run("Unreachable", func(t *testing.T) {
+		h := home(t, "Host prun-h77\n  HostName 198.18.0.77\n  ConnectTimeout 1\n"+
+			"Host prun-h78\n  HostName 198.18.0.78\n")
+		start := time.Now()
+		_, err := Start(ctx, "prun-h77", []string{"true"}, nil, Options{Home: h})
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Start took %v with ConnectTimeout 1", d)
+		}
+		oneLineErr(t, err, "prun-h77: cannot connect to 198.18.0.77:22: ")
+		// Options.ConnectTimeout when ssh_config has none.
+		start = time.Now()
+		_, err = Start(ctx, "prun-h78", []string{"true"}, nil, Options{Home: h, ConnectTimeout: 500 * time.Millisecond})
+		if d := time.Since(start); d > 1500*time.Millisecond {
+			t.Errorf("Start took %v with Options.ConnectTimeout 0.5 s", d)
+		}
+		oneLineErr(t, err, "prun-h78: cannot connect to 198.18.0.78:22: i/o timeout")
+		// A context canceled meanwhile.
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		_, err = Start(cctx, "prun-h77", []string{"true"}, nil, Options{Home: h})
+		if d := time.Since(start); d > 700*time.Millisecond || err == nil || !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "deadline") {
+			t.Errorf("Start with a 200 ms context: %v after %v", err, d)
+		}
+	})
+
+	t.Run("ProxyJump", func(t *testing.T) {
+		h := home(t, hostConfig("prun-h2", "ProxyJump root@prun-h1:22")+hostConfig("prun-h1")+
+			hostConfig("prun-bad", "HostName 198.18.0.2", "ProxyJump prun-h77")+
+			"Host prun-h77\n  HostName 198.18.0.77\n  ConnectTimeout 1\n")
+		out, _, s := run(t, "prun-h2", []string{"sh", "-c", `hostname; echo "${SSH_CONNECTION%% *}"`}, Options{Home: h})
+		if out != "prun-h2\n198.18.0.1\n" {
+			t.Errorf("through prun-h1: %q, want prun-h2 reached from 198.18.0.1", out)
+		}
+		if ip := s.LocalIP(); !ip.Equal(net.ParseIP(cluster.LauncherAddr)) {
+			t.Errorf("LocalIP = %v, want %s", ip, cluster.LauncherAddr)
+		}
+		_, err := Start(ctx, "prun-bad", []string{"true"}, nil, Options{Home: h})
+		oneLineErr(t, err, "prun-bad: jump host prun-h77: cannot connect to 198.18.0.77:22: ")
+	})
+
+	t.Run("CloseKills", func(t *testing.T) {
+		// Close ends a remote command that reads its standard input (end of
+		// file) or writes (broken pipe). Logged in as root, the kill request
+		// is not made: OpenSSH refuses it. A unique $0 marks the processes.
+		for i, script := range []string{
+			"cat; echo bye",
+			"while sleep 0.1; do echo tick; done",
+		} {
+			marker := fmt.Sprintf("prun-rsh-test-%d-%d-%d", os.Getpid(), time.Now().UnixNano(), i)
+			alive := func() bool { return exec.Command("pgrep", "-f", marker).Run() == nil }
+			poll := func(want bool) bool {
+				for range 100 {
+					if alive() == want {
+						return true
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				return false
+			}
+			s, err := Start(ctx, "prun-h1", []string{"sh", "-c", script, marker}, nil, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.DiscardStdout()
+			if !poll(true) {
+				s.Close()
+				t.Fatalf("%q: the remote command never showed up", script)
+			}
+			s.Close()
+			if !poll(false) {
+				exec.Command("pkill", "-f", marker).Run()
+				t.Errorf("%q: the remote command is still alive after Close", script)
+			}
+			if status, err := s.Wait(); status != -1 || err == nil {
+				t.Errorf("%q: Wait after Close = %d, %v", script, status, err)
+			}
+		}
+	})
+
+	t.Run("ExternalCommand", func(t *testing.T) {
+		o := Options{Command: "ssh -F " + quote(c.SSHConfig()) + " -o 'BatchMode yes'"}
+		out, _, s := run(t, "prun-h2", []string{"printf", "%s|", "a b", "it's", "", "$HOME"}, o)
+		if want := `a b|it's||$HOME|`; out != want {
+			t.Errorf("got %q, want %q", out, want)
+		}
+		if s.LocalIP() != nil {
+			t.Errorf("LocalIP = %v, want nil", s.LocalIP())
+		}
+
+		s, err := Start(ctx, "prun-h2", []string{"sh", "-c", "echo err >&2; exit 3"}, nil, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.DiscardStdout()
+		if status, err := s.Wait(); status != 3 || err != nil {
+			t.Errorf("Wait = %d, %v; want 3", status, err)
+		}
+		if s.Stderr() != "err\n" {
+			t.Errorf("Stderr = %q", s.Stderr())
+		}
+		s.Close()
+
+		s, err = Start(ctx, "prun-h2", []string{"cat"}, []byte("ping\n"), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(s.Stdout(), buf); err != nil || string(buf) != "ping\n" {
+			t.Fatalf("read %q, %v", buf, err)
+		}
+		if waitExit(s, 300*time.Millisecond) {
+			t.Fatal("cat ended: its standard input was closed")
+		}
+		s.Close()
+		if status, err := s.Wait(); status != -1 {
+			t.Errorf("Wait after Close = %d, %v; want -1", status, err)
+		} else {
+			oneLineErr(t, err, "prun-h2: ")
+		}
+
+		_, err = Start(ctx, "prun-h2", []string{"true"}, nil, Options{Command: "ssh 'unterminated"})
+		oneLineErr(t, err, "prun-h2: bad remote shell command")
+		_, err = Start(ctx, "prun-h2", []string{"true"}, nil, Options{Command: "/nonexistent/rsh -x"})
+		oneLineErr(t, err, "prun-h2: cannot run /nonexistent/rsh: ")
+	})
+
+	t.Run("Concurrent", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := range 8 {
+			host := c.Hosts()[i%2]
+			wg.Go(func() {
+				s, err := Start(ctx, host, []string{"hostname"}, nil, opts)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer s.Close()
+				out, _ := io.ReadAll(s.Stdout())
+				if status, err := s.Wait(); string(out) != host+"\n" || status != 0 || err != nil {
+					t.Errorf("%s: %q, %d, %v", host, out, status, err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+
+	t.Run("BadConfig", func(t *testing.T) {
+		h := home(t, "Host prun-h1\n  HostName 198.18.0.1\nMatch exec true\n  User x\n")
+		_, err := Start(ctx, "prun-h1", []string{"true"}, nil, Options{Home: h})
+		oneLineErr(t, err, "prun-h1: "+filepath.Join(h, ".ssh", "config")+": line 3: Match Exec is not supported")
+		h = home(t, "Host prun-h1\n  Port eighty\n")
+		_, err = Start(ctx, "prun-h1", []string{"true"}, nil, Options{Home: h})
+		oneLineErr(t, err, "prun-h1: bad port")
+		h = home(t, "Host prun-h1\n  ProxyCommand nc %h %p\n")
+		_, err = Start(ctx, "prun-h1", []string{"true"}, nil, Options{Home: h})
+		oneLineErr(t, err, "prun-h1: ProxyCommand")
+		_, err = Start(ctx, "-oProxyCommand=x", []string{"true"}, nil, opts)
+		oneLineErr(t, err, `"-oProxyCommand=x": bad host name`)
+	})
+
+	// Last: it takes prun-h2 off the network.
+	t.Run("Keepalive", func(t *testing.T) {
+		h := home(t, hostConfig("prun-h2", "ServerAliveInterval 1", "ServerAliveCountMax 1"))
+		s, err := Start(ctx, "prun-h2", []string{"cat"}, nil, Options{Home: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.DiscardStdout()
+		if waitExit(s, 1300*time.Millisecond) { // after an answered keepalive
+			t.Fatal("the session ended by itself")
+		}
+		if out, err := c.InNetns("prun-h2", "ip", "link", "set", "eth0", "down").CombinedOutput(); err != nil {
+			t.Fatalf("link down: %v: %s", err, out)
+		}
+		defer c.InNetns("prun-h2", "ip", "link", "set", "eth0", "up").Run()
+		start := time.Now()
+		if !waitExit(s, 5*time.Second) {
+			t.Fatal("Wait did not return 5 s after the host went away")
+		}
+		status, err := s.Wait()
+		if status != -1 || err == nil || err.Error() != "prun-h2: connection lost (prun-h2 did not answer 1 keepalive requests)" {
+			t.Errorf("Wait = %d, %v", status, err)
+		}
+		t.Logf("connection given up %v after the host went away", time.Since(start).Round(time.Millisecond))
+	})
+}
+
+func TestHostKeyAlgorithms(t *testing.T) {
+	priv, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(kh, []byte(knownhosts.Line([]string{"[node]:2222"}, pub)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{alias: "node", hostname: "node", port: "2222", strict: "yes", userKnown: []string{kh}}
+	hk, err := newHostKeys(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	algs := hk.algorithms()
+	if len(algs) < 3 || algs[0] != ssh.KeyAlgoRSASHA512 || algs[1] != ssh.KeyAlgoRSASHA256 || !slices.Contains(algs, ssh.KeyAlgoED25519) {
+		t.Errorf("algorithms with a known RSA key = %q; want the RSA ones first, then the others", algs)
+	}
+	for _, a := range algs {
+		if strings.Contains(a, "-cert-") {
+			t.Errorf("certificate algorithm %s offered without a known CA", a)
+		}
+	}
+	// Unknown host: no RSA preference.
+	tg.hostname = "other"
+	if algs := hk.algorithms(); len(algs) > 0 && algs[0] == ssh.KeyAlgoRSASHA512 {
+		t.Errorf("algorithms for an unknown host = %q", algs)
+	}
+}
+
+func TestRoute(t *testing.T) {
+	h := t.TempDir()
+	os.MkdirAll(filepath.Join(h, ".ssh"), 0o700)
+	config := `Host node
+  ProxyJump alice@gw1:2200,gw2
+  User bob
+Host gw2
+  HostName gw2.example
+  ProxyJump never-used
+Host gw1
+  HostName 10.0.0.%h
+  IdentityFile ~/.ssh/gw_key
+Host loop*
+  ProxyJump loop-bastion
+Host deep
+  ProxyJump deep
+Host a
+  ProxyJump b
+Host b
+  ProxyJump a
+Host *
+  Port 2022
+`
+	if err := os.WriteFile(filepath.Join(h, ".ssh", "config"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := loadConfigs(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cs.route("node", "", "", nil, h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tg := range r {
+		got = append(got, tg.user+"@"+tg.addr())
+	}
+	want := []string{"alice@10.0.0.gw1:2200", localUser() + "@gw2.example:2022", "bob@node:2022"}
+	if !slices.Equal(got, want) {
+		t.Errorf("route to node = %q, want %q", got, want)
+	}
+	if ids := r[0].identities; len(ids) != 1 || ids[0] != filepath.Join(h, ".ssh", "gw_key") {
+		t.Errorf("gw1 identities = %q", ids)
+	}
+	if r, err := cs.route("loop-node", "", "", nil, h, 0); err != nil || len(r) != 2 || r[0].alias != "loop-bastion" {
+		t.Errorf("route to loop-node = %v, %v; want through loop-bastion", r, err)
+	}
+	if r, err := cs.route("deep", "", "", nil, h, 0); err != nil || len(r) != 1 {
+		t.Errorf("route to deep (ProxyJump itself) = %v, %v; want direct", r, err)
+	}
+	if _, err := cs.route("a", "", "", nil, h, 0); err == nil || !strings.Contains(err.Error(), "loop") {
+		t.Errorf("route through a ProxyJump loop: %v", err)
+	}
+	for _, bad := range []string{"", "@", "host:port", "[::1", "-oProxyCommand=x"} {
+		if _, _, _, err := parseJump(bad); err == nil {
+			t.Errorf("parseJump(%q) accepted", bad)
+		}
+	}
+	if u, hh, p, err := parseJump("ssh://u@[fe80::1]:23"); err != nil || u != "u" || hh != "fe80::1" || p != "23" {
+		t.Errorf("parseJump of a URI = %q %q %q %v", u, hh, p, err)
+	}
+}
+
+// TestHandshakeTimeout: a server that accepts connections but says nothing.
+func TestHandshakeTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	h := t.TempDir()
+	os.MkdirAll(filepath.Join(h, ".ssh"), 0o700)
+	config := "Host mute\n  HostName 127.0.0.1\n  Port " + port + "\n  ConnectTimeout 1\n"
+	if err := os.WriteFile(filepath.Join(h, ".ssh", "config"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("Start took %v with ConnectTimeout 1", d)
+	}
+	if want := "mute: timed out after 1s in the SSH handshake with 127.0.0.1:" + port; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+}

@@ -1,0 +1,309 @@
+package rsh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// startSSH starts argv on host with the built-in client.
+func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opts Options) (*Session, error) {
+	home := homeDir(opts.Home)
+	cs, err := loadConfigs(home)
+	if err != nil {
+		return nil, hostErr(host, err)
+	}
+	route, err := cs.route(host, "", "", nil, home, 0)
+	if err != nil {
+		return nil, hostErr(host, err)
+	}
+
+	var (
+		clients []*ssh.Client
+		first   net.Conn
+	)
+	closeAll := func() {
+		for i := len(clients) - 1; i >= 0; i-- {
+			clients[i].Close()
+		}
+	}
+	for i, t := range route {
+		var via *ssh.Client
+		viaName := ""
+		if i > 0 {
+			via, viaName = clients[i-1], route[i-1].alias
+		}
+		c, conn, err := dial(ctx, t, via, viaName, opts.ConnectTimeout)
+		if err != nil {
+			closeAll()
+			if i < len(route)-1 {
+				err = fmt.Errorf("jump host %s: %w", t.alias, err)
+			}
+			return nil, hostErr(host, err)
+		}
+		if i == 0 {
+			first = conn
+		}
+		clients = append(clients, c)
+	}
+	last := route[len(route)-1]
+	s := &Session{host: host, done: make(chan struct{})}
+	if a, ok := first.LocalAddr().(*net.TCPAddr); ok {
+		s.localIP = a.IP
+	}
+
+	// Open the session and start the command, within another timeout.
+	sctx, cancel := context.WithTimeout(ctx, timeoutOf(last, opts.ConnectTimeout))
+	defer cancel()
+	stop := context.AfterFunc(sctx, closeAll)
+	c := clients[len(clients)-1]
+	sess, stdinW, err := func() (*ssh.Session, io.WriteCloser, error) {
+		sess, err := c.NewSession()
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot open a session: %v", trimSSH(err))
+		}
+		w, err := sess.StdinPipe()
+		if err == nil {
+			s.stdout, err = sess.StdoutPipe()
+		}
+		if err != nil {
+			sess.Close()
+			return nil, nil, err
+		}
+		sess.Stderr = &s.stderr
+		if err := sess.Start(commandLine(argv)); err != nil {
+			sess.Close()
+			return nil, nil, fmt.Errorf("cannot start the command: %v", trimSSH(err))
+		}
+		return sess, w, nil
+	}()
+	if !stop() {
+		if err == nil {
+			sess.Close()
+		}
+		closeAll()
+		if ctx.Err() != nil {
+			return nil, hostErr(host, fmt.Errorf("starting the command: %w", context.Cause(ctx)))
+		}
+		return nil, hostErr(host, fmt.Errorf("timed out after %v starting the command", timeoutOf(last, opts.ConnectTimeout)))
+	}
+	if err != nil {
+		closeAll()
+		return nil, hostErr(host, err)
+	}
+
+	if len(stdin) > 0 {
+		go stdinW.Write(stdin)
+	}
+	for i, t := range route {
+		if t.alive > 0 {
+			keepalive(clients[i], t.alive, t.aliveMax, func() {
+				msg := fmt.Sprintf("%s: connection lost (%s did not answer %d keepalive requests)", host, t.alias, t.aliveMax)
+				s.lost.Store(&msg)
+				closeAll()
+			})
+		}
+	}
+	go func() {
+		err := sess.Wait()
+		var ee *ssh.ExitError
+		var status int
+		switch {
+		case err == nil:
+		case errors.As(err, &ee):
+			status, err = ee.ExitStatus(), nil
+		default:
+			status = -1
+			if msg := s.lost.Load(); msg != nil {
+				err = errors.New(*msg)
+			} else {
+				var me *ssh.ExitMissingError
+				if errors.As(err, &me) {
+					err = errors.New("connection closed without an exit status of the remote command")
+				}
+				err = hostErr(host, err)
+			}
+		}
+		s.finish(status, err)
+	}()
+	// OpenSSH's sshd refuses signals for root logins (and logs an error).
+	signalRefused := last.user == "root" && strings.Contains(string(c.ServerVersion()), "OpenSSH")
+	s.closeFn = func() {
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			stdinW.Close()
+			if !signalRefused && !isDone(s.done) {
+				// OpenSSH's sshd kills the session's process group.
+				sess.Signal(ssh.SIGKILL)
+				select {
+				case <-s.done:
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			sess.Close()
+		}()
+		select {
+		case <-ended:
+		case <-time.After(time.Second): // a peer that does not read: give up
+		}
+		closeAll()
+	}
+	return s, nil
+}
+
+// timeoutOf is the connect timeout for t.
+func timeoutOf(t *target, def time.Duration) time.Duration {
+	switch {
+	case t.timeout > 0:
+		return t.timeout
+	case def > 0:
+		return def
+	}
+	return defaultConnectTimeout
+}
+
+// dial connects to t, through via when not nil, and authenticates, all
+// within t's connect timeout. conn is the underlying connection.
+func dial(ctx context.Context, t *target, via *ssh.Client, viaName string, defTimeout time.Duration) (c *ssh.Client, conn net.Conn, err error) {
+	timeout := timeoutOf(t, defTimeout)
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addr := t.addr()
+	hk, err := newHostKeys(t)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	through := ""
+	if via == nil {
+		conn, err = (&net.Dialer{}).DialContext(hctx, "tcp", addr)
+	} else {
+		through = " through " + viaName
+		conn, err = via.DialContext(hctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot connect to %s%s: %w", addr, through, dialReason(ctx, hctx, err))
+	}
+
+	a := &auth{t: t}
+	defer a.close()
+	cfg := &ssh.ClientConfig{
+		User:              t.user,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeysCallback(a.keys)},
+		HostKeyCallback:   hk.check,
+		HostKeyAlgorithms: hk.algorithms(),
+		BannerCallback:    func(string) error { return nil },
+	}
+	stop := context.AfterFunc(hctx, func() {
+		conn.Close()
+		a.close()
+	})
+	cc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+	interrupted := !stop()
+	if err == nil && interrupted {
+		cc.Close()
+		err = hctx.Err()
+	}
+	if err != nil {
+		conn.Close()
+		hkErr, hkOK := hk.result()
+		switch {
+		case hkErr != nil:
+			return nil, nil, hkErr
+		case interrupted && ctx.Err() != nil:
+			return nil, nil, fmt.Errorf("connecting to %s%s: %w", addr, through, context.Cause(ctx))
+		case interrupted && hkOK:
+			return nil, nil, fmt.Errorf("timed out after %v authenticating to %s as %s", timeout, addr, t.user)
+		case interrupted:
+			return nil, nil, fmt.Errorf("timed out after %v in the SSH handshake with %s%s", timeout, addr, through)
+		case a.started() || strings.Contains(err.Error(), "unable to authenticate"):
+			return nil, nil, a.failure()
+		default:
+			return nil, nil, fmt.Errorf("SSH handshake with %s%s failed: %s", addr, through,
+				strings.TrimPrefix(trimSSH(err), "handshake failed: "))
+		}
+	}
+	return ssh.NewClient(cc, chans, reqs), conn, nil
+}
+
+// dialReason is why a connection attempt failed, briefly.
+func dialReason(ctx, hctx context.Context, err error) error {
+	if d, ok := ctx.Deadline(); ctx.Err() != nil || ok && !time.Now().Before(d) {
+		<-ctx.Done() // the dialer may see the deadline before the context does
+		return context.Cause(ctx)
+	}
+	if errors.Is(hctx.Err(), context.DeadlineExceeded) {
+		return errors.New("i/o timeout")
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		err = oe.Err
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		err = se.Err
+	}
+	return errors.New(trimSSH(err))
+}
+
+func trimSSH(err error) string { return strings.TrimPrefix(err.Error(), "ssh: ") }
+
+// keepalive sends a keepalive request every interval, and calls dead when
+// max of them in a row went unanswered.
+func keepalive(c *ssh.Client, every time.Duration, max int, dead func()) {
+	closed := make(chan struct{})
+	go func() {
+		c.Wait()
+		close(closed)
+	}()
+	go func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		missed := 0
+		var once sync.Once
+		for {
+			select {
+			case <-closed:
+				return
+			case <-tick.C:
+			}
+			reply := make(chan error, 1)
+			go func() {
+				_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
+				reply <- err
+			}()
+			select {
+			case <-closed:
+				return
+			case err := <-reply:
+				if err != nil {
+					return
+				}
+				missed = 0
+			case <-time.After(every):
+				if missed++; missed >= max {
+					once.Do(dead)
+					return
+				}
+			}
+		}
+	}()
+}
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
