@@ -17,30 +17,30 @@ import (
 
 // Message types. Up: daemon to launcher; down: launcher to daemon(s).
 const (
-	tHello      uint8 = iota + 1 // up: a daemon is ready (its topology)
-	tFailed                      // up: a node could not be started, or its link was lost
-	tOutput                      // up: a run of a rank's output (binary body)
-	tSourceInfo                  // up
-	tEnd                         // up
-	tEvent                       // up
-	tFence                       // up, replied
-	tDmodex                      // up, replied
-	tNotify                      // up
-	tJobControl                  // up, replied
-	tSpawn                       // up, replied
-	tPublish                     // up, replied
-	tLookup                      // up, replied
-	tUnpublish                   // up, replied
-	tNamespaces                  // up, replied
-	tProcTable                   // up, replied
-	tReply                       // either way: the answer to a request
-	tLaunch                      // down
-	tSignal                      // down
-	tServeDmodex                 // down, replied
-	tDeliver                     // down
-	tInspect                     // down, replied
-	tClose                       // down (broadcast), replied
-	tStdin                       // down: the launcher's stdin for a job's ranks here
+	tHello       uint8 = iota + 1 // up: a daemon is ready (its topology)
+	tFailed                       // up: a node could not be started, or its link was lost
+	tOutput                       // up: a run of a rank's output (binary body)
+	tSourceInfo                   // up
+	tEnd                          // up
+	tEvent                        // up
+	tFence                        // up, replied
+	tDmodex                       // up, replied
+	tNotify                       // up
+	tJobControl                   // up, replied
+	tSpawn                        // up, replied
+	tPublish                      // up, replied
+	tLookup                       // up, replied
+	tUnpublish                    // up, replied
+	tNamespaces                   // up, replied
+	tProcTable                    // up, replied
+	tReply                        // either way: the answer to a request
+	tLaunch                       // down
+	tSignal                       // down
+	tServeDmodex                  // down, replied
+	tDeliver                      // down
+	tInspect                      // down, replied
+	tClose                        // down (broadcast), replied
+	tStdin                        // down: the launcher's stdin for a job's ranks here
 )
 
 // Vertex addresses in a frame's routing header.
