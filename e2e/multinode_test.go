@@ -217,6 +217,18 @@ exec sleep 30
 		}
 	})
 
+	t.Run("if-include", func(t *testing.T) {
+		dir, ring := ompi(t, "ring.c")
+		for _, net := range []string{cluster.Network, "prunbr0"} {
+			r := m.run(t, opts{args: []string{"--if-include", net, "--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
+		}
+		r := m.run(t, opts{args: []string{"--if-include", "203.0.113.0/24", "--hostfile", m.hostfile, "-n", "8", "true"}})
+		expectCode(t, r, 1)
+		expectContains(t, "stderr", r.stderr, "prun: --if-include 203.0.113.0/24: no address of this node is in that network")
+	})
+
 	t.Run("tree", func(t *testing.T) {
 		// Fanout 1: a chain launcher -> h1 -> h2 -> h3 -> h4; everything
 		// for h4 is relayed by three daemons.
@@ -226,6 +238,17 @@ exec sleep 30
 		for i := 0; i < 8; i++ {
 			expectContains(t, "stdout", r.stdout, fmt.Sprintf("modex: rank %d on %s ok", i, m.hosts[i/2]))
 		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--timeout", "2", "--report-state-on-timeout", "--hostfile", m.hostfile, "-n", "8", "sleep", "30"}})
+		expectCode(t, r, 124)
+		expectContains(t, "stderr", r.stderr, "job timed out after 2s; killing 8 running ranks")
+		expectContains(t, "stderr", r.stderr, "7 (pid ")
+		expectContains(t, "stderr", r.stderr, " on prun-h4)")
+		// The state of a rank on another node, read there.
+		expectContains(t, "stderr", r.stderr, "rank 7 (sleep) on prun-h4, pid ")
+		expectFaster(t, r, 8*time.Second)
 	})
 
 	// A job that waits on every host, for the failure tests.

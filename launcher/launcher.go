@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"prun/internal/trace"
 	"sort"
 	"strconv"
 	"strings"
@@ -217,7 +218,9 @@ func (r *run) run(job *jobspec.Job) int {
 	// topologies, and the job is mapped again on what they reported.
 	r.nodes = map[string]node{}
 	if hosts := remoteHosts(r.alloc); len(hosts) > 0 {
+		trace.Mark("mapped; starting %d daemons", len(hosts))
 		tree, err := r.startRemote(job, hosts)
+		trace.Mark("daemons up")
 		if err != nil {
 			r.errorf("%v", err)
 			return ExitFailure
@@ -318,6 +321,7 @@ func (r *run) run(job *jobspec.Job) int {
 		r.up.daemons[name] = n
 	}
 	r.up.mu.Unlock()
+	trace.Mark("launching")
 	if err := r.launch(plan); err != nil {
 		r.errorf("%v", err)
 		r.closeNodes()
@@ -349,7 +353,9 @@ func (r *run) run(job *jobspec.Job) int {
 			killTimer = time.After(time.Until(r.killAt))
 		}
 	}
+	trace.Mark("job done; closing")
 	r.closeNodes()
+	trace.Mark("closed")
 	switch {
 	case r.fail != nil:
 		return r.fail.code

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"prun/internal/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +55,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			os.Setenv(k, v)
 		}
 	}
+	trace.Mark("%s: bootstrap read", b.Hosts[b.Vertex-1])
 	parent, err := dialParent(b)
+	trace.Mark("connected")
 	if err != nil {
 		logf("%s: cannot connect to the launcher: %v", n.host, err)
 		return 1
@@ -84,7 +87,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		defer n.kids.close()
 	}
 
+	trace.Mark("children started")
 	sess, err := sessiondir.Create("")
+	trace.Mark("session dir")
 	if err != nil {
 		n.sendUp(tFailed, &msg{Host: n.host, Err: err.Error()})
 		return 1
@@ -95,12 +100,14 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		network, _ = NetworkOf(a.IP)
 	}
 	topo, xml, topoErr := localTopology()
+	trace.Mark("topology")
 	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: os.Environ(), Stdin: &n.stdin, Network: network}, n)
 	if err != nil {
 		n.sendUp(tFailed, &msg{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
 		return 1
 	}
 	n.d, n.topo = d, topo
+	trace.Mark("pmix server up")
 	hello := &msg{Host: n.host, Pid: os.Getpid()}
 	if topoErr == nil {
 		hello.Topo = topo.Synthetic()
@@ -109,6 +116,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		hello.TopoXML = xml // no synthetic description says it all
 	}
 	n.sendUp(tHello, hello)
+	trace.Mark("hello sent")
 
 	go n.readParent()
 	why := <-n.gone
@@ -297,6 +305,7 @@ func (n *node) handle(typ uint8, m *msg) {
 			f(m)
 		}
 	case tLaunch:
+		trace.Mark("launch")
 		var p daemon.Plan
 		if err := json.Unmarshal(m.Plan, &p); err != nil {
 			n.sendUp(tFailed, &msg{Host: n.host, Err: "bad launch plan: " + err.Error()})
@@ -322,6 +331,7 @@ func (n *node) handle(typ uint8, m *msg) {
 	case tInspect:
 		n.reply(m.ID, &msg{States: n.d.Inspect(m.Nspace, m.Wait)})
 	case tClose:
+		trace.Mark("close")
 		// Kill and reap everything, then say so; the launcher closes the
 		// link after every node has answered, which ends this process.
 		n.closed.Store(true)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"prun/internal/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,8 +121,10 @@ func (s *spawner) startOne(v int) {
 	exe := shellQuote(b.Exe)
 	argv := []string{"sh", "-c", fmt.Sprintf("%s %s %s; s=$?; %s %s %s; exit $s",
 		exe, DaemonArgs[0], DaemonArgs[1], exe, CleanupArgs[0], CleanupArgs[1])}
+	trace.Mark("ssh %s", host)
 	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), rsh.Options{Home: b.Home, Command: b.Rsh,
 		ConnectTimeout: b.ConnectTimeout})
+	trace.Mark("ssh %s started", host)
 	if err != nil {
 		s.fail(v, err)
 		return
@@ -217,6 +220,7 @@ func (s *spawner) accept(n int) {
 				l.Close()
 				return
 			}
+			trace.Mark("%s linked", s.host(v))
 			s.up(f.Type, f.Payload)
 			for {
 				f, err := l.Recv()

@@ -67,11 +67,18 @@ func startCommand(host string, argv []string, stdin []byte, opts Options) (*Sess
 	}()
 	s.closeFn = func() {
 		inW.Close()
-		if !isDone(s.done) { // once reaped, the pid may be someone else's
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-		cmd.Process.Kill()
-		outR.Close()
+		go func() {
+			select {
+			case <-s.done:
+			case <-time.After(closeGrace):
+				if !isDone(s.done) { // once reaped, the pid may be someone else's
+					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				}
+				cmd.Process.Kill()
+				<-s.done
+			}
+			outR.Close()
+		}()
 	}
 	return s, nil
 }

@@ -50,10 +50,14 @@ type Options struct {
 // ConnectTimeout.
 const defaultConnectTimeout = 5 * time.Second
 
+// closeGrace is how long Close lets the remote command end by itself.
+const closeGrace = 2 * time.Second
+
 // stderrMax is how much of the remote standard error a Session keeps.
 const stderrMax = 64 << 10
 
-// Session is one command started on a node.
+// Session is one command started on a node. Close it when done with it,
+// however it ended: that releases the connection.
 type Session struct {
 	host    string
 	stdout  io.Reader
@@ -130,13 +134,13 @@ func (s *Session) Wait() (int, error) {
 	return s.status, s.err
 }
 
-// Close ends the session: it closes the standard input, then (built-in
-// client) asks the server to kill the command's process group with SIGKILL
-// and closes the channel and the connections, or (external command) kills
-// the command's local process group with SIGKILL. The remote command sees
-// end of file on its standard input and, if it writes, a broken pipe; the
-// kill request is not made as root to OpenSSH's sshd, which refuses it for
-// root logins. Once Close has begun, Wait returns -1 and an error. Close is
+// Close ends the session and returns at once. It closes the remote
+// command's standard input, which the remote daemon takes to mean that the
+// launcher is gone; the command then has closeGrace (2 s) to end by itself
+// before the channel and the connections are closed (built-in client: a
+// command that goes on writing gets a broken pipe) or the external
+// command's process group is killed with SIGKILL. Wait returns the
+// command's exit status if it ended in time, else -1 and an error. Close is
 // safe to call more than once and concurrently with Wait; later calls do
 // nothing.
 func (s *Session) Close() error {
@@ -149,8 +153,8 @@ func (s *Session) Close() error {
 
 // finish records the result of the session.
 func (s *Session) finish(status int, err error) {
-	if s.closing.Load() {
-		status, err = -1, fmt.Errorf("%s: session closed before the remote command ended", s.host)
+	if err != nil && s.closing.Load() {
+		status, err = -1, fmt.Errorf("%s: session closed: the remote command did not end within %v of the end of its input", s.host, closeGrace)
 	}
 	s.status, s.err = status, err
 	close(s.done)

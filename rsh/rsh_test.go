@@ -159,15 +159,13 @@ func TestSSH(t *testing.T) {
 		if waitExit(s, 300*time.Millisecond) {
 			t.Fatal("cat ended: its standard input was closed")
 		}
-		s.Close()
-		if !waitExit(s, 5*time.Second) {
+		s.Close() // cat sees the end of its input
+		if !waitExit(s, time.Second) {
 			t.Fatal("Wait does not return after Close")
 		}
-		status, err := s.Wait()
-		if status != -1 {
-			t.Errorf("Wait after Close = %d, want -1", status)
+		if status, err := s.Wait(); status != 0 || err != nil {
+			t.Errorf("Wait after Close = %d, %v; want 0", status, err)
 		}
-		oneLineErr(t, err, "prun-h1: ", "closed")
 		s.Close() // again: nothing
 	})
 
@@ -356,42 +354,72 @@ func TestSSH(t *testing.T) {
 		oneLineErr(t, err, "prun-bad: jump host prun-h77: cannot connect to 198.18.0.77:22: ")
 	})
 
-	t.Run("CloseKills", func(t *testing.T) {
-		// Close ends a remote command that reads its standard input (end of
-		// file) or writes (broken pipe). Logged in as root, the kill request
-		// is not made: OpenSSH refuses it. A unique $0 marks the processes.
-		for i, script := range []string{
-			"cat; echo bye",
-			"while sleep 0.1; do echo tick; done",
-		} {
-			marker := fmt.Sprintf("prun-rsh-test-%d-%d-%d", os.Getpid(), time.Now().UnixNano(), i)
-			alive := func() bool { return exec.Command("pgrep", "-f", marker).Run() == nil }
-			poll := func(want bool) bool {
-				for range 100 {
-					if alive() == want {
-						return true
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-				return false
+	t.Run("Close", func(t *testing.T) {
+		// Close ends a remote command that reads its standard input at
+		// once (end of file: it exits by itself), and one that only writes
+		// after the grace period (broken pipe), in both modes. A unique $0
+		// marks the processes.
+		type tc struct {
+			mode, script, marker string
+			ownExit              bool
+			s                    *Session
+		}
+		var cases []*tc
+		for _, mode := range []string{"", "ssh -F " + quote(c.SSHConfig())} {
+			for i, script := range []string{"cat; echo bye", "while sleep 0.1; do echo tick; done"} {
+				cases = append(cases, &tc{mode: mode, script: script, ownExit: i == 0,
+					marker: fmt.Sprintf("prun-rsh-test-%d-%d-%d", os.Getpid(), time.Now().UnixNano(), len(cases))})
 			}
-			s, err := Start(ctx, "prun-h1", []string{"sh", "-c", script, marker}, nil, opts)
+		}
+		alive := func(marker string) bool { return exec.Command("pgrep", "-f", marker).Run() == nil }
+		poll := func(marker string, want bool) bool {
+			for range 100 {
+				if alive(marker) == want {
+					return true
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return false
+		}
+		for _, k := range cases {
+			s, err := Start(ctx, "prun-h1", []string{"sh", "-c", k.script, k.marker}, nil, Options{Home: c.Home(), Command: k.mode})
 			if err != nil {
 				t.Fatal(err)
 			}
+			k.s = s
+			defer s.Close()
 			s.DiscardStdout()
-			if !poll(true) {
-				s.Close()
-				t.Fatalf("%q: the remote command never showed up", script)
+		}
+		for _, k := range cases {
+			if !poll(k.marker, true) {
+				t.Fatalf("%q %q: the remote command never showed up", k.mode, k.script)
 			}
-			s.Close()
-			if !poll(false) {
-				exec.Command("pkill", "-f", marker).Run()
-				t.Errorf("%q: the remote command is still alive after Close", script)
+		}
+		start := time.Now()
+		for _, k := range cases {
+			k.s.Close()
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("Close took %v, want it to return at once", d)
+		}
+		for _, k := range cases {
+			if !poll(k.marker, false) {
+				exec.Command("pkill", "-f", k.marker).Run()
+				t.Errorf("%q %q: the remote command is still alive after Close", k.mode, k.script)
 			}
-			if status, err := s.Wait(); status != -1 || err == nil {
-				t.Errorf("%q: Wait after Close = %d, %v", script, status, err)
+			status, err := k.s.Wait()
+			if k.ownExit && (status != 0 || err != nil) {
+				t.Errorf("%q %q: Wait after Close = %d, %v; want 0, as it ended by itself", k.mode, k.script, status, err)
 			}
+			if !k.ownExit {
+				if status != -1 {
+					t.Errorf("%q %q: Wait after Close = %d, %v; want -1", k.mode, k.script, status, err)
+				}
+				oneLineErr(t, err, "prun-h1: session closed: ")
+			}
+		}
+		if d := time.Since(start); d > closeGrace+2*time.Second {
+			t.Errorf("the sessions took %v to end after Close", d)
 		}
 	})
 
@@ -430,10 +458,8 @@ func TestSSH(t *testing.T) {
 			t.Fatal("cat ended: its standard input was closed")
 		}
 		s.Close()
-		if status, err := s.Wait(); status != -1 {
-			t.Errorf("Wait after Close = %d, %v; want -1", status, err)
-		} else {
-			oneLineErr(t, err, "prun-h2: ")
+		if status, err := s.Wait(); status != 0 || err != nil {
+			t.Errorf("Wait after Close = %d, %v; want 0", status, err)
 		}
 
 		_, err = Start(ctx, "prun-h2", []string{"true"}, nil, Options{Command: "ssh 'unterminated"})

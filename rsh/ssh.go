@@ -134,28 +134,16 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 		}
 		s.finish(status, err)
 	}()
-	// OpenSSH's sshd refuses signals for root logins (and logs an error).
-	signalRefused := last.user == "root" && strings.Contains(string(c.ServerVersion()), "OpenSSH")
 	s.closeFn = func() {
-		ended := make(chan struct{})
+		go stdinW.Close() // not blocked by a peer that does not read: closeAll ends it
 		go func() {
-			defer close(ended)
-			stdinW.Close()
-			if !signalRefused && !isDone(s.done) {
-				// OpenSSH's sshd kills the session's process group.
-				sess.Signal(ssh.SIGKILL)
-				select {
-				case <-s.done:
-				case <-time.After(100 * time.Millisecond):
-				}
+			select {
+			case <-s.done:
+			case <-time.After(closeGrace):
 			}
 			sess.Close()
+			closeAll()
 		}()
-		select {
-		case <-ended:
-		case <-time.After(time.Second): // a peer that does not read: give up
-		}
-		closeAll()
 	}
 	return s, nil
 }
@@ -299,6 +287,7 @@ func keepalive(c *ssh.Client, every time.Duration, max int, dead func()) {
 	}()
 }
 
+// isDone says whether c is closed.
 func isDone(c <-chan struct{}) bool {
 	select {
 	case <-c:
