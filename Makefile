@@ -60,6 +60,7 @@ fuzz: deps
 
 bench: build
 	$(GO) run ./bench/launch
+	$(GO) run ./bench/cluster
 
 clean:
 	rm -rf bin

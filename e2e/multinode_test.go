@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -227,6 +228,45 @@ exec sleep 30
 		r := m.run(t, opts{args: []string{"--if-include", "203.0.113.0/24", "--hostfile", m.hostfile, "-n", "8", "true"}})
 		expectCode(t, r, 1)
 		expectContains(t, "stderr", r.stderr, "prun: --if-include 203.0.113.0/24: no address of this node is in that network")
+	})
+
+	t.Run("topology-reported", func(t *testing.T) {
+		// prun-h2's sshd (hence its daemon) may use one CPU only: its daemon
+		// reports a 1-core topology, so the host gets 1 slot where the others
+		// get 2, and the job is mapped on what each node reported.
+		var sshd string
+		out, _ := exec.Command("ip", "netns", "pids", "prun-h2").Output()
+		for _, f := range strings.Fields(string(out)) {
+			cmdline, _ := os.ReadFile("/proc/" + f + "/cmdline")
+			if strings.Contains(string(cmdline), "[listener]") {
+				sshd = f
+			}
+		}
+		if sshd == "" {
+			t.Fatal("no sshd on prun-h2")
+		}
+		all := fmt.Sprintf("0-%d", runtime.NumCPU()-1)
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", sshd).CombinedOutput(); err != nil {
+			t.Fatalf("taskset: %v: %s", err, out)
+		}
+		defer exec.Command("taskset", "-a", "-p", "-c", all, sshd).Run()
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--display", "map:json", "hostname"}})
+		expectCode(t, r, 0)
+		if runtime.NumCPU() < 2 {
+			return
+		}
+		var hosts []string // hostname's lines, after the map
+		for _, l := range lines(r.stdout) {
+			if strings.HasPrefix(l, "prun-h") {
+				hosts = append(hosts, l)
+			}
+		}
+		sort.Strings(hosts)
+		want := strings.Repeat("prun-h1 ", 2) + "prun-h2 " + strings.Repeat("prun-h3 ", 2) + strings.Repeat("prun-h4 ", 2)
+		if strings.Join(hosts, " ")+" " != want {
+			t.Errorf("ranks ran on %q, want %q\n%s", hosts, want, r)
+		}
+		expectContains(t, "stdout", r.stdout, `{"rank":2,"app":0,"host":"prun-h2","local_rank":0,"node_rank":0,"cpus":"0"}`)
 	})
 
 	t.Run("tree", func(t *testing.T) {

@@ -224,16 +224,7 @@ func (t *topologies) localTopology() (*topology.Topology, error) {
 	if t.local != nil || t.err != nil {
 		return t.local, t.err
 	}
-	if c, ok := topology.Cache(); ok && c.Valid() {
-		if f, err := os.Open(c.Path); err == nil {
-			t.local, t.err = topology.ParseXML(f)
-			f.Close()
-			if t.err == nil {
-				return t.local, nil
-			}
-		}
-	}
-	t.local, t.err = topology.Discover()
+	t.local, _, t.err = topology.Local()
 	if t.err != nil {
 		t.err = fmt.Errorf("discovering this node's topology: %w", t.err)
 	}

@@ -2,7 +2,6 @@ package remote
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,7 +98,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	if a, ok := parent.LocalAddr().(*net.TCPAddr); ok {
 		network, _ = NetworkOf(a.IP)
 	}
-	topo, xml, topoErr := localTopology()
+	topo, xml, topoErr := topology.Local()
 	trace.Mark("topology")
 	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: os.Environ(), Stdin: &n.stdin, Network: network}, n)
 	if err != nil {
@@ -127,20 +126,6 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		logf("%s: %s; killed its ranks", n.host, why)
 	}
 	return 0
-}
-
-// localTopology is this node's topology: from the cached hwloc XML when
-// there is one (fast, and what libpmix and the ranks see), else from sysfs.
-func localTopology() (*topology.Topology, []byte, error) {
-	if c, ok := topology.Cache(); ok && c.Valid() {
-		if xml, err := os.ReadFile(c.Path); err == nil {
-			if t, err := topology.ParseXML(bytes.NewReader(xml)); err == nil {
-				return t, xml, nil
-			}
-		}
-	}
-	t, err := topology.Discover()
-	return t, nil, err
 }
 
 // dialParent connects to the parent's listener: first at the address the

@@ -5,6 +5,7 @@
 package topology
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -97,4 +98,25 @@ func randSuffix() string {
 		f.Close()
 	}
 	return hex.EncodeToString(b)
+}
+
+// Local is this node's topology as this process may use it: from the cached
+// hwloc XML when there is one (fast; and the XML is what libpmix and the
+// ranks read), else from sysfs. hwloc takes the allowed CPUs from the
+// cgroup, not from the process's affinity (taskset), so a cache that shows
+// more PUs than the affinity allows gives way to sysfs, which honours both.
+// xml is the cache's content when it was used.
+func Local() (t *Topology, xml []byte, err error) {
+	if c, ok := Cache(); ok && c.Valid() {
+		if b, err := os.ReadFile(c.Path); err == nil {
+			if t, err := ParseXML(bytes.NewReader(b)); err == nil {
+				allowed, _ := allowedCPUSet("/proc/self/status")
+				if allowed == nil || t.NumPUs() <= len(allowed) {
+					return t, b, nil
+				}
+			}
+		}
+	}
+	t, err = Discover()
+	return t, nil, err
 }
