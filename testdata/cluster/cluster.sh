@@ -11,8 +11,9 @@
 #   - its own sshd (Debian openssh-server, `sshd -D -e`) in its own UTS
 #     namespace whose hostname is prun-hK, host key DIR/prun-hK/ssh_host_ed25519_key,
 #     log DIR/prun-hK/sshd.log;
-#   - its own temporary directory DIR/prun-hK/tmp, the TMPDIR of its SSH sessions
-#     (sshd SetEnv), since /tmp is shared;
+#   - its own temporary directory DIR/prun-hK/tmp and home DIR/prun-hK/home,
+#     the TMPDIR and HOME of its SSH sessions (sshd SetEnv), since the
+#     filesystem is shared (and root's own ~/.bashrc is slow to run);
 #   - /etc/netns/prun-hK/hosts (which `ip netns exec` bind-mounts over
 #     /etc/hosts inside the namespace) naming every host and the launcher
 #     (198.18.0.254 prun-launcher and this machine's hostname).
@@ -178,7 +179,7 @@ do_up() {
 	: >"$dir/ssh_config"
 	for k in $(seq "$n"); do
 		h=$PREFIX$k addr=$NET.$k
-		mkdir -p "$dir/$h/tmp" || die "up: cannot create $dir/$h/tmp"
+		mkdir -p "$dir/$h/tmp" "$dir/$h/home" || die "up: cannot create $dir/$h/{tmp,home}"
 		chmod 1777 "$dir/$h/tmp"
 		keygen "$dir/$h/ssh_host_ed25519_key" "$h"
 		echo "$h,$addr $(cut -d' ' -f1-2 "$dir/$h/ssh_host_ed25519_key.pub")" >>"$dir/known_hosts"
@@ -204,8 +205,10 @@ PrintMotd no
 PrintLastLog no
 X11Forwarding no
 AcceptEnv LANG LC_* PRUN_*
-# The filesystem is shared: each host gets a /tmp of its own, as real nodes have.
-SetEnv TMPDIR=$dir/$h/tmp
+# The filesystem is shared: each host gets a /tmp of its own, as real nodes
+# have, and a clean home: this machine's root login shell runs pyenv's
+# rehash, whose lock serializes concurrent SSH sessions (~100 ms each).
+SetEnv TMPDIR=$dir/$h/tmp HOME=$dir/$h/home
 Subsystem sftp /usr/lib/openssh/sftp-server
 EOF
 		[ $? = 0 ] || die "up: cannot write $dir/$h/sshd_config"
