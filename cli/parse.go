@@ -184,7 +184,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.launch.prefix, "prefix", "", "prun is `DIR`/bin/prun on the other nodes (default: the launcher's own path)")
 	fs.StringVar(&g.launch.rsh, "rsh", "", "start daemons on other nodes with `CMD` HOST COMMAND instead of the built-in SSH client")
 	fs.StringVar(&g.launch.rsh, "launch-agent", "", "same as --rsh")
-	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 4)")
+	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
 	fs.StringVar(&g.launch.ifInclude, "if-include", "", "control traffic (and the MPI libraries) use the network `CIDR|IFACE` (default: the one SSH used)")
 }
 

@@ -43,7 +43,7 @@ type Config struct {
 
 // DefaultFanout is the tree's default width; see docs/benchmarks.md for
 // the measurement behind it.
-const DefaultFanout = 4
+const DefaultFanout = 32
 
 // Tree is the launcher's side of the daemons.
 type Tree struct {

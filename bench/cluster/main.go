@@ -13,7 +13,7 @@
 //     the Open MPI hello with prun and mpirun; the MPICH hello with prun and
 //     hydra; then the ratios of medians against their targets;
 //   - start-up growth: for each size N, -n N hostname on the first N hosts
-//     (one per host) with prun (default fanout 4, --launch-fanout 2 and 32),
+//     (one per host) with prun (default fanout 32, --launch-fanout 2 and 4),
 //     hydra and mpirun.
 //
 // Every run's standard output is checked (each host, or each rank, the right
@@ -257,7 +257,7 @@ func run() (failed bool, err error) {
 	}
 
 	// Start-up growth: one per host on the first N hosts.
-	growthNames := []string{"prun --launch-fanout 32", "prun --launch-fanout 2", "prun (default, fanout 4)", "mpiexec.hydra", "mpirun.openmpi"}
+	growthNames := []string{"prun (default, fanout 32)", "prun --launch-fanout 2", "prun --launch-fanout 4", "mpiexec.hydra", "mpirun.openmpi"}
 	var growth [][]*command // per size, in growthNames' order
 	for _, size := range sizes {
 		hf, err := hostfile(size, 1)
@@ -269,9 +269,9 @@ func run() (failed bool, err error) {
 		b := fmt.Sprintf("growth %d hosts", size)
 		check := checkHostnames(hosts[:size], 1)
 		g := []*command{
-			{Bench: b, Name: growthNames[0], Argv: []string{prun, "--hostfile", hf, "--launch-fanout", "32", "-n", n, "hostname"}, Env: prunEnv, check: check},
+			{Bench: b, Name: growthNames[0], Argv: []string{prun, "--hostfile", hf, "-n", n, "hostname"}, Env: prunEnv, check: check},
 			{Bench: b, Name: growthNames[1], Argv: []string{prun, "--hostfile", hf, "--launch-fanout", "2", "-n", n, "hostname"}, Env: prunEnv, check: check},
-			{Bench: b, Name: growthNames[2], Argv: []string{prun, "--hostfile", hf, "-n", n, "hostname"}, Env: prunEnv, check: check},
+			{Bench: b, Name: growthNames[2], Argv: []string{prun, "--hostfile", hf, "--launch-fanout", "4", "-n", n, "hostname"}, Env: prunEnv, check: check},
 			{Bench: b, Name: growthNames[3], Argv: cat(hydra, []string{"-hosts", hl, "-n", n, "hostname"}), check: check},
 			{Bench: b, Name: growthNames[4], Argv: cat(ompi, []string{"--host", hl, "-n", n, "hostname"}), check: check},
 		}
