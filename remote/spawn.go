@@ -115,11 +115,11 @@ func (s *spawner) startOne(v int) {
 		return
 	}
 	host := s.host(v)
-	// After the daemon, however it ended (SIGKILL too), the node's stale
-	// session directories go and whatever its ranks left is killed; the
-	// daemon's own exit status is the session's.
+	// A daemon that did not end cleanly (SIGKILL too) is followed by a
+	// cleanup: the node's stale session directories go and whatever its
+	// ranks left is killed. The daemon's own exit status is the session's.
 	exe := shellQuote(b.Exe)
-	argv := []string{"sh", "-c", fmt.Sprintf("%s %s %s; s=$?; %s %s %s; exit $s",
+	argv := []string{"sh", "-c", fmt.Sprintf("%s %s %s || { s=$?; %s %s %s; exit $s; }",
 		exe, DaemonArgs[0], DaemonArgs[1], exe, CleanupArgs[0], CleanupArgs[1])}
 	trace.Mark("ssh %s", host)
 	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), rsh.Options{Home: b.Home, Command: b.Rsh,
