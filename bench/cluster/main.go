@@ -52,13 +52,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"prun/bench/internal/benchutil"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,7 +129,7 @@ func run() (failed bool, err error) {
 		return false, errors.New("must run as root (the test cluster is network namespaces with their own sshd)")
 	}
 
-	root, err := repoRoot()
+	root, err := benchutil.RepoRoot()
 	if err != nil {
 		return false, err
 	}
@@ -172,7 +171,7 @@ func run() (failed bool, err error) {
 		}
 	}
 
-	facts := machine()
+	facts := benchutil.Machine()
 	fmt.Printf("nproc %s | cpu %s | kernel %s | %s | Open MPI %s | Hydra %s\n",
 		facts["nproc"], facts["cpu"], facts["kernel"], facts["go"], facts["open_mpi"], facts["hydra"])
 
@@ -294,7 +293,7 @@ func run() (failed bool, err error) {
 				continue
 			}
 			fmt.Printf("%-18s | %-26s | %9s | %9s | %9s\n", c.Bench, c.Name,
-				ms(pct(c.WallMs, 0.5)), ms(pct(c.WallMs, 0.1)), ms(pct(c.WallMs, 0.9)))
+				benchutil.Ms(benchutil.Pct(c.WallMs, 0.5)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.1)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.9)))
 		}
 	}
 
@@ -308,7 +307,7 @@ func run() (failed bool, err error) {
 		for _, c := range growth[i] {
 			v := "FAILED"
 			if !c.failed() {
-				v = ms(c.MedianMs)
+				v = benchutil.Ms(c.MedianMs)
 			}
 			fmt.Printf(" | %25s", v)
 		}
@@ -322,7 +321,7 @@ func run() (failed bool, err error) {
 		}
 	}
 	if best >= 0 {
-		fmt.Printf("fastest prun fanout at %d hosts: %s (%s)\n", sizes[len(sizes)-1], last[best].Name, ms(last[best].MedianMs))
+		fmt.Printf("fastest prun fanout at %d hosts: %s (%s)\n", sizes[len(sizes)-1], last[best].Name, benchutil.Ms(last[best].MedianMs))
 	}
 
 	ratio := func(name string, target float64, a *command, bs ...*command) comparison {
@@ -416,7 +415,7 @@ func runGroup(ctx context.Context, dir string, g []*command, warmup, runs int) e
 	}
 	for _, c := range g {
 		if !c.failed() {
-			c.MedianMs = pct(c.WallMs, 0.5)
+			c.MedianMs = benchutil.Pct(c.WallMs, 0.5)
 		}
 	}
 	return nil
@@ -462,11 +461,11 @@ func (c *command) runOnce(ctx context.Context, dir string, record bool) error {
 			err = fmt.Errorf("timed out after %v", runTimeout)
 		}
 		errOut, _ := os.ReadFile(stderr.Name())
-		return fmt.Errorf("%s: %v\nstderr:\n%s\nstdout:\n%s", strings.Join(c.Argv, " "), err, tail(errOut, 2048), tail(out, 2048))
+		return fmt.Errorf("%s: %v\nstderr:\n%s\nstdout:\n%s", strings.Join(c.Argv, " "), err, benchutil.Tail(errOut, 2048), benchutil.Tail(out, 2048))
 	}
 	if err := c.check(out); err != nil {
 		errOut, _ := os.ReadFile(stderr.Name())
-		return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(c.Argv, " "), err, tail(out, 2048), tail(errOut, 2048))
+		return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(c.Argv, " "), err, benchutil.Tail(out, 2048), benchutil.Tail(errOut, 2048))
 	}
 	if record {
 		c.WallMs = append(c.WallMs, float64(wall)/float64(time.Millisecond))
@@ -562,68 +561,8 @@ func parseSizes(s string) ([]int, error) {
 }
 
 // pct returns the p-quantile of xs (nearest rank on the sorted values).
-func pct(xs []float64, p float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	return s[int(math.Round(p*float64(len(s)-1)))]
-}
-
-func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" }
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
-}
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
-}
-
-// repoRoot walks up from the working directory to the directory holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory; run from the repository")
-		}
-		dir = parent
-	}
-}
-
-// machine collects the facts that a reader needs to compare figures across machines.
-func machine() map[string]string {
-	m := map[string]string{"nproc": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m["kernel"] = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		m["cpu"] = field(string(b), "model name")
-	}
-	// "mpirun.openmpi (OpenRTE) 4.1.4" on the first line.
-	out, _ := exec.Command("mpirun.openmpi", "--version").Output()
-	if f := strings.Fields(strings.SplitN(string(out), "\n", 2)[0]); len(f) > 0 {
-		m["open_mpi"] = f[len(f)-1]
-	}
-	out, _ = exec.Command("mpiexec.hydra", "--version").Output()
-	m["hydra"] = field(string(out), "Version")
-	return m
-}
-
-// field returns the value of the first "key: value" line in s (after the first colon).
-func field(s, key string) string {
-	for _, line := range strings.Split(s, "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }

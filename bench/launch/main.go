@@ -15,12 +15,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"slices"
+	"prun/bench/internal/benchutil"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,7 +74,7 @@ func run() error {
 		return errors.New("-runs must be >= 1 and -warmup >= 0")
 	}
 
-	root, err := repoRoot()
+	root, err := benchutil.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -113,7 +111,7 @@ func run() error {
 		}
 	}
 
-	facts := machine()
+	facts := benchutil.Machine()
 	fmt.Printf("nproc %s | cpu %s | kernel %s | %s | Open MPI %s | Hydra %s\n",
 		facts["nproc"], facts["cpu"], facts["kernel"], facts["go"], facts["open_mpi"], facts["hydra"])
 
@@ -163,11 +161,11 @@ func run() error {
 		for _, c := range g {
 			all = append(all, c)
 			fmt.Printf("%-16s | %-15s | %9s | %9s | %9s | %14.1f | %.1f\n", c.Bench, c.Name,
-				ms(pct(c.WallMs, 0.5)), ms(pct(c.WallMs, 0.1)), ms(pct(c.WallMs, 0.9)), c.PeakMiB, c.Wait4MiB)
+				benchutil.Ms(benchutil.Pct(c.WallMs, 0.5)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.1)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.9)), c.PeakMiB, c.Wait4MiB)
 		}
 	}
 	ratio := func(name string, a, b *command, target float64) comparison {
-		r := pct(a.WallMs, 0.5) / pct(b.WallMs, 0.5)
+		r := benchutil.Pct(a.WallMs, 0.5) / benchutil.Pct(b.WallMs, 0.5)
 		return comparison{name, r, target, r <= target}
 	}
 	cmps := []comparison{
@@ -237,7 +235,7 @@ func fenceMicros(dir string, argv []string, n int) (float64, error) {
 		fmt.Sscanf(string(out[i+len("ranks: "):]), "%f", &us)
 		xs = append(xs, us)
 	}
-	return pct(xs, 0.5), nil
+	return benchutil.Pct(xs, 0.5), nil
 }
 
 // runOnce runs c once in dir and, if record is set, records its wall time and
@@ -285,12 +283,12 @@ func (c *command) runOnce(dir string, record bool) error {
 		if len(bytes.TrimSpace(out)) == 0 {
 			out, _ = os.ReadFile(stdout.Name())
 		}
-		return fmt.Errorf("%s: %v\n%s", strings.Join(c.Argv, " "), err, tail(out, 4096))
+		return fmt.Errorf("%s: %v\n%s", strings.Join(c.Argv, " "), err, benchutil.Tail(out, 4096))
 	}
 	if c.want != "" {
 		if out, _ := os.ReadFile(stdout.Name()); bytes.Count(out, []byte(c.want)) != 4 {
 			return fmt.Errorf("%s: stdout lacks 4 lines with %q (ranks not one job?):\n%s",
-				strings.Join(c.Argv, " "), c.want, tail(out, 4096))
+				strings.Join(c.Argv, " "), c.want, benchutil.Tail(out, 4096))
 		}
 	}
 	if record {
@@ -338,63 +336,3 @@ func sampleHWM(pid int, done <-chan struct{}) int64 {
 }
 
 // pct returns the p-quantile of xs (nearest rank on the sorted values).
-func pct(xs []float64, p float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	return s[int(math.Round(p*float64(len(s)-1)))]
-}
-
-func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" }
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
-}
-
-// repoRoot walks up from the working directory to the directory holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory; run from the repository")
-		}
-		dir = parent
-	}
-}
-
-// machine collects the facts that a reader needs to compare figures across machines.
-func machine() map[string]string {
-	m := map[string]string{"nproc": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m["kernel"] = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		m["cpu"] = field(string(b), "model name")
-	}
-	// "mpirun.openmpi (OpenRTE) 4.1.4" on the first line.
-	out, _ := exec.Command("mpirun.openmpi", "--version").Output()
-	if f := strings.Fields(strings.SplitN(string(out), "\n", 2)[0]); len(f) > 0 {
-		m["open_mpi"] = f[len(f)-1]
-	}
-	out, _ = exec.Command("mpiexec.hydra", "--version").Output()
-	m["hydra"] = field(string(out), "Version")
-	return m
-}
-
-// field returns the value of the first "key: value" line in s (after the first colon).
-func field(s, key string) string {
-	for _, line := range strings.Split(s, "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}

@@ -1,0 +1,80 @@
+// Package benchutil holds what prun's benchmark commands share: quantiles,
+// formatting, finding the repository, and the facts about the machine that a
+// reader needs to compare figures.
+package benchutil
+
+import (
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Pct is the p-quantile (0..1) of xs, nearest rank.
+func Pct(xs []float64, p float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[int(math.Round(p*float64(len(s)-1)))]
+}
+
+// Ms formats milliseconds.
+func Ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" }
+
+// Tail is the last n bytes of b.
+func Tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// RepoRoot walks up from the working directory to the directory holding go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory; run from the repository")
+		}
+		dir = parent
+	}
+}
+
+// Machine collects the facts that a reader needs to compare figures across machines.
+func Machine() map[string]string {
+	m := map[string]string{"nproc": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m["kernel"] = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		m["cpu"] = Field(string(b), "model name")
+	}
+	// "mpirun.openmpi (OpenRTE) 4.1.4" on the first line.
+	out, _ := exec.Command("mpirun.openmpi", "--version").Output()
+	if f := strings.Fields(strings.SplitN(string(out), "\n", 2)[0]); len(f) > 0 {
+		m["open_mpi"] = f[len(f)-1]
+	}
+	out, _ = exec.Command("mpiexec.hydra", "--version").Output()
+	m["hydra"] = Field(string(out), "Version")
+	return m
+}
+
+// Field returns the value of the first "key: value" line in s (after the first colon).
+func Field(s, key string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
