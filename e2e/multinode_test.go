@@ -121,39 +121,34 @@ func TestMultiNode(t *testing.T) {
 		}
 	})
 
-	t.Run("ompi-ring", func(t *testing.T) {
-		dir, ring := ompi(t, "ring.c")
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
-	})
-
-	t.Run("ompi-mpmd", func(t *testing.T) {
-		dir, mpmd := ompi(t, "mpmd.c")
-		exp := "0,0,0,1,1,1,1,1"
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "3", mpmd, exp, ":", "-n", "5", mpmd, exp}, dir: dir})
-		expectCode(t, r, 0)
-		for i := 0; i < 8; i++ {
-			expectContains(t, "stdout", r.stdout, fmt.Sprintf("mpmd: rank %d appnum %d\n", i, map[bool]int{true: 0, false: 1}[i < 3]))
-		}
-	})
-
-	t.Run("mpich-ring", func(t *testing.T) {
-		dir, ring := mpich(t, "ring.c")
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
-	})
-
-	t.Run("mpich-mpmd", func(t *testing.T) {
-		dir, mpmd := mpich(t, "mpmd.c")
-		exp := "0,0,1,1,1,1,1,1"
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "2", mpmd, exp, ":", "-n", "6", mpmd, exp}, dir: dir})
-		expectCode(t, r, 0)
-		for i := 0; i < 8; i++ {
-			expectContains(t, "stdout", r.stdout, fmt.Sprintf("mpmd: rank %d appnum %d\n", i, map[bool]int{true: 0, false: 1}[i < 2]))
-		}
-	})
+	// Ring and MPMD with each MPI; the first app of the MPMD job has first
+	// ranks (3 with Open MPI, 2 with MPICH), so apps straddle hosts.
+	for _, mpi := range []struct {
+		name  string
+		build func(*testing.T, string) (string, string)
+		first int
+	}{{"ompi", ompi, 3}, {"mpich", mpich, 2}} {
+		t.Run(mpi.name+"-ring", func(t *testing.T) {
+			dir, ring := mpi.build(t, "ring.c")
+			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
+		})
+		t.Run(mpi.name+"-mpmd", func(t *testing.T) {
+			dir, mpmd := mpi.build(t, "mpmd.c")
+			appnums := make([]string, 8)
+			for i := range appnums {
+				appnums[i] = map[bool]string{true: "0", false: "1"}[i < mpi.first]
+			}
+			exp := strings.Join(appnums, ",")
+			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", strconv.Itoa(mpi.first), mpmd, exp, ":",
+				"-n", strconv.Itoa(8 - mpi.first), mpmd, exp}, dir: dir})
+			expectCode(t, r, 0)
+			for i, a := range appnums {
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("mpmd: rank %d appnum %s\n", i, a))
+			}
+		})
+	}
 
 	t.Run("pmi1-kvs", func(t *testing.T) {
 		bin := ctest.Build(t, ctest.Plain, "pmi1kvs.c")
