@@ -115,9 +115,6 @@ type Listener struct {
 	ln     net.Listener
 	secret []byte
 	links  chan *Link
-	// Refused counts peers that failed the handshake (for tests and logs).
-	mu      sync.Mutex
-	refused int
 }
 
 // Listen opens a listener on addr ("ip:0" or ":0").
@@ -150,9 +147,6 @@ func (l *Listener) serve() {
 				tc.SetNoDelay(true)
 			}
 			if err := Handshake(c, l.secret, true, HandshakeTimeout); err != nil {
-				l.mu.Lock()
-				l.refused++
-				l.mu.Unlock()
 				c.Close()
 				return
 			}
@@ -170,13 +164,6 @@ func (l *Listener) Links() <-chan *Link { return l.links }
 
 // Addr is the listening address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
-
-// Refused is how many peers failed the handshake so far.
-func (l *Listener) Refused() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.refused
-}
 
 // Close stops accepting.
 func (l *Listener) Close() error { return l.ln.Close() }

@@ -108,10 +108,9 @@ type run struct {
 	alloc hostfile.Allocation
 	// allocSource says where the allocation came from, for --display.
 	allocSource string
-	local       *daemon.Daemon  // this node's daemon, when ranks run here
-	tree        *remote.Tree    // the other nodes' daemons
-	nodes       map[string]node // every node's daemon, by name
-	jobs        []*jobRun       // the user's job first, then the jobs its ranks spawned
+	local       *daemon.Daemon // this node's daemon, when ranks run here
+	tree        *remote.Tree   // the other nodes' daemons (r.up holds every node's)
+	jobs        []*jobRun      // the user's job first, then the jobs its ranks spawned
 	univ        int
 
 	mapOpts        mapper.Options // for spawned jobs
@@ -216,7 +215,6 @@ func (r *run) run(job *jobspec.Job) int {
 
 	// Other nodes: their daemons start (as a tree) and report their
 	// topologies, and the job is mapped again on what they reported.
-	r.nodes = map[string]node{}
 	if hosts := remoteHosts(r.alloc); len(hosts) > 0 {
 		trace.Mark("mapped; starting %d daemons", len(hosts))
 		tree, err := r.startRemote(job, hosts)
@@ -241,7 +239,7 @@ func (r *run) run(job *jobspec.Job) int {
 			*job = first
 		}
 		for _, h := range hosts {
-			r.nodes[h] = tree.Node(h)
+			r.up.addNode(h, tree.Node(h))
 		}
 	} else {
 		*job = first
@@ -273,10 +271,10 @@ func (r *run) run(job *jobspec.Job) int {
 			continue
 		}
 		reads := plan.Stdin == daemon.StdinAll || plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == n.Name
-		if isLocal(n.Name) && r.nodes[n.Name] == nil {
+		if isLocal(n.Name) && r.up.node(n.Name) == nil {
 			localName, localStdin = n.Name, reads
 		} else if reads {
-			remoteStdin = append(remoteStdin, r.nodes[n.Name].(*remote.Node))
+			remoteStdin = append(remoteStdin, r.up.node(n.Name).(*remote.Node))
 		}
 	}
 	stdin := r.opts.Stdin
@@ -314,13 +312,8 @@ func (r *run) run(job *jobspec.Job) int {
 			return ExitFailure
 		}
 		r.local = d
-		r.nodes[localName] = d
+		r.up.addNode(localName, d)
 	}
-	r.up.mu.Lock()
-	for name, n := range r.nodes {
-		r.up.daemons[name] = n
-	}
-	r.up.mu.Unlock()
 	trace.Mark("launching")
 	if err := r.launch(plan); err != nil {
 		r.errorf("%v", err)
@@ -474,7 +467,7 @@ func (r *run) launch(plan *daemon.Plan) error {
 	r.jobs = append(r.jobs, j)
 	for _, n := range plan.Map.Nodes {
 		if len(n.Procs) > 0 {
-			if r.nodes[n.Name] == nil {
+			if r.up.node(n.Name) == nil {
 				return fmt.Errorf("no daemon on %s", n.Name)
 			}
 			j.pendingNode++ // nodes with ranks report NodeJobDone
@@ -482,13 +475,8 @@ func (r *run) launch(plan *daemon.Plan) error {
 	}
 	// Every daemon registers the job, ranks there or not: a process may ask
 	// its server about any job (a spawned one's size, nodes, peers).
-	names := make([]string, 0, len(r.nodes))
-	for name := range r.nodes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := r.nodes[name].Launch(plan); err != nil {
+	for _, n := range r.up.nodes() {
+		if err := n.Launch(plan); err != nil {
 			return err
 		}
 	}
@@ -720,7 +708,7 @@ func (r *run) terminate(sig syscall.Signal) {
 
 func (r *run) signalAll(sig syscall.Signal) {
 	for _, j := range r.jobs {
-		for _, n := range r.nodes {
+		for _, n := range r.up.nodes() {
 			n.Signal(j.plan.Nspace, nil, sig)
 		}
 	}
@@ -812,7 +800,7 @@ func (r *run) onJobControl(jc jobControl) {
 		r.errorf("%s", msg)
 	}
 	for ns, ranks := range targets {
-		for _, n := range r.nodes {
+		for _, n := range r.up.nodes() {
 			n.Signal(ns, ranks, jc.sig)
 		}
 	}
@@ -824,7 +812,7 @@ func (r *run) onJobControl(jc jobControl) {
 func (r *run) reportState(stacks bool) {
 	for _, j := range r.jobs {
 		var states []daemon.RankState
-		for _, n := range r.nodes {
+		for _, n := range r.up.nodes() {
 			states = append(states, n.Inspect(j.plan.Nspace, stacks)...)
 		}
 		sort.Slice(states, func(a, b int) bool { return states[a].Rank < states[b].Rank })

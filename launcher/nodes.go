@@ -112,10 +112,7 @@ func (r *run) onNodeLost(nl nodeLost) {
 		}
 	}
 	r.up.mu.Unlock()
-	delete(r.nodes, nl.host)
-	r.up.mu.Lock()
-	delete(r.up.daemons, nl.host)
-	r.up.mu.Unlock()
+	r.up.dropNode(nl.host)
 	r.failJob(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure)
 }
 

@@ -54,6 +54,42 @@ func newUpstream(w *iof.Writer) *upstream {
 
 func (u *upstream) Event(ev daemon.Event) { u.queue.push(ev) }
 
+// addNode, dropNode, node and nodes keep the set of daemons, which the
+// state machine changes and the routing goroutines read.
+func (u *upstream) addNode(name string, n node) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.daemons[name] = n
+}
+
+func (u *upstream) dropNode(name string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.daemons, name)
+}
+
+func (u *upstream) node(name string) node {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.daemons[name]
+}
+
+// nodes are the daemons in node-name order.
+func (u *upstream) nodes() []node {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	names := make([]string, 0, len(u.daemons))
+	for name := range u.daemons {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]node, len(names))
+	for i, name := range names {
+		out[i] = u.daemons[name]
+	}
+	return out
+}
+
 func (u *upstream) Names() daemon.NameService { return daemon.LocalNames{S: u.names} }
 
 func (u *upstream) addJob(p *daemon.Plan) *jobRecord {

@@ -64,7 +64,6 @@ type spawner struct {
 	links    map[int]*ctl.Link
 	sessions map[int]*rsh.Session
 	closing  bool
-	wg       sync.WaitGroup
 	local    net.IP // this end's address of the first child link
 }
 
@@ -94,9 +93,7 @@ func (s *spawner) start() {
 	go s.accept(len(kids))
 	sem := make(chan struct{}, maxParallelStarts)
 	for _, c := range kids {
-		s.wg.Add(1)
 		go func() {
-			defer s.wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			s.startOne(c)
@@ -137,7 +134,7 @@ func (s *spawner) startOne(v int) {
 	}
 	s.sessions[v] = sess
 	s.mu.Unlock()
-	go io.Copy(io.Discard, sess.Stdout())
+	sess.DiscardStdout()
 	// A daemon that does not connect back in time is as lost as one that
 	// exited: say which, with what it printed.
 	ended := make(chan struct{})

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +40,10 @@ type Config struct {
 	StartTimeout time.Duration
 }
 
+// closeCall is the id of the closing broadcast's answers; calls numbers
+// its requests from 1.
+const closeCall = 0
+
 // DefaultFanout is the tree's default width; see docs/benchmarks.md for
 // the measurement behind it.
 const DefaultFanout = 32
@@ -60,8 +63,7 @@ type Tree struct {
 	down    map[int]bool // vertices lost
 	closing bool
 
-	closeID      uint64        // the request id of the closing broadcast
-	closeAnswers chan struct{} // one per node that answered it
+	closeAnswers chan struct{} // one per node that answered the closing broadcast
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -192,16 +194,15 @@ func (t *Tree) LocalNetwork() *daemon.Network {
 
 // Node is a remote node's daemon as the launcher drives it.
 type Node struct {
-	t    *Tree
-	v    int
-	Name string
+	t *Tree
+	v int
 }
 
 // Node returns the daemon of host.
 func (t *Tree) Node(host string) *Node {
 	for v, h := range t.cfg.Hosts {
 		if h == host {
-			return &Node{t: t, v: v + 1, Name: host}
+			return &Node{t: t, v: v + 1}
 		}
 	}
 	return nil
@@ -265,9 +266,6 @@ func (n *Node) Stdin(p []byte) error {
 	return n.t.kids.send(n.v, tStdin, frame(uint32(n.v), toLauncher, p))
 }
 
-// Close is the Tree's: daemons end together.
-func (n *Node) Close() error { return nil }
-
 // Close ends every daemon: each kills and reaps its ranks and answers, then
 // the links close and the daemons exit. It waits a bounded time.
 func (t *Tree) Close() error {
@@ -285,16 +283,11 @@ func (t *Tree) Close() error {
 	t.mu.Unlock()
 	if live > 0 {
 		answered := make(chan struct{}, live)
-		id, ok := t.calls.add(nil)
-		if ok {
-			t.calls.take(id)
-		}
-		// One broadcast; each node answers to the same request id.
 		t.mu.Lock()
 		t.closeAnswers = answered
-		t.closeID = id
 		t.mu.Unlock()
-		t.kids.broadcast(tClose, frame(toBroadcast, toLauncher, encode(&msg{ID: id})))
+		// One broadcast; every node answers to the same reserved id.
+		t.kids.broadcast(tClose, frame(toBroadcast, toLauncher, encode(&msg{ID: closeCall})))
 		deadline := time.After(5 * time.Second)
 	wait:
 		for i := 0; i < live; i++ {
@@ -390,9 +383,9 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		up.ProcTable(m.Nspace, func(pt []pmixsrv.ProcInfo, err error) { reply(errOf(&msg{Table: pt}, err)) })
 	case tReply:
 		t.mu.Lock()
-		closeID, answered := t.closeID, t.closeAnswers
+		answered := t.closeAnswers
 		t.mu.Unlock()
-		if m.ID == closeID && answered != nil {
+		if m.ID == closeCall && answered != nil {
 			answered <- struct{}{}
 			return
 		}
@@ -400,11 +393,4 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 			f(m)
 		}
 	}
-}
-
-// Hosts lists the nodes, sorted, for messages.
-func (t *Tree) Hosts() []string {
-	h := append([]string(nil), t.cfg.Hosts...)
-	sort.Strings(h)
-	return h
 }
