@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"prun/internal/trace"
 )
 
 // startSSH starts argv on host with the built-in client.
@@ -67,6 +68,7 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 	c := clients[len(clients)-1]
 	sess, stdinW, err := func() (*ssh.Session, io.WriteCloser, error) {
 		sess, err := c.NewSession()
+		trace.Mark("session %s", host)
 		if err != nil {
 			return nil, nil, fmt.Errorf("cannot open a session: %v", trimSSH(err))
 		}
@@ -174,6 +176,9 @@ func dial(ctx context.Context, t *target, via *ssh.Client, viaName string, defTi
 	through := ""
 	if via == nil {
 		conn, err = (&net.Dialer{}).DialContext(hctx, "tcp", addr)
+		if err == nil {
+			conn = withQuickACK(conn)
+		}
 	} else {
 		through = " through " + viaName
 		conn, err = via.DialContext(hctx, "tcp", addr)
@@ -195,7 +200,9 @@ func dial(ctx context.Context, t *target, via *ssh.Client, viaName string, defTi
 		conn.Close()
 		a.close()
 	})
+	trace.Mark("tcp %s", addr)
 	cc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+	trace.Mark("handshake %s", addr)
 	interrupted := !stop()
 	if err == nil && interrupted {
 		cc.Close()
