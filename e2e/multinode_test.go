@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -200,6 +201,38 @@ exec sleep 30
 		want := []string{"0 done", "1 done", "2 done", "line one", "line two"}
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("stdout %q, want %q (any order)\n%s", got, want, r)
+		}
+	})
+
+	t.Run("stdin-window", func(t *testing.T) {
+		// The launcher's stdin is endless and the only rank, on prun-h2,
+		// reads nothing for 2 s: the launcher must stop reading at the
+		// node's window instead of piling the stream up on the node.
+		in := &endless{}
+		type sample struct{ read, hwm int64 }
+		got := make(chan sample, 1)
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			var hwm int64
+			if pid := m.daemonPidOrZero("prun-h2"); pid > 0 {
+				hwm = vmHWM(pid)
+			}
+			got <- sample{in.n.Load(), hwm}
+		}()
+		r := m.run(t, opts{args: []string{"--host", "prun-h2", "-n", "1", "sh", "-c",
+			`sleep 2; head -c 5000000 >/dev/null && echo took 5 MB`}, stdin: in})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "took 5 MB\n")
+		s := <-got
+		t.Logf("after 1.5 s: the launcher had read %d bytes of stdin, prun-h2's daemon peak RSS %d MiB", s.read, s.hwm>>20)
+		if s.read > 4<<20 {
+			t.Errorf("the launcher read %d bytes of stdin while the rank read none; want at most a window (1 MiB) and buffers", s.read)
+		}
+		if s.hwm == 0 || s.hwm > 64<<20 {
+			t.Errorf("prun-h2's daemon peak RSS %d bytes while the rank read nothing; want (0, 64 MiB]", s.hwm)
+		}
+		if n := in.n.Load(); n < 5000000 {
+			t.Errorf("the launcher read only %d bytes of stdin; the rank took 5000000", n)
 		}
 	})
 
@@ -549,6 +582,14 @@ func (m *mn) procCount() int {
 // daemonPid finds the pid of prun's daemon on host.
 func (m *mn) daemonPid(t *testing.T, host string) int {
 	t.Helper()
+	pid := m.daemonPidOrZero(host)
+	if pid == 0 {
+		t.Fatalf("no prun daemon runs on %s", host)
+	}
+	return pid
+}
+
+func (m *mn) daemonPidOrZero(host string) int {
 	out, _ := exec.Command("ip", "netns", "pids", host).Output()
 	for _, f := range strings.Fields(string(out)) {
 		pid, _ := strconv.Atoi(f)
@@ -557,6 +598,28 @@ func (m *mn) daemonPid(t *testing.T, host string) int {
 			return pid
 		}
 	}
-	t.Fatalf("no prun daemon runs on %s", host)
 	return 0
+}
+
+// vmHWM is a process's peak resident set in bytes (0 if unknown).
+func vmHWM(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// endless is a stdin that never ends ("y\n" forever), counting what was read.
+type endless struct{ n atomic.Int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = "y\n"[i%2]
+	}
+	e.n.Add(int64(len(p)))
+	return len(p), nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -117,11 +118,12 @@ func (r *run) onNodeLost(nl nodeLost) {
 }
 
 // stdinFanout reads the launcher's stdin once for ranks on several nodes:
-// chunks go down the control plane to remote nodes, and through a pipe to
-// this node's daemon.
+// chunks go down the control plane to remote nodes (each waits while its
+// node's ranks are a window behind), and through a pipe to this node's
+// daemon. It stops reading when no reader is left.
 func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
 	buf := make([]byte, 64<<10)
-	for {
+	for local != nil || len(remotes) > 0 {
 		n, err := in.Read(buf)
 		if n > 0 {
 			if local != nil {
@@ -129,9 +131,7 @@ func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
 					local = nil
 				}
 			}
-			for _, rn := range remotes {
-				rn.Stdin(buf[:n])
-			}
+			remotes = slices.DeleteFunc(remotes, func(rn *remote.Node) bool { return rn.Stdin(buf[:n]) != nil })
 		}
 		if err != nil {
 			break

@@ -41,6 +41,7 @@ const (
 	tInspect                      // down, replied
 	tClose                        // down (broadcast), replied
 	tStdin                        // down: the launcher's stdin for a job's ranks here
+	tStdinAck                     // up: stdin bytes this node's ranks took (binary body)
 )
 
 // Vertex addresses in a frame's routing header.

@@ -63,6 +63,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	n.parent = parent
 	defer parent.Close()
+	n.stdin.ack = func(k int) { parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), encodeAck(k))) }
 
 	// Children first: their SSH handshakes are the long pole.
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
@@ -415,52 +416,4 @@ func nameKind(err error) string {
 		return "timeout"
 	}
 	return ""
-}
-
-// stdinPipe is the launcher's stdin as this node's ranks read it: chunks
-// come down the control plane; an empty chunk is end of file.
-type stdinPipe struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	chunks [][]byte
-	eof    bool
-}
-
-func (s *stdinPipe) init() {
-	if s.cond == nil {
-		s.cond = sync.NewCond(&s.mu)
-	}
-}
-
-func (s *stdinPipe) write(p []byte) {
-	s.mu.Lock()
-	s.init()
-	if len(p) == 0 {
-		s.eof = true
-	} else {
-		s.chunks = append(s.chunks, append([]byte(nil), p...))
-	}
-	s.cond.Broadcast()
-	s.mu.Unlock()
-}
-
-func (s *stdinPipe) close() { s.write(nil) }
-
-func (s *stdinPipe) Read(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.init()
-	for len(s.chunks) == 0 && !s.eof {
-		s.cond.Wait()
-	}
-	if len(s.chunks) == 0 {
-		return 0, io.EOF
-	}
-	k := copy(p, s.chunks[0])
-	if k == len(s.chunks[0]) {
-		s.chunks = s.chunks[1:]
-	} else {
-		s.chunks[0] = s.chunks[0][k:]
-	}
-	return k, nil
 }

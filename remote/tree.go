@@ -63,7 +63,8 @@ type Tree struct {
 	down    map[int]bool // vertices lost
 	closing bool
 
-	closeAnswers chan struct{} // one per node that answered the closing broadcast
+	closeAnswers chan struct{}   // one per node that answered the closing broadcast
+	stdin        map[int]*window // per vertex, made on first use
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -131,6 +132,9 @@ func (t *Tree) nodeFailed(host string, err error) {
 		for _, w := range ctl.Subtree(v+1, t.cfg.Fanout, len(t.cfg.Hosts)) {
 			if !t.down[w] {
 				t.down[w] = true
+				if win := t.stdin[w]; win != nil {
+					win.kill()
+				}
 				if w != v+1 {
 					cut = append(cut, t.cfg.Hosts[w-1])
 				}
@@ -261,9 +265,31 @@ func (n *Node) Inspect(nspace string, stacks bool) []daemon.RankState {
 	}
 }
 
-// Stdin passes a chunk of the launcher's stdin to the node (nil: EOF).
+// Stdin passes a chunk of the launcher's stdin to the node (nil: EOF). It
+// waits while the node holds a window's worth its ranks have not read.
 func (n *Node) Stdin(p []byte) error {
+	if err := n.t.window(n.v).acquire(len(p)); err != nil {
+		return fmt.Errorf("%s: %w", n.t.cfg.Hosts[n.v-1], err)
+	}
 	return n.t.kids.send(n.v, tStdin, frame(uint32(n.v), toLauncher, p))
+}
+
+// window is vertex v's stdin window; nil-safe after Close (a dead one).
+func (t *Tree) window(v int) *window {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stdin == nil {
+		t.stdin = map[int]*window{}
+	}
+	w := t.stdin[v]
+	if w == nil {
+		w = newWindow()
+		t.stdin[v] = w
+		if t.closing || t.down[v] {
+			w.kill()
+		}
+	}
+	return w
 }
 
 // Close ends every daemon: each kills and reaps its ranks and answers, then
@@ -300,6 +326,9 @@ func (t *Tree) Close() error {
 	}
 	t.mu.Lock()
 	t.closing = true
+	for _, w := range t.stdin {
+		w.kill() // a stdin fan-out still waiting on a node gives up
+	}
 	t.mu.Unlock()
 	t.kids.close()
 	t.kids.waitSessions(3 * time.Second)
@@ -317,9 +346,17 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		return
 	}
 	host := t.cfg.Hosts[v-1]
-	if typ == tOutput {
+	switch typ {
+	case tOutput:
 		if s, st, p, partial, err := decodeOutput(body); err == nil {
 			t.up.Write(s, st, p, partial)
+		}
+		return
+	case tStdinAck:
+		if k, err := decodeAck(body); err == nil {
+			t.window(v).release(k)
+		} else {
+			t.nodeFailed(host, err)
 		}
 		return
 	}

@@ -1,0 +1,77 @@
+package remote
+
+import (
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestWindowBlocksUntilAcknowledged(t *testing.T) {
+	w := newWindow()
+	if err := w.acquire(stdinWindow); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- w.acquire(1) }()
+	select {
+	case err := <-got:
+		t.Fatalf("acquire past a full window returned %v at once", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.release(stdinAckEvery)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	// A chunk larger than the window goes alone.
+	w2 := newWindow()
+	if err := w2.acquire(2 * stdinWindow); err != nil {
+		t.Fatal(err)
+	}
+	// A lost node wakes its waiter with an error.
+	go func() { got <- w2.acquire(1) }()
+	time.Sleep(10 * time.Millisecond)
+	w2.kill()
+	if err := <-got; err != errNodeGone {
+		t.Fatalf("acquire on a killed window: %v, want errNodeGone", err)
+	}
+}
+
+func TestStdinPipeAcknowledgesWhatWasRead(t *testing.T) {
+	var acked atomic.Int64
+	s := &stdinPipe{ack: func(n int) { acked.Add(int64(n)) }}
+	chunk := make([]byte, 40<<10)
+	s.write(chunk)
+	s.write(chunk)
+	s.write(chunk)
+	s.close()
+	buf := make([]byte, 16<<10)
+	total := 0
+	for {
+		n, err := s.Read(buf)
+		total += n
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := acked.Load(); int(a) > total || total-int(a) > stdinAckEvery {
+			t.Fatalf("after reading %d bytes, %d acknowledged", total, a)
+		}
+	}
+	if total != 3*len(chunk) || acked.Load() != int64(total) {
+		t.Fatalf("read %d, acknowledged %d; want %d both", total, acked.Load(), 3*len(chunk))
+	}
+}
+
+func TestDecodeAckRejectsGarbage(t *testing.T) {
+	for _, b := range [][]byte{nil, {1, 2, 3}, encodeAck(stdinWindow << 5)} {
+		if _, err := decodeAck(b); err == nil {
+			t.Errorf("decodeAck(%x) accepted", b)
+		}
+	}
+	if n, err := decodeAck(encodeAck(12345)); err != nil || n != 12345 {
+		t.Errorf("decodeAck round trip: %d, %v", n, err)
+	}
+}
