@@ -252,7 +252,9 @@ func (d *Daemon) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmix
 }
 
 // Close kills whatever still runs, deregisters every job and stops the PMIx
-// server. It returns once every local process has been reaped.
+// server answering. It returns once every local process has been reaped.
+// A daemon lives as long as its process, which exits after Close: the server
+// is abandoned, not finalized (see pmixsrv.Server.Abandon).
 func (d *Daemon) Close() error {
 	d.mu.Lock()
 	shells := make([]*shell, 0, len(d.shells))
@@ -268,7 +270,8 @@ func (d *Daemon) Close() error {
 	if d.fillWait != nil {
 		d.fillWait()
 	}
-	return d.srv.Finalize()
+	d.srv.Abandon()
+	return nil
 }
 
 func (d *Daemon) shell(nspace string) *shell {

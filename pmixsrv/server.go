@@ -127,15 +127,16 @@ type Server struct {
 }
 
 var (
-	mu     sync.Mutex
-	active *Server
+	mu        sync.Mutex
+	active    *Server
+	abandoned bool // the library still runs, answering nothing: see Abandon
 )
 
 // Init starts the PMIx server library with host as its module.
 func Init(cfg Config, host Host) (*Server, error) {
 	mu.Lock()
 	defer mu.Unlock()
-	if active != nil {
+	if active != nil || abandoned {
 		return nil, errors.New("pmixsrv: a PMIx server is already running in this process")
 	}
 	infos := []Info{
@@ -161,6 +162,19 @@ func Init(cfg Config, host Host) (*Server, error) {
 		return nil, fmt.Errorf("PMIx_server_init: %w", Status(rc))
 	}
 	return s, nil
+}
+
+// Abandon is Finalize for a process about to exit: from now on every upcall
+// is refused, and the library's thread and sockets end with the process.
+// PMIx_server_finalize would only tear down its components and free memory
+// (about 0.25 ms of a 5 ms launch); its files must be removed by the
+// caller (they are in the session directory). No server can start again.
+func (s *Server) Abandon() {
+	mu.Lock()
+	defer mu.Unlock()
+	if active == s {
+		active, abandoned = nil, true
+	}
 }
 
 // Finalize stops the library; it removes the rendezvous files it made.
