@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,13 +106,19 @@ func randSuffix() string {
 // ranks read), else from sysfs. hwloc takes the allowed CPUs from the
 // cgroup, not from the process's affinity (taskset), so a cache that shows
 // more PUs than the affinity allows gives way to sysfs, which honours both.
-// xml is the cache's content when it was used.
+// xml is the cache's content when it was parsed; it is nil when the
+// topology came from the cache's synthetic form, which says it all.
 func Local() (t *Topology, xml []byte, err error) {
-	if c, ok := Cache(); ok && c.Valid() {
-		if b, err := os.ReadFile(c.Path); err == nil {
-			if t, err := ParseXML(bytes.NewReader(b)); err == nil {
-				allowed, _ := allowedCPUSet("/proc/self/status")
-				if allowed == nil || t.NumPUs() <= len(allowed) {
+	if c, ok := Cache(); ok {
+		if st, err := os.Stat(c.Path); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+			allowed, _ := allowedCPUSet("/proc/self/status")
+			fits := func(t *Topology) bool { return allowed == nil || t.NumPUs() <= len(allowed) }
+			if t := c.readSynthetic(st); t != nil && fits(t) {
+				return t, nil, nil
+			}
+			if b, err := os.ReadFile(c.Path); err == nil {
+				if t, err := ParseXML(bytes.NewReader(b)); err == nil && fits(t) {
+					c.writeSynthetic(st, t)
 					return t, b, nil
 				}
 			}
@@ -119,4 +126,48 @@ func Local() (t *Topology, xml []byte, err error) {
 	}
 	t, err = Discover()
 	return t, nil, err
+}
+
+// The XML takes 0.2 ms to parse, a tenth of a local launch; its synthetic
+// form (when the machine has one) parses in 20 us. The synthetic file sits
+// beside the XML and names the XML's size and modification time, so that a
+// replaced XML is never read through a stale synthetic form.
+
+func (c *XMLCache) syntheticPath() string { return c.Path + ".synthetic" }
+
+func xmlStamp(st os.FileInfo) string {
+	return fmt.Sprintf("%d %d\n", st.Size(), st.ModTime().UnixNano())
+}
+
+func (c *XMLCache) readSynthetic(xmlStat os.FileInfo) *Topology {
+	b, err := os.ReadFile(c.syntheticPath())
+	if err != nil {
+		return nil
+	}
+	spec, ok := strings.CutPrefix(string(b), xmlStamp(xmlStat))
+	if !ok {
+		return nil
+	}
+	t, err := ParseSynthetic(strings.TrimSpace(spec))
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// writeSynthetic stores t's synthetic form if it describes t exactly.
+func (c *XMLCache) writeSynthetic(xmlStat os.FileInfo, t *Topology) {
+	spec := t.Synthetic()
+	if spec == "" || strings.HasPrefix(spec, "asymmetric") {
+		return
+	}
+	back, err := ParseSynthetic(spec)
+	if err != nil || !back.Equal(t) {
+		return
+	}
+	tmp := c.syntheticPath() + ".tmp." + randSuffix()
+	if os.WriteFile(tmp, []byte(xmlStamp(xmlStat)+spec+"\n"), 0o644) == nil {
+		os.Rename(tmp, c.syntheticPath())
+	}
+	os.Remove(tmp)
 }

@@ -1,0 +1,60 @@
+package topology
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLocalKeepsTheSyntheticFormBesideTheXML(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	c, ok := Cache()
+	if !ok {
+		t.Fatal("no cache location")
+	}
+	if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	xml := lstopo(t, "--of", "xml", "-")
+	if err := os.WriteFile(c.Path, xml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	fromXML, b, err := Local()
+	if err != nil || b == nil {
+		t.Fatalf("first Local: xml %d bytes, %v; want the XML parsed", len(b), err)
+	}
+	if strings.HasPrefix(fromXML.Synthetic(), "asymmetric") {
+		// No synthetic description says it all: the XML stays the only form.
+		if _, err := os.Stat(c.syntheticPath()); err == nil {
+			t.Fatal("a synthetic form was written for an asymmetric machine")
+		}
+		return
+	}
+	if _, err := os.Stat(c.syntheticPath()); err != nil {
+		t.Fatalf("no synthetic form beside the XML: %v", err)
+	}
+	fromSynth, b, err := Local()
+	if err != nil || b != nil {
+		t.Fatalf("second Local: xml %d bytes, %v; want the synthetic form", len(b), err)
+	}
+	if !fromSynth.Equal(fromXML) {
+		t.Fatalf("synthetic form %q differs from the XML's topology %q", fromSynth.Synthetic(), fromXML.Synthetic())
+	}
+
+	// A replaced XML is read again, never through the old synthetic form.
+	if err := os.WriteFile(c.Path, append(xml, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, _ := Local(); b == nil {
+		t.Fatal("Local used the synthetic form of a replaced XML")
+	}
+	// A damaged synthetic form is ignored.
+	if err := os.WriteFile(c.syntheticPath(), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, b, err := Local(); err != nil || b == nil || !got.Equal(fromXML) {
+		t.Fatalf("with a damaged synthetic form: xml %d bytes, %v", len(b), err)
+	}
+}
