@@ -114,20 +114,92 @@ func header(p []byte) (dest, src uint32, body []byte, err error) {
 	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), p[8:], nil
 }
 
+// A msg body starts with a byte saying how to read the gob after it.
+// Between one sender and one receiver, bodies travel in order along one path
+// of the tree, so each such pair keeps a gob stream: type descriptions go in
+// the stream's first body only, later bodies carry values (a fresh encoder
+// per message sent 1.2 KB of types and cost 50 us of reflection on each
+// side). Broadcasts, read by every node, are self-contained.
+const (
+	bodyAlone   byte = iota // a gob of its own
+	bodyStream              // the next value of the sender's stream
+	bodyRestart             // a new stream from the sender starts here
+)
+
+// encode makes a self-contained body.
 func encode(m *msg) []byte {
 	var b bytes.Buffer
+	b.WriteByte(bodyAlone)
 	if err := gob.NewEncoder(&b).Encode(m); err != nil {
 		// Only a type gob cannot carry gets here: a programming error, but
 		// the peer must still hear an answer.
 		b.Reset()
+		b.WriteByte(bodyAlone)
 		gob.NewEncoder(&b).Encode(&msg{ID: m.ID, Err: "cannot encode message: " + err.Error()})
 	}
 	return b.Bytes()
 }
 
-func decode(body []byte) (*msg, error) {
+// sendStream is one sender's stream to one receiver. send must deliver
+// bodies in the order given: it runs under the stream's lock.
+type sendStream struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	enc *gob.Encoder // nil: the next body restarts the stream
+}
+
+func (s *sendStream) send(m *msg, send func(body []byte) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kind := bodyStream
+	if s.enc == nil {
+		s.enc, kind = gob.NewEncoder(&s.buf), bodyRestart
+	}
+	s.buf.Reset()
+	s.buf.WriteByte(kind)
+	if err := s.enc.Encode(m); err != nil {
+		// The encoder may think it sent types the receiver never got.
+		s.enc = nil
+		return send(encode(&msg{ID: m.ID, Err: "cannot encode message: " + err.Error()}))
+	}
+	return send(bytes.Clone(s.buf.Bytes()))
+}
+
+// recvStream reads one sender's bodies, in the order they were sent.
+type recvStream struct {
+	buf bytes.Buffer
+	dec *gob.Decoder // nil until a restart, and after a bad body
+}
+
+func (r *recvStream) decode(body []byte) (*msg, error) {
+	if len(body) == 0 {
+		return nil, errors.New("bad message: empty")
+	}
 	m := &msg{}
-	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(m); err != nil {
+	switch body[0] {
+	case bodyAlone:
+		if err := gob.NewDecoder(bytes.NewReader(body[1:])).Decode(m); err != nil {
+			return nil, fmt.Errorf("bad message: %v", err)
+		}
+		return m, nil
+	case bodyRestart:
+		r.buf.Reset()
+		r.dec = gob.NewDecoder(&r.buf)
+	case bodyStream:
+		if r.dec == nil {
+			return nil, errors.New("bad message: a stream's value without its start")
+		}
+	default:
+		return nil, fmt.Errorf("bad message: kind %d", body[0])
+	}
+	r.buf.Reset()
+	r.buf.Write(body[1:])
+	err := r.dec.Decode(m)
+	if err == nil && r.buf.Len() > 0 {
+		err = fmt.Errorf("%d bytes after the value", r.buf.Len())
+	}
+	if err != nil {
+		r.dec = nil // its state is undefined now
 		return nil, fmt.Errorf("bad message: %v", err)
 	}
 	return m, nil

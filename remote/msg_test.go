@@ -22,7 +22,8 @@ func TestMessagesRoundTrip(t *testing.T) {
 	if err != nil || dest != 5 || src != 0 {
 		t.Fatalf("header: %d %d %v", dest, src, err)
 	}
-	out, err := decode(b)
+	var r recvStream
+	out, err := r.decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,46 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 }
 
+func TestStreamsCarryTypesOnce(t *testing.T) {
+	var (
+		s      sendStream
+		r      recvStream
+		bodies [][]byte
+	)
+	collect := func(b []byte) error { bodies = append(bodies, b); return nil }
+	for i := 0; i < 3; i++ {
+		m := &msg{ID: uint64(i), Event: &daemon.Event{Kind: daemon.ProcStarted, Nspace: "prun.1.1", Rank: i, Node: "h1", Pid: 100 + i},
+			Info: []pmixsrv.Info{{Key: "r", Value: pmixsrv.Rank(i)}}}
+		if err := s.send(m, collect); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bodies[0][0] != bodyRestart || bodies[1][0] != bodyStream || len(bodies[1]) > len(bodies[0])/4 {
+		t.Fatalf("bodies of %d, %d bytes (kinds %d, %d): the second should carry no types", len(bodies[0]), len(bodies[1]), bodies[0][0], bodies[1][0])
+	}
+	for i, b := range bodies {
+		m, err := r.decode(b)
+		if err != nil || m.ID != uint64(i) || m.Event.Rank != i || m.Info[0].Value != pmixsrv.Rank(i) {
+			t.Fatalf("body %d: %+v, %v", i, m, err)
+		}
+	}
+	// A body that cannot be read stops the stream until the sender restarts it.
+	if _, err := r.decode(append([]byte{bodyStream}, 0xff, 0xff, 0xff)); err == nil {
+		t.Fatal("garbage decoded")
+	}
+	if _, err := r.decode(bodies[2]); err == nil {
+		t.Fatal("a stream's value decoded after a bad body")
+	}
+	if m, err := r.decode(bodies[0]); err != nil || m.ID != 0 {
+		t.Fatalf("restart: %+v, %v", m, err)
+	}
+	// Self-contained bodies (broadcasts) read anywhere.
+	var fresh recvStream
+	if m, err := fresh.decode(encode(&msg{ID: 9})); err != nil || m.ID != 9 {
+		t.Fatalf("self-contained body: %+v, %v", m, err)
+	}
+}
+
 func TestCallsFailPending(t *testing.T) {
 	var c calls
 	got := make(chan error, 2)
@@ -60,6 +101,8 @@ func TestCallsFailPending(t *testing.T) {
 // bytes: errors, never a panic or a huge allocation.
 func FuzzDecode(f *testing.F) {
 	f.Add(frame(1, 0, encode(&msg{ID: 1, Host: "h", Procs: []pmixsrv.Proc{{Nspace: "x"}}})))
+	var s sendStream
+	s.send(&msg{ID: 2, Info: []pmixsrv.Info{{Key: "k", Value: "v"}}}, func(b []byte) error { f.Add(frame(0, 1, b)); return nil })
 	f.Add(frame(0, 2, encodeOutput(iof.Source{Rank: 1}, iof.Stdout, []byte("line\n"), false)))
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, p []byte) {
@@ -67,7 +110,9 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		decode(body)
+		var r recvStream
+		r.decode(body)
+		r.decode(body) // a second body on the same stream
 		decodeOutput(body)
 	})
 }

@@ -202,6 +202,8 @@ type node struct {
 	topo   *topology.Topology
 	calls  calls
 	stdin  stdinPipe
+	up     sendStream // messages to the launcher
+	down   recvStream // ... and from it (read by readParent alone)
 
 	closeOnce sync.Once
 	closed    atomic.Bool // the launcher said close
@@ -225,7 +227,9 @@ func (n *node) closeDaemon() {
 }
 
 func (n *node) sendUp(typ uint8, m *msg) error {
-	return n.parent.Send(typ, frame(toLauncher, uint32(n.me), encode(m)))
+	return n.up.send(m, func(body []byte) error {
+		return n.parent.Send(typ, frame(toLauncher, uint32(n.me), body))
+	})
 }
 
 // call sends a request up; reply gets the answer, or the link's failure.
@@ -276,7 +280,7 @@ func (n *node) readParent() {
 			n.stdin.write(body)
 			continue
 		}
-		m, err := decode(body)
+		m, err := n.down.decode(body)
 		if err != nil {
 			continue
 		}

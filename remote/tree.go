@@ -65,6 +65,10 @@ type Tree struct {
 
 	closeAnswers chan struct{}   // one per node that answered the closing broadcast
 	stdin        map[int]*window // per vertex, made on first use
+
+	// The message streams with each vertex (index v-1).
+	sends []sendStream
+	recvs []recvStream // used only by the goroutine reading v's link
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -92,7 +96,8 @@ func Start(cfg Config, up daemon.Upstream, lost func(host string, err error)) (*
 		return nil, fmt.Errorf("control plane: %v", err)
 	}
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*msg{}, ready: make(chan struct{}),
-		failure: make(chan error, 1), down: map[int]bool{}}
+		failure: make(chan error, 1), down: map[int]bool{},
+		sends: make([]sendStream, len(cfg.Hosts)), recvs: make([]recvStream, len(cfg.Hosts))}
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Env: cfg.Env}
@@ -213,7 +218,9 @@ func (t *Tree) Node(host string) *Node {
 }
 
 func (t *Tree) send(v int, typ uint8, m *msg) error {
-	return t.kids.send(v, typ, frame(uint32(v), toLauncher, encode(m)))
+	return t.sends[v-1].send(m, func(body []byte) error {
+		return t.kids.send(v, typ, frame(uint32(v), toLauncher, body))
+	})
 }
 
 func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
@@ -360,7 +367,7 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		}
 		return
 	}
-	m, err := decode(body)
+	m, err := t.recvs[v-1].decode(body)
 	if err != nil {
 		t.nodeFailed(host, err)
 		return
