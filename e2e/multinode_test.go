@@ -236,6 +236,50 @@ exec sleep 30
 		}
 	})
 
+	t.Run("copy-prun", func(t *testing.T) {
+		// prun where the hosts do not have it: the launcher sends itself to
+		// its child, each daemon to its own (a chain), and each session
+		// removes its copy at the end (m.run checks that nothing is left).
+		bin := filepath.Join(c.LauncherOnly(), "prun")
+		copyFile(t, prunBin, bin)
+		defer os.Remove(bin)
+		r := m.run(t, opts{bin: bin, args: []string{"--launch-fanout", "1", "--hostfile", m.hostfile, "-n", "4", "--map-by", "node",
+			"sh", "-c", `echo "$(hostname) $(readlink /proc/$PPID/exe)"`}})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if len(got) != 4 {
+			t.Fatalf("stdout %q, want a line per host\n%s", got, r)
+		}
+		for i, l := range got {
+			host, exe, _ := strings.Cut(l, " ")
+			if host != m.hosts[i] || !strings.Contains(exe, "/prun.bin.") || !strings.HasPrefix(exe, c.TmpDir(host)) {
+				t.Errorf("rank on %s ran under daemon %q; want a copy in that host's $TMPDIR (%s)", host, exe, c.TmpDir(host))
+			}
+		}
+	})
+
+	t.Run("copy-prun-fails", func(t *testing.T) {
+		// prun-h3 cannot take the copy (its $TMPDIR is gone): one line
+		// naming it and why, and nothing left on the others.
+		bin := filepath.Join(c.LauncherOnly(), "prun")
+		copyFile(t, prunBin, bin)
+		defer os.Remove(bin)
+		tmp := c.TmpDir("prun-h3")
+		if err := os.Rename(tmp, tmp+".away"); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Rename(tmp+".away", tmp)
+		r := m.run(t, opts{bin: bin, args: []string{"--hostfile", m.hostfile, "-n", "4", "--map-by", "node", "true"}})
+		if r.code == 0 {
+			t.Fatalf("exit 0 without a daemon on prun-h3\n%s", r)
+		}
+		expectContains(t, "stderr", r.stderr, "prun-h3: "+bin+" not found there, and a copy of prun could not be stored there: mktemp:")
+		if n := len(lines(r.stderr)); n != 1 {
+			t.Errorf("stderr has %d lines, want 1\n%s", n, r)
+		}
+	})
+
 	t.Run("rsh", func(t *testing.T) {
 		r := m.run(t, opts{args: []string{"--rsh", "ssh -F " + c.SSHConfig(), "--hostfile", m.hostfile, "-n", "4", "hostname"}})
 		expectCode(t, r, 0)
@@ -599,6 +643,17 @@ func (m *mn) daemonPidOrZero(host string) int {
 		}
 	}
 	return 0
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err == nil {
+		err = os.WriteFile(to, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // vmHWM is a process's peak resident set in bytes (0 if unknown).

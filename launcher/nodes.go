@@ -81,6 +81,7 @@ func (r *run) startRemote(job *jobspec.Job, hosts []string) (*remote.Tree, error
 	return remote.Start(remote.Config{
 		Hosts:          hosts,
 		Exe:            exe,
+		CopyExe:        job.Launch.Prefix == "", // an explicit --prefix is not second-guessed
 		Home:           home,
 		Rsh:            job.Launch.Rsh,
 		ConnectTimeout: 5 * time.Second,

@@ -31,6 +31,7 @@ import (
 // closes, or heartbeats stop). Whatever ends it, its ranks end with it.
 // It returns the process's exit status.
 func Serve(stdin io.Reader, stderr io.Writer) int {
+	lockCopyDir()
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "prun daemon: "+format+"\n", a...) }
 	br := bufio.NewReader(stdin)
 	line, err := br.ReadBytes('\n')

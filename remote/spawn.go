@@ -29,6 +29,9 @@ type Bootstrap struct {
 	ParentPort  int
 	ParentAddrs []string
 	Exe         string // prun on every node
+	// CopyExe: where Exe is missing, send a copy of prun over SSH (the
+	// launcher's own path was not found; an explicit --prefix is not).
+	CopyExe bool
 	// How daemons reach their own children (tree spawn).
 	Home           string
 	Rsh            string
@@ -103,7 +106,21 @@ func (s *spawner) start() {
 
 func (s *spawner) host(v int) string { return s.boot.Hosts[v-1] }
 
-func (s *spawner) startOne(v int) {
+func (s *spawner) startOne(v int) { s.launch(v, false) }
+
+// daemonCommand runs exe as the daemon; a daemon that did not end cleanly
+// (SIGKILL too) is followed by a cleanup: the node's stale session
+// directories go and whatever its ranks left is killed. The daemon's own
+// exit status is the session's.
+func daemonCommand(exe string) []string {
+	q := shellQuote(exe)
+	return []string{"sh", "-c", fmt.Sprintf("%s %s %s; s=$?; [ $s = 0 ] || %s %s %s; exit $s",
+		q, DaemonArgs[0], DaemonArgs[1], q, CleanupArgs[0], CleanupArgs[1])}
+}
+
+// launch starts v's daemon: from the configured path, or from a copy of
+// this process's binary sent ahead of the bootstrap (see copy.go).
+func (s *spawner) launch(v int, sendCopy bool) {
 	b := s.boot
 	b.Vertex = v
 	line, err := json.Marshal(b)
@@ -112,15 +129,17 @@ func (s *spawner) startOne(v int) {
 		return
 	}
 	host := s.host(v)
-	// A daemon that did not end cleanly (SIGKILL too) is followed by a
-	// cleanup: the node's stale session directories go and whatever its
-	// ranks left is killed. The daemon's own exit status is the session's.
-	exe := shellQuote(b.Exe)
-	argv := []string{"sh", "-c", fmt.Sprintf("%s %s %s || { s=$?; %s %s %s; exit $s; }",
-		exe, DaemonArgs[0], DaemonArgs[1], exe, CleanupArgs[0], CleanupArgs[1])}
+	argv, opts := daemonCommand(b.Exe), rsh.Options{Home: b.Home, Command: b.Rsh, ConnectTimeout: b.ConnectTimeout}
+	if sendCopy {
+		img, err := selfImage()
+		if err != nil {
+			s.fail(v, fmt.Errorf("%s not found there, and prun cannot read its own binary to send it: %v", b.Exe, err))
+			return
+		}
+		argv, opts.StdinHead = copyCommand(len(img)), img
+	}
 	trace.Mark("ssh %s", host)
-	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), rsh.Options{Home: b.Home, Command: b.Rsh,
-		ConnectTimeout: b.ConnectTimeout})
+	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), opts)
 	trace.Mark("ssh %s started", host)
 	if err != nil {
 		s.fail(v, err)
@@ -147,7 +166,17 @@ func (s *spawner) startOne(v int) {
 		if closing {
 			return
 		}
+		if code == notFound && err == nil && !linked && !sendCopy && b.CopyExe {
+			go s.launch(v, true)
+			return
+		}
 		msg := exitReason(b.Exe, code, err, sess.Stderr())
+		if code == notFound && err == nil && !b.CopyExe {
+			msg = fmt.Sprintf("%s not found there (install prun there, or leave out --prefix: prun then sends a copy of itself)", b.Exe)
+		}
+		if sendCopy && err == nil {
+			msg = copyFailure(b.Exe, code, sess.Stderr())
+		}
 		if linked {
 			msg = "its daemon ended: " + msg
 		}
@@ -168,13 +197,16 @@ func (s *spawner) startOne(v int) {
 	}
 }
 
+// notFound is the shell's exit status for a command it cannot find.
+const notFound = 127
+
 // exitReason says why a daemon's remote command ended.
 func exitReason(exe string, code int, err error, stderr string) string {
 	last := lastLine(stderr)
 	switch {
 	case err != nil:
 		return err.Error()
-	case code == 127:
+	case code == notFound:
 		return fmt.Sprintf("%s not found there (install prun at the same path, or use --prefix DIR)", exe)
 	case code == 126:
 		return fmt.Sprintf("%s is not executable there", exe)

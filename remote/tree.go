@@ -30,6 +30,7 @@ import (
 type Config struct {
 	Hosts          []string // the remote nodes, as the user named them
 	Exe            string   // prun's path on the nodes
+	CopyExe        bool     // send a copy where Exe is missing (see copy.go)
 	Home           string   // for SSH settings ($HOME/.ssh)
 	Rsh            string   // --rsh: an external remote shell command
 	ConnectTimeout time.Duration
@@ -99,7 +100,7 @@ func Start(cfg Config, up daemon.Upstream, lost func(host string, err error)) (*
 		failure: make(chan error, 1), down: map[int]bool{},
 		sends: make([]sendStream, len(cfg.Hosts)), recvs: make([]recvStream, len(cfg.Hosts))}
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
-		ParentAddrs: advertise, Exe: cfg.Exe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
+		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Env: cfg.Env}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.kids.start()

@@ -50,9 +50,7 @@ func startCommand(host string, argv []string, stdin []byte, opts Options) (*Sess
 		return nil, fmt.Errorf("%s: cannot run %s: %v", host, words[0], err)
 	}
 	s.stdout = outR
-	if len(stdin) > 0 {
-		go inW.Write(stdin)
-	}
+	feed(inW, opts.StdinHead, stdin)
 	go func() {
 		err := cmd.Wait()
 		ps := cmd.ProcessState

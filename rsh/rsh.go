@@ -44,6 +44,21 @@ type Options struct {
 	// ConnectTimeout bounds TCP connect + SSH handshake + auth per hop when
 	// ssh_config has no ConnectTimeout (default 5 s when zero).
 	ConnectTimeout time.Duration
+	// StdinHead is written to the remote standard input before stdin (a
+	// file to upload ahead of it; it is not copied).
+	StdinHead []byte
+}
+
+// feed writes head, then stdin, to w in the background.
+func feed(w io.Writer, head, stdin []byte) {
+	if len(head)+len(stdin) == 0 {
+		return
+	}
+	go func() {
+		if _, err := w.Write(head); err == nil {
+			w.Write(stdin)
+		}
+	}()
 }
 
 // defaultConnectTimeout applies when neither Options nor ssh_config give a
@@ -76,8 +91,9 @@ type Session struct {
 }
 
 // Start runs argv (argv[0] is a path on the remote node) on host. stdin is
-// written to the remote command's standard input right after it starts, and
-// the standard input stays open afterwards, until Close. host is the name as
+// written to the remote command's standard input right after it starts
+// (after opts.StdinHead), and the standard input stays open afterwards,
+// until Close. host is the name as
 // the user gave it (ssh_config Host patterns match it).
 //
 // ctx bounds the start only: once Start has returned, the session lasts until

@@ -221,6 +221,10 @@ func (c *Cluster) Dir() string { return c.dir }
 // (the machine's /tmp is shared by every host).
 func (c *Cluster) TmpDir(host string) string { return filepath.Join(c.dir, host, "tmp") }
 
+// LauncherOnly is a directory the hosts do not see (an empty tmpfs hides it
+// in their mount namespace): for files that must be missing on the hosts.
+func (c *Cluster) LauncherOnly() string { return filepath.Join(c.dir, "launcher-only") }
+
 // SSHConfig is the ssh client configuration that reaches every host as root:
 // `ssh -F c.SSHConfig() prun-h2 cmd`, from the root namespace or any host.
 func (c *Cluster) SSHConfig() string { return filepath.Join(c.dir, "ssh_config") }

@@ -14,6 +14,8 @@
 #   - its own temporary directory DIR/prun-hK/tmp and home DIR/prun-hK/home,
 #     the TMPDIR and HOME of its SSH sessions (sshd SetEnv), since the
 #     filesystem is shared (and root's own ~/.bashrc is slow to run);
+#   - DIR/launcher-only hidden (an empty tmpfs over it in the sshd's own mount
+#     namespace): what the launcher puts there, the hosts do not have;
 #   - /etc/netns/prun-hK/hosts (which `ip netns exec` bind-mounts over
 #     /etc/hosts inside the namespace) naming every host and the launcher
 #     (198.18.0.254 prun-launcher and this machine's hostname).
@@ -259,14 +261,17 @@ EOF
 	done
 
 	# The sshds: each in its host's network namespace (ip netns exec, which also
-	# binds /etc/netns/H/hosts) and its own UTS namespace; a session of their own,
-	# no inherited descriptors (fd 9 is our lock).
+	# binds /etc/netns/H/hosts), its own UTS namespace, and its own mount
+	# namespace where an empty tmpfs hides DIR/launcher-only; a session of
+	# their own, no inherited descriptors (fd 9 is our lock).
+	mkdir -p "$dir/launcher-only" || die "up: cannot create $dir/launcher-only"
 	local pids=()
 	for k in $(seq "$n"); do
 		h=$PREFIX$k
 		: >"$dir/$h/sshd.log"
-		setsid ip netns exec "$h" unshare --uts -- \
-			sh -c 'hostname "$1" && exec '"$SSHD"' -D -e -f "$2"' sh "$h" "$dir/$h/sshd_config" \
+		setsid ip netns exec "$h" unshare --uts --mount -- \
+			sh -c 'hostname "$1" && mount -t tmpfs -o size=1m,mode=0755 prun-hidden "$3" && exec '"$SSHD"' -D -e -f "$2"' \
+			sh "$h" "$dir/$h/sshd_config" "$dir/launcher-only" \
 			</dev/null >>"$dir/$h/sshd.log" 2>&1 9>&- &
 		pids[$k]=$!
 	done

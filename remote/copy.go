@@ -1,0 +1,77 @@
+package remote
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Where prun is not installed at the launcher's own path, the launcher (or
+// a parent daemon) starts the daemon again with its own binary ahead of the
+// bootstrap on the session's standard input: the session stores it in a
+// fresh directory under the node's $TMPDIR, prun.bin.XXXXXXXX, runs the
+// daemon from there and removes the directory when the daemon ends (also on
+// SIGHUP and SIGTERM). The directory holds a lock file that the daemon locks
+// while it runs, so that a node's cleanup of stale session directories takes
+// a directory left by a killed session only once its daemon is gone. No scp
+// and no shared file system: only the SSH session (in-process or --rsh). The
+// node still needs the libraries prun links (libpmix); when the copy cannot
+// run, the error says so.
+
+// copyPrefix names the directories of copies; sessiondir.CleanStale takes
+// them for stale session directories once their lock is free.
+const copyPrefix = "prun.bin."
+
+// Exit statuses of copyCommand before the daemon runs.
+const (
+	copyNoDir     = 125 // no directory for the copy
+	copyTruncated = 124 // the copy did not arrive whole
+)
+
+// copyCommand stores the first size bytes of its standard input as prun
+// and runs the daemon from there, like daemonCommand.
+func copyCommand(size int) []string {
+	script := fmt.Sprintf(`d=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/%sXXXXXXXX") || exit %d
+trap 'rm -rf "$d"' EXIT
+trap 'exit 129' HUP
+trap 'exit 143' TERM
+: >"$d/.prun.lock" && head -c %d >"$d/prun" && [ $(($(wc -c <"$d/prun"))) -eq %d ] && chmod 700 "$d/prun" || exit %d
+"$d/prun" %s %s; s=$?; [ $s = 0 ] || "$d/prun" %s %s; exit $s`,
+		copyPrefix, copyNoDir, size, size, copyTruncated, DaemonArgs[0], DaemonArgs[1], CleanupArgs[0], CleanupArgs[1])
+	return []string{"sh", "-c", script}
+}
+
+// selfImage is this process's own binary, read once.
+var selfImage = sync.OnceValues(func() ([]byte, error) { return os.ReadFile("/proc/self/exe") })
+
+// copyFailure says why a daemon started from a copy ended.
+func copyFailure(exe string, code int, stderr string) string {
+	why := lastLine(stderr)
+	if why == "" {
+		why = fmt.Sprintf("exit status %d", code)
+	}
+	switch code {
+	case copyNoDir, copyTruncated:
+		return fmt.Sprintf("%s not found there, and a copy of prun could not be stored there: %s", exe, why)
+	case notFound, 126:
+		return fmt.Sprintf("%s not found there, and the copy of prun sent over SSH could not run: %s", exe, why)
+	}
+	return exitReason(exe, code, nil, stderr)
+}
+
+// lockCopyDir holds the lock of the copy directory prun runs from, if it
+// runs from one, until the process exits.
+func lockCopyDir() {
+	exe, err := os.Executable()
+	if err != nil || !strings.HasPrefix(filepath.Base(filepath.Dir(exe)), copyPrefix) {
+		return
+	}
+	f, err := os.Open(filepath.Join(filepath.Dir(exe), ".prun.lock"))
+	if err != nil {
+		return
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) // f stays open: held until exit
+}
