@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // XMLCache is the cached topology of this node.
@@ -22,7 +23,10 @@ type XMLCache struct {
 
 // Cache locates this node's cache entry. The key covers what can change the
 // topology without a change of cache directory: a reboot (boot id), the host
-// and the CPUs this process may use (a cgroup or container).
+// and the CPUs this process may use (a cgroup or container). The name starts
+// with short hashes of the host and the boot, so that a host's entries of
+// earlier boots can be told apart and removed (see Fill): a home directory
+// may be shared by many hosts.
 func Cache() (*XMLCache, bool) {
 	dir := os.Getenv("XDG_CACHE_HOME")
 	if dir == "" {
@@ -41,8 +45,42 @@ func Cache() (*XMLCache, bool) {
 	h.Write(boot)
 	h.Write([]byte(host))
 	h.Write([]byte(allowedCPUs()))
-	name := "topology-" + hex.EncodeToString(h.Sum(nil))[:16] + ".xml"
+	short := func(s string) string { x := sha256.Sum256([]byte(s)); return hex.EncodeToString(x[:4]) }
+	name := "topology-" + short(host) + "-" + short(string(boot)) + "-" + hex.EncodeToString(h.Sum(nil))[:16] + ".xml"
 	return &XMLCache{Path: filepath.Join(dir, "prun", name)}, true
+}
+
+// oldFormatAge is when a cache file without host and boot in its name (an
+// earlier prun's) is removed.
+const oldFormatAge = 30 * 24 * time.Hour
+
+// prune removes the cache files of this host's earlier boots, and old ones
+// in an earlier format; other hosts' files stay.
+func (c *XMLCache) prune() {
+	dir, name := filepath.Split(c.Path)
+	f := strings.SplitN(name, "-", 4) // "topology", host, boot, rest
+	if len(f) != 4 {
+		return
+	}
+	hostPrefix, bootPrefix := f[0]+"-"+f[1]+"-", f[0]+"-"+f[1]+"-"+f[2]+"-"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		switch {
+		case !strings.HasPrefix(n, "topology-"):
+		case strings.HasPrefix(n, hostPrefix):
+			if !strings.HasPrefix(n, bootPrefix) {
+				os.Remove(filepath.Join(dir, n))
+			}
+		case strings.Count(strings.SplitN(n, ".", 2)[0], "-") == 1: // topology-HASH.xml...
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > oldFormatAge {
+				os.Remove(filepath.Join(dir, n))
+			}
+		}
+	}
 }
 
 func allowedCPUs() string {
@@ -86,6 +124,7 @@ func (c *XMLCache) Fill(env []string) (wait func()) {
 	return func() {
 		if cmd.Wait() == nil {
 			os.Rename(tmp, c.Path)
+			c.prune()
 		}
 		os.Remove(tmp)
 	}

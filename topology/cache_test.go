@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLocalKeepsTheSyntheticFormBesideTheXML(t *testing.T) {
@@ -56,5 +57,38 @@ func TestLocalKeepsTheSyntheticFormBesideTheXML(t *testing.T) {
 	}
 	if got, b, err := Local(); err != nil || b == nil || !got.Equal(fromXML) {
 		t.Fatalf("with a damaged synthetic form: xml %d bytes, %v", len(b), err)
+	}
+}
+
+func TestPruneRemovesThisHostsEarlierBoots(t *testing.T) {
+	dir := t.TempDir()
+	c := &XMLCache{Path: filepath.Join(dir, "topology-aaaa1111-bbbb2222-0123456789abcdef.xml")}
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	files := map[string]bool{ // name: kept
+		"topology-aaaa1111-bbbb2222-0123456789abcdef.xml":           true, // this entry
+		"topology-aaaa1111-bbbb2222-ffffffffffffffff.xml":           true, // this boot, other CPUs
+		"topology-aaaa1111-bbbb2222-0123456789abcdef.xml.tmp.1234":  true, // a fill under way
+		"topology-aaaa1111-cccc3333-0123456789abcdef.xml":           false,
+		"topology-aaaa1111-cccc3333-0123456789abcdef.xml.synthetic": false,
+		"topology-dddd4444-cccc3333-0123456789abcdef.xml":           true,  // another host (shared home)
+		"topology-0123456789abcdef.xml":                             false, // earlier format, old
+		"topology-fedcba9876543210.xml":                             true,  // earlier format, recent
+		"notes.txt":                                                 true,
+	}
+	for name := range files {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if name == "topology-0123456789abcdef.xml" {
+			os.Chtimes(p, old, old)
+		}
+	}
+	c.prune()
+	for name, kept := range files {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if got := err == nil; got != kept {
+			t.Errorf("%s: kept %v, want %v", name, got, kept)
+		}
 	}
 }
