@@ -283,7 +283,10 @@ func (n *node) readParent() {
 		}
 		m, err := n.down.decode(body)
 		if err != nil {
-			continue
+			// The stream from the launcher cannot be read past this: a
+			// daemon that no longer understands it is lost.
+			n.end(err.Error())
+			return
 		}
 		n.handle(f.Type, m)
 	}
