@@ -114,5 +114,6 @@ func FuzzDecode(f *testing.F) {
 		r.decode(body)
 		r.decode(body) // a second body on the same stream
 		decodeOutput(body)
+		decodeAck(body)
 	})
 }
