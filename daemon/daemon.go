@@ -122,12 +122,17 @@ type SpawnApp struct {
 	NP   int
 }
 
+// StdinStopper is a Config.Stdin whose writer waits on its reader (a pipe
+// or the control plane): StopReading tells it that no rank reads any more,
+// so that it stops waiting on this node and lets the others have the input.
+type StdinStopper interface{ StopReading() }
+
 // Config sets up a daemon.
 type Config struct {
 	Name    string          // the node's name as the user gave it
 	Session *sessiondir.Dir // this node's session directory
 	BaseEnv []string        // environment the ranks inherit
-	Stdin   io.Reader       // the launcher's stdin (nil: none)
+	Stdin   io.Reader       // the launcher's stdin (nil: none); see StdinStopper
 	TTY     *os.File        // the launcher's terminal, for a --pty rank's window size (nil: none)
 	// Network is the network of a job across nodes (nil on one node): the
 	// MPI libraries are pointed at it.

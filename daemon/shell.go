@@ -163,6 +163,11 @@ func (sh *shell) resizePTY() {
 // others back rather than letting prun buffer without bound.
 func copyStdin(in io.Reader, outs []*os.File) {
 	buf := make([]byte, 64<<10)
+	defer func() {
+		if st, ok := in.(StdinStopper); ok && len(outs) == 0 {
+			st.StopReading() // every reader is gone before the input ended
+		}
+	}()
 	for len(outs) > 0 {
 		n, err := in.Read(buf)
 		if n > 0 {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -233,6 +234,19 @@ exec sleep 30
 		}
 		if n := in.n.Load(); n < 5000000 {
 			t.Errorf("the launcher read only %d bytes of stdin; the rank took 5000000", n)
+		}
+	})
+
+	t.Run("stdin-reader-gone", func(t *testing.T) {
+		// --stdin all across two hosts; the rank on prun-h1 exits at once:
+		// its node must stop holding the input back, or prun-h2's rank never
+		// gets past the first window (1 MiB) and the job hangs.
+		in := bytes.Repeat([]byte("0123456789abcdef\n"), 300000) // 5.1 MB
+		r := m.run(t, opts{args: []string{"--host", "prun-h1,prun-h2", "-n", "2", "--map-by", "node", "--stdin", "all",
+			"sh", "-c", `[ "$PRUN_RANK" = 0 ] && exit 0; wc -c`}, stdin: bytes.NewReader(in), timeout: 30 * time.Second})
+		expectCode(t, r, 0)
+		if got := strings.TrimSpace(r.stdout); got != strconv.Itoa(len(in)) {
+			t.Errorf("the rank on prun-h2 read %q bytes, want %d\n%s", got, len(in), r)
 		}
 	})
 

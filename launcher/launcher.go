@@ -281,7 +281,9 @@ func (r *run) run(job *jobspec.Job) int {
 	if len(remoteStdin) > 0 && stdin != nil {
 		var pw *io.PipeWriter
 		if localStdin {
-			stdin, pw = io.Pipe()
+			var pr *io.PipeReader
+			pr, pw = io.Pipe()
+			stdin = stoppablePipe{pr}
 		}
 		go stdinFanout(r.opts.Stdin, pw, remoteStdin)
 	}

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -117,6 +118,13 @@ func (r *run) onNodeLost(nl nodeLost) {
 	r.up.dropNode(nl.host)
 	r.failJob(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure)
 }
+
+// stoppablePipe is this node's end of the stdin fan-out: when its ranks
+// read no more, the fan-out stops writing to it (and the other nodes get
+// the rest) instead of blocking on it.
+type stoppablePipe struct{ *io.PipeReader }
+
+func (p stoppablePipe) StopReading() { p.CloseWithError(errors.New("no rank reads stdin here")) }
 
 // stdinFanout reads the launcher's stdin once for ranks on several nodes:
 // chunks go down the control plane to remote nodes (each waits while its

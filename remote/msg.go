@@ -42,6 +42,7 @@ const (
 	tClose                        // down (broadcast), replied
 	tStdin                        // down: the launcher's stdin for a job's ranks here
 	tStdinAck                     // up: stdin bytes this node's ranks took (binary body)
+	tStdinDone                    // up: no rank of this node reads stdin any more (no body)
 )
 
 // Vertex addresses in a frame's routing header.

@@ -65,6 +65,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n.parent = parent
 	defer parent.Close()
 	n.stdin.ack = func(k int) { parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), encodeAck(k))) }
+	n.stdin.done = func() { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), nil)) }
 
 	// Children first: their SSH handshakes are the long pole.
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {

@@ -85,8 +85,10 @@ type stdinPipe struct {
 	cond    *sync.Cond
 	chunks  [][]byte
 	eof     bool
+	stopped bool // no rank reads any more: chunks are dropped
 	unacked int
 	ack     func(n int)
+	done    func() // tells the launcher to send no more
 }
 
 func (s *stdinPipe) init() {
@@ -98,6 +100,10 @@ func (s *stdinPipe) init() {
 func (s *stdinPipe) write(p []byte) {
 	s.mu.Lock()
 	s.init()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
 	if len(p) == 0 {
 		s.eof = true
 	} else {
@@ -108,6 +114,20 @@ func (s *stdinPipe) write(p []byte) {
 }
 
 func (s *stdinPipe) close() { s.write(nil) }
+
+// StopReading (daemon.StdinStopper): this node's ranks read no more stdin.
+// The launcher stops sending here, and stops waiting for this node's
+// acknowledgements, so that the other nodes get the rest.
+func (s *stdinPipe) StopReading() {
+	s.mu.Lock()
+	first := !s.stopped
+	s.stopped, s.chunks = true, nil
+	f := s.done
+	s.mu.Unlock()
+	if first && f != nil {
+		f()
+	}
+}
 
 func (s *stdinPipe) Read(p []byte) (int, error) {
 	s.mu.Lock()

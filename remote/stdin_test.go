@@ -75,3 +75,21 @@ func TestDecodeAckRejectsGarbage(t *testing.T) {
 		t.Errorf("decodeAck round trip: %d, %v", n, err)
 	}
 }
+
+func TestStdinPipeStopReading(t *testing.T) {
+	var dones atomic.Int32
+	s := &stdinPipe{done: func() { dones.Add(1) }}
+	s.write([]byte("buffered"))
+	s.StopReading()
+	s.StopReading()
+	s.write([]byte("dropped"))
+	if dones.Load() != 1 {
+		t.Fatalf("done called %d times, want 1", dones.Load())
+	}
+	s.mu.Lock()
+	n := len(s.chunks)
+	s.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d chunks kept after StopReading", n)
+	}
+}

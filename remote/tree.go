@@ -367,6 +367,9 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 			t.nodeFailed(host, err)
 		}
 		return
+	case tStdinDone:
+		t.window(v).kill() // the stdin fan-out drops the node
+		return
 	}
 	m, err := t.recvs[v-1].decode(body)
 	if err != nil {
