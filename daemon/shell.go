@@ -514,7 +514,8 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 		"PRUN_NODE_RANK=" + nrank,
 		"PRUN_APPNUM=" + app,
 		"PRUN_UNIVERSE_SIZE=" + univ,
-		sessiondir.NspaceEnv + "=" + p.Nspace, // also how a later prun finds a killed one's leftovers
+		sessiondir.NspaceEnv + "=" + p.Nspace,
+		sessiondir.SessionEnv + "=" + sh.d.cfg.Session.ID(), // how a later prun finds a killed one's leftovers
 	}
 	if p.Map.Oversubscribed(pr.Node) && !envHas(sh.d.cfg.BaseEnv, "OMPI_MCA_mpi_yield_when_idle") {
 		// As mpirun does: busy-polling ranks that outnumber the cores

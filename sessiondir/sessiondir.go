@@ -122,23 +122,20 @@ func CleanStale(tmp string) {
 // job; the rank's own children inherit it.
 const NspaceEnv = "PRUN_NSPACE"
 
+// SessionEnv is the variable the daemon exports to every rank, naming its
+// session directory (Dir.ID): how a later prun finds what a killed daemon's
+// ranks left. A job's namespace is the same on every node, and two
+// launchers may name theirs alike; a session directory is this daemon's.
+const SessionEnv = "PRUN_SESSION"
+
+// ID names the session directory among this node's (its base name).
+func (d *Dir) ID() string { return filepath.Base(d.Top) }
+
 // killLeftovers kills what a SIGKILLed launcher could not: processes that
 // its ranks started, which outlive the ranks (PR_SET_PDEATHSIG covers only
-// the ranks). The namespaces are the session directory's subdirectories.
+// the ranks), marked with the session directory's ID.
 func killLeftovers(dir string, uid int) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	var marks [][]byte
-	for _, e := range entries {
-		if e.IsDir() {
-			marks = append(marks, []byte(NspaceEnv+"="+e.Name()+"\x00"))
-		}
-	}
-	if len(marks) == 0 {
-		return
-	}
+	marks := [][]byte{[]byte(SessionEnv + "=" + filepath.Base(dir) + "\x00")}
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return
