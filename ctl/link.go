@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -26,14 +27,21 @@ const TypeHeartbeat = 0
 // Link is an authenticated connection carrying frames, with heartbeats.
 // Send may be called from many goroutines; Recv from one.
 type Link struct {
-	c    net.Conn
+	c    conn
 	r    *bufio.Reader
 	wmu  sync.Mutex
 	done chan struct{}
 	once sync.Once
 }
 
-func newLink(c net.Conn) *Link {
+// conn is what a link runs over: a socket, or a stream (stream.go).
+type conn interface {
+	io.ReadWriteCloser
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
+func newLink(c conn) *Link {
 	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{})}
 	go l.beat()
 	return l
@@ -97,11 +105,21 @@ func (l *Link) beat() {
 	}
 }
 
-// LocalAddr is this end's address.
-func (l *Link) LocalAddr() net.Addr { return l.c.LocalAddr() }
+// LocalAddr is this end's address (nil for a link over a stream).
+func (l *Link) LocalAddr() net.Addr {
+	if c, ok := l.c.(net.Conn); ok {
+		return c.LocalAddr()
+	}
+	return nil
+}
 
-// RemoteAddr is the peer's address.
-func (l *Link) RemoteAddr() net.Addr { return l.c.RemoteAddr() }
+// RemoteAddr is the peer's address (nil for a link over a stream).
+func (l *Link) RemoteAddr() net.Addr {
+	if c, ok := l.c.(net.Conn); ok {
+		return c.RemoteAddr()
+	}
+	return nil
+}
 
 // Close closes the link; a blocked Recv returns.
 func (l *Link) Close() error {

@@ -392,6 +392,46 @@ exec sleep 60
 		return p
 	}
 
+	t.Run("link-over-ssh", func(t *testing.T) {
+		// Hosts that cannot open a connection to their parent (a firewall,
+		// a jump host): prun-h2 may not connect to the launcher, prun-h3
+		// not to prun-h2 (its parent in a chain). Their daemons run their
+		// links over the SSH session that started them. The rule refuses
+		// connections from ephemeral ports only: SSH's replies (port 22)
+		// still flow.
+		block := func(host, to string) func() {
+			rule := []string{"rule", "add", "to", to, "ipproto", "tcp", "sport", "1024-65534", "prohibit"}
+			if out, err := c.InNetns(host, append([]string{"ip"}, rule...)...).CombinedOutput(); err != nil {
+				t.Fatalf("%s: ip %v: %v: %s", host, rule, err, out)
+			}
+			return func() {
+				rule[1] = "del"
+				c.InNetns(host, append([]string{"ip"}, rule...)...).Run()
+			}
+		}
+		defer block("prun-h2", cluster.LauncherAddr)()
+		defer block("prun-h3", c.Addr("prun-h2"))()
+		bin := ctest.Build(t, ctest.PMIx, "modex.c")
+		for _, fanout := range []string{"32", "1"} {
+			r := m.run(t, opts{args: []string{"--launch-fanout", fanout, "--hostfile", m.hostfile, "-n", "8", "-x", "MODEX_MODE=direct", bin}})
+			expectCode(t, r, 0)
+			for i := 0; i < 8; i++ {
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("modex: rank %d on %s ok", i, m.hosts[i/2]))
+			}
+		}
+		// A daemon killed behind such a link is noticed at once.
+		p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", waiter}, env: m.env()})
+		p.waitOutput(20*time.Second, "ready 2 on prun-h2", "ready 3 on prun-h2")
+		killed := time.Now()
+		syscall.Kill(m.daemonPid(t, "prun-h2"), syscall.SIGKILL)
+		r := p.wait()
+		if r.code == 0 || time.Since(killed) > 10*time.Second {
+			t.Errorf("prun exited %d %v after prun-h2's daemon was killed\n%s", r.code, time.Since(killed), r)
+		}
+		expectContains(t, "stderr", r.stderr, "lost node prun-h2")
+		m.checkClean(t, 10*time.Second)
+	})
+
 	t.Run("ctrl-c", func(t *testing.T) {
 		p := startWaiter(t)
 		sent := time.Now()

@@ -45,11 +45,6 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		return 1
 	}
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4)}
-	// EOF on stdin: the SSH session, hence the launcher (or our parent), is gone.
-	go func() {
-		io.Copy(io.Discard, br)
-		n.end("the launcher's session closed")
-	}()
 	for _, kv := range b.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			os.Setenv(k, v)
@@ -57,13 +52,27 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	trace.Mark("%s: bootstrap read", b.Hosts[b.Vertex-1])
 	parent, err := dialParent(b)
-	trace.Mark("connected")
+	overSSH := false
 	if err != nil {
-		logf("%s: cannot connect to the launcher: %v", n.host, err)
-		return 1
+		// The parent cannot be reached from here (a firewall, a jump host):
+		// the control plane runs over this SSH session instead.
+		var sshErr error
+		if parent, sshErr = linkOverSSH(br, b); sshErr != nil {
+			logf("%s: cannot connect to the launcher (%v), nor over the SSH session (%v)", n.host, err, sshErr)
+			return 1
+		}
+		overSSH = true
 	}
+	trace.Mark("connected")
 	n.parent = parent
 	defer parent.Close()
+	if !overSSH {
+		// EOF on stdin: the SSH session, hence the launcher (or our parent), is gone.
+		go func() {
+			io.Copy(io.Discard, br)
+			n.end("the launcher's session closed")
+		}()
+	}
 	n.stdin.ack = func(k int) { parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), encodeAck(k))) }
 	n.stdin.done = func() { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), nil)) }
 
@@ -100,6 +109,8 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	var network *daemon.Network
 	if a, ok := parent.LocalAddr().(*net.TCPAddr); ok {
 		network, _ = NetworkOf(a.IP)
+	} else if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 {
+		network, _ = NetworkOf(net.ParseIP(f[2])) // the address the SSH session reached
 	}
 	topo, xml, topoErr := topology.Local()
 	trace.Mark("topology")
@@ -131,6 +142,33 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	return 0
 }
 
+// overSSHMarker, a line on a daemon's standard output, says that the
+// control link follows on the session's standard input and output. What a
+// login shell may print before it is skipped.
+const overSSHMarker = "prun-ctl-over-ssh-v1\n"
+
+// linkOverSSH makes the session's stdio (stdin after the bootstrap) the
+// link to the parent.
+func linkOverSSH(stdin *bufio.Reader, b Bootstrap) (*ctl.Link, error) {
+	if _, err := os.Stdout.WriteString(overSSHMarker); err != nil {
+		return nil, err
+	}
+	timeout := b.ConnectTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, timeout)
+}
+
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	for _, c := range cs {
+		c.Close()
+	}
+	return nil
+}
+
 // dialParent connects to the parent's listener: first at the address the
 // SSH connection came from, then the others, all at once.
 func dialParent(b Bootstrap) (*ctl.Link, error) {
@@ -155,13 +193,21 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 		err error
 	}
 	res := make(chan result, len(addrs))
+	firstFailed := make(chan struct{})
 	for i, a := range addrs {
 		go func() {
-			// The SSH connection's address is the likely one: give it a head start.
+			// The SSH connection's address is the likely one: give it a head
+			// start, unless it failed already.
 			if i > 0 {
-				time.Sleep(100 * time.Millisecond)
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-firstFailed:
+				}
 			}
 			l, err := ctl.Dial(net.JoinHostPort(a, strconv.Itoa(b.ParentPort)), b.Secret, timeout)
+			if i == 0 && err != nil {
+				close(firstFailed)
+			}
 			res <- result{l, err}
 		}()
 	}

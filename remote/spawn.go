@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -110,13 +111,18 @@ func (s *spawner) startOne(v int) { s.launch(v, false) }
 
 // daemonCommand runs exe as the daemon; a daemon that did not end cleanly
 // (SIGKILL too) is followed by a cleanup: the node's stale session
-// directories go and whatever its ranks left is killed. The daemon's own
-// exit status is the session's.
+// directories go and whatever its ranks left is killed. The session's
+// stdin and stdout close as the daemon ends (a link over them must see it
+// at once, not after the cleanup). The daemon's own exit status is the
+// session's.
 func daemonCommand(exe string) []string {
 	q := shellQuote(exe)
-	return []string{"sh", "-c", fmt.Sprintf("%s %s %s; s=$?; [ $s = 0 ] || %s %s %s; exit $s",
-		q, DaemonArgs[0], DaemonArgs[1], q, CleanupArgs[0], CleanupArgs[1])}
+	return []string{"sh", "-c", fmt.Sprintf("%s %s %s; s=$?; %s; [ $s = 0 ] || %s %s %s; exit $s",
+		q, DaemonArgs[0], DaemonArgs[1], closeStdio, q, CleanupArgs[0], CleanupArgs[1])}
 }
+
+// closeStdio lets go of the session's stdin and stdout in a shell script.
+const closeStdio = "exec </dev/null >/dev/null"
 
 // launch starts v's daemon: from the configured path, or from a copy of
 // this process's binary sent ahead of the bootstrap (see copy.go).
@@ -153,7 +159,7 @@ func (s *spawner) launch(v int, sendCopy bool) {
 	}
 	s.sessions[v] = sess
 	s.mu.Unlock()
-	sess.DiscardStdout()
+	go s.watchStdout(v, sess)
 	// A daemon that does not connect back in time is as lost as one that
 	// exited: say which, with what it printed.
 	ended := make(chan struct{})
@@ -225,48 +231,85 @@ func lastLine(s string) string {
 // hello of a child not yet linked.
 func (s *spawner) accept(n int) {
 	for l := range s.ln.Links() {
-		go func() {
-			f, err := l.Recv()
-			if err != nil {
-				l.Close()
-				return
-			}
-			_, src, _, err := header(f.Payload)
-			v := int(src)
-			ok := err == nil && f.Type == tHello && ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts)
-			s.mu.Lock()
-			if ok && (s.links[v] != nil || s.closing) {
-				ok = false
-			}
-			if ok {
-				s.links[v] = l
-				if a, isTCP := l.LocalAddr().(*net.TCPAddr); isTCP && s.local == nil {
-					s.local = a.IP
-				}
-			}
-			s.mu.Unlock()
-			if !ok {
-				l.Close()
-				return
-			}
-			trace.Mark("%s linked", s.host(v))
-			s.up(f.Type, f.Payload)
-			for {
-				f, err := l.Recv()
-				if err != nil {
-					s.mu.Lock()
-					closing := s.closing
-					s.mu.Unlock()
-					if !closing {
-						s.fail(v, fmt.Errorf("lost the connection to its daemon: %v", err))
-					}
-					return
-				}
-				s.up(f.Type, f.Payload)
-			}
-		}()
+		go s.serveLink(l, 0)
 	}
 }
+
+// serveLink takes a child's link: its first frame must be the hello of a
+// child not yet linked (of vertex want, when not 0); then it relays what
+// comes up.
+func (s *spawner) serveLink(l *ctl.Link, want int) {
+	f, err := l.Recv()
+	if err != nil {
+		l.Close()
+		return
+	}
+	_, src, _, err := header(f.Payload)
+	v := int(src)
+	ok := err == nil && f.Type == tHello && ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts) &&
+		(want == 0 || v == want)
+	s.mu.Lock()
+	if ok && (s.links[v] != nil || s.closing) {
+		ok = false
+	}
+	if ok {
+		s.links[v] = l
+		if a, isTCP := l.LocalAddr().(*net.TCPAddr); isTCP && s.local == nil {
+			s.local = a.IP
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		l.Close()
+		return
+	}
+	trace.Mark("%s linked", s.host(v))
+	s.up(f.Type, f.Payload)
+	for {
+		f, err := l.Recv()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if !closing {
+				s.fail(v, fmt.Errorf("lost the connection to its daemon: %v", err))
+			}
+			return
+		}
+		s.up(f.Type, f.Payload)
+	}
+}
+
+// watchStdout reads a daemon session's standard output: nothing, unless the
+// daemon could not connect back and runs its link over the session
+// (overSSHMarker), which then becomes v's link.
+func (s *spawner) watchStdout(v int, sess *rsh.Session) {
+	out := bufio.NewReader(sess.Stdout())
+	for {
+		line, err := out.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			continue // a long line of a chatty login shell
+		}
+		if err != nil {
+			return // the session ended
+		}
+		if string(line) == overSSHMarker {
+			break
+		}
+	}
+	l, err := ctl.AcceptStream(out, sess.Stdin(), sessionCloser{sess}, s.boot.Secret, ctl.HandshakeTimeout)
+	if err != nil {
+		s.fail(v, fmt.Errorf("its daemon could not connect back, and the control link over SSH failed: %v", err))
+		sess.Close()
+		return
+	}
+	s.serveLink(l, v)
+	io.Copy(io.Discard, out)
+}
+
+type sessionCloser struct{ s *rsh.Session }
+
+func (c sessionCloser) Close() error { return c.s.Close() }
 
 func (s *spawner) fail(v int, err error) {
 	s.mu.Lock()

@@ -50,7 +50,7 @@ func startCommand(host string, argv []string, stdin []byte, opts Options) (*Sess
 		return nil, fmt.Errorf("%s: cannot run %s: %v", host, words[0], err)
 	}
 	s.stdout = outR
-	feed(inW, opts.StdinHead, stdin)
+	s.feed(inW, opts.StdinHead, stdin)
 	go func() {
 		err := cmd.Wait()
 		ps := cmd.ProcessState

@@ -49,16 +49,28 @@ type Options struct {
 	StdinHead []byte
 }
 
-// feed writes head, then stdin, to w in the background.
-func feed(w io.Writer, head, stdin []byte) {
-	if len(head)+len(stdin) == 0 {
-		return
-	}
+// feed writes head, then stdin, to w in the background; the session's
+// Stdin writes after them.
+func (s *Session) feed(w io.Writer, head, stdin []byte) {
+	s.stdin = &stdinWriter{w: w, fed: make(chan struct{})}
 	go func() {
+		defer close(s.stdin.fed)
 		if _, err := w.Write(head); err == nil {
 			w.Write(stdin)
 		}
 	}()
+}
+
+// stdinWriter writes to the remote standard input once the initial input
+// has gone.
+type stdinWriter struct {
+	w   io.Writer
+	fed chan struct{}
+}
+
+func (sw *stdinWriter) Write(p []byte) (int, error) {
+	<-sw.fed
+	return sw.w.Write(p)
 }
 
 // defaultConnectTimeout applies when neither Options nor ssh_config give a
@@ -75,6 +87,7 @@ const stderrMax = 64 << 10
 // however it ended: that releases the connection.
 type Session struct {
 	host    string
+	stdin   *stdinWriter
 	stdout  io.Reader
 	stderr  tail
 	localIP net.IP
@@ -119,6 +132,10 @@ func Start(ctx context.Context, host string, argv []string, stdin []byte, opts O
 	}
 	return startSSH(ctx, host, argv, stdin, opts)
 }
+
+// Stdin writes more to the remote command's standard input, after what
+// Start was given (a protocol over the session, with Stdout).
+func (s *Session) Stdin() io.Writer { return s.stdin }
 
 // Stderr returns what the remote command wrote to its standard error so
 // far (at most the last 64 KiB).

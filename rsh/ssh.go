@@ -102,7 +102,7 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 		return nil, hostErr(host, err)
 	}
 
-	feed(stdinW, opts.StdinHead, stdin)
+	s.feed(stdinW, opts.StdinHead, stdin)
 	for i, t := range route {
 		if t.alive > 0 {
 			keepalive(clients[i], t.alive, t.aliveMax, func() {
