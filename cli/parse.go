@@ -238,6 +238,9 @@ func Parse(args []string, env Env) (*Request, error) {
 			return nil, err
 		}
 		if i == 0 {
+			if fs.Changed("launch-fanout") && g.launch.fanout < 1 {
+				return nil, usagef("--launch-fanout %d: want 1 or more", g.launch.fanout)
+			}
 			job.Place = g.place.placement(fs, env)
 			if err := checkPlacement(&job.Place); err != nil {
 				return nil, err
@@ -277,9 +280,6 @@ func Parse(args []string, env Env) (*Request, error) {
 		}
 	}
 	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
-	if g.launch.fanout < 0 {
-		return nil, usagef("--launch-fanout %d: want 1 or more", g.launch.fanout)
-	}
 	if g.launch.prefix != "" && !filepath.IsAbs(g.launch.prefix) {
 		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
 	}

@@ -125,6 +125,9 @@ func TestUsageErrors(t *testing.T) {
 		{"-n two ./app", "invalid argument"},
 		{"nosuchcmd", "nosuchcmd: command not found"},
 		{"--wdir /nonexistent/dir ./app", "not a directory"},
+		{"--launch-fanout 0 ./app", "--launch-fanout 0: want 1 or more"},
+		{"--launch-fanout -2 ./app", "--launch-fanout -2: want 1 or more"},
+		{"--prefix opt/prun ./app", "--prefix opt/prun: want an absolute directory"},
 	} {
 		_, err := Parse(strings.Fields(tc.args), env)
 		var ue *UsageError
