@@ -293,7 +293,7 @@ func (s *spawner) watchStdout(v int, sess *rsh.Session) {
 		if err != nil {
 			return // the session ended
 		}
-		if string(line) == overSSHMarker {
+		if strings.HasSuffix(string(line), overSSHMarker) { // after output without a newline, too
 			break
 		}
 	}
