@@ -176,6 +176,10 @@ func (r *recvStream) decode(body []byte) (*msg, error) {
 	if len(body) == 0 {
 		return nil, errors.New("bad message: empty")
 	}
+	if err := checkGobLengths(body[1:]); err != nil {
+		r.dec = nil // whatever it was, the stream cannot be followed past it
+		return nil, fmt.Errorf("bad message: %v", err)
+	}
 	m := &msg{}
 	switch body[0] {
 	case bodyAlone:
@@ -204,6 +208,31 @@ func (r *recvStream) decode(body []byte) (*msg, error) {
 		return nil, fmt.Errorf("bad message: %v", err)
 	}
 	return m, nil
+}
+
+// checkGobLengths checks that every gob message in b fits in b: gob
+// allocates whatever length a message claims before reading it, so a frame
+// of a few bytes could otherwise cost a gigabyte.
+func checkGobLengths(b []byte) error {
+	for len(b) > 0 {
+		n, hdr := uint64(b[0]), 1
+		if b[0] >= 0x80 { // the negated count of big-endian bytes that follow
+			k := 256 - int(b[0])
+			if k > 8 || len(b) < 1+k {
+				return errors.New("bad gob length")
+			}
+			n = 0
+			for _, c := range b[1 : 1+k] {
+				n = n<<8 | uint64(c)
+			}
+			hdr = 1 + k
+		}
+		if n > uint64(len(b)-hdr) {
+			return fmt.Errorf("a gob message of %d bytes in %d", n, len(b)-hdr)
+		}
+		b = b[hdr+int(n):]
+	}
+	return nil
 }
 
 // Output runs are the bulk of the traffic: a binary body, no gob.
