@@ -153,11 +153,7 @@ func linkOverSSH(stdin *bufio.Reader, b Bootstrap) (*ctl.Link, error) {
 	if _, err := os.Stdout.WriteString(overSSHMarker); err != nil {
 		return nil, err
 	}
-	timeout := b.ConnectTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, timeout)
+	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, b.connectTimeout())
 }
 
 type closers []io.Closer
@@ -184,10 +180,7 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("no address to try")
 	}
-	timeout := b.ConnectTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
+	timeout := b.connectTimeout()
 	type result struct {
 		l   *ctl.Link
 		err error

@@ -41,6 +41,14 @@ type Bootstrap struct {
 	Env            []string // the launcher's settings for daemons and ranks (MCA variables, ...)
 }
 
+// connectTimeout bounds a daemon's connection to its parent.
+func (b Bootstrap) connectTimeout() time.Duration {
+	if b.ConnectTimeout > 0 {
+		return b.ConnectTimeout
+	}
+	return 5 * time.Second
+}
+
 // DaemonArgs are the arguments after the daemon binary's path.
 var DaemonArgs = []string{"daemon", "--ctl"}
 
@@ -177,9 +185,6 @@ func (s *spawner) launch(v int, sendCopy bool) {
 			return
 		}
 		msg := exitReason(b.Exe, code, err, sess.Stderr())
-		if code == notFound && err == nil && !b.CopyExe {
-			msg = fmt.Sprintf("%s not found there (install prun there, or leave out --prefix: prun then sends a copy of itself)", b.Exe)
-		}
 		if sendCopy && err == nil {
 			msg = copyFailure(b.Exe, code, sess.Stderr())
 		}
@@ -213,7 +218,8 @@ func exitReason(exe string, code int, err error, stderr string) string {
 	case err != nil:
 		return err.Error()
 	case code == notFound:
-		return fmt.Sprintf("%s not found there (install prun at the same path, or use --prefix DIR)", exe)
+		// Without --prefix the parent sends a copy instead (copy.go).
+		return fmt.Sprintf("%s not found there (install prun there, or leave out --prefix: prun then sends a copy of itself)", exe)
 	case code == 126:
 		return fmt.Sprintf("%s is not executable there", exe)
 	case last != "":
