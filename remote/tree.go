@@ -64,12 +64,12 @@ type Tree struct {
 	down    map[int]bool // vertices lost
 	closing bool
 
-	closeAnswers chan struct{}   // one per node that answered the closing broadcast
-	stdin        map[int]*window // per vertex, made on first use
+	closeAnswers chan struct{} // one per node that answered the closing broadcast
 
-	// The message streams with each vertex (index v-1).
+	// Per vertex (index v-1): the message streams, and the stdin window.
 	sends []sendStream
 	recvs []recvStream // used only by the goroutine reading v's link
+	stdin []*window
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -98,7 +98,10 @@ func Start(cfg Config, up daemon.Upstream, lost func(host string, err error)) (*
 	}
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*msg{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
-		sends: make([]sendStream, len(cfg.Hosts)), recvs: make([]recvStream, len(cfg.Hosts))}
+		sends: make([]sendStream, len(cfg.Hosts)), recvs: make([]recvStream, len(cfg.Hosts)), stdin: make([]*window, len(cfg.Hosts))}
+	for i := range t.stdin {
+		t.stdin[i] = newWindow()
+	}
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Env: cfg.Env}
@@ -138,9 +141,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 		for _, w := range ctl.Subtree(v+1, t.cfg.Fanout, len(t.cfg.Hosts)) {
 			if !t.down[w] {
 				t.down[w] = true
-				if win := t.stdin[w]; win != nil {
-					win.kill()
-				}
+				t.stdin[w-1].kill()
 				if w != v+1 {
 					cut = append(cut, t.cfg.Hosts[w-1])
 				}
@@ -282,23 +283,8 @@ func (n *Node) Stdin(p []byte) error {
 	return n.t.kids.send(n.v, tStdin, frame(uint32(n.v), toLauncher, p))
 }
 
-// window is vertex v's stdin window; nil-safe after Close (a dead one).
-func (t *Tree) window(v int) *window {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stdin == nil {
-		t.stdin = map[int]*window{}
-	}
-	w := t.stdin[v]
-	if w == nil {
-		w = newWindow()
-		t.stdin[v] = w
-		if t.closing || t.down[v] {
-			w.kill()
-		}
-	}
-	return w
-}
+// window is vertex v's stdin window.
+func (t *Tree) window(v int) *window { return t.stdin[v-1] }
 
 // Close ends every daemon: each kills and reaps its ranks and answers, then
 // the links close and the daemons exit. It waits a bounded time.
