@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -36,9 +37,19 @@ func Cache() (*XMLCache, bool) {
 		}
 		dir = filepath.Join(home, ".cache")
 	}
+	name, ok := cacheName()
+	if !ok {
+		return nil, false
+	}
+	return &XMLCache{Path: filepath.Join(dir, "prun", name)}, true
+}
+
+// cacheName is this process's cache file name; a launch asks for it more
+// than once, and it reads three files.
+var cacheName = sync.OnceValues(func() (string, bool) {
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		return nil, false
+		return "", false
 	}
 	host, _ := os.Hostname()
 	h := sha256.New()
@@ -46,9 +57,8 @@ func Cache() (*XMLCache, bool) {
 	h.Write([]byte(host))
 	h.Write([]byte(allowedCPUs()))
 	short := func(s string) string { x := sha256.Sum256([]byte(s)); return hex.EncodeToString(x[:4]) }
-	name := "topology-" + short(host) + "-" + short(string(boot)) + "-" + hex.EncodeToString(h.Sum(nil))[:16] + ".xml"
-	return &XMLCache{Path: filepath.Join(dir, "prun", name)}, true
-}
+	return "topology-" + short(host) + "-" + short(string(boot)) + "-" + hex.EncodeToString(h.Sum(nil))[:16] + ".xml", true
+})
 
 // oldFormatAge is when a cache file without host and boot in its name (an
 // earlier prun's) is removed.
@@ -98,8 +108,14 @@ func allowedCPUs() string {
 
 // Valid reports whether the cached XML exists.
 func (c *XMLCache) Valid() bool {
+	_, ok := c.stat()
+	return ok
+}
+
+// stat is the cached XML's file information, if there is one to read.
+func (c *XMLCache) stat() (os.FileInfo, bool) {
 	st, err := os.Stat(c.Path)
-	return err == nil && st.Mode().IsRegular() && st.Size() > 0
+	return st, err == nil && st.Mode().IsRegular() && st.Size() > 0
 }
 
 // Fill starts hwloc's lstopo writing the XML; wait reaps it. It is meant to
@@ -149,7 +165,7 @@ func randSuffix() string {
 // topology came from the cache's synthetic form, which says it all.
 func Local() (t *Topology, xml []byte, err error) {
 	if c, ok := Cache(); ok {
-		if st, err := os.Stat(c.Path); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+		if st, ok := c.stat(); ok {
 			allowed, _ := allowedCPUSet("/proc/self/status")
 			fits := func(t *Topology) bool { return allowed == nil || t.NumPUs() <= len(allowed) }
 			if t := c.readSynthetic(st); t != nil && fits(t) {
