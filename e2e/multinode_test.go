@@ -391,6 +391,23 @@ exec sleep 60
 		p.waitOutput(20*time.Second, want...)
 		return p
 	}
+	// killDaemon SIGKILLs host's daemon under a waiting job: prun must name
+	// the lost node within 10 s, fail, and leave nothing.
+	killDaemon := func(t *testing.T, host string) {
+		p := startWaiter(t)
+		pid := m.daemonPid(t, host)
+		killed := time.Now()
+		syscall.Kill(pid, syscall.SIGKILL)
+		r := p.wait()
+		if r.code == 0 || r.code == -1 {
+			t.Errorf("prun exited %d after a daemon was killed, want a failure status\n%s", r.code, r)
+		}
+		if d := time.Since(killed); d > 10*time.Second {
+			t.Errorf("prun took %v to notice", d)
+		}
+		expectContains(t, "stderr", r.stderr, "lost node "+host)
+		m.checkClean(t, 10*time.Second)
+	}
 
 	t.Run("link-over-ssh", func(t *testing.T) {
 		// Hosts that cannot open a connection to their parent (a firewall,
@@ -420,16 +437,7 @@ exec sleep 60
 			}
 		}
 		// A daemon killed behind such a link is noticed at once.
-		p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", waiter}, env: m.env()})
-		p.waitOutput(20*time.Second, "ready 2 on prun-h2", "ready 3 on prun-h2")
-		killed := time.Now()
-		syscall.Kill(m.daemonPid(t, "prun-h2"), syscall.SIGKILL)
-		r := p.wait()
-		if r.code == 0 || time.Since(killed) > 10*time.Second {
-			t.Errorf("prun exited %d %v after prun-h2's daemon was killed\n%s", r.code, time.Since(killed), r)
-		}
-		expectContains(t, "stderr", r.stderr, "lost node prun-h2")
-		m.checkClean(t, 10*time.Second)
+		killDaemon(t, "prun-h2")
 	})
 
 	t.Run("ctrl-c", func(t *testing.T) {
@@ -445,21 +453,7 @@ exec sleep 60
 		m.checkClean(t, 10*time.Second)
 	})
 
-	t.Run("daemon-killed", func(t *testing.T) {
-		p := startWaiter(t)
-		pid := m.daemonPid(t, "prun-h3")
-		killed := time.Now()
-		syscall.Kill(pid, syscall.SIGKILL)
-		r := p.wait()
-		if r.code == 0 || r.code == -1 {
-			t.Errorf("prun exited %d after a daemon was killed, want a failure status\n%s", r.code, r)
-		}
-		if d := time.Since(killed); d > 10*time.Second {
-			t.Errorf("prun took %v to notice", d)
-		}
-		expectContains(t, "stderr", r.stderr, "lost node prun-h3")
-		m.checkClean(t, 10*time.Second)
-	})
+	t.Run("daemon-killed", func(t *testing.T) { killDaemon(t, "prun-h3") })
 
 	t.Run("link-down", func(t *testing.T) {
 		p := startWaiter(t)
