@@ -106,8 +106,8 @@ type Session struct {
 // Start runs argv (argv[0] is a path on the remote node) on host. stdin is
 // written to the remote command's standard input right after it starts
 // (after opts.StdinHead), and the standard input stays open afterwards,
-// until Close. host is the name as
-// the user gave it (ssh_config Host patterns match it).
+// until Close. host is the name as the user gave it (ssh_config Host
+// patterns match it).
 //
 // ctx bounds the start only: once Start has returned, the session lasts until
 // the command ends or Close. Errors are one line that starts with the host.
