@@ -425,29 +425,18 @@ func runGroup(ctx context.Context, dir string, g []*command, warmup, runs int) e
 // A nonzero exit, a timeout or an output that fails c.check is an error
 // carrying the command's output.
 func (c *command) runOnce(ctx context.Context, dir string, record bool) error {
-	// Output goes to files, not pipes: Wait then returns when the launcher is
-	// reaped, not when the last process holding a pipe closes it.
-	stdout, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		return err
-	}
-	defer stdout.Close()
-	stderr, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		return err
-	}
-	defer stderr.Close()
-
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, stdout, stderr
+	// The process group takes the launcher's local helpers (ssh clients)
+	// along on a timeout; the cluster's teardown kills what is left on the
+	// hosts.
+	run, err := benchutil.NewRun(ctx, dir, filepath.Join(dir, "stdout"), c.Argv)
+	if err != nil {
+		return err
+	}
+	defer run.Close()
+	cmd, stdout, stderr := run.Cmd, run.Stdout, run.Stderr
 	cmd.Env = append(os.Environ(), c.Env...)
-	// Own process group, so that a timeout kills the launcher's local helpers
-	// (ssh clients) along with it; the cluster's teardown kills what is left
-	// on the hosts.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

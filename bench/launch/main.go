@@ -258,30 +258,18 @@ func fenceMicros(dir string, argv []string, n int) (float64, error) {
 // runOnce runs c once in dir and, if record is set, records its wall time and
 // memory. A nonzero exit is an error carrying the command's output.
 func (c *command) runOnce(dir string, record bool) error {
-	// Output goes to files, not pipes: Wait then returns when the launcher is
-	// reaped, not when the last process holding a pipe closes it.
 	stdoutName := filepath.Join(dir, "stdout")
 	if c.devnull {
 		stdoutName = os.DevNull
 	}
-	stdout, err := os.OpenFile(stdoutName, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	defer stdout.Close()
-	stderr, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		return err
-	}
-	defer stderr.Close()
-
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, stdout, stderr
-	// Own process group, so that a timeout kills the ranks along with the launcher.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	run, err := benchutil.NewRun(ctx, dir, stdoutName, c.Argv)
+	if err != nil {
+		return err
+	}
+	defer run.Close()
+	cmd, stdout, stderr := run.Cmd, run.Stdout, run.Stderr
 
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

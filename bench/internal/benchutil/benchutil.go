@@ -4,6 +4,7 @@
 package benchutil
 
 import (
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Pct is the p-quantile (0..1) of xs, nearest rank.
@@ -77,4 +79,38 @@ func Field(s, key string) string {
 		}
 	}
 	return ""
+}
+
+// Run is one timed run of a command: its output goes to files, not pipes,
+// so that Wait returns when the launcher is reaped, not when the last
+// process holding a pipe closes it; it runs in a process group of its own,
+// killed whole when ctx ends (a timeout takes the ranks too).
+type Run struct {
+	Cmd            *exec.Cmd
+	Stdout, Stderr *os.File
+}
+
+// NewRun prepares argv to run in dir, stdout to stdoutPath and stderr to
+// dir/stderr. Close the run when done.
+func NewRun(ctx context.Context, dir, stdoutPath string, argv []string) (*Run, error) {
+	stdout, err := os.OpenFile(stdoutPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		stdout.Close()
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	return &Run{Cmd: cmd, Stdout: stdout, Stderr: stderr}, nil
+}
+
+// Close closes the output files.
+func (r *Run) Close() {
+	r.Stdout.Close()
+	r.Stderr.Close()
 }
