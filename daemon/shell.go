@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"prun/internal/trace"
 	"prun/iof"
 	"prun/jobspec"
 	"prun/mapper"
@@ -105,6 +106,7 @@ func (sh *shell) launch() error {
 	// 0.3 ms. Then ranks start in parallel: each fork waits for its child's
 	// exec, so overlapping them pays.
 	envs, errs := sh.register(local)
+	trace.Mark("%s: ranks registered", p.Nspace)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, spawnThreads)
 	for i, r := range local {
@@ -123,6 +125,7 @@ func (sh *shell) launch() error {
 		}()
 	}
 	wg.Wait()
+	trace.Mark("%s: ranks started", p.Nspace)
 	sh.mu.Lock()
 	targets := sh.stdins
 	sh.stdins = nil

@@ -180,6 +180,7 @@ func (r *run) run(job *jobspec.Job) int {
 	first := *job
 	first.Apps = append([]jobspec.App(nil), job.Apps...)
 	m, code := r.place(&first)
+	trace.Mark("mapped")
 	if m == nil {
 		return code
 	}
@@ -191,7 +192,8 @@ func (r *run) run(job *jobspec.Job) int {
 		r.errorf("%v", err)
 		return ExitFailure
 	}
-	defer sess.Remove()
+	defer func() { sess.Remove(); trace.Mark("session directory removed") }()
+	trace.Mark("session directory")
 	r.out.SetSpillDir(sess.Top)
 	// Ordered output spilled into the session directory must print before
 	// the directory goes.
@@ -308,6 +310,7 @@ func (r *run) run(job *jobspec.Job) int {
 		if r.tree != nil {
 			cfg.Network = r.tree.LocalNetwork()
 		}
+		trace.Mark("starting the local daemon")
 		d, err := daemon.New(cfg, r.up)
 		if err != nil {
 			r.errorf("cannot start the PMIx server: %v", err)

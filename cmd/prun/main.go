@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"prun/cli"
+	"prun/internal/trace"
 	"prun/jobspec"
 	"prun/launcher"
 	"prun/remote"
@@ -13,6 +14,7 @@ import (
 )
 
 func main() {
+	trace.Mark("main") // with PRUN_DEBUG_T0: exec, dynamic linking and Go's start
 	// `prun daemon --ctl` is how a launcher starts prun on another node;
 	// it is not for users, so it is not in the help.
 	if len(os.Args) == 3 && os.Args[1] == remote.DaemonArgs[0] {
@@ -24,7 +26,10 @@ func main() {
 			os.Exit(0)
 		}
 	}
-	os.Exit(cli.Main(func(job *jobspec.Job) int {
+	code := cli.Main(func(job *jobspec.Job) int {
+		trace.Mark("parsed")
 		return launcher.Run(job, launcher.DefaultOptions())
-	}))
+	})
+	trace.Mark("exit")
+	os.Exit(code)
 }
