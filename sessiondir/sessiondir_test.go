@@ -39,6 +39,7 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Remove()
+	<-live.cleaned // its own cleaning must not race with the set-up below
 	// A dead launcher's directory: its lock file exists but nobody holds it.
 	dead := filepath.Join(tmp, "prun.999999999.1")
 	os.MkdirAll(filepath.Join(dead, "ns", "0"), 0o700)
@@ -63,8 +64,19 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	defer holder.Process.Kill()
 	time.Sleep(200 * time.Millisecond)
 
+	// Not directories: a file and a symlink (to a stale directory) with
+	// session-like names are not ours to remove.
+	file := filepath.Join(tmp, "prun.file")
+	os.WriteFile(file, nil, 0o600)
+	link := filepath.Join(tmp, "prun.link")
+	target := filepath.Join(t.TempDir(), "x")
+	os.Mkdir(target, 0o700)
+	os.Chtimes(target, past, past)
+	os.Symlink(target, link)
+
 	CleanStale(tmp)
-	for path, want := range map[string]bool{live.Top: true, dead: false, fresh: true, old: false, other: true} {
+	for path, want := range map[string]bool{live.Top: true, dead: false, fresh: true, old: false, other: true,
+		file: true, link: true, target: true} {
 		_, err := os.Stat(path)
 		if got := err == nil; got != want {
 			t.Errorf("%s: exists=%v, want %v", filepath.Base(path), got, want)
