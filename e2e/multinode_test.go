@@ -616,6 +616,34 @@ func TestMultiNodeStartFailures(t *testing.T) {
 			m.checkClean(t, 10*time.Second)
 		})
 	}
+
+	// A host that does not answer holds the start for the connect timeout
+	// (5 s); the user need not wait for it.
+	ghostHome := home(t, "Host ghost\n  HostName 198.18.0.77", true)
+	ghostArgs := []string{"--hostfile", hostfile(t, "prun-h1", "prun-h2", "ghost"), "-n", "3", "hostname"}
+	t.Run("ctrl-c-while-starting", func(t *testing.T) {
+		p := startPrun(t, opts{args: ghostArgs, env: []string{"HOME=" + ghostHome}})
+		time.Sleep(700 * time.Millisecond) // prun-h1 and prun-h2 are up by now; ghost is not
+		sent := time.Now()
+		p.signal(syscall.SIGINT)
+		r := p.wait()
+		expectCode(t, r, 130)
+		if d := time.Since(sent); d > time.Second {
+			t.Errorf("prun took %v after SIGINT", d)
+		}
+		expectContains(t, "stderr", r.stderr, "prun: received SIGINT while the other nodes' daemons started; no rank had started\n")
+		if n := len(lines(r.stderr)); n != 1 {
+			t.Errorf("stderr has %d lines, want one\n%s", n, r)
+		}
+		m.checkClean(t, 10*time.Second)
+	})
+	t.Run("timeout-while-starting", func(t *testing.T) {
+		r := run(t, opts{args: append([]string{"--timeout", "1"}, ghostArgs...), env: []string{"HOME=" + ghostHome}})
+		expectCode(t, r, 124)
+		expectFaster(t, r, 2*time.Second)
+		expectContains(t, "stderr", r.stderr, "prun: job timed out after 1s while the other nodes' daemons started; no rank had started\n")
+		m.checkClean(t, 10*time.Second)
+	})
 }
 
 // listeners are the TCP listeners of prun processes that other nodes can

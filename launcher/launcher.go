@@ -175,6 +175,11 @@ func (r *run) errorf(format string, a ...any) {
 }
 
 func (r *run) run(job *jobspec.Job) int {
+	// --timeout counts from here: starting other nodes is part of the job.
+	var deadline time.Time
+	if job.Timeout > 0 {
+		deadline = time.Now().Add(job.Timeout)
+	}
 	// Map first with this node's topology for every node: bad input fails
 	// here, before anything starts.
 	first := *job
@@ -217,14 +222,24 @@ func (r *run) run(job *jobspec.Job) int {
 
 	// Other nodes: their daemons start (as a tree) and report their
 	// topologies, and the job is mapped again on what they reported.
+	var replay []os.Signal // signals caught while they started
 	if hosts := remoteHosts(r.alloc); len(hosts) > 0 {
 		trace.Mark("mapped; starting %d daemons", len(hosts))
-		tree, err := r.startRemote(job, hosts)
+		tree, pending, err := r.startRemoteWatched(job, hosts, sigs, deadline)
 		trace.Mark("daemons up")
-		if err != nil {
+		var abort startupAbort
+		switch {
+		case errors.As(err, &abort):
+			r.errorf("%v", err)
+			if abort.sig != 0 {
+				return 128 + int(abort.sig)
+			}
+			return ExitTimeout
+		case err != nil:
 			r.errorf("%v", err)
 			return ExitFailure
 		}
+		replay = pending
 		r.tree = tree
 		defer tree.Close()
 		if job.Place.Topology == "" {
@@ -326,9 +341,12 @@ func (r *run) run(job *jobspec.Job) int {
 		return ExitFailure
 	}
 
+	for _, s := range replay {
+		r.onSignal(s.(syscall.Signal))
+	}
 	var timeout <-chan time.Time
 	if job.Timeout > 0 {
-		t := time.NewTimer(job.Timeout)
+		t := time.NewTimer(time.Until(deadline))
 		defer t.Stop()
 		timeout = t.C
 	}

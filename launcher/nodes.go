@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -65,7 +66,57 @@ func forwardedEnv(env []string) []string {
 }
 
 // startRemote starts the daemons of the other nodes of the allocation.
-func (r *run) startRemote(job *jobspec.Job, hosts []string) (*remote.Tree, error) {
+// startupAbort is why the other nodes' start was given up.
+type startupAbort struct {
+	sig     syscall.Signal // a terminating signal, or
+	timeout time.Duration  // the job's --timeout
+}
+
+func (a startupAbort) Error() string {
+	if a.sig != 0 {
+		return "received " + signalName(a.sig) + " while the other nodes' daemons started; no rank had started"
+	}
+	return fmt.Sprintf("job timed out after %s while the other nodes' daemons started; no rank had started", a.timeout)
+}
+
+// startRemoteWatched starts the other nodes' daemons. Until they are all up,
+// a terminating signal or the job's --timeout (at deadline) gives the start
+// up at once rather than after the slowest host's connect timeout. Other
+// signals that arrive meanwhile, and a terminating one that lost the race
+// with the last hello, are returned for the job to handle once it runs.
+func (r *run) startRemoteWatched(job *jobspec.Job, hosts []string, sigs <-chan os.Signal, deadline time.Time) (*remote.Tree, []os.Signal, error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	if !deadline.IsZero() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, deadline, startupAbort{timeout: job.Timeout})
+		defer stop()
+	}
+	var pending []os.Signal
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case s := <-sigs:
+				switch sig := s.(syscall.Signal); sig {
+				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+					cancel(startupAbort{sig: sig})
+				}
+				pending = append(pending, s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	tree, err := r.startRemote(ctx, job, hosts)
+	close(done)
+	<-watched
+	return tree, pending, err
+}
+
+func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string) (*remote.Tree, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -79,7 +130,7 @@ func (r *run) startRemote(job *jobspec.Job, hosts []string) (*remote.Tree, error
 			home = v
 		}
 	}
-	return remote.Start(remote.Config{
+	return remote.Start(ctx, remote.Config{
 		Hosts:          hosts,
 		Exe:            exe,
 		CopyExe:        job.Launch.Prefix == "", // an explicit --prefix is not second-guessed

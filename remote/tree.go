@@ -8,6 +8,7 @@ package remote
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,8 +74,9 @@ type Tree struct {
 }
 
 // Start launches a daemon on every host and waits until each has reported
-// (its topology) or one failed. Lost nodes later go to lost.
-func Start(cfg Config, up daemon.Upstream, lost func(host string, err error)) (*Tree, error) {
+// (its topology), one failed, or ctx ended (the user gave up: Ctrl-C while a
+// slow host keeps the start waiting). Lost nodes later go to lost.
+func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host string, err error)) (*Tree, error) {
 	if cfg.Fanout < 1 {
 		cfg.Fanout = DefaultFanout
 	}
@@ -113,6 +115,9 @@ func Start(cfg Config, up daemon.Upstream, lost func(host string, err error)) (*
 	case err := <-t.failure:
 		t.Close()
 		return nil, err
+	case <-ctx.Done():
+		t.Close()
+		return nil, context.Cause(ctx)
 	case <-time.After(cfg.StartTimeout):
 		t.mu.Lock()
 		var missing []string
