@@ -18,8 +18,8 @@ const Version = "0.1.0"
 
 const long = `prun starts a parallel job: one process per rank, with a PMIx server and a
 PMI-1/PMI-2 server hosted for them, so that Open MPI and MPICH programs both
-run unchanged. (Ranks run on this node; other hosts can be mapped with
---do-not-launch until multi-node launch lands.)
+run unchanged, on this node or, with --host or --hostfile, on others
+reached over SSH (a prun daemon per node, started as a tree).
 
   prun [options] -n N PROGRAM [ARGS...] [: -n M PROGRAM2 [ARGS...] ...]
 

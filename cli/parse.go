@@ -74,6 +74,8 @@ type globalOpts struct {
 	help        bool
 	allowAsRoot bool
 	launch      launchOpts
+	mca         []string // "KEY=VALUE" of --mca KEY VALUE
+	pmixMCA     []string // of --pmixmca KEY VALUE
 }
 
 // launchOpts say how daemons reach other nodes.
@@ -103,7 +105,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
 	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
 	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "hostfile used when no --hostfile is given (also PRUN_HOSTFILE)")
-	fs.StringArrayVar(&p.hosts, "host", nil, "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it")
+	fs.StringArrayVarP(&p.hosts, "host", "H", nil, "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
 	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
 	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
@@ -184,12 +186,18 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.launch.prefix, "prefix", "", "prun is `DIR`/bin/prun on the other nodes (default: the launcher's own path)")
 	fs.StringVar(&g.launch.rsh, "rsh", "", "start daemons on other nodes with `CMD` HOST COMMAND instead of the built-in SSH client")
 	fs.StringVar(&g.launch.rsh, "launch-agent", "", "same as --rsh")
+	fs.Var(appendValue{&g.mca}, "mca", "set Open MPI's MCA parameter: `KEY VALUE` becomes OMPI_MCA_KEY=VALUE for the processes (repeatable)")
+	fs.Var(appendValue{&g.mca}, "gmca", "same as --mca")
+	_ = fs.MarkHidden("gmca")
+	fs.StringArrayVar(&g.pmixMCA, "pmixmca", nil, "set a PMIx MCA parameter: `KEY VALUE` becomes PMIX_MCA_KEY=VALUE for the processes (repeatable)")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
 	fs.StringVar(&g.launch.ifInclude, "if-include", "", "control traffic (and the MPI libraries) use the network `CIDR|IFACE` (default: the one SSH used)")
 }
 
 func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	fs.IntVarP(&c.np, "np", "n", 0, "number of processes of this application (default: one per slot)")
+	fs.IntVarP(&c.np, "count", "c", 0, "same as -n (mpirun's -c)")
+	_ = fs.MarkHidden("count")
 	fs.StringArrayVarP(&c.env, "x", "x", nil, "export `VAR` or VAR=value to the processes (repeatable)")
 	fs.StringVar(&c.wdir, "wdir", "", "working `DIR` of the processes")
 	fs.StringVar(&c.wdir, "wd", "", "same as --wdir")
@@ -246,7 +254,7 @@ func Parse(args []string, env Env) (*Request, error) {
 				return nil, err
 			}
 		}
-		c.npSet = fs.Changed("np")
+		c.npSet = fs.Changed("np") || fs.Changed("count")
 		if i == 0 && (g.help || g.version) {
 			return &Request{Help: g.help, Version: g.version && !g.help}, nil
 		}
@@ -255,6 +263,19 @@ func Parse(args []string, env Env) (*Request, error) {
 			return nil, err
 		}
 		job.Apps = append(job.Apps, app)
+	}
+	// --mca values go first: a context's own -x of the same variable wins.
+	var mcaEnv []string
+	for _, kv := range g.mca {
+		mcaEnv = append(mcaEnv, "OMPI_MCA_"+kv)
+	}
+	for _, kv := range g.pmixMCA {
+		mcaEnv = append(mcaEnv, "PMIX_MCA_"+kv)
+	}
+	if len(mcaEnv) > 0 {
+		for i := range job.Apps {
+			job.Apps[i].Env = append(append([]string(nil), mcaEnv...), job.Apps[i].Env...)
+		}
 	}
 	job.TagOutput = g.tagOutput
 	forms := append([]string(nil), g.output...)
@@ -346,7 +367,10 @@ func splitContexts(args []string) [][]string {
 // parseFlags parses the flags at the front of one context and returns the
 // program and its arguments.
 func parseFlags(fs *pflag.FlagSet, seg []string, later bool) ([]string, error) {
-	seg = normalize(fs, seg)
+	seg, err := normalize(fs, seg)
+	if err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(seg); err != nil {
 		return nil, flagError(fs, err, later)
 	}
@@ -354,14 +378,15 @@ func parseFlags(fs *pflag.FlagSet, seg []string, later bool) ([]string, error) {
 }
 
 // normalize rewrites mpirun's single-dash long options (-np 4, -wdir d,
-// -tag-output) to pflag's double-dash form, but only in the flag region
-// before the program: the program's own arguments are never touched.
-func normalize(fs *pflag.FlagSet, seg []string) []string {
+// -tag-output) to pflag's double-dash form, and its two-valued --mca KEY
+// VALUE to --mca KEY=VALUE, but only in the flag region before the program:
+// the program's own arguments are never touched.
+func normalize(fs *pflag.FlagSet, seg []string) ([]string, error) {
 	out := make([]string, 0, len(seg))
 	for i := 0; i < len(seg); i++ {
 		t := seg[i]
 		if t == "--" || !strings.HasPrefix(t, "-") || t == "-" {
-			return append(out, seg[i:]...)
+			return append(out, seg[i:]...), nil
 		}
 		name, hasVal := t, false
 		if j := strings.IndexByte(t, '='); j >= 0 {
@@ -381,12 +406,58 @@ func normalize(fs *pflag.FlagSet, seg []string) []string {
 		} else if len(bare) == 1 {
 			f = fs.ShorthandLookup(bare)
 		}
+		if f != nil && twoValued[f.Name] {
+			if hasVal || i+2 >= len(seg) {
+				return nil, usagef("--%s needs a KEY and a VALUE: --%s KEY VALUE", f.Name, f.Name)
+			}
+			key, value := seg[i+1], seg[i+2]
+			if looksLikeFlag(fs, value) {
+				return nil, usagef("--%s %s: no VALUE before %s (--%s KEY VALUE)", f.Name, key, value, f.Name)
+			}
+			if !isParamName(key) {
+				return nil, usagef("--%s %s %s: %q is not a parameter name (letters, digits and _)", f.Name, key, value, key)
+			}
+			out = append(out, key+"="+value)
+			i += 2
+			continue
+		}
 		if f != nil && !hasVal && f.NoOptDefVal == "" && i+1 < len(seg) {
 			i++
 			out = append(out, seg[i])
 		}
 	}
-	return out
+	return out, nil
+}
+
+// appendValue is a repeatable flag whose values several flags share, in
+// command-line order (pflag's string arrays restart on a flag's first use).
+type appendValue struct{ p *[]string }
+
+func (a appendValue) String() string     { return "" }
+func (a appendValue) Type() string       { return "stringArray" }
+func (a appendValue) Set(s string) error { *a.p = append(*a.p, s); return nil }
+
+// twoValued are the flags that take two arguments, like mpirun's --mca.
+var twoValued = map[string]bool{"mca": true, "gmca": true, "pmixmca": true}
+
+// looksLikeFlag reports whether s is one of prun's flags (a value such as
+// -1 is not).
+func looksLikeFlag(fs *pflag.FlagSet, s string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(s, "-"), "=")
+	if !strings.HasPrefix(s, "-") || name == "" {
+		return false
+	}
+	return fs.Lookup(name) != nil || len(name) == 1 && fs.ShorthandLookup(name) != nil
+}
+
+// isParamName reports whether s can be an MCA parameter's name.
+func isParamName(s string) bool {
+	for _, r := range s {
+		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func flagError(fs *pflag.FlagSet, err error, later bool) error {

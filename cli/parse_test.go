@@ -128,6 +128,12 @@ func TestUsageErrors(t *testing.T) {
 		{"--launch-fanout 0 ./app", "--launch-fanout 0: want 1 or more"},
 		{"--launch-fanout -2 ./app", "--launch-fanout -2: want 1 or more"},
 		{"--prefix opt/prun ./app", "--prefix opt/prun: want an absolute directory"},
+		{"--mca btl", "--mca needs a KEY and a VALUE"},
+		{"--mca btl ./app", "no program given"}, // ./app is the VALUE, as with mpirun
+		{"--mca=btl self ./app", "--mca needs a KEY and a VALUE"},
+		{"--mca btl -n 1 ./app", "--mca btl: no VALUE before -n"},
+		{"--mca btl.x self ./app", `"btl.x" is not a parameter name`},
+		{"-n 1 ./app : --mca btl self ./app", "--mca is a global option"},
 	} {
 		_, err := Parse(strings.Fields(tc.args), env)
 		var ue *UsageError
@@ -173,11 +179,38 @@ func TestSingleDashLongOptions(t *testing.T) {
 	}
 }
 
+// mpirun's --mca KEY VALUE (also -mca, --gmca) and PRRTE's --pmixmca set
+// the ranks' OMPI_MCA_ and PMIX_MCA_ variables, before each context's -x.
+func TestMCA(t *testing.T) {
+	env, _ := testEnv(t)
+	req, err := Parse(strings.Fields("--mca btl self,vader -mca pml ^cm --gmca a_b -1 --pmixmca ptl_base_if_include lo "+
+		"-n 2 ./app --mca x y : -x OMPI_MCA_pml=ob1 -c 3 ./app2"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := req.Job.Apps[0], req.Job.Apps[1]
+	mca := "OMPI_MCA_btl=self,vader OMPI_MCA_pml=^cm OMPI_MCA_a_b=-1 PMIX_MCA_ptl_base_if_include=lo"
+	if got := strings.Join(a.Env, " "); got != mca {
+		t.Errorf("app 0 env = %q, want %q", got, mca)
+	}
+	if got := strings.Join(b.Env, " "); got != mca+" OMPI_MCA_pml=ob1" {
+		t.Errorf("app 1 env = %q", got)
+	}
+	if strings.Join(a.Argv, " ") != "./app --mca x y" || b.NP != 3 {
+		t.Errorf("apps = %+v, %+v", a, b)
+	}
+	req, err = Parse(strings.Fields("-H a:2,b -n 1 ./app"), env)
+	if err != nil || strings.Join(req.Job.Place.Hosts, " ") != "a:2,b" {
+		t.Errorf("-H: %+v %v", req, err)
+	}
+}
+
 // FuzzParse: no input may panic, and every failure is a one-line usage error.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"-n 4 ./app a : -n 2 ./app2 b", "-np 2 -x A=1 ./app", ":", "-n", "--timeout 3 -- ./app",
 		"-x", "-n 1 ./app : : ./app", "--wdir . ./app", "-tag-output -np=3 ./app -n 2", "-h", "--version",
+		"--mca btl self -n 2 ./app", "-mca a b --pmixmca c d ./app",
 	} {
 		f.Add(s)
 	}
