@@ -41,6 +41,7 @@ const (
 	NodeJobDone             // every local rank of the job exited and its output is drained
 	LogMessage              // PMIx_Log: Msg
 	ProtocolError           // a malformed or out-of-order PMI request: Msg
+	HelpMessage             // an Open MPI help message: Msg (the text), Topic (its file and topic)
 )
 
 // Event is a report from a daemon to the launcher.
@@ -55,6 +56,7 @@ type Event struct {
 	Connected bool // the process had called PMIx_Init
 	Finalized bool // ... and PMIx_Finalize
 	Msg       string
+	Topic     string    // of a HelpMessage: the same topic from many ranks is shown once
 	Time      time.Time // when it happened, on the daemon's clock
 
 	// For ProcExited: what the process used.

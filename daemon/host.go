@@ -234,9 +234,20 @@ func (h host) Log(p pmixsrv.Proc, data, directives []pmixsrv.Info) error {
 	for _, in := range data {
 		switch in.Key {
 		case pmixsrv.KeyLogStderr, pmixsrv.KeyLogStdout, pmixsrv.KeyLogMsg:
-			if s, ok := in.Value.(string); ok {
+			switch v := in.Value.(type) {
+			case string:
 				h.d.up.Event(Event{Kind: LogMessage, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
-					Msg: strings.TrimRight(s, "\n")})
+					Msg: strings.TrimRight(v, "\n")})
+				logged = true
+			case []byte: // Open MPI's help messages (showhelp.go)
+				m, text, err := decodeHelp(v)
+				if err != nil {
+					continue
+				}
+				if text {
+					h.d.up.Event(Event{Kind: HelpMessage, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
+						Msg: m.Text, Topic: m.File + " / " + m.Topic})
+				}
 				logged = true
 			}
 		}

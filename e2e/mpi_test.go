@@ -150,3 +150,23 @@ exec sleep 30
 	expectContains(t, "stderr", r.stderr, "rank 1 ")
 	expectContains(t, "stderr", r.stderr, "killed by signal 11")
 }
+
+// --mca reaches Open MPI, and Open MPI's help messages (sent with PMIx_Log)
+// reach the user, each topic once: with only the "self" BTL two ranks cannot
+// talk, and MPI_Init says so.
+func TestOpenMPIMCAAndHelp(t *testing.T) {
+	t.Parallel()
+	dir, ring := ompi(t, "ring.c")
+	r := run(t, opts{args: []string{"--mca", "btl", "self", "-n", "2", ring}, dir: dir})
+	expectCode(t, r, 1)
+	const help = "At least one pair of MPI processes are unable to reach each other"
+	if n := strings.Count(r.stderr, help); n != 1 {
+		t.Errorf("the help message shows %d times, want once\n%s", n, r)
+	}
+	expectContains(t, "stderr", r.stderr, "BTLs attempted: self\n")
+	expectContains(t, "stderr", r.stderr, "called abort with status 1\n")
+
+	r = run(t, opts{args: []string{"-mca", "btl", "self,vader", "--mca", "pml", "ob1", "-n", "2", ring}, dir: dir})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
+}

@@ -117,6 +117,11 @@ type run struct {
 	topos          *topologies
 	reportBindings bool
 
+	// Open MPI help messages by topic: how many ranks sent each after the
+	// one shown, and the topics in the order first seen.
+	helpRepeats map[string]int
+	helpTopics  []string
+
 	fail     *failure
 	signaled syscall.Signal
 	killAt   time.Time // when the SIGKILL after a termination's grace is due
@@ -371,6 +376,7 @@ func (r *run) run(job *jobspec.Job) int {
 	}
 	trace.Mark("job done; closing")
 	r.closeNodes()
+	r.helpSummary()
 	trace.Mark("closed")
 	switch {
 	case r.fail != nil:
@@ -665,8 +671,42 @@ func (r *run) onEvent(ev daemon.Event) {
 		}
 	case daemon.LogMessage:
 		r.out.Printf("[%s:%d] %s\n", ev.Nspace, ev.Rank, ev.Msg)
+	case daemon.HelpMessage:
+		r.onHelp(ev)
 	case daemon.ProtocolError:
 		r.errorf("rank %d on %s: PMI protocol error: %s", ev.Rank, ev.Node, ev.Msg)
+	}
+}
+
+// onHelp shows an Open MPI help message as Open MPI's mpirun does: the
+// first of a topic whole, later ones of the same topic counted (see
+// helpSummary).
+func (r *run) onHelp(ev daemon.Event) {
+	if r.helpRepeats == nil {
+		r.helpRepeats = map[string]int{}
+	}
+	if n, seen := r.helpRepeats[ev.Topic]; seen {
+		r.helpRepeats[ev.Topic] = n + 1
+		return
+	}
+	r.helpRepeats[ev.Topic] = 0
+	r.helpTopics = append(r.helpTopics, ev.Topic)
+	r.out.Printf("%s", ev.Msg)
+	if !strings.HasSuffix(ev.Msg, "\n") {
+		r.out.Printf("\n")
+	}
+}
+
+// helpSummary says how many more ranks sent each help message shown.
+func (r *run) helpSummary() {
+	for _, topic := range r.helpTopics {
+		switch n := r.helpRepeats[topic]; n {
+		case 0:
+		case 1:
+			r.errorf("1 more process has sent help message %s", topic)
+		default:
+			r.errorf("%d more processes have sent help message %s", n, topic)
+		}
 	}
 }
 
