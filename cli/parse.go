@@ -75,6 +75,8 @@ type globalOpts struct {
 	allowAsRoot bool
 	launch      launchOpts
 	mca         []string // "KEY=VALUE" of --mca KEY VALUE
+	genv        []string // "VAR=VALUE" of -genv VAR VALUE
+	genvAll     bool
 	pmixMCA     []string // of --pmixmca KEY VALUE
 }
 
@@ -102,10 +104,12 @@ type placeOpts struct {
 }
 
 func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
-	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
+	fs.StringVarP(&p.hostfile, "hostfile", "f", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
 	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
 	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "hostfile used when no --hostfile is given (also PRUN_HOSTFILE)")
-	fs.StringArrayVarP(&p.hosts, "host", "H", nil, "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it")
+	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it")
+	fs.Var(appendValue{&p.hosts}, "hosts", "same as --host (Hydra's -hosts)")
+	_ = fs.MarkHidden("hosts")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
 	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
 	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
@@ -118,6 +122,8 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.BoolVar(&p.oversubscribe, "oversubscribe", false, "allow more processes than slots (--map-by :OVERSUBSCRIBE)")
 	fs.BoolVar(&p.nolocal, "nolocal", false, "do not run processes on the launcher's node")
 	fs.IntVarP(&p.npernode, "npernode", "N", 0, "`N` processes per node (--map-by ppr:N:node)")
+	fs.IntVar(&p.npernode, "ppn", 0, "same as -N (Hydra's -ppn)")
+	_ = fs.MarkHidden("ppn")
 	fs.BoolVar(&p.pernode, "pernode", false, "one process per node")
 	fs.BoolVar(&p.hwtcpus, "use-hwthread-cpus", false, "count hardware threads as slots")
 	fs.IntVar(&p.cpusPerProc, "cpus-per-proc", 0, "`N` cpus per process (--map-by :PE=N)")
@@ -146,7 +152,7 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	if p.nolocal {
 		add("nolocal", "")
 	}
-	if fs.Changed("npernode") {
+	if fs.Changed("npernode") || fs.Changed("ppn") {
 		add("npernode", strconv.Itoa(p.npernode))
 	}
 	if p.pernode {
@@ -188,6 +194,9 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.launch.rsh, "launch-agent", "", "same as --rsh")
 	fs.Var(appendValue{&g.mca}, "mca", "set Open MPI's MCA parameter: `KEY VALUE` becomes OMPI_MCA_KEY=VALUE for the processes (repeatable)")
 	fs.Var(appendValue{&g.mca}, "gmca", "same as --mca")
+	fs.BoolVar(&g.genvAll, "genvall", false, "accepted for Hydra compatibility: prun passes its environment anyway")
+	_ = fs.MarkHidden("genvall")
+	fs.Var(appendValue{&g.genv}, "genv", "set `VAR VALUE` for every process (Hydra's -genv; a context's own -x or -env wins)")
 	_ = fs.MarkHidden("gmca")
 	fs.StringArrayVar(&g.pmixMCA, "pmixmca", nil, "set a PMIx MCA parameter: `KEY VALUE` becomes PMIX_MCA_KEY=VALUE for the processes (repeatable)")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
@@ -198,7 +207,8 @@ func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	fs.IntVarP(&c.np, "np", "n", 0, "number of processes of this application (default: one per slot)")
 	fs.IntVarP(&c.np, "count", "c", 0, "same as -n (mpirun's -c)")
 	_ = fs.MarkHidden("count")
-	fs.StringArrayVarP(&c.env, "x", "x", nil, "export `VAR` or VAR=value to the processes (repeatable)")
+	fs.VarP(appendValue{&c.env}, "x", "x", "export `VAR` or VAR=value to the processes (repeatable)")
+	fs.Var(appendValue{&c.env}, "env", "set `VAR VALUE` for this context's processes (Hydra's -env)")
 	fs.StringVar(&c.wdir, "wdir", "", "working `DIR` of the processes")
 	fs.StringVar(&c.wdir, "wd", "", "same as --wdir")
 	_ = fs.MarkHidden("wd")
@@ -264,17 +274,18 @@ func Parse(args []string, env Env) (*Request, error) {
 		}
 		job.Apps = append(job.Apps, app)
 	}
-	// --mca values go first: a context's own -x of the same variable wins.
-	var mcaEnv []string
+	// --mca and -genv values go first: a context's own -x of the same
+	// variable wins.
+	globalEnv := append([]string(nil), g.genv...)
 	for _, kv := range g.mca {
-		mcaEnv = append(mcaEnv, "OMPI_MCA_"+kv)
+		globalEnv = append(globalEnv, "OMPI_MCA_"+kv)
 	}
 	for _, kv := range g.pmixMCA {
-		mcaEnv = append(mcaEnv, "PMIX_MCA_"+kv)
+		globalEnv = append(globalEnv, "PMIX_MCA_"+kv)
 	}
-	if len(mcaEnv) > 0 {
+	if len(globalEnv) > 0 {
 		for i := range job.Apps {
-			job.Apps[i].Env = append(append([]string(nil), mcaEnv...), job.Apps[i].Env...)
+			job.Apps[i].Env = append(append([]string(nil), globalEnv...), job.Apps[i].Env...)
 		}
 	}
 	job.TagOutput = g.tagOutput
@@ -414,7 +425,11 @@ func normalize(fs *pflag.FlagSet, seg []string) ([]string, error) {
 			if looksLikeFlag(fs, value) {
 				return nil, usagef("--%s %s: no VALUE before %s (--%s KEY VALUE)", f.Name, key, value, f.Name)
 			}
-			if !isParamName(key) {
+			if f.Name == "env" || f.Name == "genv" {
+				if !validEnvName(key) {
+					return nil, usagef("--%s %s %s: %q is not a valid environment variable name", f.Name, key, value, key)
+				}
+			} else if !isParamName(key) {
 				return nil, usagef("--%s %s %s: %q is not a parameter name (letters, digits and _)", f.Name, key, value, key)
 			}
 			out = append(out, key+"="+value)
@@ -438,7 +453,7 @@ func (a appendValue) Type() string       { return "stringArray" }
 func (a appendValue) Set(s string) error { *a.p = append(*a.p, s); return nil }
 
 // twoValued are the flags that take two arguments, like mpirun's --mca.
-var twoValued = map[string]bool{"mca": true, "gmca": true, "pmixmca": true}
+var twoValued = map[string]bool{"mca": true, "gmca": true, "pmixmca": true, "genv": true, "env": true}
 
 // looksLikeFlag reports whether s is one of prun's flags (a value such as
 // -1 is not).

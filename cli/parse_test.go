@@ -205,6 +205,35 @@ func TestMCA(t *testing.T) {
 	}
 }
 
+// Hydra's spellings: -genv/-env VAR VALUE, -genvall, -ppn, -f, -hosts.
+func TestHydraFlags(t *testing.T) {
+	env, dir := testEnv(t)
+	hosts := filepath.Join(dir, "hosts")
+	req, err := Parse(strings.Fields("-genvall -genv G 1 -ppn 2 -f "+hosts+" -hosts a,b -hosts c -n 1 -env E x -x G=2 ./app : -env E y ./app2"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := req.Job
+	if got := strings.Join(j.Apps[0].Env, " "); got != "G=1 E=x G=2" {
+		t.Errorf("app 0 env = %q", got)
+	}
+	if got := strings.Join(j.Apps[1].Env, " "); got != "G=1 E=y" {
+		t.Errorf("app 1 env = %q", got)
+	}
+	if j.Place.Hostfile != hosts || strings.Join(j.Place.Hosts, " ") != "a,b c" ||
+		len(j.Place.Compat) != 1 || j.Place.Compat[0] != [2]string{"npernode", "2"} {
+		t.Errorf("placement = %+v", j.Place)
+	}
+	for args, want := range map[string]string{
+		"-genv 1X y ./app": `"1X" is not a valid environment variable name`,
+		"-n 1 -env X":      "--env needs a KEY and a VALUE",
+	} {
+		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", args, err, want)
+		}
+	}
+}
+
 // FuzzParse: no input may panic, and every failure is a one-line usage error.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
