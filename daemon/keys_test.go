@@ -94,3 +94,24 @@ func TestRankEnvLayers(t *testing.T) {
 		}
 	}
 }
+
+// A user's interface exclude list (by -x, --mca or the environment) drops
+// prun's include default: Open MPI refuses the two together.
+func TestRankEnvTuningConflicts(t *testing.T) {
+	tuning := []string{"OMPI_MCA_btl_tcp_if_include=10.0.0.0/24", "OMPI_MCA_oob_tcp_if_include=10.0.0.0/24", "OMPI_MCA_pml=^cm"}
+	env := " " + strings.Join(rankEnv([]string{"OMPI_MCA_oob_tcp_if_exclude=lo"}, []string{"OMPI_MCA_btl_tcp_if_exclude=eth1"},
+		nil, nil, tuning), " ") + " "
+	for _, want := range []string{"OMPI_MCA_btl_tcp_if_exclude=eth1", "OMPI_MCA_oob_tcp_if_exclude=lo", "OMPI_MCA_pml=^cm"} {
+		if !strings.Contains(env, " "+want+" ") {
+			t.Errorf("env lacks %s:%s", want, env)
+		}
+	}
+	if strings.Contains(env, "_if_include=") {
+		t.Errorf("a default include list stayed beside the user's exclude:%s", env)
+	}
+	// Without an exclude, the defaults stay.
+	env = " " + strings.Join(rankEnv(nil, nil, nil, nil, tuning), " ") + " "
+	if !strings.Contains(env, " OMPI_MCA_btl_tcp_if_include=10.0.0.0/24 ") {
+		t.Errorf("default dropped:%s", env)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -609,7 +610,24 @@ func rankEnv(base, user, pmix, mpi, tuning []string) []string {
 			add(kv)
 		}
 	}
-	return out
+	// A default that the user's choice of another variable contradicts
+	// goes: Open MPI refuses an interface include list beside an exclude.
+	for _, kv := range tuning {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, c := range tuningConflicts[k] {
+			if _, ok := index[c]; ok && out[index[k]] == kv {
+				out[index[k]] = ""
+			}
+		}
+	}
+	return slices.DeleteFunc(out, func(kv string) bool { return kv == "" })
+}
+
+// tuningConflicts: prun's default for a variable (key) is dropped when the
+// user set one of these.
+var tuningConflicts = map[string][]string{
+	"OMPI_MCA_btl_tcp_if_include": {"OMPI_MCA_btl_tcp_if_exclude"},
+	"OMPI_MCA_oob_tcp_if_include": {"OMPI_MCA_oob_tcp_if_exclude"},
 }
 
 // Processes are started from a few locked OS threads: PR_SET_PDEATHSIG fires

@@ -123,6 +123,16 @@ func TestMultiNode(t *testing.T) {
 		}
 	})
 
+	// A user's interface exclude list replaces prun's include default
+	// (Open MPI refuses the two together: it failed before).
+	t.Run("ompi-tcp-exclude", func(t *testing.T) {
+		dir, ring := ompi(t, "ring.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--mca", "btl_tcp_if_exclude", "lo",
+			"--mca", "btl", "tcp,self", "-n", "4", "--map-by", "node", ring}, dir: dir})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "ring: 4 ranks, 10 laps, sum ok\n")
+	})
+
 	// Ring and MPMD with each MPI; the first app of the MPMD job has first
 	// ranks (3 with Open MPI, 2 with MPICH), so apps straddle hosts.
 	for _, mpi := range []struct {
