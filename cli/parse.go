@@ -98,9 +98,40 @@ type contextOpts struct {
 type placeOpts struct {
 	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology string
 	hosts, addHosts, display                                             []string
-	doNotLaunch, reportBindings                                          bool
-	oversubscribe, nolocal, pernode, hwtcpus, bynode                     bool
-	npernode, cpusPerProc                                                int
+	doNotLaunch, reportBindings, displayMap, displayAlloc                bool
+	// mpirun's older placement spellings (compatFlags), by name
+	compatSet map[string]*bool
+	compatN   map[string]*int
+}
+
+// compatFlag is one of mpirun's older placement spellings, applied by the
+// mapper (mapper.Options.ApplyCompat) on top of --map-by and --bind-to.
+type compatFlag struct {
+	name, short, usage string
+	n                  bool   // takes a count
+	hidden             bool   // deprecated by mpirun: accepted, not advertised
+	as                 string // applied under this name
+}
+
+// compatFlags, in the order mpirun applies them.
+var compatFlags = []compatFlag{
+	{name: "oversubscribe", usage: "allow more processes than slots (--map-by :OVERSUBSCRIBE)"},
+	{name: "nooversubscribe", usage: "never more processes than slots (--map-by :NOOVERSUBSCRIBE)", hidden: true},
+	{name: "nolocal", usage: "do not run processes on the launcher's node"},
+	{name: "npernode", short: "N", usage: "`N` processes per node (--map-by ppr:N:node)", n: true},
+	{name: "ppn", usage: "same as -N (Hydra's -ppn)", n: true, hidden: true, as: "npernode"},
+	{name: "npersocket", usage: "`N` processes per package (--map-by ppr:N:package)", n: true, hidden: true},
+	{name: "pernode", usage: "one process per node"},
+	{name: "use-hwthread-cpus", usage: "count hardware threads as slots"},
+	{name: "cpus-per-proc", usage: "`N` cpus per process (--map-by :PE=N)", n: true},
+	{name: "cpus-per-rank", usage: "same as --cpus-per-proc", n: true, hidden: true},
+	{name: "bynode", usage: "map round-robin by node (--map-by node)"},
+	{name: "byslot", usage: "--map-by slot", hidden: true},
+	{name: "bycore", usage: "--map-by core", hidden: true},
+	{name: "bysocket", usage: "--map-by package", hidden: true},
+	{name: "bind-to-core", usage: "--bind-to core", hidden: true},
+	{name: "bind-to-socket", usage: "--bind-to package", hidden: true},
+	{name: "bind-to-none", usage: "--bind-to none", hidden: true},
 }
 
 func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
@@ -119,15 +150,21 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation")
 	fs.BoolVar(&p.doNotLaunch, "do-not-launch", false, "map and display, then exit without starting anything")
 	fs.BoolVar(&p.reportBindings, "report-bindings", false, "print each rank's binding as it starts")
-	fs.BoolVar(&p.oversubscribe, "oversubscribe", false, "allow more processes than slots (--map-by :OVERSUBSCRIBE)")
-	fs.BoolVar(&p.nolocal, "nolocal", false, "do not run processes on the launcher's node")
-	fs.IntVarP(&p.npernode, "npernode", "N", 0, "`N` processes per node (--map-by ppr:N:node)")
-	fs.IntVar(&p.npernode, "ppn", 0, "same as -N (Hydra's -ppn)")
-	_ = fs.MarkHidden("ppn")
-	fs.BoolVar(&p.pernode, "pernode", false, "one process per node")
-	fs.BoolVar(&p.hwtcpus, "use-hwthread-cpus", false, "count hardware threads as slots")
-	fs.IntVar(&p.cpusPerProc, "cpus-per-proc", 0, "`N` cpus per process (--map-by :PE=N)")
-	fs.BoolVar(&p.bynode, "bynode", false, "map round-robin by node (--map-by node)")
+	fs.BoolVar(&p.displayMap, "display-map", false, "same as --display map")
+	fs.BoolVar(&p.displayAlloc, "display-allocation", false, "same as --display allocation")
+	_ = fs.MarkHidden("display-map")
+	_ = fs.MarkHidden("display-allocation")
+	p.compatSet, p.compatN = map[string]*bool{}, map[string]*int{}
+	for _, c := range compatFlags {
+		if c.n {
+			p.compatN[c.name] = fs.IntP(c.name, c.short, 0, c.usage)
+		} else {
+			p.compatSet[c.name] = fs.BoolP(c.name, c.short, false, c.usage)
+		}
+		if c.hidden {
+			_ = fs.MarkHidden(c.name)
+		}
+	}
 }
 
 // placement turns the flags into the job spec, in the order mpirun applies
@@ -145,27 +182,23 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 		pl.Hostfile, _ = env.LookupEnv("PRUN_HOSTFILE")
 	}
 	pl.Hosts = p.hosts
-	add := func(name, value string) { pl.Compat = append(pl.Compat, [2]string{name, value}) }
-	if p.oversubscribe {
-		add("oversubscribe", "")
+	if p.displayMap {
+		pl.Display = append(pl.Display, "map")
 	}
-	if p.nolocal {
-		add("nolocal", "")
+	if p.displayAlloc {
+		pl.Display = append(pl.Display, "allocation")
 	}
-	if fs.Changed("npernode") || fs.Changed("ppn") {
-		add("npernode", strconv.Itoa(p.npernode))
-	}
-	if p.pernode {
-		add("pernode", "")
-	}
-	if p.hwtcpus {
-		add("use-hwthread-cpus", "")
-	}
-	if fs.Changed("cpus-per-proc") {
-		add("cpus-per-proc", strconv.Itoa(p.cpusPerProc))
-	}
-	if p.bynode {
-		add("bynode", "")
+	for _, c := range compatFlags {
+		name := c.name
+		if c.as != "" {
+			name = c.as
+		}
+		switch {
+		case c.n && fs.Changed(c.name):
+			pl.Compat = append(pl.Compat, [2]string{name, strconv.Itoa(*p.compatN[c.name])})
+		case !c.n && *p.compatSet[c.name]:
+			pl.Compat = append(pl.Compat, [2]string{name, ""})
+		}
 	}
 	return pl
 }
@@ -355,7 +388,7 @@ func checkPlacement(p *jobspec.Placement) error {
 		}
 	}
 	for _, c := range p.Compat {
-		if (c[0] == "npernode" || c[0] == "cpus-per-proc") && (c[1] == "" || c[1][0] == '-' || c[1] == "0") {
+		if c[1] != "" && (c[1][0] == '-' || c[1] == "0") {
 			return usagef("--%s %s: want a positive number", c[0], c[1])
 		}
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,4 +270,23 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mpirun's older placement spellings reach the mapper in mpirun's order.
+func TestCompatFlags(t *testing.T) {
+	env, _ := testEnv(t)
+	req, err := Parse(strings.Fields("--display-map --display-allocation --bind-to-none --bysocket --cpus-per-rank 2 "+
+		"--npersocket 1 --nooversubscribe -n 1 ./app"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := req.Job.Place
+	want := [][2]string{{"nooversubscribe", ""}, {"npersocket", "1"}, {"cpus-per-rank", "2"}, {"bysocket", ""}, {"bind-to-none", ""}}
+	if fmt.Sprint(pl.Compat) != fmt.Sprint(want) || strings.Join(pl.Display, ",") != "map,allocation" {
+		t.Errorf("compat %v (want %v), display %v", pl.Compat, want, pl.Display)
+	}
+	if _, err := Parse(strings.Fields("--cpus-per-rank -1 -n 1 ./app"), env); err == nil ||
+		!strings.Contains(err.Error(), "--cpus-per-rank -1: want a positive number") {
+		t.Errorf("--cpus-per-rank -1: %v", err)
+	}
 }
