@@ -65,7 +65,6 @@ func forwardedEnv(env []string) []string {
 	return out
 }
 
-// startRemote starts the daemons of the other nodes of the allocation.
 // startupAbort is why the other nodes' start was given up.
 type startupAbort struct {
 	sig     syscall.Signal // a terminating signal, or
@@ -116,6 +115,7 @@ func (r *run) startRemoteWatched(job *jobspec.Job, hosts []string, sigs <-chan o
 	return tree, pending, err
 }
 
+// startRemote starts the daemons of the other nodes of the allocation.
 func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string) (*remote.Tree, error) {
 	exe, err := os.Executable()
 	if err != nil {
