@@ -210,6 +210,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.timestamp, "timestamp-output", false, "timestamp every output line (--output timestamp)")
 	fs.StringVar(&g.outputFile, "output-filename", "", "write each rank's output under `DIR` (--output dir=DIR)")
 	fs.BoolVarP(&g.label, "label", "l", false, "prefix every line with [rank] (--output rank)")
+	fs.BoolVar(&g.label, "prepend-rank", false, "same as -l (Hydra's -prepend-rank)")
+	_ = fs.MarkHidden("prepend-rank")
 	fs.BoolVar(&g.mergeStderr, "merge-stderr-to-stdout", false, "send the ranks' stderr to stdout")
 	fs.StringVar(&g.stdin, "stdin", "0", "which ranks read prun's stdin: a `RANK`, all or none")
 	fs.StringVar(&g.pty, "pty", "", "run the --stdin rank on a pseudo-terminal (default: when prun's stdin is a terminal); --pty=false: never")
@@ -234,6 +236,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringArrayVar(&g.pmixMCA, "pmixmca", nil, "set a PMIx MCA parameter: `KEY VALUE` becomes PMIX_MCA_KEY=VALUE for the processes (repeatable)")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
 	fs.StringVar(&g.launch.ifInclude, "if-include", "", "control traffic (and the MPI libraries) use the network `CIDR|IFACE` (default: the one SSH used)")
+	fs.StringVar(&g.launch.ifInclude, "iface", "", "same as --if-include (Hydra's -iface)")
+	_ = fs.MarkHidden("iface")
 }
 
 func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {

@@ -206,11 +206,11 @@ func TestMCA(t *testing.T) {
 	}
 }
 
-// Hydra's spellings: -genv/-env VAR VALUE, -genvall, -ppn, -f, -hosts.
+// Hydra's spellings: -genv/-env VAR VALUE, -genvall, -ppn, -f, -hosts, -iface, -prepend-rank.
 func TestHydraFlags(t *testing.T) {
 	env, dir := testEnv(t)
 	hosts := filepath.Join(dir, "hosts")
-	req, err := Parse(strings.Fields("-genvall -genv G 1 -ppn 2 -f "+hosts+" -hosts a,b -hosts c -n 1 -env E x -x G=2 ./app : -env E y ./app2"), env)
+	req, err := Parse(strings.Fields("-genvall -genv G 1 -ppn 2 -f "+hosts+" -hosts a,b -hosts c -iface eth1 -prepend-rank -n 1 -env E x -x G=2 ./app : -env E y ./app2"), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +220,9 @@ func TestHydraFlags(t *testing.T) {
 	}
 	if got := strings.Join(j.Apps[1].Env, " "); got != "G=1 E=y" {
 		t.Errorf("app 1 env = %q", got)
+	}
+	if j.Launch.IfInclude != "eth1" || j.Output != "rank" {
+		t.Errorf("launch %+v, output %q", j.Launch, j.Output)
 	}
 	if j.Place.Hostfile != hosts || strings.Join(j.Place.Hosts, " ") != "a,b c" ||
 		len(j.Place.Compat) != 1 || j.Place.Compat[0] != [2]string{"npernode", "2"} {
