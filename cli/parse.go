@@ -76,6 +76,7 @@ type globalOpts struct {
 	launch      launchOpts
 	mca         []string // "KEY=VALUE" of --mca KEY VALUE
 	genv        []string // "VAR=VALUE" of -genv VAR VALUE
+	appFile     string   // --app FILE: the contexts come from FILE (appfile.go)
 	genvAll     bool
 	pmixMCA     []string // of --pmixmca KEY VALUE
 }
@@ -229,6 +230,9 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.launch.rsh, "launch-agent", "", "same as --rsh")
 	fs.Var(appendValue{&g.mca}, "mca", "set Open MPI's MCA parameter: `KEY VALUE` becomes OMPI_MCA_KEY=VALUE for the processes (repeatable)")
 	fs.Var(appendValue{&g.mca}, "gmca", "same as --mca")
+	fs.StringVar(&g.appFile, "app", "", "read the application contexts from `FILE`, one per line (-n 2 ./a args); -x on the command line applies to all")
+	fs.StringVar(&g.appFile, "configfile", "", "same as --app (Hydra's -configfile)")
+	_ = fs.MarkHidden("configfile")
 	fs.BoolVar(&g.genvAll, "genvall", false, "accepted for Hydra compatibility: prun passes its environment anyway")
 	_ = fs.MarkHidden("genvall")
 	fs.Var(appendValue{&g.genv}, "genv", "set `VAR VALUE` for every process (Hydra's -genv; a context's own -x or -env wins)")
@@ -288,7 +292,11 @@ func Parse(args []string, env Env) (*Request, error) {
 		} else {
 			fs = newFlagSet(nil, &c)
 		}
-		rest, err := parseFlags(fs, seg, i > 0)
+		globalsGo := "" // where global options go, when this context may not have them
+		if i > 0 {
+			globalsGo = "before the first program"
+		}
+		rest, err := parseFlags(fs, seg, globalsGo)
 		if err != nil {
 			return nil, err
 		}
@@ -304,6 +312,18 @@ func Parse(args []string, env Env) (*Request, error) {
 		c.npSet = fs.Changed("np") || fs.Changed("count")
 		if i == 0 && (g.help || g.version) {
 			return &Request{Help: g.help, Version: g.version && !g.help}, nil
+		}
+		if i == 0 && g.appFile != "" {
+			if len(rest) > 0 || len(segs) > 1 {
+				return nil, usagef("--app %s gives the applications: no program may follow on the command line", g.appFile)
+			}
+			if c.npSet || c.wdir != "" {
+				return nil, usagef("--app %s: give -n and --wdir in the file, for each application", g.appFile)
+			}
+			if job.Apps, err = appsFromFile(g.appFile, c.env, env); err != nil {
+				return nil, err
+			}
+			break
 		}
 		app, err := buildApp(i, len(segs), rest, &c, env)
 		if err != nil {
@@ -414,13 +434,13 @@ func splitContexts(args []string) [][]string {
 
 // parseFlags parses the flags at the front of one context and returns the
 // program and its arguments.
-func parseFlags(fs *pflag.FlagSet, seg []string, later bool) ([]string, error) {
+func parseFlags(fs *pflag.FlagSet, seg []string, globalsGo string) ([]string, error) {
 	seg, err := normalize(fs, seg)
 	if err != nil {
 		return nil, err
 	}
 	if err := fs.Parse(seg); err != nil {
-		return nil, flagError(fs, err, later)
+		return nil, flagError(fs, err, globalsGo)
 	}
 	return fs.Args(), nil
 }
@@ -512,15 +532,15 @@ func isParamName(s string) bool {
 	return s != ""
 }
 
-func flagError(fs *pflag.FlagSet, err error, later bool) error {
+func flagError(fs *pflag.FlagSet, err error, globalsGo string) error {
 	msg := err.Error()
 	const unknown = "unknown flag: "
 	const unknownShort = "unknown shorthand flag: "
 	switch {
 	case strings.HasPrefix(msg, unknown):
 		name := strings.TrimPrefix(msg, unknown)
-		if later && FlagSet().Lookup(strings.TrimLeft(name, "-")) != nil {
-			return usagef("%s is a global option: give it before the first program", name)
+		if globalsGo != "" && FlagSet().Lookup(strings.TrimLeft(name, "-")) != nil {
+			return usagef("%s is a global option: give it %s", name, globalsGo)
 		}
 		if s := suggest(strings.TrimLeft(name, "-")); s != "" {
 			return usagef("unknown flag %s (did you mean --%s?)", name, s)
@@ -569,6 +589,43 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// appsFromFile builds the applications of an application file; the command
+// line's -x values (common) come before each line's own.
+func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) {
+	segs, err := readAppFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var pre []string
+	for _, x := range common {
+		kv, err := exportVar(x, env)
+		if err != nil {
+			return nil, err
+		}
+		pre = append(pre, kv)
+	}
+	apps := make([]jobspec.App, 0, len(segs))
+	for _, seg := range segs {
+		var c contextOpts
+		fs := newFlagSet(nil, &c)
+		rest, err := parseFlags(fs, seg.args, "on the command line")
+		if err == nil && len(rest) == 0 {
+			err = usagef("no program")
+		}
+		var app jobspec.App
+		if err == nil {
+			c.npSet = fs.Changed("np") || fs.Changed("count")
+			app, err = buildApp(0, 1, rest, &c, env)
+		}
+		if err != nil {
+			return nil, usagef("%s:%d: %v", path, seg.line, err)
+		}
+		app.Env = append(append([]string(nil), pre...), app.Env...)
+		apps = append(apps, app)
+	}
+	return apps, nil
 }
 
 func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, error) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -40,14 +41,25 @@ func TestRing(t *testing.T) {
 func TestMPMD(t *testing.T) {
 	t.Parallel()
 	dir, mpmd := ompi(t, "mpmd.c")
-	r := run(t, opts{args: []string{"-n", "2", mpmd, "0,0,1,1,1", ":", "-n", "3", mpmd, "0,0,1,1,1"}, dir: dir})
-	expectCode(t, r, 0)
-	got := lines(r.stdout)
-	sort.Strings(got)
-	want := []string{"mpmd: rank 0 appnum 0", "mpmd: rank 1 appnum 0", "mpmd: rank 2 appnum 1",
-		"mpmd: rank 3 appnum 1", "mpmd: rank 4 appnum 1"}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("stdout lines (sorted) = %q, want %q\n%s", got, want, r)
+	// The same job from the command line and from an application file
+	// (--app, one context per line).
+	appfile := filepath.Join(t.TempDir(), "apps")
+	if err := os.WriteFile(appfile, []byte("# two apps\n-n 2 "+mpmd+" 0,0,1,1,1\n-n 3 "+mpmd+" '0,0,1,1,1'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-n", "2", mpmd, "0,0,1,1,1", ":", "-n", "3", mpmd, "0,0,1,1,1"},
+		{"--app", appfile},
+	} {
+		r := run(t, opts{args: args, dir: dir})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		want := []string{"mpmd: rank 0 appnum 0", "mpmd: rank 1 appnum 0", "mpmd: rank 2 appnum 1",
+			"mpmd: rank 3 appnum 1", "mpmd: rank 4 appnum 1"}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%v: stdout lines (sorted) = %q, want %q\n%s", args, got, want, r)
+		}
 	}
 }
 

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// An application file (mpirun's --app FILE, Hydra's -configfile FILE) gives
+// the application contexts one per line, each as on the command line
+// ("-n 2 -x A=1 ./a arg"); a lone ':' also separates contexts on a line.
+// Words split as a POSIX shell splits them, without expansions: blanks
+// separate, '...' is literal, "..." keeps \" \\ \$ \` escapes, a backslash
+// quotes the next character, and a '#' that starts a word starts a comment.
+
+// appSegment is one context of an application file, with where it is.
+type appSegment struct {
+	line int
+	args []string
+}
+
+// readAppFile reads path's contexts.
+func readAppFile(path string) ([]appSegment, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("--app %s: %v", path, errText(err))
+	}
+	segs, err := parseAppFile(string(b))
+	if err != nil {
+		return nil, usagef("%s:%v", path, err)
+	}
+	if len(segs) == 0 {
+		return nil, usagef("--app %s: no application in the file", path)
+	}
+	return segs, nil
+}
+
+// errText is an error without the path that os errors repeat.
+func errText(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// parseAppFile splits text into contexts; errors start with "LINE: ".
+func parseAppFile(text string) ([]appSegment, error) {
+	var segs []appSegment
+	for i, line := range strings.Split(text, "\n") {
+		words, err := splitWords(line)
+		if err != nil {
+			return nil, fmt.Errorf("%d: %v", i+1, err)
+		}
+		cur := appSegment{line: i + 1}
+		for _, w := range words {
+			if w == ":" {
+				if len(cur.args) == 0 {
+					return nil, fmt.Errorf("%d: a ':' with no application before it", i+1)
+				}
+				segs = append(segs, cur)
+				cur = appSegment{line: i + 1}
+				continue
+			}
+			cur.args = append(cur.args, w)
+		}
+		if len(cur.args) > 0 {
+			segs = append(segs, cur)
+		} else if len(words) > 0 {
+			return nil, fmt.Errorf("%d: a ':' with no application after it", i+1)
+		}
+	}
+	return segs, nil
+}
+
+// splitWords splits one line into words (see the package comment above).
+func splitWords(line string) ([]string, error) {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == ' ' || ch == '\t' || ch == '\r':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		case ch == '#' && !inWord:
+			return words, nil
+		case ch == '\\':
+			if i+1 == len(line) {
+				return nil, fmt.Errorf("a '\\' at the end of the line")
+			}
+			i++
+			w.WriteByte(line[i])
+			inWord = true
+		case ch == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated ' quote")
+			}
+			w.WriteString(line[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case ch == '"':
+			closed := false
+			for i++; i < len(line); i++ {
+				c := line[i]
+				if c == '"' {
+					closed = true
+					break
+				}
+				if c == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
+					i++
+					c = line[i]
+				}
+				w.WriteByte(c)
+			}
+			if !closed {
+				return nil, fmt.Errorf("unterminated \" quote")
+			}
+			inWord = true
+		default:
+			w.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words, nil
+}

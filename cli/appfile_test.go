@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestSplitWords(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`-n 2 ./a b`, `[-n 2 ./a b]`},
+		{"  -n\t2  ./a  ", `[-n 2 ./a]`},
+		{`./a 'x y' "p q" r\ s`, `[./a x y p q r s]`},
+		{`./a 'it''s' "say \"hi\" \$HOME \n"`, `[./a its say "hi" $HOME \n]`},
+		{`./a a#b # comment`, `[./a a#b]`},
+		{`# all comment`, `[]`},
+		{`./a '' ""`, `[./a  ]`},
+	} {
+		got, err := splitWords(tc.line)
+		if err != nil || "["+strings.Join(got, " ")+"]" != tc.want {
+			t.Errorf("splitWords(%q) = %q, %v; want %s", tc.line, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{`./a 'x`, `./a "x`, `./a \`, `./a "x\"`} {
+		if _, err := splitWords(bad); err == nil {
+			t.Errorf("splitWords(%q): no error", bad)
+		}
+	}
+}
+
+func TestAppFile(t *testing.T) {
+	env, dir := testEnv(t)
+	file := filepath.Join(dir, "apps")
+	text := "# MPMD\n-n 2 -x B=1 ./app 'a b'\n\n-np 1 ./app2 : -n 3 ./app # three\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req, err := Parse([]string{"-x", "SET_VAR", "--tag-output", "--app", file}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := req.Job
+	if len(j.Apps) != 3 || !j.TagOutput {
+		t.Fatalf("job = %+v", j)
+	}
+	for i, want := range []string{"2 ./app a b SET_VAR=v1,B=1", "1 ./app2 SET_VAR=v1", "3 ./app SET_VAR=v1"} {
+		a := j.Apps[i]
+		if got := strconv.Itoa(a.NP) + " " + strings.Join(a.Argv, " ") + " " + strings.Join(a.Env, ","); got != want {
+			t.Errorf("app %d: %q, want %q", i, got, want)
+		}
+	}
+
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(text), 0o644)
+		return p
+	}
+	for args, want := range map[string]string{
+		"--app " + write("g", "-n 1 ./app\n--timeout 3 ./app\n"): ":2: --timeout is a global option: give it on the command line",
+		"--app " + write("q", "-n 1 './app\n"):                   ":1: unterminated ' quote",
+		"--app " + write("e", "# none\n"):                        "no application in the file",
+		"--app " + write("n", "-n 2\n"):                          ":1: no program",
+		"--app " + write("c", "-n 1 ./app :\n"):                  ":1: a ':' with no application after it",
+		"--app " + write("p", "-n 1 ./nope\n"):                   ":1: ./nope: no such file",
+		"--app " + filepath.Join(dir, "missing"):                 "no such file or directory",
+		"--app " + write("ok", "./app\n") + " ./app":             "no program may follow on the command line",
+		"-n 2 --app " + write("ok2", "./app\n"):                  "give -n and --wdir in the file",
+	} {
+		_, err := Parse(strings.Fields(args), env)
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Parse(%q) = %v, want a one-line usage error containing %q", args, err, want)
+		}
+	}
+}
+
+// FuzzAppFile: no text may panic, and what splits into words splits again
+// the same once the words are quoted back.
+func FuzzAppFile(f *testing.F) {
+	for _, s := range []string{"-n 2 ./a 'x y'\n./b \"q\\\"\" : ./c # c", "\\", "'", "a\\ b", ": ./a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		segs, err := parseAppFile(text)
+		if err != nil {
+			return
+		}
+		for _, seg := range segs {
+			var quoted []string
+			for _, w := range seg.args {
+				quoted = append(quoted, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
+			}
+			again, err := splitWords(strings.Join(quoted, " "))
+			if err != nil || strings.Join(again, "\x00") != strings.Join(seg.args, "\x00") {
+				t.Errorf("%q: words %q quoted back split into %q (%v)", text, seg.args, again, err)
+			}
+		}
+	})
+}
