@@ -4,14 +4,15 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"prun/internal/shellwords"
 )
 
 // An application file (mpirun's --app FILE, Hydra's -configfile FILE) gives
 // the application contexts one per line, each as on the command line
 // ("-n 2 -x A=1 ./a arg"); a lone ':' also separates contexts on a line.
-// Words split as a POSIX shell splits them, without expansions: blanks
-// separate, '...' is literal, "..." keeps \" \\ \$ \` escapes, a backslash
-// quotes the next character, and a '#' that starts a word starts a comment.
+// Words split as a POSIX shell splits them, without expansions, comments
+// included (shellwords.Split); a line does not continue on the next.
 
 // appSegment is one context of an application file, with where it is.
 type appSegment struct {
@@ -47,7 +48,7 @@ func errText(err error) string {
 func parseAppFile(text string) ([]appSegment, error) {
 	var segs []appSegment
 	for i, line := range strings.Split(text, "\n") {
-		words, err := splitWords(line)
+		words, err := shellwords.Split(strings.TrimSuffix(line, "\r"))
 		if err != nil {
 			return nil, fmt.Errorf("%d: %v", i+1, err)
 		}
@@ -70,64 +71,4 @@ func parseAppFile(text string) ([]appSegment, error) {
 		}
 	}
 	return segs, nil
-}
-
-// splitWords splits one line into words (see the package comment above).
-func splitWords(line string) ([]string, error) {
-	var words []string
-	var w strings.Builder
-	inWord := false
-	for i := 0; i < len(line); i++ {
-		ch := line[i]
-		switch {
-		case ch == ' ' || ch == '\t' || ch == '\r':
-			if inWord {
-				words = append(words, w.String())
-				w.Reset()
-				inWord = false
-			}
-		case ch == '#' && !inWord:
-			return words, nil
-		case ch == '\\':
-			if i+1 == len(line) {
-				return nil, fmt.Errorf("a '\\' at the end of the line")
-			}
-			i++
-			w.WriteByte(line[i])
-			inWord = true
-		case ch == '\'':
-			j := strings.IndexByte(line[i+1:], '\'')
-			if j < 0 {
-				return nil, fmt.Errorf("unterminated ' quote")
-			}
-			w.WriteString(line[i+1 : i+1+j])
-			i += j + 1
-			inWord = true
-		case ch == '"':
-			closed := false
-			for i++; i < len(line); i++ {
-				c := line[i]
-				if c == '"' {
-					closed = true
-					break
-				}
-				if c == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
-					i++
-					c = line[i]
-				}
-				w.WriteByte(c)
-			}
-			if !closed {
-				return nil, fmt.Errorf("unterminated \" quote")
-			}
-			inWord = true
-		default:
-			w.WriteByte(ch)
-			inWord = true
-		}
-	}
-	if inWord {
-		words = append(words, w.String())
-	}
-	return words, nil
 }

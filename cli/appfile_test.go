@@ -7,29 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-)
 
-func TestSplitWords(t *testing.T) {
-	for _, tc := range []struct{ line, want string }{
-		{`-n 2 ./a b`, `[-n 2 ./a b]`},
-		{"  -n\t2  ./a  ", `[-n 2 ./a]`},
-		{`./a 'x y' "p q" r\ s`, `[./a x y p q r s]`},
-		{`./a 'it''s' "say \"hi\" \$HOME \n"`, `[./a its say "hi" $HOME \n]`},
-		{`./a a#b # comment`, `[./a a#b]`},
-		{`# all comment`, `[]`},
-		{`./a '' ""`, `[./a  ]`},
-	} {
-		got, err := splitWords(tc.line)
-		if err != nil || "["+strings.Join(got, " ")+"]" != tc.want {
-			t.Errorf("splitWords(%q) = %q, %v; want %s", tc.line, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{`./a 'x`, `./a "x`, `./a \`, `./a "x\"`} {
-		if _, err := splitWords(bad); err == nil {
-			t.Errorf("splitWords(%q): no error", bad)
-		}
-	}
-}
+	"prun/internal/shellwords"
+)
 
 func TestAppFile(t *testing.T) {
 	env, dir := testEnv(t)
@@ -60,7 +40,7 @@ func TestAppFile(t *testing.T) {
 	}
 	for args, want := range map[string]string{
 		"--app " + write("g", "-n 1 ./app\n--timeout 3 ./app\n"): ":2: --timeout is a global option: give it on the command line",
-		"--app " + write("q", "-n 1 './app\n"):                   ":1: unterminated ' quote",
+		"--app " + write("q", "-n 1 './app\n"):                   ":1: unterminated single quote",
 		"--app " + write("e", "# none\n"):                        "no application in the file",
 		"--app " + write("n", "-n 2\n"):                          ":1: no program",
 		"--app " + write("c", "-n 1 ./app :\n"):                  ":1: a ':' with no application after it",
@@ -89,11 +69,7 @@ func FuzzAppFile(f *testing.F) {
 			return
 		}
 		for _, seg := range segs {
-			var quoted []string
-			for _, w := range seg.args {
-				quoted = append(quoted, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
-			}
-			again, err := splitWords(strings.Join(quoted, " "))
+			again, err := shellwords.Split(shellwords.Join(seg.args))
 			if err != nil || strings.Join(again, "\x00") != strings.Join(seg.args, "\x00") {
 				t.Errorf("%q: words %q quoted back split into %q (%v)", text, seg.args, again, err)
 			}

@@ -7,19 +7,21 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"prun/internal/shellwords"
 )
 
 // startCommand starts argv on host with the external remote shell command
 // opts.Command.
 func startCommand(host string, argv []string, stdin []byte, opts Options) (*Session, error) {
-	words, err := split(opts.Command)
+	words, err := shellwords.Split(opts.Command)
 	if err != nil {
 		return nil, fmt.Errorf("%s: bad remote shell command %q: %v", host, opts.Command, err)
 	}
 	if len(words) == 0 {
 		return nil, fmt.Errorf("%s: empty remote shell command", host)
 	}
-	cmd := exec.Command(words[0], append(words[1:], host, commandLine(argv))...)
+	cmd := exec.Command(words[0], append(words[1:], host, shellwords.Join(argv))...)
 	// A process group of its own: a terminal's ^C is the launcher's to
 	// handle, and Close kills whatever the command started (a ProxyCommand).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"prun/internal/cluster"
+	"prun/internal/shellwords"
 )
 
 // TestSSH runs every test that needs hosts on one cluster: there is one
@@ -365,7 +366,7 @@ func TestSSH(t *testing.T) {
 			s                    *Session
 		}
 		var cases []*tc
-		for _, mode := range []string{"", "ssh -F " + quote(c.SSHConfig())} {
+		for _, mode := range []string{"", "ssh -F " + shellwords.Quote(c.SSHConfig())} {
 			for i, script := range []string{"cat; echo bye", "while sleep 0.1; do echo tick; done"} {
 				cases = append(cases, &tc{mode: mode, script: script, ownExit: i == 0,
 					marker: fmt.Sprintf("prun-rsh-test-%d-%d-%d", os.Getpid(), time.Now().UnixNano(), len(cases))})
@@ -424,7 +425,7 @@ func TestSSH(t *testing.T) {
 	})
 
 	t.Run("ExternalCommand", func(t *testing.T) {
-		o := Options{Command: "ssh -F " + quote(c.SSHConfig()) + " -o 'BatchMode yes'"}
+		o := Options{Command: "ssh -F " + shellwords.Quote(c.SSHConfig()) + " -o 'BatchMode yes'"}
 		out, _, s := run(t, "prun-h2", []string{"printf", "%s|", "a b", "it's", "", "$HOME"}, o)
 		if want := `a b|it's||$HOME|`; out != want {
 			t.Errorf("got %q, want %q", out, want)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"prun/internal/shellwords"
 	"prun/internal/trace"
 )
 
@@ -81,7 +82,7 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 			return nil, nil, err
 		}
 		sess.Stderr = &s.stderr
-		if err := sess.Start(commandLine(argv)); err != nil {
+		if err := sess.Start(shellwords.Join(argv)); err != nil {
 			sess.Close()
 			return nil, nil, fmt.Errorf("cannot start the command: %v", trimSSH(err))
 		}

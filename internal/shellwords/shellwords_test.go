@@ -1,4 +1,4 @@
-package rsh
+package shellwords
 
 import (
 	"os/exec"
@@ -24,11 +24,11 @@ func TestQuote(t *testing.T) {
 		{"a\nb", "'a\nb'"},
 		{"é", "'é'"},
 	} {
-		if got := quote(tc.in); got != tc.want {
-			t.Errorf("quote(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := Quote(tc.in); got != tc.want {
+			t.Errorf("Quote(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	if got, want := commandLine([]string{"echo", "a b", ""}), "echo 'a b' ''"; got != want {
+	if got, want := Join([]string{"echo", "a b", ""}), "echo 'a b' ''"; got != want {
 		t.Errorf("commandLine = %q, want %q", got, want)
 	}
 }
@@ -43,7 +43,7 @@ func TestQuoteShell(t *testing.T) {
 		if _, err := exec.LookPath(shell); err != nil {
 			continue
 		}
-		out, err := exec.Command(shell, "-c", `printf '%s\0' `+commandLine(words)).Output()
+		out, err := exec.Command(shell, "-c", `printf '%s\0' `+Join(words)).Output()
 		if err != nil {
 			t.Fatalf("%s: %v", shell, err)
 		}
@@ -74,10 +74,13 @@ func TestSplit(t *testing.T) {
 		{`'open`, nil, true},
 		{`"open`, nil, true},
 		{`end\`, nil, true},
+		{"a #b c\nd", []string{"a", "d"}, false},
+		{"a#b '#c' \\#d", []string{"a#b", "#c", "#d"}, false},
+		{"# all", nil, false},
 	} {
-		got, err := split(tc.in)
+		got, err := Split(tc.in)
 		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
-			t.Errorf("split(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.err)
+			t.Errorf("Split(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }
@@ -87,10 +90,10 @@ func FuzzQuote(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		q := quote(s)
-		got, err := split(q)
+		q := Quote(s)
+		got, err := Split(q)
 		if err != nil || len(got) != 1 || got[0] != s {
-			t.Fatalf("split(quote(%q) = %q) = %q, %v", s, q, got, err)
+			t.Fatalf("Split(Quote(%q) = %q) = %q, %v", s, q, got, err)
 		}
 	})
 }
@@ -100,18 +103,18 @@ func FuzzSplit(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		words, err := split(s)
+		words, err := Split(s)
 		if err != nil {
 			return
 		}
 		// Quoting the words and splitting again gives them back.
-		again, err := split(commandLine(words))
+		again, err := Split(Join(words))
 		if err != nil || !slices.Equal(again, words) {
-			t.Fatalf("split(%q) = %q; split(commandLine(that)) = %q, %v", s, words, again, err)
+			t.Fatalf("Split(%q) = %q; Split(Join(that)) = %q, %v", s, words, again, err)
 		}
 		// A string without quotes, backslashes or blanks is one word.
-		if s != "" && !strings.ContainsAny(s, "'\"\\ \t\n") && (len(words) != 1 || words[0] != s) {
-			t.Fatalf("split(%q) = %q, want one word", s, words)
+		if s != "" && s[0] != '#' && !strings.ContainsAny(s, "'\"\\ \t\n") && (len(words) != 1 || words[0] != s) {
+			t.Fatalf("Split(%q) = %q, want one word", s, words)
 		}
 	})
 }

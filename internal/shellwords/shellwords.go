@@ -1,14 +1,17 @@
-package rsh
+// Package shellwords quotes and splits command lines as a POSIX shell does,
+// without any expansion: for remote commands (rsh) and for files that hold
+// command lines (cli's application files).
+package shellwords
 
 import (
 	"errors"
 	"strings"
 )
 
-// quote makes s one word for a POSIX shell: unchanged when it only holds
+// Quote makes s one word for a POSIX shell: unchanged when it only holds
 // characters no shell treats specially, otherwise in single quotes (a single
 // quote inside becomes '\”).
-func quote(s string) string {
+func Quote(s string) string {
 	if s == "" {
 		return "''"
 	}
@@ -32,21 +35,22 @@ func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// commandLine is argv as one string for the remote login shell.
-func commandLine(argv []string) string {
+// Join is argv as one command line, each word quoted as needed.
+func Join(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		q[i] = quote(a)
+		q[i] = Quote(a)
 	}
 	return strings.Join(q, " ")
 }
 
-// split cuts a command line into words the way a POSIX shell would, without
+// Split cuts a command line into words the way a POSIX shell would, without
 // any expansion: blanks separate words; a backslash keeps the next character
 // (and drops a newline); single quotes keep everything up to the next single
 // quote; double quotes keep everything, a backslash there escaping only
-// $ ` " \ and newline. Adjacent quoted and unquoted parts make one word.
-func split(s string) ([]string, error) {
+// $ ` " \ and newline. Adjacent quoted and unquoted parts make one word. A
+// '#' that starts a word starts a comment, up to the end of the line.
+func Split(s string) ([]string, error) {
 	var (
 		words []string
 		cur   strings.Builder
@@ -64,6 +68,16 @@ func split(s string) ([]string, error) {
 		switch c {
 		case ' ', '\t', '\n':
 			end()
+		case '#':
+			if in {
+				cur.WriteByte(c)
+				continue
+			}
+			if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
+				i += j // the newline ends the comment and, next, the word
+				continue
+			}
+			return words, nil
 		case '\\':
 			if i+1 >= len(s) {
 				return nil, errors.New("command ends with a backslash")
