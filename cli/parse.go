@@ -75,10 +75,9 @@ type globalOpts struct {
 	allowAsRoot bool
 	launch      launchOpts
 	mca         []string // "KEY=VALUE" of --mca KEY VALUE
+	pmixMCA     []string // of --pmixmca KEY VALUE
 	genv        []string // "VAR=VALUE" of -genv VAR VALUE
 	appFile     string   // --app FILE: the contexts come from FILE (appfile.go)
-	genvAll     bool
-	pmixMCA     []string // of --pmixmca KEY VALUE
 }
 
 // launchOpts say how daemons reach other nodes.
@@ -230,19 +229,22 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.launch.rsh, "launch-agent", "", "same as --rsh")
 	fs.Var(appendValue{&g.mca}, "mca", "set Open MPI's MCA parameter: `KEY VALUE` becomes OMPI_MCA_KEY=VALUE for the processes (repeatable)")
 	fs.Var(appendValue{&g.mca}, "gmca", "same as --mca")
+	_ = fs.MarkHidden("gmca")
+	fs.Var(appendValue{&g.pmixMCA}, "pmixmca", "set a PMIx MCA parameter: `KEY VALUE` becomes PMIX_MCA_KEY=VALUE for the processes (repeatable)")
+	fs.Var(appendValue{&g.genv}, "genv", "set `VAR VALUE` for every process (Hydra's -genv; a context's own -x or -env wins)")
+	fs.Bool("genvall", false, "accepted for Hydra compatibility: prun passes its environment anyway")
+	_ = fs.MarkHidden("genvall")
 	fs.StringVar(&g.appFile, "app", "", "read the application contexts from `FILE`, one per line (-n 2 ./a args); -x on the command line applies to all")
 	fs.StringVar(&g.appFile, "configfile", "", "same as --app (Hydra's -configfile)")
 	_ = fs.MarkHidden("configfile")
-	fs.BoolVar(&g.genvAll, "genvall", false, "accepted for Hydra compatibility: prun passes its environment anyway")
-	_ = fs.MarkHidden("genvall")
-	fs.Var(appendValue{&g.genv}, "genv", "set `VAR VALUE` for every process (Hydra's -genv; a context's own -x or -env wins)")
-	_ = fs.MarkHidden("gmca")
-	fs.StringArrayVar(&g.pmixMCA, "pmixmca", nil, "set a PMIx MCA parameter: `KEY VALUE` becomes PMIX_MCA_KEY=VALUE for the processes (repeatable)")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
 	fs.StringVar(&g.launch.ifInclude, "if-include", "", "control traffic (and the MPI libraries) use the network `CIDR|IFACE` (default: the one SSH used)")
 	fs.StringVar(&g.launch.ifInclude, "iface", "", "same as --if-include (Hydra's -iface)")
 	_ = fs.MarkHidden("iface")
 }
+
+// npGiven reports whether the context gave its number of processes (-n, -c).
+func npGiven(fs *pflag.FlagSet) bool { return fs.Changed("np") || fs.Changed("count") }
 
 func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	fs.IntVarP(&c.np, "np", "n", 0, "number of processes of this application (default: one per slot)")
@@ -309,7 +311,7 @@ func Parse(args []string, env Env) (*Request, error) {
 				return nil, err
 			}
 		}
-		c.npSet = fs.Changed("np") || fs.Changed("count")
+		c.npSet = npGiven(fs)
 		if i == 0 && (g.help || g.version) {
 			return &Request{Help: g.help, Version: g.version && !g.help}, nil
 		}
@@ -474,7 +476,11 @@ func normalize(fs *pflag.FlagSet, seg []string) ([]string, error) {
 		} else if len(bare) == 1 {
 			f = fs.ShorthandLookup(bare)
 		}
-		if f != nil && twoValued[f.Name] {
+		var rule keyRule
+		if f != nil {
+			rule = twoValued[f.Name]
+		}
+		if rule.valid != nil {
 			if hasVal || i+2 >= len(seg) {
 				return nil, usagef("--%s needs a KEY and a VALUE: --%s KEY VALUE", f.Name, f.Name)
 			}
@@ -482,12 +488,8 @@ func normalize(fs *pflag.FlagSet, seg []string) ([]string, error) {
 			if looksLikeFlag(fs, value) {
 				return nil, usagef("--%s %s: no VALUE before %s (--%s KEY VALUE)", f.Name, key, value, f.Name)
 			}
-			if f.Name == "env" || f.Name == "genv" {
-				if !validEnvName(key) {
-					return nil, usagef("--%s %s %s: %q is not a valid environment variable name", f.Name, key, value, key)
-				}
-			} else if !isParamName(key) {
-				return nil, usagef("--%s %s %s: %q is not a parameter name (letters, digits and _)", f.Name, key, value, key)
+			if !rule.valid(key) {
+				return nil, usagef("--%s %s %s: %q is not %s", f.Name, key, value, key, rule.what)
 			}
 			out = append(out, key+"="+value)
 			i += 2
@@ -509,8 +511,19 @@ func (a appendValue) String() string     { return "" }
 func (a appendValue) Type() string       { return "stringArray" }
 func (a appendValue) Set(s string) error { *a.p = append(*a.p, s); return nil }
 
+// keyRule says what the KEY of a two-valued flag may be.
+type keyRule struct {
+	valid func(string) bool
+	what  string
+}
+
+var (
+	paramKey = keyRule{isParamName, "a parameter name (letters, digits and _)"}
+	envKey   = keyRule{validEnvName, "a valid environment variable name"}
+)
+
 // twoValued are the flags that take two arguments, like mpirun's --mca.
-var twoValued = map[string]bool{"mca": true, "gmca": true, "pmixmca": true, "genv": true, "env": true}
+var twoValued = map[string]keyRule{"mca": paramKey, "gmca": paramKey, "pmixmca": paramKey, "genv": envKey, "env": envKey}
 
 // looksLikeFlag reports whether s is one of prun's flags (a value such as
 // -1 is not).
@@ -616,7 +629,7 @@ func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) 
 		}
 		var app jobspec.App
 		if err == nil {
-			c.npSet = fs.Changed("np") || fs.Changed("count")
+			c.npSet = npGiven(fs)
 			app, err = buildApp(0, 1, rest, &c, env)
 		}
 		if err != nil {
