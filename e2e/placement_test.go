@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -144,4 +146,113 @@ func TestSlurmAllocation(t *testing.T) {
 		env: []string{"SLURM_JOB_NODELIST=node[01-", "SLURM_TASKS_PER_NODE=2"}})
 	expectCode(t, r, 2)
 	expectContains(t, "stderr", r.stderr, "SLURM_JOB_NODELIST")
+}
+
+// --rank-by OBJECT[:span|:fill] ranks as Open MPI 4.1's mpirun does: both
+// map the same job on the same made-up topology (an hwloc XML file) without
+// launching, and each node's ranks, in the order of the CPUs they were
+// mapped to, must agree. Mapping by core or hwthread on one-PU cores keeps
+// a process's CPU and its place in mpirun's node listing the same thing.
+func TestRankByMatchesOpenMPI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tool := range []string{"mpirun.openmpi", "lstopo-no-graphics"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed (make test installs openmpi-bin and hwloc): %v", tool, err)
+		}
+	}
+	xmls := map[string]string{}
+	for _, topo := range []string{"pack:2 core:4 pu:1", "pack:2 core:2 pu:2", "pack:2 numa:2 core:2 pu:1"} {
+		path := filepath.Join(dir, fmt.Sprintf("topo%d.xml", len(xmls)))
+		if out, err := exec.Command("lstopo-no-graphics", "-i", topo, "--of", "xml", path).CombinedOutput(); err != nil {
+			t.Fatalf("lstopo %s: %v\n%s", topo, err, out)
+		}
+		xmls[topo] = path
+	}
+	for _, c := range []struct {
+		topo, hosts string // hosts: name:slots,...
+		args        []string
+	}{
+		{"pack:2 core:4 pu:1", "n1:8", []string{"-n", "6", "--map-by", "core", "--rank-by", "socket"}},
+		{"pack:2 core:4 pu:1", "n1:8", []string{"-n", "6", "--map-by", "core", "--rank-by", "socket:fill"}},
+		{"pack:2 core:4 pu:1", "n1:4,n2:4", []string{"-n", "8", "--map-by", "core", "--rank-by", "socket"}},
+		{"pack:2 core:4 pu:1", "n1:4,n2:4", []string{"-n", "8", "--map-by", "core", "--rank-by", "socket:span"}},
+		{"pack:2 core:4 pu:1", "n1:6,n2:6", []string{"-n", "10", "--map-by", "core", "--rank-by", "socket:span"}},
+		{"pack:2 core:2 pu:2", "n1:8", []string{"-n", "8", "--map-by", "hwthread", "--rank-by", "core"}},
+		{"pack:2 core:2 pu:2", "n1:8", []string{"-n", "7", "--map-by", "hwthread", "--rank-by", "socket"}},
+		{"pack:2 core:2 pu:2", "n1:8", []string{"-n", "8", "--map-by", "hwthread", "--rank-by", "socket:fill"}},
+		{"pack:2 numa:2 core:2 pu:1", "n1:8", []string{"-n", "7", "--map-by", "core", "--rank-by", "numa"}},
+		{"pack:2 numa:2 core:2 pu:1", "n1:8", []string{"-n", "6", "--map-by", "core", "--rank-by", "socket"}},
+	} {
+		name := strings.Join(c.args, " ") + " on " + c.hosts + " " + c.topo
+		// mpirun: a hostfile; it prints each node's processes in mapping
+		// order ("Data for node: n1 ..." then "... Process rank: 3 ...").
+		hf := filepath.Join(dir, "hostfile")
+		var lines []string
+		for _, h := range strings.Split(c.hosts, ",") {
+			n, s, _ := strings.Cut(h, ":")
+			lines = append(lines, n+" slots="+s)
+		}
+		if err := os.WriteFile(hf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("mpirun.openmpi", append(append([]string{"--allow-run-as-root", "--hostfile", hf,
+			"--mca", "hwloc_base_topo_file", xmls[c.topo], "--mca", "plm_rsh_agent", "false",
+			"--display-map", "--do-not-launch"}, c.args...), "/bin/true")...)
+		cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+		out, _ := cmd.CombinedOutput() // it exits non-zero after --do-not-launch
+		want := map[string][]int{}
+		node := ""
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) >= 4 && strings.HasPrefix(strings.TrimSpace(l), "Data for node:") {
+				node = f[3]
+			} else if _, r, ok := strings.Cut(l, "Process rank: "); ok && node != "" {
+				var rank int
+				fmt.Sscan(r, &rank)
+				want[node] = append(want[node], rank)
+			}
+		}
+		if len(want) == 0 {
+			t.Fatalf("%s: no map from mpirun.openmpi:\n%s", name, out)
+		}
+		// prun: the JSON map; on each host, ranks by CPU.
+		r := run(t, opts{args: append(append([]string{"--topology", xmls[c.topo], "--host", c.hosts,
+			"--display", "map:json", "--do-not-launch"}, c.args...), "true")})
+		expectCode(t, r, 0)
+		var doc struct {
+			Procs []struct {
+				Rank int    `json:"rank"`
+				Host string `json:"host"`
+				CPUs string `json:"cpus"`
+			} `json:"procs"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout[strings.Index(r.stdout, "{"):]), &doc); err != nil {
+			t.Fatalf("%s: map JSON: %v\n%s", name, err, r.stdout)
+		}
+		byCPU := map[string]map[int]int{}
+		for _, p := range doc.Procs {
+			cpu, err := strconv.Atoi(p.CPUs)
+			if err != nil {
+				t.Fatalf("%s: rank %d bound to %q, want one CPU", name, p.Rank, p.CPUs)
+			}
+			if byCPU[p.Host] == nil {
+				byCPU[p.Host] = map[int]int{}
+			}
+			byCPU[p.Host][cpu] = p.Rank
+		}
+		got := map[string][]int{}
+		for h, m := range byCPU {
+			cpus := make([]int, 0, len(m))
+			for cpu := range m {
+				cpus = append(cpus, cpu)
+			}
+			sort.Ints(cpus)
+			for _, cpu := range cpus {
+				got[h] = append(got[h], m[cpu])
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: prun ranks each node's CPUs %v, mpirun.openmpi %v", name, got, want)
+		}
+	}
 }

@@ -22,18 +22,25 @@ func BenchmarkPlaceMillion(b *testing.B) {
 		alloc.Hosts = append(alloc.Hosts, hostfile.Host{Name: fmt.Sprintf("n%05d", i), Slots: 100})
 	}
 	topo := func(string) *topology.Topology { return t }
-	for _, c := range []struct{ name, mapBy, bindTo string }{
-		{"hwthread", ":HWTCPUS", ""}, // each process bound to its own hwthread
-		{"core-overload", "core", "core:overload-allowed"},
-		{"package", "package", "package:overload-allowed"},
-		{"node", "node", ""},
-		{"package-span", "package:SPAN", "package:overload-allowed"},
-		{"ppr-25-numa", "ppr:25:numa:HWTCPUS", ""},
-		{"slot-pe1", "slot:PE=1:HWTCPUS", ""},
+	for _, c := range []struct{ name, mapBy, bindTo, rankBy string }{
+		{"hwthread", ":HWTCPUS", "", ""}, // each process bound to its own hwthread
+		{"core-overload", "core", "core:overload-allowed", ""},
+		{"package", "package", "package:overload-allowed", ""},
+		{"node", "node", "", ""},
+		{"package-span", "package:SPAN", "package:overload-allowed", ""},
+		{"ppr-25-numa", "ppr:25:numa:HWTCPUS", "", ""},
+		{"slot-pe1", "slot:PE=1:HWTCPUS", "", ""},
+		{"hwthread-rank-package", ":HWTCPUS", "", "package"}, // Open MPI 4's --rank-by OBJECT
+		{"package-rank-core-span", "package", "package:overload-allowed", "core:span"},
 	} {
 		var opts Options
 		if opts.MapBy, err = ParseMapBy(c.mapBy); err != nil {
 			b.Fatal(err)
+		}
+		if c.rankBy != "" {
+			if opts.RankBy, err = ParseRankBy(c.rankBy); err != nil {
+				b.Fatal(err)
+			}
 		}
 		if c.bindTo != "" {
 			if opts.BindTo, err = ParseBindTo(c.bindTo); err != nil {

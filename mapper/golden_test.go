@@ -97,6 +97,21 @@ var goldenCases = []goldenCase{
 	{name: "numa-pe4", hosts: one, np: []int{5}, mapBy: "numa:PE=4"},
 	{name: "core-hwtcpus-pe2", hosts: one, np: []int{2}, mapBy: "core:HWTCPUS:PE=2"},
 	{name: "cpus-per-proc-3nodes", hosts: three, np: []int{4}, mapBy: "package", compat: []string{"--cpus-per-proc=3"}},
+	// Open MPI 4's --rank-by OBJECT. Each of these was checked against
+	// mpirun.openmpi 4.1 (--mca hwloc_base_topo_file with the same
+	// synthetic topology, --display-map --do-not-launch).
+	{name: "rank-core-map-package", topo: "pack:2 core:4 pu:1", hosts: "n1:8", np: []int{6}, mapBy: "package", rankBy: "core"},
+	{name: "rank-socket-map-core", topo: "pack:2 core:4 pu:1", hosts: "n1:8", np: []int{6}, mapBy: "core", rankBy: "socket"},
+	{name: "rank-socket-map-slot", topo: "pack:2 core:4 pu:1", hosts: "n1:8", np: []int{6}, mapBy: "slot", rankBy: "socket"},
+	{name: "rank-socket-span-2nodes", topo: "pack:2 core:4 pu:1", hosts: "n1:4,n2:4", np: []int{8}, mapBy: "core", rankBy: "socket:span"},
+	{name: "rank-socket-2nodes", topo: "pack:2 core:4 pu:1", hosts: "n1:4,n2:4", np: []int{8}, mapBy: "core", rankBy: "socket"},
+	{name: "rank-core-map-hwthread", topo: "pack:2 core:2 pu:2", hosts: "n1:8", np: []int{8}, mapBy: "hwthread", rankBy: "core"},
+	{name: "rank-socket-fill-map-hwthread", topo: "pack:2 core:2 pu:2", hosts: "n1:8", np: []int{8}, mapBy: "hwthread", rankBy: "socket:fill"},
+	{name: "rank-socket-map-core-oversubscribed", topo: "pack:2 core:2 pu:2", hosts: "n1:8", np: []int{6}, mapBy: "core:HWTCPUS", rankBy: "socket"},
+	{name: "rank-core-ppr", topo: "pack:2 core:2 pu:2", hosts: "n1:8", np: []int{8}, mapBy: "ppr:4:package:HWTCPUS", rankBy: "core"},
+	{name: "rank-socket-mpmd", topo: "pack:2 core:4 pu:1", hosts: "n1:8", np: []int{3, 3}, mapBy: "core", rankBy: "socket"},
+	{name: "rank-core-no-cores", topo: "pack:2 pu:2", hosts: "n1:4", np: []int{4}, mapBy: "package", rankBy: "core"},
+	{name: "rank-l2cache", topo: "pack:1 l2:2 core:2 pu:1", hosts: "n1:4", np: []int{4}, mapBy: "core", rankBy: "l2cache"},
 	// Oversubscription.
 	{name: "oversubscribe-3nodes", hosts: "n1:2,n2:2,n3:2", np: []int{8}, mapBy: ":OVERSUBSCRIBE"},
 	{name: "oversubscribe-implicit", hosts: "n1:4", implicit: true, np: []int{6}},
@@ -137,6 +152,9 @@ var goldenCases = []goldenCase{
 	{hosts: one, np: []int{1}, mapBy: "rankfile", err: "--map-by rankfile: no rankfile was given"},
 	{hosts: one, np: []int{0}, mapBy: "ppr:1048576:hwthread", err: "more than 33554432 processes requested, the most prun places"},
 	{hosts: one, np: []int{-1}, err: "app 1: -1 processes"},
+	{hosts: one, np: []int{2}, rankBy: "l3cache", err: "--rank-by l3cache: n1 has no l3cache to rank by"},
+	{topo: "none", hosts: "n1:2", np: []int{2}, rankBy: "core", err: "--rank-by core needs the topology of n1"},
+	{hosts: one, np: []int{1}, mapBy: "seq", rankBy: "core", seq: []string{"n1"}, err: "--rank-by core cannot be used with --map-by seq: the ranks are the file's"},
 }
 
 func (c *goldenCase) label() string {

@@ -140,7 +140,11 @@ func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host strin
 	}
 	p.appStart = append(p.appStart, len(p.placed))
 	p.unbindLeftovers()
-	m := p.build(p.order())
+	ord, err := p.order()
+	if err != nil {
+		return nil, err
+	}
+	m := p.build(ord)
 	for a := range job.Apps {
 		job.Apps[a].NP = p.np[a]
 	}
@@ -349,25 +353,25 @@ func (p *placer) resolveBinding() error {
 func (p *placer) resolveRanking() error {
 	mp := &p.mp
 	if mp.By == MapSeq || mp.By == MapRankfile {
-		if p.rank != RankDefault {
+		if p.rank.By != RankDefault {
 			return fmt.Errorf("--rank-by %s cannot be used with --map-by %s: the ranks are the file's", p.rank, mp.By)
 		}
 		p.user = true
 		return nil
 	}
-	if p.rank == RankDefault {
+	if p.rank.By == RankDefault {
 		switch {
 		case mp.By == MapNode:
-			p.rank = RankNode
+			p.rank.By = RankNode
 		case mp.Span:
-			p.rank = RankSpan
+			p.rank.By = RankSpan
 		case p.byObject:
-			p.rank = RankFill
+			p.rank.By = RankFill
 		default:
-			p.rank = RankSlot
+			p.rank.By = RankSlot
 		}
 	}
-	if (p.rank == RankFill || p.rank == RankSpan) && !p.byObject && mp.By != MapPPR {
+	if (p.rank.By == RankFill || p.rank.By == RankSpan) && !p.byObject && mp.By != MapPPR {
 		return fmt.Errorf("--rank-by %s needs --map-by hwthread, core, l1cache, l2cache, l3cache, numa, package or ppr, not %s", p.rank, mp.By)
 	}
 	return nil

@@ -3,6 +3,8 @@ package mapper
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,7 +70,7 @@ func TestJSONAndTable(t *testing.T) {
 	if tab := m.Table(); tab != wantTable {
 		t.Errorf("Table:\n%s\nwant\n%s", tab, wantTable)
 	}
-	if m.Nodes[0].Topo != topo || m.Nodes[1].Topo != nil || m.MapBy.By != MapSlot || m.RankBy != RankSlot || m.BindTo.To != BindNUMA {
+	if m.Nodes[0].Topo != topo || m.Nodes[1].Topo != nil || m.MapBy.By != MapSlot || m.RankBy.By != RankSlot || m.BindTo.To != BindNUMA {
 		t.Errorf("nodes %+v, policies %v %v %v", m.Nodes, m.MapBy, m.RankBy, m.BindTo)
 	}
 	// Host names are JSON strings.
@@ -126,6 +128,43 @@ func TestOversubscribedFlag(t *testing.T) {
 
 // FuzzPlaceWith maps small jobs with any parseable policies: no panic, and
 // every map keeps the invariants checkMap checks.
+// Ranking by an object type that does not cover every CPU: the processes on
+// the CPUs outside come last, in mapping order.
+func TestRankByPartialObject(t *testing.T) {
+	f, err := os.Open("testdata/partial-l3.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	topo, err := topology.ParseXML(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts Options
+	if opts.MapBy, err = ParseMapBy("core"); err != nil {
+		t.Fatal(err)
+	}
+	if opts.RankBy, err = ParseRankBy("l3cache"); err != nil {
+		t.Fatal(err)
+	}
+	j := job(4)
+	m, err := PlaceWith(j, hosts(1, 4), func(string) *topology.Topology { return topo }, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMap(t, m, j)
+	var got []int
+	for _, p := range m.Procs {
+		got = append(got, p.CPUs...)
+	}
+	if want := []int{2, 3, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("ranks 0-3 on CPUs %v, want %v", got, want)
+	}
+	if m.RankBy.String() != "l3cache" {
+		t.Errorf("RankBy = %v", m.RankBy)
+	}
+}
+
 func FuzzPlaceWith(f *testing.F) {
 	f.Add("core", "", "", uint8(3), uint8(4), uint8(9), uint8(2), false)
 	f.Add("ppr:2:numa:PE=2", "span", "core", uint8(2), uint8(1), uint8(0), uint8(0), false)
@@ -135,6 +174,10 @@ func FuzzPlaceWith(f *testing.F) {
 	f.Add("node:OVERSUBSCRIBE", "slot", "numa:if-supported", uint8(4), uint8(1), uint8(9), uint8(3), false)
 	f.Add("seq", "", "", uint8(2), uint8(3), uint8(5), uint8(0), false)
 	f.Add("rankfile", "", "", uint8(2), uint8(3), uint8(0), uint8(0), false)
+	f.Add("core", "package", "", uint8(2), uint8(9), uint8(12), uint8(0), false)
+	f.Add("hwthread", "l2:span", "", uint8(3), uint8(5), uint8(14), uint8(1), false)
+	f.Add("ppr:3:package", "core:fill", "", uint8(2), uint8(64), uint8(0), uint8(2), true)
+	f.Add("slot", "numa", "", uint8(4), uint8(2), uint8(7), uint8(3), false)
 	topos := []*topology.Topology{}
 	for _, s := range []string{refNode, cacheNode, "core:2 pu:2", "pack:2 pu:3"} {
 		t, err := topology.ParseSynthetic(s)

@@ -83,25 +83,48 @@ type MapPolicy struct {
 	File            string // FILE=: the seq or rankfile file, read by the caller
 }
 
-// RankPolicy is --rank-by.
-type RankPolicy uint8
+// RankPolicy is --rank-by: one of PRRTE's policies, or (By RankObject)
+// Open MPI 4's ranking over the objects of a type, which mpirun users know
+// as --rank-by core, --rank-by socket:span and so on.
+type RankPolicy struct {
+	By  RankBy
+	Obj topology.ObjType // RankObject: the objects ranks go round
+	// RankObject qualifiers (at most one): Span goes round every node's
+	// objects in turn instead of one node at a time; Fill ranks all of an
+	// object's processes before the next object's.
+	Span, Fill bool
+}
 
-// Ranking policies. RankDefault follows the mapping (POLICY.md).
+// RankBy is the kind of a ranking policy.
+type RankBy uint8
+
+// Ranking policies. RankDefault follows the mapping (docs/placement.md).
 const (
-	RankDefault RankPolicy = iota
+	RankDefault RankBy = iota
 	RankSlot
 	RankNode
 	RankFill
 	RankSpan
+	RankObject
 )
 
 var rankNames = [...]string{"", "slot", "node", "fill", "span"}
 
 func (r RankPolicy) String() string {
-	if int(r) < len(rankNames) {
-		return rankNames[r]
+	switch {
+	case r.By == RankObject:
+		s := r.Obj.String()
+		if r.Span {
+			s += ":span"
+		}
+		if r.Fill {
+			s += ":fill"
+		}
+		return s
+	case int(r.By) < len(rankNames):
+		return rankNames[r.By]
 	}
-	return "RankPolicy(" + strconv.Itoa(int(r)) + ")"
+	return "RankPolicy(" + strconv.Itoa(int(r.By)) + ")"
 }
 
 // BindTarget is the object of --bind-to.
@@ -294,10 +317,19 @@ var pprVocab = []choice{
 	{"l2cache", "l2cache", int(topology.L2Cache)}, {"l3cache", "l3cache", int(topology.L3Cache)},
 }
 
+// rankVocab: PRRTE's policies, then Open MPI 4's objects (value 100+type).
 var rankVocab = []choice{
 	{"slot", "slot", int(RankSlot)}, {"node", "node", int(RankNode)},
 	{"fill", "fill", int(RankFill)}, {"span", "span", int(RankSpan)},
+	{"hwthread", "hwthread", rankObj + int(topology.PU)}, {"core", "core", rankObj + int(topology.Core)},
+	{"l1cache", "l1cache", rankObj + int(topology.L1Cache)}, {"l2cache", "l2cache", rankObj + int(topology.L2Cache)},
+	{"l3cache", "l3cache", rankObj + int(topology.L3Cache)}, {"numa", "numa", rankObj + int(topology.NUMANode)},
+	{"package", "package", rankObj + int(topology.Package)}, {"socket", "package", rankObj + int(topology.Package)},
 }
+
+const rankObj = 100
+
+var rankQualVocab = []choice{{"span", "span", 1}, {"fill", "fill", 2}}
 
 var bindVocab = []choice{
 	{"none", "none", int(BindNone)}, {"hwthread", "hwthread", int(BindHWThread)},
@@ -492,17 +524,40 @@ func (p MapPolicy) String() string {
 	return b.String()
 }
 
-// ParseRankBy reads --rank-by: slot, node, fill or span (case-insensitive,
-// unique prefixes accepted). Like PRRTE it takes no qualifiers.
+// ParseRankBy reads --rank-by: PRRTE's slot, node, fill or span, or Open
+// MPI 4's OBJECT[:span|:fill] with OBJECT one of hwthread, core, l1cache,
+// l2cache, l3cache, numa, package (alias socket). Case-insensitive, unique
+// prefixes accepted.
 func ParseRankBy(s string) (RankPolicy, error) {
-	if strings.ContainsRune(s, ':') {
-		return 0, fmt.Errorf("--rank-by %s: ranking takes no qualifiers", q(s))
-	}
-	r, err := match("policy", s, rankVocab)
+	word, quals, _ := strings.Cut(s, ":")
+	r, err := match("policy", word, rankVocab)
 	if err != nil {
-		return 0, fmt.Errorf("--rank-by %s: %v", q(s), err)
+		return RankPolicy{}, fmt.Errorf("--rank-by %s: %v", q(s), err)
 	}
-	return RankPolicy(r), nil
+	if r < rankObj {
+		if quals != "" || strings.Contains(s, ":") {
+			return RankPolicy{}, fmt.Errorf("--rank-by %s: ranking by %s takes no qualifiers", q(s), rankNames[r])
+		}
+		return RankPolicy{By: RankBy(r)}, nil
+	}
+	rp := RankPolicy{By: RankObject, Obj: topology.ObjType(r - rankObj)}
+	if !strings.Contains(s, ":") {
+		return rp, nil
+	}
+	for _, w := range strings.Split(quals, ":") {
+		v, err := match("qualifier", w, rankQualVocab)
+		if err != nil {
+			return RankPolicy{}, fmt.Errorf("--rank-by %s: %v", q(s), err)
+		}
+		if rp.Span && v == 1 || rp.Fill && v == 2 {
+			return RankPolicy{}, fmt.Errorf("--rank-by %s: qualifier %s given twice", q(s), rankQualVocab[v-1].name)
+		}
+		if rp.Span || rp.Fill {
+			return RankPolicy{}, fmt.Errorf("--rank-by %s: give span or fill, not both", q(s))
+		}
+		rp.Span, rp.Fill = v == 1, v == 2
+	}
+	return rp, nil
 }
 
 // ParseBindTo reads --bind-to: TARGET[:QUALIFIER...] where TARGET is none,

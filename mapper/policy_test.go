@@ -89,9 +89,15 @@ func TestParseErrors(t *testing.T) {
 		{mapBy, "core:file=x", `--map-by "core:file=x": FILE applies to seq and rankfile only`},
 		{mapBy, "core\n", `--map-by "core\n": unknown policy "core\n" (want slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr, rankfile or pe-list)`},
 		{rankBy, "", `--rank-by "": empty policy`},
-		{rankBy, "s", `--rank-by "s": ambiguous policy "s": slot or span`},
-		{rankBy, "core", `--rank-by "core": unknown policy "core" (want slot, node, fill or span)`},
-		{rankBy, "fill:x", `--rank-by "fill:x": ranking takes no qualifiers`},
+		{rankBy, "s", `--rank-by "s": ambiguous policy "s": slot, span or package`},
+		{rankBy, "board", `--rank-by "board": unknown policy "board" (want slot, node, fill, span, hwthread, core, l1cache, l2cache, l3cache, numa or package)`},
+		{rankBy, "n", `--rank-by "n": ambiguous policy "n": node or numa`},
+		{rankBy, "fill:x", `--rank-by "fill:x": ranking by fill takes no qualifiers`},
+		{rankBy, "slot:", `--rank-by "slot:": ranking by slot takes no qualifiers`},
+		{rankBy, "core:", `--rank-by "core:": empty qualifier`},
+		{rankBy, "core:x", `--rank-by "core:x": unknown qualifier "x" (want span or fill)`},
+		{rankBy, "core:span:fill", `--rank-by "core:span:fill": give span or fill, not both`},
+		{rankBy, "core:span:SPAN", `--rank-by "core:span:SPAN": qualifier span given twice`},
 		{bindTo, "", `--bind-to "": empty policy`},
 		{bindTo, "n", `--bind-to "n": ambiguous policy "n": none or numa`},
 		{bindTo, "board", `--bind-to "board": unknown policy "board" (want none, hwthread, core, l1cache, l2cache, l3cache, numa or package)`},
@@ -111,7 +117,12 @@ func rankBy(s string) error { _, err := ParseRankBy(s); return err }
 func bindTo(s string) error { _, err := ParseBindTo(s); return err }
 
 func TestParseRankByAndBindTo(t *testing.T) {
-	for in, want := range map[string]RankPolicy{"slot": RankSlot, "NODE": RankNode, "f": RankFill, "sp": RankSpan, "sl": RankSlot} {
+	for in, want := range map[string]RankPolicy{
+		"slot": {By: RankSlot}, "NODE": {By: RankNode}, "f": {By: RankFill}, "sp": {By: RankSpan}, "sl": {By: RankSlot},
+		"core": {By: RankObject, Obj: topology.Core}, "SOCKET": {By: RankObject, Obj: topology.Package},
+		"so:span": {By: RankObject, Obj: topology.Package, Span: true}, "nu:F": {By: RankObject, Obj: topology.NUMANode, Fill: true},
+		"hwthread": {By: RankObject, Obj: topology.PU}, "l3": {By: RankObject, Obj: topology.L3Cache},
+	} {
 		if got, err := ParseRankBy(in); err != nil || got != want {
 			t.Errorf("ParseRankBy(%q) = %v, %v", in, got, err)
 		}

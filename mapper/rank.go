@@ -1,6 +1,7 @@
 package mapper
 
 import (
+	"fmt"
 	"slices"
 
 	"prun/topology"
@@ -8,17 +9,20 @@ import (
 
 // order ranks the placements: the result lists, for each global rank, the
 // index of its placement. Ranks are contiguous per app, apps in order.
-func (p *placer) order() []int32 {
+func (p *placer) order() ([]int32, error) {
+	if p.rank.By == RankObject {
+		return p.orderByObject()
+	}
 	ord := make([]int32, len(p.placed))
 	if p.user {
 		for i := range ord {
 			ord[i] = int32(i)
 		}
-		return ord
+		return ord, nil
 	}
 	// Keys group placements by host (slot, node) or by host and mapped
 	// object (fill, span), hosts in allocation order.
-	byObj := p.rank == RankFill || p.rank == RankSpan
+	byObj := p.rank.By == RankFill || p.rank.By == RankSpan
 	nkeys := len(p.hosts)
 	var objOff []int32
 	if byObj {
@@ -44,13 +48,222 @@ func (p *placer) order() []int32 {
 	for a := 0; a+1 < len(p.appStart); a++ {
 		s, e := p.appStart[a], p.appStart[a+1]
 		seg, out := p.placed[s:e], ord[s:e]
-		rr := p.rank == RankNode || p.rank == RankSpan
+		rr := p.rank.By == RankNode || p.rank.By == RankSpan
 		groups := g.group(seg, key, nkeys, out, int32(s), rr)
 		if rr {
 			roundRobin(out, groups)
 		}
 	}
-	return ord
+	return ord, nil
+}
+
+// orderByObject ranks as Open MPI 4 does for --rank-by OBJECT: on each host
+// in turn, its objects of that type take turns, each taking the first
+// process not yet ranked (in mapping order) whose mapped object shares a CPU
+// with it, until none takes any. :span takes the turns across every host's
+// objects; :fill lets an object take all its processes before the next.
+// Processes mapped by slot or node share the whole node, so any object
+// takes them.
+func (p *placer) orderByObject() ([]int32, error) {
+	ord := make([]int32, 0, len(p.placed))
+	objs := map[*topoInfo]*rankObjects{}
+	hosts := make([]rankHost, len(p.hosts))
+	var q rankQueues
+	for a := 0; a+1 < len(p.appStart); a++ {
+		s, e := p.appStart[a], p.appStart[a+1]
+		seg := p.placed[s:e]
+		if len(seg) == 0 {
+			continue
+		}
+		clear(hosts)
+		for _, pl := range seg {
+			hosts[pl.host].left++
+		}
+		// Group the processes by host and locale (counting sort, mapping
+		// order kept within each group): the queues objects take from.
+		nkeys := int32(0)
+		for i := range hosts {
+			h := &hosts[i]
+			if h.left == 0 {
+				continue
+			}
+			ro, err := p.rankObjects(&p.hosts[i], objs)
+			if err != nil {
+				return nil, err
+			}
+			h.objs, h.base = ro, nkeys
+			nkeys += ro.nloc
+		}
+		key := func(pl placement) int32 {
+			h := &hosts[pl.host]
+			if h.objs.nloc == 1 {
+				return h.base
+			}
+			return h.base + pl.obj
+		}
+		q.reset(int(nkeys), len(seg))
+		for _, pl := range seg {
+			q.end[key(pl)]++
+		}
+		for k := int32(1); k < nkeys; k++ {
+			q.end[k] += q.end[k-1]
+		}
+		for i := len(seg) - 1; i >= 0; i-- {
+			k := key(seg[i])
+			q.end[k]--
+			q.slab[q.end[k]] = int32(s + i)
+		}
+		copy(q.head, q.end)
+		for k := int32(0); k+1 < nkeys; k++ {
+			q.end[k] = q.head[k+1]
+		}
+		q.end[nkeys-1] = int32(len(seg))
+
+		take := func(h *rankHost, o int) bool {
+			if i := q.take(h, o); i >= 0 {
+				ord = append(ord, i)
+				return true
+			}
+			return false
+		}
+		switch {
+		case p.rank.Span:
+			for took := true; took; {
+				took = false
+				for i := range hosts {
+					if h := &hosts[i]; h.left > 0 {
+						for o := range h.objs.cand {
+							took = take(h, o) || took
+						}
+					}
+				}
+			}
+		case p.rank.Fill:
+			for i := range hosts {
+				if h := &hosts[i]; h.left > 0 {
+					for o := range h.objs.cand {
+						for take(h, o) {
+						}
+					}
+				}
+			}
+		default:
+			for i := range hosts {
+				h := &hosts[i]
+				for took := h.left > 0; took; {
+					took = false
+					for o := range h.objs.cand {
+						took = take(h, o) || took
+					}
+				}
+			}
+		}
+		// Processes on CPUs no such object holds (a PU outside every L3,
+		// say) come last on their host, in mapping order.
+		for i := range hosts {
+			if h := &hosts[i]; h.left > 0 {
+				var rest []int32
+				for k := h.base; k < h.base+h.objs.nloc; k++ {
+					rest = append(rest, q.slab[q.head[k]:q.end[k]]...)
+				}
+				slices.Sort(rest)
+				ord = append(ord, rest...)
+			}
+		}
+	}
+	return ord, nil
+}
+
+// rankObjects is what ranking by an object type needs of one topology:
+// for each object of that type, the mapped objects ("locales") sharing a
+// CPU with it, in order.
+type rankObjects struct {
+	nloc int32     // mapped objects: 1 when mapping by slot, node...
+	cand [][]int32 // per ranking object, the locales it may take from
+}
+
+func (p *placer) rankObjects(h *host, cache map[*topoInfo]*rankObjects) (*rankObjects, error) {
+	in := h.info
+	if in == nil {
+		return nil, fmt.Errorf("--rank-by %s needs the topology of %s", p.rank, h.name)
+	}
+	if ro := cache[in]; ro != nil {
+		return ro, nil
+	}
+	t, typ := in.t, p.rank.Obj
+	if typ == topology.Core && t.Count(topology.Core) == 0 {
+		typ = topology.PU // as mapping by core does on such a node
+	}
+	if t.Count(typ) == 0 {
+		return nil, fmt.Errorf("--rank-by %s: %s has no %s to rank by", p.rank, h.name, p.rank.Obj)
+	}
+	ro := &rankObjects{nloc: 1, cand: make([][]int32, t.Count(typ))}
+	locType := in.mapObj
+	if locType != topology.Machine {
+		ro.nloc = int32(t.Count(locType))
+	}
+	for l := range ro.nloc {
+		first, n := 0, t.NumPUs()
+		if locType != topology.Machine {
+			first, n = t.PUs(locType, int(l))
+		}
+		for pu := first; pu < first+n; pu++ {
+			if o := t.Enclosing(typ, pu); o >= 0 {
+				if c := ro.cand[o]; len(c) == 0 || c[len(c)-1] != l {
+					ro.cand[o] = append(c, l)
+				}
+			}
+		}
+	}
+	cache[in] = ro
+	return ro, nil
+}
+
+// rankHost is one host's share of an app while it is ranked.
+type rankHost struct {
+	objs *rankObjects
+	base int32 // its first key in rankQueues
+	left int   // processes not yet ranked
+}
+
+// rankQueues holds an app's placement indices grouped by (host, locale)
+// key, mapping order within a key: key k's unranked ones are
+// slab[head[k]:end[k]].
+type rankQueues struct {
+	slab, head, end []int32
+}
+
+func (q *rankQueues) reset(nkeys, n int) {
+	if cap(q.head) < nkeys {
+		q.head, q.end = make([]int32, nkeys), make([]int32, nkeys)
+	}
+	q.head, q.end = q.head[:nkeys], q.end[:nkeys]
+	clear(q.end)
+	if cap(q.slab) < n {
+		q.slab = make([]int32, n)
+	}
+	q.slab = q.slab[:n]
+}
+
+// take removes and returns the first process of h, in mapping order, that
+// ranking object o may take, or -1.
+func (q *rankQueues) take(h *rankHost, o int) int32 {
+	if h.left == 0 {
+		return -1
+	}
+	best, bk := int32(-1), int32(-1)
+	for _, l := range h.objs.cand[o] {
+		if k := h.base + l; q.head[k] < q.end[k] {
+			if i := q.slab[q.head[k]]; best < 0 || i < best {
+				best, bk = i, k
+			}
+		}
+	}
+	if best >= 0 {
+		q.head[bk]++
+		h.left--
+	}
+	return best
 }
 
 // grouper sorts placements stably by key, reusing its buffers.
@@ -131,7 +344,7 @@ func roundRobin(out []int32, groups [][2]int32) {
 func (p *placer) build(ord []int32) *Map {
 	m := &Map{Slots: p.slots, MapBy: p.mp, RankBy: p.rank, BindTo: p.bind}
 	if p.user {
-		m.RankBy = RankDefault
+		m.RankBy = RankPolicy{}
 	}
 	nodeOf := make([]int32, len(p.hosts))
 	for i := range nodeOf {
