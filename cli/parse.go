@@ -144,7 +144,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
 	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
 	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
-	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span")
+	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span, or (as Open MPI 4) an object hwthread, core, l1cache, l2cache, l3cache, numa, package with :span or :fill")
 	fs.StringVar(&p.bindTo, "bind-to", "", "bind each process to `OBJECT`: none, hwthread, core, l1cache, l2cache, l3cache, numa, package, with :overload-allowed :if-supported :REPORT")
 	fs.StringVar(&p.topology, "topology", "", "use `SPEC` as every node's topology: hwloc synthetic (\"pack:2 core:8 pu:2\") or an XML file")
 	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation")
@@ -561,6 +561,11 @@ func flagError(fs *pflag.FlagSet, err error, globalsGo string) error {
 		return usagef("unknown flag %s", name)
 	case strings.HasPrefix(msg, unknownShort):
 		return usagef("unknown flag %s", strings.TrimPrefix(msg, unknownShort))
+	}
+	// pflag's own message quotes strconv's ("strconv.ParseInt: parsing...").
+	var bad *pflag.InvalidValueError
+	if errors.As(err, &bad) && bad.GetFlag().Value.Type() == "int" {
+		return usagef("--%s %s: want a whole number", bad.GetFlag().Name, strconv.Quote(bad.GetValue()))
 	}
 	return usagef("%s", msg)
 }

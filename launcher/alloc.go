@@ -106,22 +106,22 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 	}
 	if pl.MapBy != "" {
 		if opts.MapBy, err = mapper.ParseMapBy(pl.MapBy); err != nil {
-			return opts, fmt.Errorf("--map-by %s: %w", pl.MapBy, err)
+			return opts, err // it names the flag
 		}
 	}
 	if pl.RankBy != "" {
 		if opts.RankBy, err = mapper.ParseRankBy(pl.RankBy); err != nil {
-			return opts, fmt.Errorf("--rank-by %s: %w", pl.RankBy, err)
+			return opts, err // it names the flag
 		}
 	}
 	if pl.BindTo != "" {
 		if opts.BindTo, err = mapper.ParseBindTo(pl.BindTo); err != nil {
-			return opts, fmt.Errorf("--bind-to %s: %w", pl.BindTo, err)
+			return opts, err // it names the flag
 		}
 	}
 	for _, c := range pl.Compat {
 		if err := opts.ApplyCompat(c[0], c[1]); err != nil {
-			return opts, fmt.Errorf("--%s: %w", c[0], err)
+			return opts, err // it names the option
 		}
 	}
 	if pl.ReportBindings {
