@@ -94,8 +94,10 @@ func TestPlacementErrors(t *testing.T) {
 	}{
 		{[]string{"--hostfile", hf, "-n", "1", "true"}, hf + ":2: slots=x: not a number"},
 		{[]string{"--hostfile", hf2, "-n", "3", "true"}, "3 processes requested but only 2 slots are available on localhost"},
-		{[]string{"--map-by", "bogus", "-n", "1", "true"}, "--map-by bogus:"},
-		{[]string{"--bind-to", "nowhere", "-n", "1", "true"}, "--bind-to nowhere:"},
+		{[]string{"--map-by", "bogus", "-n", "1", "true"}, `prun: --map-by "bogus": unknown policy "bogus"`},
+		{[]string{"--bind-to", "nowhere", "-n", "1", "true"}, `prun: --bind-to "nowhere": unknown policy "nowhere"`},
+		{[]string{"--rank-by", "core:x", "-n", "1", "true"}, `prun: --rank-by "core:x": unknown qualifier "x" (want span or fill)`},
+		{[]string{"--bynode", "--map-by", "core", "-n", "1", "true"}, "prun: --bynode conflicts with --map-by core"},
 		{[]string{"--topology", "pack:2 core:x", "-n", "1", "true"}, "--topology"},
 		{[]string{"--host", "ghost:1", "-n", "1", "true"}, "prun: ghost: cannot connect to ghost:22"},
 	} {
