@@ -96,9 +96,9 @@ type contextOpts struct {
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
 type placeOpts struct {
-	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology string
-	hosts, addHosts, display                                             []string
-	doNotLaunch, reportBindings, displayMap, displayAlloc                bool
+	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet string
+	hosts, addHosts, display                                                     []string
+	doNotLaunch, reportBindings, displayMap, displayAlloc                        bool
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -146,6 +146,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
 	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span, or (as Open MPI 4) an object hwthread, core, l1cache, l2cache, l3cache, numa, package with :span or :fill")
 	fs.StringVar(&p.bindTo, "bind-to", "", "bind each process to `OBJECT`: none, hwthread, core, l1cache, l2cache, l3cache, numa, package, with :overload-allowed :if-supported :REPORT")
+	fs.StringVar(&p.cpuSet, "cpu-set", "", "run on the CPUs of `LIST` only, each process bound to them all (--map-by pe-list=LIST)")
 	fs.StringVar(&p.topology, "topology", "", "use `SPEC` as every node's topology: hwloc synthetic (\"pack:2 core:8 pu:2\") or an XML file")
 	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation")
 	fs.BoolVar(&p.doNotLaunch, "do-not-launch", false, "map and display, then exit without starting anything")
@@ -305,6 +306,13 @@ func Parse(args []string, env Env) (*Request, error) {
 		if i == 0 {
 			if fs.Changed("launch-fanout") && g.launch.fanout < 1 {
 				return nil, usagef("--launch-fanout %d: want 1 or more", g.launch.fanout)
+			}
+			if g.place.cpuSet != "" {
+				// Open MPI 4's spelling of PRRTE's pe-list mapping.
+				if g.place.mapBy != "" {
+					return nil, usagef("--cpu-set cannot be combined with --map-by %s (give --map-by pe-list=LIST:...)", g.place.mapBy)
+				}
+				g.place.mapBy = "pe-list=" + g.place.cpuSet
 			}
 			job.Place = g.place.placement(fs, env)
 			if err := checkPlacement(&job.Place); err != nil {

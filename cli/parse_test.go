@@ -293,4 +293,14 @@ func TestCompatFlags(t *testing.T) {
 		!strings.Contains(err.Error(), "--cpus-per-rank -1: want a positive number") {
 		t.Errorf("--cpus-per-rank -1: %v", err)
 	}
+	// Open MPI 4's --cpu-set is PRRTE's pe-list mapping.
+	if req, err := Parse(strings.Fields("--cpu-set 0,2-3 -n 1 ./app"), env); err != nil {
+		t.Errorf("--cpu-set 0,2-3: %v", err)
+	} else if req.Job.Place.MapBy != "pe-list=0,2-3" {
+		t.Errorf("--cpu-set 0,2-3: map-by %q", req.Job.Place.MapBy)
+	}
+	if _, err := Parse(strings.Fields("--cpu-set 0 --map-by core -n 1 ./app"), env); err == nil ||
+		err.Error() != "--cpu-set cannot be combined with --map-by core (give --map-by pe-list=LIST:...)" {
+		t.Errorf("--cpu-set with --map-by: %v", err)
+	}
 }
