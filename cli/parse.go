@@ -77,6 +77,8 @@ type globalOpts struct {
 	mca         []string // "KEY=VALUE" of --mca KEY VALUE
 	pmixMCA     []string // of --pmixmca KEY VALUE
 	genv        []string // "VAR=VALUE" of -genv VAR VALUE
+	genvList    []string // VAR of -genvlist VAR,VAR
+	launcher    string   // Hydra's -launcher/-bootstrap: ssh or rsh
 	appFile     string   // --app FILE: the contexts come from FILE (appfile.go)
 }
 
@@ -235,6 +237,15 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.Var(appendValue{&g.genv}, "genv", "set `VAR VALUE` for every process (Hydra's -genv; a context's own -x or -env wins)")
 	fs.Bool("genvall", false, "accepted for Hydra compatibility: prun passes its environment anyway")
 	_ = fs.MarkHidden("genvall")
+	fs.Var(listValue{&g.genvList}, "genvlist", "export the variables of `LIST` (VAR,VAR...) to every process (Hydra's -genvlist)")
+	_ = fs.MarkHidden("genvlist")
+	fs.StringVar(&g.launcher, "launcher", "", "Hydra's -launcher: `ssh` (the built-in client) or rsh (--rsh rsh)")
+	fs.StringVar(&g.launcher, "bootstrap", "", "same as -launcher")
+	fs.StringVar(&g.launch.rsh, "launcher-exec", "", "same as --rsh (Hydra's -launcher-exec)")
+	fs.StringVar(&g.launch.rsh, "bootstrap-exec", "", "same as --rsh")
+	for _, f := range []string{"launcher", "bootstrap", "launcher-exec", "bootstrap-exec"} {
+		_ = fs.MarkHidden(f)
+	}
 	fs.StringVar(&g.appFile, "app", "", "read the application contexts from `FILE`, one per line (-n 2 ./a args); -x on the command line applies to all")
 	fs.StringVar(&g.appFile, "configfile", "", "same as --app (Hydra's -configfile)")
 	_ = fs.MarkHidden("configfile")
@@ -253,6 +264,8 @@ func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	_ = fs.MarkHidden("count")
 	fs.VarP(appendValue{&c.env}, "x", "x", "export `VAR` or VAR=value to the processes (repeatable)")
 	fs.Var(appendValue{&c.env}, "env", "set `VAR VALUE` for this context's processes (Hydra's -env)")
+	fs.Var(listValue{&c.env}, "envlist", "export the variables of `LIST` (VAR,VAR...) to this context's processes (Hydra's -envlist)")
+	_ = fs.MarkHidden("envlist")
 	fs.StringVar(&c.wdir, "wdir", "", "working `DIR` of the processes")
 	fs.StringVar(&c.wdir, "wd", "", "same as --wdir")
 	_ = fs.MarkHidden("wd")
@@ -344,6 +357,13 @@ func Parse(args []string, env Env) (*Request, error) {
 	// --mca and -genv values go first: a context's own -x of the same
 	// variable wins.
 	globalEnv := append([]string(nil), g.genv...)
+	for _, v := range g.genvList {
+		val, ok := env.LookupEnv(v)
+		if !ok {
+			return nil, usagef("-genvlist: %s is not set", v)
+		}
+		globalEnv = append(globalEnv, v+"="+val)
+	}
 	for _, kv := range g.mca {
 		globalEnv = append(globalEnv, "OMPI_MCA_"+kv)
 	}
@@ -381,6 +401,15 @@ func Parse(args []string, env Env) (*Request, error) {
 	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
 	if g.launch.prefix != "" && !filepath.IsAbs(g.launch.prefix) {
 		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
+	}
+	switch g.launcher {
+	case "", "ssh":
+	case "rsh":
+		if g.launch.rsh == "" {
+			g.launch.rsh = "rsh"
+		}
+	default:
+		return nil, usagef("-launcher %s: prun starts daemons with ssh, rsh or --rsh CMD", g.launcher)
 	}
 	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude}
 	switch g.stdin {
@@ -476,6 +505,16 @@ func normalize(fs *pflag.FlagSet, seg []string) ([]string, error) {
 			t = "-" + t
 			long = true
 		}
+		if !long && len(bare) > 1 {
+			// pflag would read -launcher as -l -a -u...; only a shorthand
+			// with its value attached (-n4, -xFOO=1) is such a word.
+			if sf := fs.ShorthandLookup(bare[:1]); sf == nil || sf.NoOptDefVal != "" || sf.Value.Type() == "bool" {
+				if sg := suggest(bare); sg != "" && len(bare) > 2 {
+					return nil, usagef("unknown flag %s (did you mean --%s?)", name, sg)
+				}
+				return nil, usagef("unknown flag %s", name)
+			}
+		}
 		out = append(out, t)
 		// Skip over a separate value so that it is not mistaken for a flag.
 		var f *pflag.Flag
@@ -518,6 +557,21 @@ type appendValue struct{ p *[]string }
 func (a appendValue) String() string     { return "" }
 func (a appendValue) Type() string       { return "stringArray" }
 func (a appendValue) Set(s string) error { *a.p = append(*a.p, s); return nil }
+
+// listValue appends each name of a comma-separated list, as -x NAME would.
+type listValue struct{ p *[]string }
+
+func (l listValue) String() string { return "" }
+func (l listValue) Type() string   { return "stringArray" }
+func (l listValue) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if !validEnvName(v) {
+			return fmt.Errorf("%q is not a valid environment variable name", v)
+		}
+		*l.p = append(*l.p, v)
+	}
+	return nil
+}
 
 // keyRule says what the KEY of a two-valued flag may be.
 type keyRule struct {
@@ -572,8 +626,11 @@ func flagError(fs *pflag.FlagSet, err error, globalsGo string) error {
 	}
 	// pflag's own message quotes strconv's ("strconv.ParseInt: parsing...").
 	var bad *pflag.InvalidValueError
-	if errors.As(err, &bad) && bad.GetFlag().Value.Type() == "int" {
-		return usagef("--%s %s: want a whole number", bad.GetFlag().Name, strconv.Quote(bad.GetValue()))
+	if errors.As(err, &bad) {
+		if bad.GetFlag().Value.Type() == "int" {
+			return usagef("--%s %s: want a whole number", bad.GetFlag().Name, strconv.Quote(bad.GetValue()))
+		}
+		return usagef("--%s %s: %v", bad.GetFlag().Name, strconv.Quote(bad.GetValue()), errors.Unwrap(bad))
 	}
 	return usagef("%s", msg)
 }

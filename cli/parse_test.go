@@ -229,9 +229,31 @@ func TestHydraFlags(t *testing.T) {
 		len(j.Place.Compat) != 1 || j.Place.Compat[0] != [2]string{"npernode", "2"} {
 		t.Errorf("placement = %+v", j.Place)
 	}
+	// -genvlist and -envlist export variables by name; -launcher and
+	// -launcher-exec choose how daemons start.
+	req, err = Parse(strings.Fields("-genvlist SET_VAR -launcher rsh -n 1 -envlist EMPTY_VAR ./app : -n 1 ./app2"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = req.Job
+	if a0, a1 := strings.Join(j.Apps[0].Env, " "), strings.Join(j.Apps[1].Env, " "); a0 != "SET_VAR=v1 EMPTY_VAR=" || a1 != "SET_VAR=v1" {
+		t.Errorf("env = %q, %q", a0, a1)
+	}
+	if j.Launch.Rsh != "rsh" {
+		t.Errorf("-launcher rsh: rsh %q", j.Launch.Rsh)
+	}
+	if req, err = Parse(strings.Fields("-bootstrap ssh -bootstrap-exec myssh -n 1 ./app"), env); err != nil || req.Job.Launch.Rsh != "myssh" {
+		t.Errorf("-bootstrap-exec myssh: %v %+v", err, req)
+	}
 	for args, want := range map[string]string{
-		"-genv 1X y ./app": `"1X" is not a valid environment variable name`,
-		"-n 1 -env X":      "--env needs a KEY and a VALUE",
+		"-genv 1X y ./app":             `"1X" is not a valid environment variable name`,
+		"-n 1 -env X":                  "--env needs a KEY and a VALUE",
+		"-genvlist SET_VAR,NOPE ./app": "-genvlist: NOPE is not set",
+		"-envlist A,,B ./app":          `--envlist "A,,B": "" is not a valid environment variable name`,
+		"-launcher slurm ./app":        "-launcher slurm: prun starts daemons with ssh, rsh or --rsh CMD",
+		"-launchr ssh ./app":           "unknown flag -launchr",
+		"-lh ./app":                    "unknown flag -lh",
+		"-rsh=x -launch ./app":         "unknown flag -launch (did you mean --launch-agent?)",
 	} {
 		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", args, err, want)
@@ -245,6 +267,7 @@ func FuzzParse(f *testing.F) {
 		"-n 4 ./app a : -n 2 ./app2 b", "-np 2 -x A=1 ./app", ":", "-n", "--timeout 3 -- ./app",
 		"-x", "-n 1 ./app : : ./app", "--wdir . ./app", "-tag-output -np=3 ./app -n 2", "-h", "--version",
 		"--mca btl self -n 2 ./app", "-mca a b --pmixmca c d ./app",
+		"-launcher ssh -genvlist SET_VAR,B -envlist C ./app", "-lx ./app", "--cpu-set 0-1 ./app",
 	} {
 		f.Add(s)
 	}

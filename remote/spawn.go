@@ -223,9 +223,9 @@ func exitReason(exe string, code int, err error, stderr string) string {
 	case code == 126:
 		return fmt.Sprintf("%s is not executable there", exe)
 	case last != "":
-		return fmt.Sprintf("exit status %d: %s", code, last)
+		return fmt.Sprintf("the daemon's start command exited with status %d: %s", code, last)
 	}
-	return fmt.Sprintf("exit status %d", code)
+	return fmt.Sprintf("the daemon's start command exited with status %d (no message)", code)
 }
 
 func lastLine(s string) string {
