@@ -67,6 +67,7 @@ type globalOpts struct {
 	pty         string
 	report      string
 	stateOnTO   bool
+	exitCodes   bool
 	stackTraces bool
 	tagOutput   bool
 	timeout     string
@@ -220,6 +221,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.pty, "pty", "", "run the --stdin rank on a pseudo-terminal (default: when prun's stdin is a terminal); --pty=false: never")
 	fs.Lookup("pty").NoOptDefVal = "true"
 	fs.StringVar(&g.report, "report", "", "write a JSON report of the run to `FILE`, however it ends (docs/report.md)")
+	fs.BoolVar(&g.exitCodes, "print-all-exitcodes", false, "after the job, print how every rank ended (Hydra's -print-all-exitcodes)")
 	fs.BoolVar(&g.stateOnTO, "report-state-on-timeout", false, "on --timeout, show each running rank's state from /proc")
 	fs.BoolVar(&g.stackTraces, "get-stack-traces", false, "on --timeout, show each running rank's stack (gdb or eu-stack)")
 	fs.StringVar(&g.pmi, "pmi", jobspec.PMIAuto, "process-management interface for the ranks: auto (PMIx and PMI-1/PMI-2), pmix, pmi1, pmi2 or none")
@@ -399,6 +401,7 @@ func Parse(args []string, env Env) (*Request, error) {
 		}
 	}
 	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
+	job.PrintExitCodes = g.exitCodes
 	if g.launch.prefix != "" && !filepath.IsAbs(g.launch.prefix) {
 		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
 	}

@@ -32,6 +32,7 @@ type Job struct {
 	PTY                  string // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
 	Report               string // --report: write the run's JSON report here
 	ReportStateOnTimeout bool   // --report-state-on-timeout
+	PrintExitCodes       bool   // --print-all-exitcodes: every rank's ending, after the job
 	GetStackTraces       bool   // --get-stack-traces (on timeout)
 	Launch               Launch
 }

@@ -86,6 +86,11 @@ func Run(job *jobspec.Job, opts Options) int {
 	r.out = iof.NewWriter(opts.Stdout, opts.Stderr, out)
 	start := time.Now()
 	code := r.run(job)
+	if job.PrintExitCodes {
+		for _, l := range r.exitCodes() {
+			r.out.Printf("prun: %s\n", l)
+		}
+	}
 	// Ordered output prints now, and per-rank files close.
 	if err := r.out.Close(); err != nil && code == 0 {
 		code = ExitFailure

@@ -2,7 +2,10 @@ package launcher
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"prun/jobspec"
@@ -102,4 +105,70 @@ func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
 		return err
 	}
 	return os.WriteFile(job.Report, append(b, '\n'), 0o644)
+}
+
+// exitCodes says how every rank ended, one line per outcome with the ranks
+// that had it ("ranks 0-2,5 exited with status 0"), for
+// --print-all-exitcodes; spawned jobs' lines name their job.
+func (r *run) exitCodes() []string {
+	var lines []string
+	r.up.mu.Lock()
+	defer r.up.mu.Unlock()
+	for _, j := range r.jobs {
+		recs := r.up.jobs[j.plan.Nspace].procs
+		var outcomes []string
+		ranks := map[string][]int{}
+		for rank := range j.plan.Map.Procs {
+			rec := recs[rank]
+			var o string
+			switch {
+			case !rec.started:
+				o = "never started"
+			case !rec.exited:
+				o = "did not end" // cannot happen once the job is over
+			case rec.signal != 0:
+				o = "were killed by " + signalName(rec.signal)
+			default:
+				o = "exited with status " + strconv.Itoa(rec.exitCode)
+			}
+			if ranks[o] == nil {
+				outcomes = append(outcomes, o)
+			}
+			ranks[o] = append(ranks[o], rank)
+		}
+		prefix := ""
+		if j.plan.Index > 0 {
+			prefix = fmt.Sprintf("job %d (%s): ", j.plan.Index, j.plan.Nspace)
+		}
+		for _, o := range outcomes {
+			rs := ranks[o]
+			word := "ranks "
+			if len(rs) == 1 {
+				word = "rank "
+				o = strings.Replace(o, "were killed", "was killed", 1)
+			}
+			lines = append(lines, prefix+word+rankList(rs)+" "+o)
+		}
+	}
+	return lines
+}
+
+// rankList writes sorted ranks as ranges: 0-2,5,7-8.
+func rankList(rs []int) string {
+	var b strings.Builder
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(rs[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(rs[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
 }
