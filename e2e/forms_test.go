@@ -62,13 +62,20 @@ func TestOutputForms(t *testing.T) {
 	r = run(t, opts{args: []string{"-l", "-n", "2", script}})
 	expectContains(t, "rank form", r.stdout, "[1] out 1")
 
+	// As with mpirun: DIR/1/rank.N/stdout|stderr, and the terminal keeps
+	// a copy unless :nocopy.
 	dir := t.TempDir()
 	r = run(t, opts{args: []string{"--output-filename", dir, "-n", "2", script}})
 	expectCode(t, r, 0)
-	if strings.Contains(r.stdout, "out") {
-		t.Errorf("dir form also wrote the terminal: %q", r.stdout)
+	if !strings.Contains(r.stdout, "out 1") || !strings.Contains(r.stderr, "err 0") {
+		t.Errorf("dir form without :nocopy left the terminal out:\n%s", r)
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*", "rank.*", "std*"))
+	r = run(t, opts{args: []string{"--output-filename", dir + ":nocopy", "-n", "2", script}})
+	expectCode(t, r, 0)
+	if r.stdout != "" || r.stderr != "" {
+		t.Errorf("dir form with :nocopy also wrote the terminal:\n%s", r)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "1", "rank.*", "std*"))
 	if len(files) != 4 {
 		t.Fatalf("dir form files: %v", files)
 	}

@@ -47,20 +47,19 @@ func (w *Writer) makeFiles(s *srcState) {
 	}
 }
 
-// path is Dir/<job>/rank.<N>/stdout or File[.<job>].<N>.out.
+// path is Dir/<job>/rank.<N>/stdout or File[.<job>].<N>.out, <job> the job
+// number from 1 (Open MPI 4's DIR/1/rank.0/stdout): paths a script can
+// know before the run.
 func (f *fileOut) path() string {
 	o := f.w.opts
 	rank := strconv.Itoa(f.src.Rank)
+	job := strconv.Itoa(f.src.Job + 1)
 	if f.dir {
-		job, ok := f.w.jobLabels[f.src.Job]
-		if !ok {
-			job = strconv.Itoa(f.src.Job)
-		}
 		return filepath.Join(o.Dir, job, "rank."+rank, f.st.String())
 	}
 	p := o.File + "."
 	if f.src.Job > 0 {
-		p += strconv.Itoa(f.src.Job) + "."
+		p += job + "."
 	}
 	if f.st == Stderr {
 		return p + rank + ".err"

@@ -17,8 +17,6 @@ func TestFiles(t *testing.T) {
 	syscall.Umask(umask)
 	var out, errb bytes.Buffer
 	w := NewWriter(&out, &errb, Options{Dir: filepath.Join(dir, "out"), File: filepath.Join(dir, "f", "app")})
-	w.SetJobLabel(0, "ns0")
-	w.SetJobLabel(2, "spawned")
 	silent, spawned := Source{Rank: 1}, Source{Job: 2, Rank: 0}
 	w.SetSourceInfo(silent, "h", 5) // files of ranks that never print exist
 	w.Write(spawned, Stdout, []byte("x\n"), false)
@@ -29,9 +27,9 @@ func TestFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{
-		"out/ns0/rank.1/stdout": "", "out/ns0/rank.1/stderr": "", "f/app.1.out": "", "f/app.1.err": "",
-		"out/spawned/rank.0/stdout": "x\ny\n", "out/spawned/rank.0/stderr": "e\n",
-		"f/app.2.0.out": "x\ny\n", "f/app.2.0.err": "e\n",
+		"out/1/rank.1/stdout": "", "out/1/rank.1/stderr": "", "f/app.1.out": "", "f/app.1.err": "",
+		"out/3/rank.0/stdout": "x\ny\n", "out/3/rank.0/stderr": "e\n",
+		"f/app.3.0.out": "x\ny\n", "f/app.3.0.err": "e\n",
 	} {
 		path = filepath.Join(dir, path)
 		data, err := os.ReadFile(path)
@@ -76,7 +74,7 @@ func TestMergedColorAndTee(t *testing.T) {
 	if got, want := out.String(), "\x1b[31m[0,2]<stderr>:\x1b[0me\n\x1b[33m[0,2]<stdout>:\x1b[0mo\n"; got != want || errb.Len() > 0 {
 		t.Errorf("terminal %q, %q; want %q", got, errb.String(), want)
 	}
-	data, _ := os.ReadFile(filepath.Join(dir, "0", "rank.2", "stdout"))
+	data, _ := os.ReadFile(filepath.Join(dir, "1", "rank.2", "stdout"))
 	if got, want := string(data), "[0,2]<stderr>:e\n[0,2]<stdout>:o\n"; got != want {
 		t.Errorf("file %q, want %q", got, want)
 	}
@@ -139,6 +137,13 @@ func TestParseOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Options{Tag: true, Timestamp: true, MergeStderr: true, Dir: "/x", File: "p", JSON: true, Ordered: true, Rank: true, TagDetailed: true}
+	// The terminal keeps a copy unless every dir and file says :nocopy.
+	for spec, tee := range map[string]bool{"dir=d": true, "dir=d:NoCopy": false, "dir=d:nocopy,file=f": true, "file=f:nocopy": false, "tag": false} {
+		var o Options
+		if err := ParseOutput(spec, &o); err != nil || o.Tee != tee || strings.HasSuffix(o.Dir+o.File, "copy") {
+			t.Errorf("%q: %+v, %v; want Tee %v", spec, o, err, tee)
+		}
+	}
 	if o.Tag != want.Tag || o.Timestamp != want.Timestamp || o.MergeStderr != want.MergeStderr || o.Dir != want.Dir ||
 		o.File != want.File || o.JSON != want.JSON || o.Ordered != want.Ordered || o.Rank != want.Rank || o.TagDetailed != want.TagDetailed {
 		t.Errorf("got %+v", o)

@@ -88,8 +88,6 @@ func runForm(t *testing.T, opts Options, dir string) (string, string) {
 		opts.OrderedMemory = 1000 // spill most of it
 	}
 	w := NewWriter(&out, &errb, opts)
-	w.SetJobLabel(0, "nsA")
-	w.SetJobLabel(1, "nsB")
 	for _, src := range formSources {
 		w.SetSourceInfo(src, fmt.Sprintf("node%d", src.Rank%2), 1000+10*src.Job+src.Rank)
 	}

@@ -7,11 +7,12 @@ import (
 
 // ParseOutput sets o from an --output value: a comma-separated list of
 // tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json,
-// ordered, dir=DIR and file=PREFIX (dir and file take Open MPI's :nocopy
-// qualifier, which changes nothing: files replace the terminal unless the
-// caller sets Tee). It leaves the fields the launcher decides (Color,
+// ordered, dir=DIR and file=PREFIX. As with mpirun, the files get a copy
+// of the output and the terminal keeps it (Tee) unless every dir and file
+// says :nocopy. It leaves the fields the launcher decides (Color,
 // SpillDir, Clock…) alone.
 func ParseOutput(spec string, o *Options) error {
+	files, copies := false, false
 	for _, item := range strings.Split(spec, ",") {
 		name, val, hasVal := strings.Cut(strings.TrimSpace(item), "=")
 		switch name {
@@ -30,7 +31,12 @@ func ParseOutput(spec string, o *Options) error {
 		case "ordered":
 			o.Ordered = true
 		case "dir", "file":
-			val = strings.TrimSuffix(val, ":nocopy")
+			const q = ":nocopy" // Open MPI: case-insensitive
+			nocopy := len(val) >= len(q) && strings.EqualFold(val[len(val)-len(q):], q)
+			if nocopy {
+				val = val[:len(val)-len(q)]
+			}
+			files, copies = true, copies || !nocopy
 			if !hasVal || val == "" {
 				return fmt.Errorf("--output %s needs a value: %s=PATH", name, name)
 			}
@@ -48,6 +54,9 @@ func ParseOutput(spec string, o *Options) error {
 		if hasVal {
 			return fmt.Errorf("--output %s takes no value", name)
 		}
+	}
+	if files {
+		o.Tee = copies
 	}
 	return nil
 }

@@ -55,10 +55,10 @@ type Options struct {
 
 	// Dir writes each rank's output to Dir/<job>/rank.<N>/stdout and
 	// .../stderr, File to File.<N>.out and File.<N>.err (a spawned job's:
-	// File.<job>.<N>.out); <job> is SetJobLabel's label (default the job
-	// number). Directories are made 0755, files 0644, when a source is
-	// announced (SetSourceInfo) or first prints. With either set, the
-	// terminal gets nothing unless Tee (or JSON) is set.
+	// File.<job>.<N>.out); <job> is Source.Job+1. Directories are made
+	// 0755, files 0644, when a source is announced (SetSourceInfo) or first
+	// prints. With either set, the terminal gets nothing unless Tee (or
+	// JSON) is set.
 	Dir, File string
 	Tee       bool
 
@@ -162,19 +162,18 @@ type Writer struct {
 	pool       sync.Pool // *renderBuf
 	srcs       sync.Map  // Source → *srcState
 
-	mu        sync.Mutex
-	term      [2]*term
-	ordered   bool // Ordered and not yet closed
-	ordMem    int  // Ordered bytes in memory
-	jobLabels map[int]string
-	slow      []byte // re-rendering scratch, under mu
-	err       error  // the first file error
+	mu      sync.Mutex
+	term    [2]*term
+	ordered bool   // Ordered and not yet closed
+	ordMem  int    // Ordered bytes in memory
+	slow    []byte // re-rendering scratch, under mu
+	err     error  // the first file error
 }
 
 // NewWriter prints to stdout and stderr.
 func NewWriter(stdout, stderr io.Writer, opts Options) *Writer {
 	w := &Writer{opts: opts, clock: opts.Clock, holdTO: opts.HoldTimeout, ordLimit: opts.OrderedMemory,
-		term: [2]*term{{w: stdout}, {w: stderr}}, jobLabels: map[int]string{}}
+		term: [2]*term{{w: stdout}, {w: stderr}}}
 	if w.clock == nil {
 		w.clock = time.Now
 	}
@@ -220,14 +219,6 @@ func (w *Writer) SetSourceInfo(src Source, host string, pid int) {
 			}
 		}
 	}
-}
-
-// SetJobLabel names job in Dir paths (Dir/<label>/rank.N); the launcher
-// passes the namespace. Call it before the job's output is forwarded.
-func (w *Writer) SetJobLabel(job int, label string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.jobLabels[job] = label
 }
 
 func (w *Writer) state(src Source) *srcState {

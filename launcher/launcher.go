@@ -496,7 +496,6 @@ func (r *run) nspace(index int) string {
 // launch hands a plan to the daemons and starts tracking the job.
 func (r *run) launch(plan *daemon.Plan) error {
 	r.up.addJob(plan)
-	r.out.SetJobLabel(plan.Index, plan.Nspace)
 	j := &jobRun{plan: plan, running: len(plan.Map.Procs), doneNodes: map[int]bool{}}
 	r.jobs = append(r.jobs, j)
 	for _, n := range plan.Map.Nodes {
