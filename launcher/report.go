@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"prun/jobspec"
+	"prun/topology"
 )
 
 // The --report document; docs/report.md describes it for CI log processors.
@@ -153,22 +154,6 @@ func (r *run) exitCodes() []string {
 	return lines
 }
 
-// rankList writes sorted ranks as ranges: 0-2,5,7-8.
-func rankList(rs []int) string {
-	var b strings.Builder
-	for i := 0; i < len(rs); {
-		j := i
-		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(rs[i]))
-		if j > i {
-			b.WriteString("-" + strconv.Itoa(rs[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
-}
+// rankList writes sorted ranks as ranges (0-2,5,7-8), in the list format
+// of CPU sets.
+func rankList(rs []int) string { return topology.CPUSet(rs).String() }
