@@ -117,10 +117,10 @@ func TestCLIMisc(t *testing.T) {
 // the ranks that had it, also when a failing rank ended the job.
 func TestPrintAllExitCodes(t *testing.T) {
 	t.Parallel()
-	r := run(t, opts{args: []string{"-print-all-exitcodes", "-n", "3", "sh", "-c", "exit $((PRUN_RANK == 1 ? 5 : 0))"}})
+	r := run(t, opts{args: []string{"-print-all-exitcodes", "-n", "3", "sh", "-c", `[ $PRUN_RANK = 1 ] && sleep 0.5 && exit 5; exit 0`}}) // the others end first
 	expectCode(t, r, 5)
 	expectContains(t, "stderr", r.stderr, "prun: ranks 0,2 exited with status 0\nprun: rank 1 exited with status 5\n")
-	r = run(t, opts{args: []string{"--print-all-exitcodes", "-n", "4", "sh", "-c", `[ $PRUN_RANK = 2 ] && exit 3; exec sleep 30`}})
+	r = run(t, opts{args: []string{"--print-all-exitcodes", "-n", "4", "sh", "-c", `[ $PRUN_RANK = 2 ] && sleep 0.3 && exit 3; exec sleep 30`}})
 	expectCode(t, r, 3)
 	expectContains(t, "stderr", r.stderr, "prun: ranks 0-1,3 were killed by SIGTERM\nprun: rank 2 exited with status 3\n")
 	if r = run(t, opts{args: []string{"-n", "2", "true"}}); r.stderr != "" {
