@@ -165,6 +165,46 @@ func TestRankByPartialObject(t *testing.T) {
 	}
 }
 
+// Ranking by an object through one queue per object (when no mapped object
+// spans two) gives the map the general queue-per-locale path gives.
+func TestRankByObjectShortcut(t *testing.T) {
+	mapped := 0
+	for _, spec := range []string{refNode, cacheNode, "pack:2 core:3 pu:2", "pack:2 pu:3"} {
+		topo, err := topology.ParseSynthetic(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mapBy := range []string{"hwthread", "core", "l2cache", "numa", "package", "slot", "node", "ppr:3:core", "core:SPAN"} {
+			for _, rankBy := range []string{"hwthread", "core", "l1cache", "l3cache:span", "numa:fill", "package", "package:span"} {
+				var opts Options
+				opts.MapBy, _ = ParseMapBy(mapBy + ":OVERSUBSCRIBE")
+				opts.RankBy, _ = ParseRankBy(rankBy)
+				var maps [2]string
+				for i, slow := range []bool{false, true} {
+					rankSlowPath = slow
+					m, err := PlaceWith(job(37, 11), hosts(3, 9), func(string) *topology.Topology { return topo }, opts)
+					if err != nil {
+						maps[i] = err.Error()
+						continue
+					}
+					b, _ := m.JSON()
+					maps[i] = string(b)
+				}
+				rankSlowPath = false
+				if strings.HasPrefix(maps[0], "{") {
+					mapped++
+				}
+				if maps[0] != maps[1] {
+					t.Errorf("%s, --map-by %s --rank-by %s: the shortcut's map differs:\n%s\n%s", spec, mapBy, rankBy, maps[0], maps[1])
+				}
+			}
+		}
+	}
+	if mapped < 150 { // the others are errors (no l1cache...), the same both ways
+		t.Errorf("only %d of 252 cases mapped", mapped)
+	}
+}
+
 func FuzzPlaceWith(f *testing.F) {
 	f.Add("core", "", "", uint8(3), uint8(4), uint8(9), uint8(2), false)
 	f.Add("ppr:2:numa:PE=2", "span", "core", uint8(2), uint8(1), uint8(0), uint8(0), false)

@@ -92,14 +92,14 @@ func (p *placer) orderByObject() ([]int32, error) {
 				return nil, err
 			}
 			h.objs, h.base = ro, nkeys
-			nkeys += ro.nloc
+			nkeys += ro.nkeys
 		}
 		key := func(pl placement) int32 {
 			h := &hosts[pl.host]
-			if h.objs.nloc == 1 {
-				return h.base
+			if len(h.objs.keyOf) == 1 {
+				return h.base + h.objs.keyOf[0] // mapped by slot, node...
 			}
-			return h.base + pl.obj
+			return h.base + h.objs.keyOf[pl.obj]
 		}
 		q.reset(int(nkeys), len(seg))
 		for _, pl := range seg {
@@ -163,7 +163,7 @@ func (p *placer) orderByObject() ([]int32, error) {
 		for i := range hosts {
 			if h := &hosts[i]; h.left > 0 {
 				var rest []int32
-				for k := h.base; k < h.base+h.objs.nloc; k++ {
+				for k := h.base; k < h.base+h.objs.nkeys; k++ {
 					rest = append(rest, q.slab[q.head[k]:q.end[k]]...)
 				}
 				slices.Sort(rest)
@@ -174,12 +174,19 @@ func (p *placer) orderByObject() ([]int32, error) {
 	return ord, nil
 }
 
+// rankSlowPath turns the one-queue-per-object shortcut off (tests compare).
+var rankSlowPath bool
+
 // rankObjects is what ranking by an object type needs of one topology:
-// for each object of that type, the mapped objects ("locales") sharing a
-// CPU with it, in order.
+// the queues a host's processes wait in and, for each object of that type,
+// the queues it may take from. A queue holds the processes of one mapped
+// object ("locale"); when no locale spans two ranking objects (mapping by
+// core, ranking by package) a queue holds a whole ranking object's, so
+// that taking one is O(1).
 type rankObjects struct {
-	nloc int32     // mapped objects: 1 when mapping by slot, node...
-	cand [][]int32 // per ranking object, the locales it may take from
+	nkeys int32     // queues
+	keyOf []int32   // per locale (one when mapping by slot, node...): its queue
+	cand  [][]int32 // per ranking object: the queues it may take from
 }
 
 func (p *placer) rankObjects(h *host, cache map[*topoInfo]*rankObjects) (*rankObjects, error) {
@@ -194,25 +201,48 @@ func (p *placer) rankObjects(h *host, cache map[*topoInfo]*rankObjects) (*rankOb
 	if typ == topology.Core && t.Count(topology.Core) == 0 {
 		typ = topology.PU // as mapping by core does on such a node
 	}
-	if t.Count(typ) == 0 {
+	nobj := t.Count(typ)
+	if nobj == 0 {
 		return nil, fmt.Errorf("--rank-by %s: %s has no %s to rank by", p.rank, h.name, p.rank.Obj)
 	}
-	ro := &rankObjects{nloc: 1, cand: make([][]int32, t.Count(typ))}
-	locType := in.mapObj
+	nloc, locType := int32(1), in.mapObj
 	if locType != topology.Machine {
-		ro.nloc = int32(t.Count(locType))
+		nloc = int32(t.Count(locType))
 	}
-	for l := range ro.nloc {
+	// The locales that share a CPU with each ranking object, in order,
+	// and how many ranking objects each locale touches.
+	locs := make([][]int32, nobj)
+	touches := make([]int32, nloc)
+	for l := range nloc {
 		first, n := 0, t.NumPUs()
 		if locType != topology.Machine {
 			first, n = t.PUs(locType, int(l))
 		}
 		for pu := first; pu < first+n; pu++ {
 			if o := t.Enclosing(typ, pu); o >= 0 {
-				if c := ro.cand[o]; len(c) == 0 || c[len(c)-1] != l {
-					ro.cand[o] = append(c, l)
+				if c := locs[o]; len(c) == 0 || c[len(c)-1] != l {
+					locs[o] = append(c, l)
+					touches[l]++
 				}
 			}
+		}
+	}
+	ro := &rankObjects{nkeys: nloc, keyOf: make([]int32, nloc), cand: locs}
+	for l := range ro.keyOf {
+		ro.keyOf[l] = int32(l)
+	}
+	if slices.Max(touches) <= 1 && !rankSlowPath {
+		// One queue per ranking object, and one more for the processes no
+		// ranking object holds.
+		ro.nkeys, ro.cand = int32(nobj)+1, make([][]int32, nobj)
+		for l := range ro.keyOf {
+			ro.keyOf[l] = int32(nobj)
+		}
+		for o, ls := range locs {
+			for _, l := range ls {
+				ro.keyOf[l] = int32(o)
+			}
+			ro.cand[o] = []int32{int32(o)}
 		}
 	}
 	cache[in] = ro
