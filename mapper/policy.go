@@ -529,19 +529,19 @@ func (p MapPolicy) String() string {
 // l2cache, l3cache, numa, package (alias socket). Case-insensitive, unique
 // prefixes accepted.
 func ParseRankBy(s string) (RankPolicy, error) {
-	word, quals, _ := strings.Cut(s, ":")
+	word, quals, hasQuals := strings.Cut(s, ":")
 	r, err := match("policy", word, rankVocab)
 	if err != nil {
 		return RankPolicy{}, fmt.Errorf("--rank-by %s: %v", q(s), err)
 	}
 	if r < rankObj {
-		if quals != "" || strings.Contains(s, ":") {
+		if hasQuals {
 			return RankPolicy{}, fmt.Errorf("--rank-by %s: ranking by %s takes no qualifiers", q(s), rankNames[r])
 		}
 		return RankPolicy{By: RankBy(r)}, nil
 	}
 	rp := RankPolicy{By: RankObject, Obj: topology.ObjType(r - rankObj)}
-	if !strings.Contains(s, ":") {
+	if !hasQuals {
 		return rp, nil
 	}
 	for _, w := range strings.Split(quals, ":") {

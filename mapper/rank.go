@@ -96,9 +96,6 @@ func (p *placer) orderByObject() ([]int32, error) {
 		}
 		key := func(pl placement) int32 {
 			h := &hosts[pl.host]
-			if len(h.objs.keyOf) == 1 {
-				return h.base + h.objs.keyOf[0] // mapped by slot, node...
-			}
 			return h.base + h.objs.keyOf[pl.obj]
 		}
 		q.reset(int(nkeys), len(seg))
@@ -126,18 +123,23 @@ func (p *placer) orderByObject() ([]int32, error) {
 			}
 			return false
 		}
-		switch {
-		case p.rank.Span:
+		// turns lets every object of hs take one process in turn until
+		// none takes any.
+		turns := func(hs []rankHost) {
 			for took := true; took; {
 				took = false
-				for i := range hosts {
-					if h := &hosts[i]; h.left > 0 {
+				for i := range hs {
+					if h := &hs[i]; h.left > 0 {
 						for o := range h.objs.cand {
 							took = take(h, o) || took
 						}
 					}
 				}
 			}
+		}
+		switch {
+		case p.rank.Span:
+			turns(hosts)
 		case p.rank.Fill:
 			for i := range hosts {
 				if h := &hosts[i]; h.left > 0 {
@@ -149,13 +151,7 @@ func (p *placer) orderByObject() ([]int32, error) {
 			}
 		default:
 			for i := range hosts {
-				h := &hosts[i]
-				for took := h.left > 0; took; {
-					took = false
-					for o := range h.objs.cand {
-						took = take(h, o) || took
-					}
-				}
+				turns(hosts[i : i+1])
 			}
 		}
 		// Processes on CPUs no such object holds (a PU outside every L3,
@@ -185,7 +181,7 @@ var rankSlowPath bool
 // that taking one is O(1).
 type rankObjects struct {
 	nkeys int32     // queues
-	keyOf []int32   // per locale (one when mapping by slot, node...): its queue
+	keyOf []int32   // per locale (one, the node, when mapping by slot, node...): its queue
 	cand  [][]int32 // per ranking object: the queues it may take from
 }
 
@@ -205,19 +201,13 @@ func (p *placer) rankObjects(h *host, cache map[*topoInfo]*rankObjects) (*rankOb
 	if nobj == 0 {
 		return nil, fmt.Errorf("--rank-by %s: %s has no %s to rank by", p.rank, h.name, p.rank.Obj)
 	}
-	nloc, locType := int32(1), in.mapObj
-	if locType != topology.Machine {
-		nloc = int32(t.Count(locType))
-	}
+	nloc, locType := in.nobj, in.mapObj // Machine: one, the whole node
 	// The locales that share a CPU with each ranking object, in order,
 	// and how many ranking objects each locale touches.
 	locs := make([][]int32, nobj)
 	touches := make([]int32, nloc)
 	for l := range nloc {
-		first, n := 0, t.NumPUs()
-		if locType != topology.Machine {
-			first, n = t.PUs(locType, int(l))
-		}
+		first, n := t.PUs(locType, int(l))
 		for pu := first; pu < first+n; pu++ {
 			if o := t.Enclosing(typ, pu); o >= 0 {
 				if c := locs[o]; len(c) == 0 || c[len(c)-1] != l {
