@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"prun/sessiondir"
 )
 
 // Where prun is not installed at the launcher's own path, the launcher (or
@@ -23,7 +25,7 @@ import (
 
 // copyPrefix names the directories of copies; sessiondir.CleanStale takes
 // them for stale session directories once their lock is free.
-const copyPrefix = "prun.bin."
+const copyPrefix = sessiondir.Prefix + "bin."
 
 // Exit statuses of copyCommand before the daemon runs.
 const (
@@ -38,9 +40,9 @@ func copyCommand(size int) []string {
 trap 'rm -rf "$d"' EXIT
 trap 'exit 129' HUP
 trap 'exit 143' TERM
-: >"$d/.prun.lock" && head -c %d >"$d/prun" && [ $(($(wc -c <"$d/prun"))) -eq %d ] && chmod 700 "$d/prun" || exit %d
+: >"$d/%s" && head -c %d >"$d/prun" && [ $(($(wc -c <"$d/prun"))) -eq %d ] && chmod 700 "$d/prun" || exit %d
 "$d/prun" %s %s; s=$?; %s; [ $s = 0 ] || "$d/prun" %s %s; exit $s`,
-		copyPrefix, copyNoDir, size, size, copyTruncated, DaemonArgs[0], DaemonArgs[1], closeStdio, CleanupArgs[0], CleanupArgs[1])
+		copyPrefix, copyNoDir, sessiondir.LockName, size, size, copyTruncated, DaemonArgs[0], DaemonArgs[1], closeStdio, CleanupArgs[0], CleanupArgs[1])
 	return []string{"sh", "-c", script}
 }
 
@@ -69,7 +71,7 @@ func lockCopyDir() {
 	if err != nil || !strings.HasPrefix(filepath.Base(filepath.Dir(exe)), copyPrefix) {
 		return
 	}
-	f, err := os.Open(filepath.Join(filepath.Dir(exe), ".prun.lock"))
+	f, err := os.Open(filepath.Join(filepath.Dir(exe), sessiondir.LockName))
 	if err != nil {
 		return
 	}

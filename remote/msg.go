@@ -305,6 +305,22 @@ func (c *calls) add(f func(*msg)) (uint64, bool) {
 	return c.next, true
 }
 
+// call sends request m with send; reply gets the answer, or the failure
+// of the link or of the send.
+func (c *calls) call(m *msg, send func(*msg) error, reply func(*msg)) {
+	id, ok := c.add(reply)
+	if !ok {
+		reply(errOf(&msg{}, c.err()))
+		return
+	}
+	m.ID = id
+	if err := send(m); err != nil {
+		if f := c.take(id); f != nil {
+			f(errOf(&msg{}, err))
+		}
+	}
+}
+
 func (c *calls) take(id uint64) func(*msg) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

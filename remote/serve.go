@@ -275,17 +275,7 @@ func (n *node) sendUp(typ uint8, m *msg) error {
 
 // call sends a request up; reply gets the answer, or the link's failure.
 func (n *node) call(typ uint8, m *msg, reply func(*msg)) {
-	id, ok := n.calls.add(reply)
-	if !ok {
-		reply(errOf(&msg{}, n.calls.err()))
-		return
-	}
-	m.ID = id
-	if err := n.sendUp(typ, m); err != nil {
-		if f := n.calls.take(id); f != nil {
-			f(errOf(&msg{}, err))
-		}
-	}
+	n.calls.call(m, func(m *msg) error { return n.sendUp(typ, m) }, reply)
 }
 
 func (n *node) reply(id uint64, m *msg) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"prun/internal/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,8 @@ import (
 
 	"prun/ctl"
 	"prun/daemon"
+	"prun/internal/shellwords"
+	"prun/internal/trace"
 	"prun/rsh"
 )
 
@@ -55,8 +56,6 @@ var DaemonArgs = []string{"daemon", "--ctl"}
 // CleanupArgs make prun remove the node's stale session directories (and
 // kill what their jobs left) after a daemon that could not do it itself.
 var CleanupArgs = []string{"daemon", "--cleanup"}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // spawner starts the daemons of one vertex's children and relays what they
 // send. The launcher and every daemon with children run one.
@@ -102,20 +101,18 @@ func (s *spawner) start() {
 	if len(kids) == 0 {
 		return
 	}
-	go s.accept(len(kids))
+	go s.accept()
 	sem := make(chan struct{}, maxParallelStarts)
 	for _, c := range kids {
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			s.startOne(c)
+			s.launch(c, false)
 		}()
 	}
 }
 
 func (s *spawner) host(v int) string { return s.boot.Hosts[v-1] }
-
-func (s *spawner) startOne(v int) { s.launch(v, false) }
 
 // daemonCommand runs exe as the daemon; a daemon that did not end cleanly
 // (SIGKILL too) is followed by a cleanup: the node's stale session
@@ -124,7 +121,7 @@ func (s *spawner) startOne(v int) { s.launch(v, false) }
 // at once, not after the cleanup). The daemon's own exit status is the
 // session's.
 func daemonCommand(exe string) []string {
-	q := shellQuote(exe)
+	q := shellwords.Quote(exe)
 	return []string{"sh", "-c", fmt.Sprintf("%s %s %s; s=$?; %s; [ $s = 0 ] || %s %s %s; exit $s",
 		q, DaemonArgs[0], DaemonArgs[1], closeStdio, q, CleanupArgs[0], CleanupArgs[1])}
 }
@@ -235,7 +232,7 @@ func lastLine(s string) string {
 
 // accept takes the children's links: the first frame of each must be the
 // hello of a child not yet linked.
-func (s *spawner) accept(n int) {
+func (s *spawner) accept() {
 	for l := range s.ln.Links() {
 		go s.serveLink(l, 0)
 	}
@@ -303,7 +300,7 @@ func (s *spawner) watchStdout(v int, sess *rsh.Session) {
 			break
 		}
 	}
-	l, err := ctl.AcceptStream(out, sess.Stdin(), sessionCloser{sess}, s.boot.Secret, ctl.HandshakeTimeout)
+	l, err := ctl.AcceptStream(out, sess.Stdin(), sess, s.boot.Secret, ctl.HandshakeTimeout)
 	if err != nil {
 		s.fail(v, fmt.Errorf("its daemon could not connect back, and the control link over SSH failed: %v", err))
 		sess.Close()
@@ -312,10 +309,6 @@ func (s *spawner) watchStdout(v int, sess *rsh.Session) {
 	s.serveLink(l, v)
 	io.Copy(io.Discard, out)
 }
-
-type sessionCloser struct{ s *rsh.Session }
-
-func (c sessionCloser) Close() error { return c.s.Close() }
 
 func (s *spawner) fail(v int, err error) {
 	s.mu.Lock()

@@ -231,17 +231,7 @@ func (t *Tree) send(v int, typ uint8, m *msg) error {
 }
 
 func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
-	id, ok := t.calls.add(reply)
-	if !ok {
-		reply(errOf(&msg{}, t.calls.err()))
-		return
-	}
-	m.ID = id
-	if err := t.send(v, typ, m); err != nil {
-		if f := t.calls.take(id); f != nil {
-			f(errOf(&msg{}, err))
-		}
-	}
+	t.calls.call(m, func(m *msg) error { return t.send(v, typ, m) }, reply)
 }
 
 // Launch hands the node a plan; failures come back as events.
