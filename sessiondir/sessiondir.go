@@ -15,9 +15,15 @@ import (
 	"time"
 )
 
+// Names CleanStale recognises: a directory named Prefix... is prun's, and
+// is stale once nobody holds its LockName file's flock (remote's copies of
+// the binary use both too).
 const (
-	prefix   = "prun."
-	lockName = ".prun.lock"
+	Prefix   = "prun."
+	LockName = ".prun.lock"
+)
+
+const (
 	// A directory without its lock file is being created; only one this old
 	// is a leftover.
 	unlockedAge = time.Minute
@@ -39,7 +45,7 @@ func Create(tmp string) (*Dir, error) {
 	if tmp == "" {
 		tmp = os.TempDir()
 	}
-	top, err := os.MkdirTemp(tmp, fmt.Sprintf("%s%d.", prefix, os.Getpid()))
+	top, err := os.MkdirTemp(tmp, fmt.Sprintf("%s%d.", Prefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
@@ -50,7 +56,7 @@ func Create(tmp string) (*Dir, error) {
 	}
 	// The lock is held until the process ends, however it ends; its fd is
 	// close-on-exec, so ranks do not inherit it.
-	f, err := os.OpenFile(filepath.Join(top, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(top, LockName), os.O_CREATE|os.O_RDWR, 0o600)
 	if err == nil {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	}
@@ -124,31 +130,22 @@ func CleanStale(tmp string) {
 
 // sessionNames lists the entries of dir named like session directories.
 // Every launch reads $TMPDIR, which on a shared machine can hold many
-// thousands of entries: names come straight from getdents, unsorted and
-// without an entry object each (2.3x faster than os.ReadDir at 5,000).
+// thousands of entries: names only, unsorted, without an entry object each
+// (about 2x faster than os.ReadDir at 5,000).
 func sessionNames(dir string) []string {
-	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	f, err := os.Open(dir)
 	if err != nil {
 		return nil
 	}
-	defer syscall.Close(fd)
-	buf := make([]byte, 32<<10)
-	var names, ours []string
-	for {
-		n, err := syscall.Getdents(fd, buf)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return ours
-		}
-		_, _, names = syscall.ParseDirent(buf[:n], -1, names[:0])
-		for _, name := range names {
-			if strings.HasPrefix(name, prefix) {
-				ours = append(ours, name)
-			}
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	ours := names[:0]
+	for _, name := range names {
+		if strings.HasPrefix(name, Prefix) {
+			ours = append(ours, name)
 		}
 	}
+	return ours
 }
 
 // NspaceEnv is the variable the daemon exports to every rank, naming its
@@ -168,7 +165,7 @@ func (d *Dir) ID() string { return filepath.Base(d.Top) }
 // its ranks started, which outlive the ranks (PR_SET_PDEATHSIG covers only
 // the ranks), marked with the session directory's ID.
 func killLeftovers(dir string, uid int) {
-	marks := [][]byte{[]byte(SessionEnv + "=" + filepath.Base(dir) + "\x00")}
+	mark := []byte("\x00" + SessionEnv + "=" + filepath.Base(dir) + "\x00")
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return
@@ -187,17 +184,14 @@ func killLeftovers(dir string, uid int) {
 			continue
 		}
 		env = append([]byte{0}, env...) // so that every variable starts after a NUL
-		for _, m := range marks {
-			if bytes.Contains(env, append([]byte{0}, m...)) {
-				syscall.Kill(pid, syscall.SIGKILL)
-				break
-			}
+		if bytes.Contains(env, mark) {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }
 
 func stale(dir string, mtime time.Time) bool {
-	f, err := os.Open(filepath.Join(dir, lockName))
+	f, err := os.Open(filepath.Join(dir, LockName))
 	if err != nil {
 		return os.IsNotExist(err) && time.Since(mtime) > unlockedAge
 	}

@@ -43,7 +43,7 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	// A dead launcher's directory: its lock file exists but nobody holds it.
 	dead := filepath.Join(tmp, "prun.999999999.1")
 	os.MkdirAll(filepath.Join(dead, "ns", "0"), 0o700)
-	os.WriteFile(filepath.Join(dead, lockName), nil, 0o600)
+	os.WriteFile(filepath.Join(dead, LockName), nil, 0o600)
 	// One being created right now: no lock file yet, fresh.
 	fresh := filepath.Join(tmp, "prun.999999998.1")
 	os.Mkdir(fresh, 0o700)
@@ -56,8 +56,8 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	// the lock (flock is per open file, so this must be another process).
 	other := filepath.Join(tmp, "prun.999999996.1")
 	os.Mkdir(other, 0o700)
-	os.WriteFile(filepath.Join(other, lockName), nil, 0o600)
-	holder := exec.Command("flock", filepath.Join(other, lockName), "sleep", "5")
+	os.WriteFile(filepath.Join(other, LockName), nil, 0o600)
+	holder := exec.Command("flock", filepath.Join(other, LockName), "sleep", "5")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
