@@ -53,9 +53,6 @@ func Dial(addr string, secret []byte, timeout time.Duration) (*Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
 	if err := Handshake(c, secret, false, timeout); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%s: %w", addr, err)
@@ -161,9 +158,6 @@ func (l *Listener) serve() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if tc, ok := c.(*net.TCPConn); ok {
-				tc.SetNoDelay(true)
-			}
 			if err := Handshake(c, l.secret, true, HandshakeTimeout); err != nil {
 				c.Close()
 				return

@@ -74,7 +74,7 @@ func (a *auth) keys() ([]ssh.Signer, error) {
 				}
 			}
 		case err != nil:
-			a.tried = append(a.tried, fmt.Sprintf("%s (not a usable key: %s)", p, strings.TrimPrefix(err.Error(), "ssh: ")))
+			a.tried = append(a.tried, fmt.Sprintf("%s (not a usable key: %s)", p, trimSSH(err)))
 		default:
 			ids[string(s.PublicKey().Marshal())] = true
 			add(s)

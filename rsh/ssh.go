@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -263,7 +262,6 @@ func keepalive(c *ssh.Client, every time.Duration, max int, dead func()) {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		missed := 0
-		var once sync.Once
 		for {
 			select {
 			case <-closed:
@@ -285,7 +283,7 @@ func keepalive(c *ssh.Client, every time.Duration, max int, dead func()) {
 				missed = 0
 			case <-time.After(every):
 				if missed++; missed >= max {
-					once.Do(dead)
+					dead()
 					return
 				}
 			}
