@@ -24,7 +24,6 @@ import (
 type node interface {
 	Launch(*daemon.Plan) error
 	Signal(nspace string, ranks []int, sig syscall.Signal)
-	ResizePTY(nspace string)
 	ServeDirectModex(target pmixsrv.Proc, done func([]byte, error))
 	DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error
 	Inspect(nspace string, stacks bool) []daemon.RankState

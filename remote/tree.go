@@ -64,6 +64,12 @@ type Tree struct {
 	failure chan error
 	down    map[int]bool // vertices lost
 	closing bool
+	// Reported topologies parsed once per distinct report, so that alike
+	// nodes share one *Topology (the mapper's per-topology work is per
+	// pointer); the plan last sent, encoded once for every node.
+	topos    map[string]*topology.Topology
+	plan     *daemon.Plan
+	planJSON []byte
 
 	closeAnswers chan struct{} // one per node that answered the closing broadcast
 
@@ -182,6 +188,13 @@ func (t *Tree) Topology(host string) *topology.Topology {
 		if t.cfg.Hosts[v-1] != host {
 			continue
 		}
+		key := "synthetic:" + m.Topo
+		if len(m.TopoXML) > 0 {
+			key = "xml:" + string(m.TopoXML)
+		}
+		if topo, ok := t.topos[key]; ok {
+			return topo
+		}
 		var topo *topology.Topology
 		var err error
 		if len(m.TopoXML) > 0 {
@@ -190,8 +203,12 @@ func (t *Tree) Topology(host string) *topology.Topology {
 			topo, err = topology.ParseSynthetic(m.Topo)
 		}
 		if err != nil {
-			return nil
+			topo = nil
 		}
+		if t.topos == nil {
+			t.topos = map[string]*topology.Topology{}
+		}
+		t.topos[key] = topo
 		return topo
 	}
 	return nil
@@ -236,18 +253,30 @@ func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
 
 // Launch hands the node a plan; failures come back as events.
 func (n *Node) Launch(p *daemon.Plan) error {
-	b, err := json.Marshal(p)
+	b, err := n.t.encodePlan(p)
 	if err != nil {
 		return err
 	}
 	return n.t.send(n.v, tLaunch, &msg{Plan: b})
 }
 
+// encodePlan encodes p once for all the nodes the launcher hands it to.
+func (t *Tree) encodePlan(p *daemon.Plan) ([]byte, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.plan != p {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		t.plan, t.planJSON = p, b
+	}
+	return t.planJSON, nil
+}
+
 func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
 	n.t.send(n.v, tSignal, &msg{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
 }
-
-func (n *Node) ResizePTY(string) {} // a --pty rank runs on the launcher's node
 
 func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
 	n.t.call(n.v, tServeDmodex, &msg{Proc: target}, func(m *msg) { done(m.Data, m.err()) })
