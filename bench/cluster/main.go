@@ -57,6 +57,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"prun/bench/internal/benchutil"
+	"prun/internal/ctest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -129,10 +130,7 @@ func run() (failed bool, err error) {
 		return false, errors.New("must run as root (the test cluster is network namespaces with their own sshd)")
 	}
 
-	root, err := benchutil.RepoRoot()
-	if err != nil {
-		return false, err
-	}
+	root := ctest.Root()
 	prun := *prunFlag
 	if prun == "" {
 		prun = filepath.Join(root, "bin", "prun")
@@ -548,8 +546,6 @@ func parseSizes(s string) ([]int, error) {
 	slices.Sort(sizes)
 	return slices.Compact(sizes), nil
 }
-
-// pct returns the p-quantile of xs (nearest rank on the sorted values).
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"prun/bench/internal/benchutil"
+	"prun/internal/ctest"
 	"prun/topology"
 	"strconv"
 	"strings"
@@ -75,10 +76,8 @@ func run() error {
 		return errors.New("-runs must be >= 1 and -warmup >= 0")
 	}
 
-	root, err := benchutil.RepoRoot()
-	if err != nil {
-		return err
-	}
+	root := ctest.Root()
+	var err error
 	prun := *prunFlag
 	if prun == "" {
 		prun = filepath.Join(root, "bin", "prun")
@@ -339,5 +338,3 @@ func sampleHWM(pid int, done <-chan struct{}) int64 {
 		}
 	}
 }
-
-// pct returns the p-quantile of xs (nearest rank on the sorted values).
