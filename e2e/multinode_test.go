@@ -69,9 +69,7 @@ func (m *mn) checkClean(t *testing.T, d time.Duration) {
 func (m *mn) leftovers() []string {
 	var left []string
 	for _, h := range m.hosts {
-		out, _ := exec.Command("ip", "netns", "pids", h).Output()
-		for _, f := range strings.Fields(string(out)) {
-			pid, _ := strconv.Atoi(f)
+		for _, pid := range netnsPids(h) {
 			pi, ok := readStat(pid)
 			if !ok || pi.state == 'Z' && pi.ppid == os.Getpid() {
 				continue
@@ -331,11 +329,10 @@ exec sleep 30
 		// reports a 1-core topology, so the host gets 1 slot where the others
 		// get 2, and the job is mapped on what each node reported.
 		var sshd string
-		out, _ := exec.Command("ip", "netns", "pids", "prun-h2").Output()
-		for _, f := range strings.Fields(string(out)) {
-			cmdline, _ := os.ReadFile("/proc/" + f + "/cmdline")
+		for _, pid := range netnsPids("prun-h2") {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 			if strings.Contains(string(cmdline), "[listener]") {
-				sshd = f
+				sshd = strconv.Itoa(pid)
 			}
 		}
 		if sshd == "" {
@@ -703,8 +700,7 @@ func (m *mn) listeners(t *testing.T, launcher int) []string {
 func (m *mn) procCount() int {
 	n := 0
 	for _, h := range m.hosts {
-		out, _ := exec.Command("ip", "netns", "pids", h).Output()
-		n += len(strings.Fields(string(out)))
+		n += len(netnsPids(h))
 	}
 	return n
 }
@@ -720,15 +716,25 @@ func (m *mn) daemonPid(t *testing.T, host string) int {
 }
 
 func (m *mn) daemonPidOrZero(host string) int {
-	out, _ := exec.Command("ip", "netns", "pids", host).Output()
-	for _, f := range strings.Fields(string(out)) {
-		pid, _ := strconv.Atoi(f)
+	for _, pid := range netnsPids(host) {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if strings.HasSuffix(string(cmdline), "\x00daemon\x00--ctl\x00") {
 			return pid
 		}
 	}
 	return 0
+}
+
+// netnsPids lists the processes of a test host's network namespace.
+func netnsPids(host string) []int {
+	out, _ := exec.Command("ip", "netns", "pids", host).Output()
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func copyFile(t *testing.T, from, to string) {
