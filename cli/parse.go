@@ -81,6 +81,9 @@ type globalOpts struct {
 	genvList    []string // VAR of -genvlist VAR,VAR
 	launcher    string   // Hydra's -launcher/-bootstrap: ssh or rsh
 	appFile     string   // --app FILE: the contexts come from FILE (appfile.go)
+	quiet       bool
+	reportPID   string
+	genvNone    bool // Hydra's -genvnone: every context as -envnone
 }
 
 // launchOpts say how daemons reach other nodes.
@@ -91,10 +94,12 @@ type launchOpts struct {
 
 // contextOpts are flags that apply to one application context.
 type contextOpts struct {
-	np    int
-	npSet bool
-	env   []string
-	wdir  string
+	np      int
+	npSet   bool
+	env     []string
+	wdir    string
+	path    string // --path: where to look for the program instead of PATH
+	envNone bool
 }
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
@@ -182,8 +187,10 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	if pl.Hostfile == "" {
 		pl.Hostfile = p.defaultHostfile
 	}
-	if pl.Hostfile == "" {
-		pl.Hostfile, _ = env.LookupEnv("PRUN_HOSTFILE")
+	for _, v := range []string{"PRUN_HOSTFILE", "HYDRA_HOST_FILE"} {
+		if pl.Hostfile == "" {
+			pl.Hostfile, _ = env.LookupEnv(v)
+		}
 	}
 	pl.Hosts = p.hosts
 	if p.displayMap {
@@ -251,6 +258,10 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.appFile, "app", "", "read the application contexts from `FILE`, one per line (-n 2 ./a args); -x on the command line applies to all")
 	fs.StringVar(&g.appFile, "configfile", "", "same as --app (Hydra's -configfile)")
 	_ = fs.MarkHidden("configfile")
+	fs.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices about the ranks (how a failed rank ended, Open MPI's help messages): the exit status tells")
+	fs.StringVar(&g.reportPID, "report-pid", "", "print prun's process id to `WHERE` as it starts: - (stdout), + (stderr) or a file")
+	fs.BoolVar(&g.genvNone, "genvnone", false, "pass none of prun's environment to any process (Hydra's -genvnone; see -envnone)")
+	_ = fs.MarkHidden("genvnone")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
 	fs.StringVar(&g.launch.ifInclude, "if-include", "", "control traffic (and the MPI libraries) use the network `CIDR|IFACE` (default: the one SSH used)")
 	fs.StringVar(&g.launch.ifInclude, "iface", "", "same as --if-include (Hydra's -iface)")
@@ -271,6 +282,8 @@ func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	fs.StringVar(&c.wdir, "wdir", "", "working `DIR` of the processes")
 	fs.StringVar(&c.wdir, "wd", "", "same as --wdir")
 	_ = fs.MarkHidden("wd")
+	fs.StringVar(&c.path, "path", "", "look for the program in `DIRS` (colon-separated) instead of PATH")
+	fs.BoolVar(&c.envNone, "envnone", false, "pass none of the launching environment to this context's processes, only -x/-env/--mca variables (Hydra's -envnone)")
 }
 
 // FlagSet returns every flag prun knows, for help output and completion.
@@ -377,6 +390,12 @@ func Parse(args []string, env Env) (*Request, error) {
 			job.Apps[i].Env = append(append([]string(nil), globalEnv...), job.Apps[i].Env...)
 		}
 	}
+	if g.genvNone {
+		for i := range job.Apps {
+			job.Apps[i].EnvNone = true
+		}
+	}
+	job.Quiet, job.ReportPID = g.quiet, g.reportPID
 	job.TagOutput = g.tagOutput
 	forms := append([]string(nil), g.output...)
 	if g.tagOutput {
@@ -404,6 +423,9 @@ func Parse(args []string, env Env) (*Request, error) {
 	job.PrintExitCodes = g.exitCodes
 	if g.launch.prefix != "" && !filepath.IsAbs(g.launch.prefix) {
 		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
+	}
+	if g.launch.rsh == "" && g.launcher == "" {
+		g.launcher, g.launch.rsh = remoteShell(g.mca, env)
 	}
 	switch g.launcher {
 	case "", "ssh":
@@ -511,7 +533,10 @@ func normalize(fs *pflag.FlagSet, seg []string) ([]string, error) {
 		if !long && len(bare) > 1 {
 			// pflag would read -launcher as -l -a -u...; only a shorthand
 			// with its value attached (-n4, -xFOO=1) is such a word.
-			if sf := fs.ShorthandLookup(bare[:1]); sf == nil || sf.NoOptDefVal != "" || sf.Value.Type() == "bool" {
+			// (-nameserver is no -n with "ameserver" attached.)
+			sf := fs.ShorthandLookup(bare[:1])
+			if _, err := strconv.Atoi(bare[1:]); sf == nil || sf.NoOptDefVal != "" || sf.Value.Type() == "bool" ||
+				sf.Value.Type() == "int" && err != nil {
 				if sg := suggest(bare); sg != "" && len(bare) > 2 {
 					return nil, usagef("unknown flag %s (did you mean --%s?)", name, sg)
 				}
@@ -735,7 +760,7 @@ func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, er
 	if c.np == 0 && c.npSet {
 		return jobspec.App{}, usagef("-n 0%s: at least one process is needed", where)
 	}
-	app := jobspec.App{Argv: rest, NP: c.np, Wdir: c.wdir}
+	app := jobspec.App{Argv: rest, NP: c.np, Wdir: c.wdir, EnvNone: c.envNone}
 	for _, x := range c.env {
 		kv, err := exportVar(x, env)
 		if err != nil {
@@ -757,8 +782,14 @@ func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, er
 			return app, usagef("--wdir %s%s: not a directory", c.wdir, where)
 		}
 	}
+	if c.path != "" {
+		env.LookPath = lookPathIn(c.path, app.Wdir)
+	}
 	exe, err := resolveProgram(rest[0], app.Wdir, env)
 	if err != nil {
+		if c.path != "" && !strings.Contains(rest[0], "/") {
+			return app, usagef("%s: not found in --path %s", rest[0], c.path)
+		}
 		return app, err
 	}
 	app.Exe = exe
@@ -853,4 +884,77 @@ func parseTimeout(flag, env string) (time.Duration, error) {
 		return 0, usagef("%s %s: want a positive number of seconds", src, v)
 	}
 	return time.Duration(n * float64(time.Second)), nil
+}
+
+// lookPathIn is exec.LookPath over the directories of --path instead of
+// PATH (relative ones from the working directory of the ranks).
+func lookPathIn(dirs, wdir string) func(string) (string, error) {
+	return func(prog string) (string, error) {
+		for _, d := range filepath.SplitList(dirs) {
+			if d == "" {
+				continue
+			}
+			if !filepath.IsAbs(d) {
+				d = filepath.Join(wdir, d)
+			}
+			p := filepath.Join(d, prog)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				return p, nil
+			}
+		}
+		return "", exec.ErrNotFound
+	}
+}
+
+// remoteShell reads the remote shell that users of Open MPI and Hydra name
+// outside the command line: Open MPI's plm_rsh_agent and plm_rsh_args (from
+// --mca, else OMPI_MCA_*), else Hydra's HYDRA_LAUNCHER_EXEC. Plain ssh is
+// prun's built-in client; anything else becomes --rsh. It returns the
+// -launcher word and the --rsh command.
+func remoteShell(mca []string, env Env) (launcher, rsh string) {
+	param := func(name string) string {
+		v, found := "", false
+		for _, kv := range mca {
+			if k, val, _ := strings.Cut(kv, "="); k == name {
+				v, found = val, true // the last one counts, as with mpirun
+			}
+		}
+		if !found {
+			v, _ = env.LookupEnv("OMPI_MCA_" + name)
+		}
+		return strings.TrimSpace(v)
+	}
+	agent, args := param("plm_rsh_agent"), param("plm_rsh_args")
+	if agent == "" {
+		if v, _ := env.LookupEnv("HYDRA_LAUNCHER_EXEC"); strings.TrimSpace(v) != "" {
+			return "", strings.TrimSpace(v)
+		}
+		if args == "" {
+			return "", ""
+		}
+		agent = "ssh"
+	}
+	// Open MPI's agent is a list of alternatives, "ssh : rsh": the first
+	// one found on PATH (ssh always: prun has its own).
+	alts := strings.Split(agent, ":")
+	pick := strings.TrimSpace(alts[0])
+	for _, a := range alts {
+		a = strings.TrimSpace(a)
+		first, _, _ := strings.Cut(a, " ")
+		if first == "ssh" && a == first {
+			pick = a
+			break
+		}
+		if _, err := env.LookPath(first); err == nil && first != "" {
+			pick = a
+			break
+		}
+	}
+	if pick == "ssh" && args == "" {
+		return "ssh", ""
+	}
+	if args != "" {
+		pick += " " + args
+	}
+	return "", pick
 }

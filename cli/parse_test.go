@@ -268,6 +268,8 @@ func FuzzParse(f *testing.F) {
 		"-x", "-n 1 ./app : : ./app", "--wdir . ./app", "-tag-output -np=3 ./app -n 2", "-h", "--version",
 		"--mca btl self -n 2 ./app", "-mca a b --pmixmca c d ./app",
 		"-launcher ssh -genvlist SET_VAR,B -envlist C ./app", "-lx ./app", "--cpu-set 0-1 ./app",
+		"-q --report-pid - -n 1 --path bin:/x ./app", "-genvnone -n 1 -envnone ./app", "-nameserver h ./app",
+		"--mca plm_rsh_agent rsh:ssh --mca plm_rsh_args -C ./app",
 	} {
 		f.Add(s)
 	}
@@ -325,5 +327,97 @@ func TestCompatFlags(t *testing.T) {
 	if _, err := Parse(strings.Fields("--cpu-set 0 --map-by core -n 1 ./app"), env); err == nil ||
 		err.Error() != "--cpu-set cannot be combined with --map-by core (give --map-by pe-list=LIST:...)" {
 		t.Errorf("--cpu-set with --map-by: %v", err)
+	}
+}
+
+// TestMpirunExtras: -q, --report-pid, --path and Hydra's -envnone/-genvnone.
+func TestMpirunExtras(t *testing.T) {
+	env, dir := testEnv(t)
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req, err := Parse(strings.Fields("-q --report-pid + -n 1 --path /nonexistent:bin tool : -envnone -x A=1 ./app"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := req.Job
+	if !j.Quiet || j.ReportPID != "+" {
+		t.Errorf("quiet %v, report-pid %q", j.Quiet, j.ReportPID)
+	}
+	if j.Apps[0].Exe != filepath.Join(bin, "tool") || j.Apps[0].EnvNone {
+		t.Errorf("app 0 = %+v", j.Apps[0])
+	}
+	if !j.Apps[1].EnvNone || strings.Join(j.Apps[1].Env, " ") != "A=1" {
+		t.Errorf("app 1 = %+v", j.Apps[1])
+	}
+	req, err = Parse(strings.Fields("-genvnone -n 1 ./app : -n 1 ./app2"), env)
+	if err != nil || !req.Job.Apps[0].EnvNone || !req.Job.Apps[1].EnvNone {
+		t.Errorf("-genvnone: %v %+v", err, req)
+	}
+	for args, want := range map[string]string{
+		"--path bin sh":                    "sh: not found in --path bin",
+		"-nameserver localhost -n 1 ./app": "unknown flag -nameserver",
+		"-cx ./app":                        "unknown flag -cx",
+	} {
+		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", args, err, want)
+		}
+	}
+	if req, err := Parse(strings.Fields("-n4 ./app"), env); err != nil || req.Job.Apps[0].NP != 4 {
+		t.Errorf("-n4: %v %+v", err, req)
+	}
+}
+
+// TestRemoteShellFromEnvironment: Open MPI's plm_rsh_agent/plm_rsh_args and
+// Hydra's HYDRA_LAUNCHER_EXEC and HYDRA_HOST_FILE choose what the command
+// line does not.
+func TestRemoteShellFromEnvironment(t *testing.T) {
+	_, dir := testEnv(t)
+	envWith := func(vars map[string]string) Env {
+		e, _ := testEnv(t)
+		e.Getwd = func() (string, error) { return dir, nil }
+		e.LookupEnv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+		e.LookPath = func(name string) (string, error) {
+			if name == "rsh" || name == "/opt/ssh" {
+				return "/usr/bin/" + name, nil
+			}
+			return "", exec.ErrNotFound
+		}
+		return e
+	}
+	cases := []struct {
+		args string
+		vars map[string]string
+		rsh  string
+	}{
+		{"-n 1 ./app", nil, ""},
+		{"--mca plm_rsh_agent ssh -n 1 ./app", nil, ""},
+		{"--mca plm_rsh_agent ssh:rsh -n 1 ./app", nil, ""},
+		{"--mca plm_rsh_agent nossh:rsh -n 1 ./app", nil, "rsh"},
+		{"--mca plm_rsh_agent /opt/ssh -mca plm_rsh_args -C -n 1 ./app", nil, "/opt/ssh -C"},
+		{"--mca plm_rsh_args -p2222 -n 1 ./app", nil, "ssh -p2222"},
+		{"-n 1 ./app", map[string]string{"OMPI_MCA_plm_rsh_agent": "rsh"}, "rsh"},
+		{"--mca plm_rsh_agent ssh -n 1 ./app", map[string]string{"OMPI_MCA_plm_rsh_agent": "rsh"}, ""},
+		{"-n 1 ./app", map[string]string{"HYDRA_LAUNCHER_EXEC": "myssh -q"}, "myssh -q"},
+		{"--rsh mine -n 1 ./app", map[string]string{"OMPI_MCA_plm_rsh_agent": "rsh"}, "mine"},
+		{"-launcher ssh -n 1 ./app", map[string]string{"HYDRA_LAUNCHER_EXEC": "myssh"}, ""},
+	}
+	for _, c := range cases {
+		req, err := Parse(strings.Fields(c.args), envWith(c.vars))
+		if err != nil {
+			t.Errorf("Parse(%q) with %v: %v", c.args, c.vars, err)
+			continue
+		}
+		if req.Job.Launch.Rsh != c.rsh {
+			t.Errorf("Parse(%q) with %v: rsh %q, want %q", c.args, c.vars, req.Job.Launch.Rsh, c.rsh)
+		}
+	}
+	req, err := Parse(strings.Fields("-n 1 ./app"), envWith(map[string]string{"HYDRA_HOST_FILE": "/h"}))
+	if err != nil || req.Job.Place.Hostfile != "/h" {
+		t.Errorf("HYDRA_HOST_FILE: %v %+v", err, req)
 	}
 }

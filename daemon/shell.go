@@ -230,7 +230,11 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 		// they must not describe the parent's place in its job.
 		userEnv = filterInherited(userEnv)
 	}
-	env := rankEnv(sh.d.cfg.BaseEnv, userEnv, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
+	base := sh.d.cfg.BaseEnv
+	if app.EnvNone {
+		base = nil
+	}
+	env := rankEnv(base, userEnv, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
 	var pmiServer, pmiClient *os.File
 	if pmiVersions != 0 {
 		var err error

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,4 +127,60 @@ func TestPrintAllExitCodes(t *testing.T) {
 	if r = run(t, opts{args: []string{"-n", "2", "true"}}); r.stderr != "" {
 		t.Errorf("without the flag, stderr = %q", r.stderr)
 	}
+}
+
+// mpirun's -q, --report-pid and --path, Hydra's -envnone: what each
+// changes in a real run.
+func TestMpirunExtras(t *testing.T) {
+	t.Parallel()
+	t.Run("quiet", func(t *testing.T) {
+		r := prun(t, "-q", "-n", "2", "sh", "-c", `[ $PRUN_RANK = 1 ] && exit 3; exec sleep 30`)
+		expectCode(t, r, 3)
+		if r.stderr != "" {
+			t.Errorf("-q: stderr = %q, want nothing", r.stderr)
+		}
+		r = prun(t, "-n", "2", "sh", "-c", `[ $PRUN_RANK = 1 ] && exit 3; exec sleep 30`)
+		expectCode(t, r, 3)
+		expectContains(t, "stderr", r.stderr, "exited with status 3")
+	})
+	t.Run("report-pid", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "pid")
+		r := prun(t, "--report-pid", file, "-n", "1", "true")
+		expectCode(t, r, 0)
+		if b, err := os.ReadFile(file); err != nil || string(b) != fmt.Sprintf("%d\n", r.pid) {
+			t.Errorf("pid file = %q, %v; want %d", b, err, r.pid)
+		}
+		r = prun(t, "--report-pid", "-", "-n", "1", "echo", "rank")
+		expectCode(t, r, 0)
+		if r.stdout != fmt.Sprintf("%d\nrank\n", r.pid) {
+			t.Errorf("--report-pid -: stdout = %q, want prun's pid %d first", r.stdout, r.pid)
+		}
+		r = prun(t, "--report-pid", "/nonexistent-prun-e2e/pid", "-n", "1", "true")
+		expectCode(t, r, 1)
+		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--report-pid /nonexistent-prun-e2e/pid") {
+			t.Errorf("stderr = %q, want one line naming the file", r.stderr)
+		}
+	})
+	t.Run("path", func(t *testing.T) {
+		dir := t.TempDir()
+		writeScript(t, dir, "only-here-prun-e2e", "echo found\n")
+		r := prun(t, "-n", "1", "--path", "/nonexistent:"+dir, "only-here-prun-e2e")
+		expectCode(t, r, 0)
+		if r.stdout != "found\n" {
+			t.Errorf("stdout = %q", r.stdout)
+		}
+	})
+	t.Run("envnone", func(t *testing.T) {
+		show := `echo "[$E2E_OUTER] [$E2E_SET] [$PRUN_RANK] [$PMIX_RANK]"`
+		r := run(t, opts{args: []string{"-n", "1", "-envnone", "-x", "E2E_SET=s", "sh", "-c", show, ":",
+			"-n", "1", "sh", "-c", show}, env: []string{"E2E_OUTER=o"}})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "[] [s] [0] [0]\n")
+		expectContains(t, "stdout", r.stdout, "[o] [] [1] [1]\n")
+		r = run(t, opts{args: []string{"-genvnone", "-n", "2", "sh", "-c", show}, env: []string{"E2E_OUTER=o"}})
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "[o]") {
+			t.Errorf("-genvnone: stdout = %q", r.stdout)
+		}
+	})
 }

@@ -16,6 +16,11 @@ type App struct {
 	NP   int      // processes; 0 means one per available slot
 	Env  []string // "VAR=value" pairs exported with -x
 	Wdir string   // absolute working directory of the processes
+	// EnvNone: the processes get none of the launching environment (prun's,
+	// or a remote node's login environment), only what is set for them
+	// (-x, -env, --mca...) and what the launch adds (PMI, PMIx) (Hydra's
+	// -envnone/-genvnone).
+	EnvNone bool
 }
 
 // Job is a whole command line.
@@ -34,6 +39,8 @@ type Job struct {
 	ReportStateOnTimeout bool   // --report-state-on-timeout
 	PrintExitCodes       bool   // --print-all-exitcodes: every rank's ending, after the job
 	GetStackTraces       bool   // --get-stack-traces (on timeout)
+	Quiet                bool   // -q: no notices about how ranks ended or Open MPI's help messages
+	ReportPID            string // --report-pid: "-" stdout, "+" stderr, else a file
 	Launch               Launch
 }
 

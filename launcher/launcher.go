@@ -77,7 +77,7 @@ func Run(job *jobspec.Job, opts Options) int {
 			return ExitUsage
 		}
 	}
-	r := &run{opts: opts}
+	r := &run{opts: opts, quiet: job.Quiet}
 	out.OnBrokenPipe = func() {
 		if up := r.up; up != nil {
 			up.queue.push(brokenPipe{})
@@ -85,6 +85,13 @@ func Run(job *jobspec.Job, opts Options) int {
 	}
 	r.out = iof.NewWriter(opts.Stdout, opts.Stderr, out)
 	start := time.Now()
+	if job.ReportPID != "" {
+		if err := reportPID(job.ReportPID, opts); err != nil {
+			r.errorf("--report-pid %s: %v", job.ReportPID, err)
+			r.out.Close()
+			return ExitFailure
+		}
+	}
 	code := r.run(job)
 	if job.PrintExitCodes {
 		for _, l := range r.exitCodes() {
@@ -108,6 +115,7 @@ func Run(job *jobspec.Job, opts Options) int {
 
 type run struct {
 	opts  Options
+	quiet bool // -q: no notices about the ranks' endings
 	out   *iof.Writer
 	up    *upstream
 	alloc hostfile.Allocation
@@ -658,7 +666,7 @@ func (r *run) onEvent(ev daemon.Event) {
 		if ev.Msg != "" {
 			msg += ": " + ev.Msg
 		}
-		r.failJob(msg, ev.Status)
+		r.failRank(msg, ev.Status)
 	case daemon.ProcExited:
 		j.running--
 		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) {
@@ -686,6 +694,9 @@ func (r *run) onEvent(ev daemon.Event) {
 // first of a topic whole, later ones of the same topic counted (see
 // helpSummary).
 func (r *run) onHelp(ev daemon.Event) {
+	if r.quiet {
+		return
+	}
 	if r.helpRepeats == nil {
 		r.helpRepeats = map[string]int{}
 	}
@@ -722,14 +733,14 @@ func (r *run) onExit(ev daemon.Event) {
 	desc := r.rankDesc(ev.Nspace, ev.Rank)
 	switch {
 	case ev.Signal != 0:
-		r.failJob(fmt.Sprintf("%s (pid %d) was killed by signal %d (%s)%s", desc, ev.Pid,
+		r.failRank(fmt.Sprintf("%s (pid %d) was killed by signal %d (%s)%s", desc, ev.Pid,
 			int(ev.Signal), signalName(ev.Signal), killing(others)), 128+int(ev.Signal))
 	case ev.Status != 0:
-		r.failJob(fmt.Sprintf("%s (pid %d) exited with status %d%s", desc, ev.Pid, ev.Status,
+		r.failRank(fmt.Sprintf("%s (pid %d) exited with status %d%s", desc, ev.Pid, ev.Status,
 			killing(others)), ev.Status)
 	case ev.Connected && !ev.Finalized:
 		// Its peers may wait for it in a collective for ever: end the job.
-		r.failJob(fmt.Sprintf("%s (pid %d) exited without calling finalize%s", desc, ev.Pid,
+		r.failRank(fmt.Sprintf("%s (pid %d) exited without calling finalize%s", desc, ev.Pid,
 			killing(others)), ExitFailure)
 	}
 }
@@ -756,11 +767,23 @@ func killing(others int) string {
 
 // failJob records the first failure and ends the job.
 func (r *run) failJob(msg string, code int) {
+	r.failWith(msg, code, true)
+}
+
+// failRank is failJob for a rank's own ending, which -q keeps quiet: the
+// exit status tells it.
+func (r *run) failRank(msg string, code int) {
+	r.failWith(msg, code, !r.quiet)
+}
+
+func (r *run) failWith(msg string, code int, say bool) {
 	if r.fail != nil || r.signaled != 0 {
 		return
 	}
 	r.fail = &failure{msg: msg, code: code}
-	r.errorf("%s", msg)
+	if say {
+		r.errorf("%s", msg)
+	}
 	r.terminate(syscall.SIGTERM)
 }
 
@@ -798,7 +821,9 @@ func (r *run) onSignal(sig syscall.Signal) {
 			return
 		}
 		r.signaled = sig
-		r.errorf("received %s; forwarding it to %d ranks", signalName(sig), r.runningRanks())
+		if !r.quiet {
+			r.errorf("received %s; forwarding it to %d ranks", signalName(sig), r.runningRanks())
+		}
 		r.terminate(sig)
 	default: // SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP: pass on, nothing more
 		r.signalAll(sig)
@@ -945,4 +970,20 @@ func makeRaw(f *os.File) (restore func(), err error) {
 		return nil, err
 	}
 	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }, nil
+}
+
+// reportPID tells where prun runs, as mpirun's --report-pid does: "-" is
+// stdout, "+" stderr, anything else a file.
+func reportPID(where string, opts Options) error {
+	line := strconv.Itoa(os.Getpid()) + "\n"
+	var err error
+	switch where {
+	case "-":
+		_, err = io.WriteString(opts.Stdout, line)
+	case "+":
+		_, err = io.WriteString(opts.Stderr, line)
+	default:
+		err = os.WriteFile(where, []byte(line), 0o644)
+	}
+	return err
 }
