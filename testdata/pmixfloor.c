@@ -8,7 +8,9 @@
  *   pmixfloor TOPOLOGY.xml|- N PROGRAM [ARGS...]
  *
  * No stdio forwarding, no signals, no mapping: whatever prun spends beyond
- * this is prun's own.
+ * this is prun's own. With PRUN_DEBUG_TIMING=1 it prints milestones as prun
+ * does (from PRUN_DEBUG_T0, a harness's fork time, when given), so that
+ * bench/tools/marks.c can set the two side by side.
  */
 #define _GNU_SOURCE
 #include <pmix_server.h>
@@ -20,7 +22,22 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+static long long t0; /* Unix ns: PRUN_DEBUG_T0, else main's start */
+static int timing;
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void mark(const char *what) {
+    if (timing)
+        fprintf(stderr, "prun timing %8.2f ms [%d] %s\n", (now_ns() - t0) / 1e6, (int)getpid(), what);
+}
 
 extern char **environ;
 
@@ -34,6 +51,9 @@ static int rm(const char *path, const struct stat *st, int flag, struct FTW *ftw
 }
 
 int main(int argc, char **argv) {
+    timing = getenv("PRUN_DEBUG_TIMING") && strcmp(getenv("PRUN_DEBUG_TIMING"), "1") == 0;
+    t0 = getenv("PRUN_DEBUG_T0") ? atoll(getenv("PRUN_DEBUG_T0")) : now_ns();
+    mark("main");
     if (argc < 4) {
         fprintf(stderr, "usage: pmixfloor TOPOLOGY.xml|- N PROGRAM [ARGS...]\n");
         return 2;
@@ -59,6 +79,7 @@ int main(int argc, char **argv) {
     PMIX_INFO_LOAD(&info[2], PMIX_HOSTNAME, "localhost", PMIX_STRING);
     if (PMIx_server_init(&module, info, 3) != PMIX_SUCCESS) { fprintf(stderr, "PMIx_server_init failed\n"); return 1; }
 
+    mark("server up");
     pmix_nspace_t ns;
     PMIX_LOAD_NSPACE(ns, "floor.1");
     pmix_info_t jinfo[2];
@@ -68,6 +89,7 @@ int main(int argc, char **argv) {
     PMIx_server_register_nspace(ns, n, jinfo, 2, opdone, NULL);
     waitdone();
 
+    mark("namespace registered");
     pid_t *pids = calloc(n, sizeof *pids);
     for (int r = 0; r < n; r++) {
         pmix_proc_t p;
@@ -87,14 +109,18 @@ int main(int argc, char **argv) {
         for (char **e = env; *e; e++) free(*e);
         free(env);
     }
+    mark("ranks started");
     int rc = 0;
     for (int r = 0; r < n; r++) {
         int st;
         waitpid(pids[r], &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 1;
     }
+    mark("ranks reaped");
     PMIx_server_deregister_nspace(ns, NULL, NULL);
     PMIx_server_finalize();
+    mark("server finalized");
     if (nftw(dir, rm, 16, FTW_DEPTH | FTW_PHYS) != 0) rc = 1;
+    mark("session directory removed");
     return rc;
 }
