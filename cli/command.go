@@ -59,6 +59,9 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			}
 			switch {
 			case req.Help:
+				// The flags are for the help text alone (prun parses its
+				// own): built here, not on every launch.
+				cmd.Flags().AddFlagSet(FlagSet())
 				return cmd.Help()
 			case req.Version:
 				fmt.Fprintf(cmd.OutOrStdout(), "prun %s\n", Version)
@@ -68,7 +71,6 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().AddFlagSet(FlagSet())
 	cmd.SetHelpTemplate(`{{.Long}}
 
 Options:
