@@ -941,11 +941,7 @@ func remoteShell(mca []string, env Env) (launcher, rsh string) {
 	for _, a := range alts {
 		a = strings.TrimSpace(a)
 		first, _, _ := strings.Cut(a, " ")
-		if first == "ssh" && a == first {
-			pick = a
-			break
-		}
-		if _, err := env.LookPath(first); err == nil && first != "" {
+		if _, err := env.LookPath(first); a == "ssh" || first != "" && err == nil {
 			pick = a
 			break
 		}

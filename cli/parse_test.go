@@ -376,10 +376,8 @@ func TestMpirunExtras(t *testing.T) {
 // Hydra's HYDRA_LAUNCHER_EXEC and HYDRA_HOST_FILE choose what the command
 // line does not.
 func TestRemoteShellFromEnvironment(t *testing.T) {
-	_, dir := testEnv(t)
 	envWith := func(vars map[string]string) Env {
 		e, _ := testEnv(t)
-		e.Getwd = func() (string, error) { return dir, nil }
 		e.LookupEnv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 		e.LookPath = func(name string) (string, error) {
 			if name == "rsh" || name == "/opt/ssh" {
