@@ -787,9 +787,6 @@ func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, er
 	}
 	exe, err := resolveProgram(rest[0], app.Wdir, env)
 	if err != nil {
-		if c.path != "" && !strings.Contains(rest[0], "/") {
-			return app, usagef("%s: not found in --path %s", rest[0], c.path)
-		}
 		return app, err
 	}
 	app.Exe = exe
@@ -887,7 +884,8 @@ func parseTimeout(flag, env string) (time.Duration, error) {
 }
 
 // lookPathIn is exec.LookPath over the directories of --path instead of
-// PATH (relative ones from the working directory of the ranks).
+// PATH (relative ones from the working directory of the ranks); its
+// not-found error names them, for resolveProgram's message.
 func lookPathIn(dirs, wdir string) func(string) (string, error) {
 	return func(prog string) (string, error) {
 		for _, d := range filepath.SplitList(dirs) {
@@ -902,7 +900,7 @@ func lookPathIn(dirs, wdir string) func(string) (string, error) {
 				return p, nil
 			}
 		}
-		return "", exec.ErrNotFound
+		return "", fmt.Errorf("not found in --path %s", dirs)
 	}
 }
 
