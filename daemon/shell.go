@@ -201,20 +201,16 @@ func (sh *shell) register(local []int) (envs [][]string, errs []error) {
 	if usePMIx, _ := sh.interfaces(); !usePMIx {
 		return envs, errs
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64) // requests in flight on libpmix's thread
+	ranks := make([]pmixsrv.Rank, len(local))
 	for i, r := range local {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			proc := pmixsrv.Proc{Nspace: sh.plan.Nspace, Rank: pmixsrv.Rank(r)}
-			if errs[i] = sh.d.srv.RegisterClient(proc, os.Getuid(), os.Getgid()); errs[i] == nil {
-				envs[i], errs[i] = sh.d.srv.SetupFork(proc)
-			}
-		}()
+		ranks[i] = pmixsrv.Rank(r)
 	}
-	wg.Wait()
+	errs = sh.d.srv.RegisterClients(sh.plan.Nspace, ranks, os.Getuid(), os.Getgid())
+	for i, r := range ranks {
+		if errs[i] == nil {
+			envs[i], errs[i] = sh.d.srv.SetupFork(pmixsrv.Proc{Nspace: sh.plan.Nspace, Rank: r})
+		}
+	}
 	return envs, errs
 }
 

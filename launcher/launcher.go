@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"prun/internal/trace"
 	"sort"
 	"strconv"
@@ -51,11 +50,11 @@ type Options struct {
 	TmpDir         string
 	Env            []string
 	KillGrace      time.Duration // between the polite signal and SIGKILL
-	Signals        bool          // handle SIGINT, SIGTERM, ... (off in tests that call Run)
+	Signals        *Signals      // SIGINT, SIGTERM, ... (nil in tests that call Run: not caught)
 }
 
-// DefaultOptions are the real process's.
-func DefaultOptions() Options {
+// DefaultOptions are the real process's, catching sigs.
+func DefaultOptions(sigs *Signals) Options {
 	noColor := os.Getenv("NO_COLOR") != ""
 	return Options{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
@@ -64,7 +63,7 @@ func DefaultOptions() Options {
 		TmpDir:      os.TempDir(),
 		Env:         os.Environ(),
 		KillGrace:   time.Second,
-		Signals:     true,
+		Signals:     sigs,
 	}
 }
 
@@ -210,6 +209,9 @@ func (r *run) run(job *jobspec.Job) int {
 	if job.Place.DoNotLaunch {
 		return r.display(job, m)
 	}
+	// Signals are caught before anything starts so that no Ctrl-C is lost.
+	sigs := r.opts.Signals.wait()
+	defer r.opts.Signals.stop()
 	sess, err := sessiondir.Create(r.opts.TmpDir)
 	if err != nil {
 		r.errorf("%v", err)
@@ -223,20 +225,6 @@ func (r *run) run(job *jobspec.Job) int {
 	defer r.out.Flush()
 	r.up = newUpstream(r.out)
 	defer r.up.names.Close()
-
-	// Signals are caught before anything starts so that no Ctrl-C is lost.
-	sigs := make(chan os.Signal, 8)
-	if r.opts.Signals {
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGWINCH)
-		defer signal.Stop(sigs)
-		// A closed stdout drops output, it does not kill the job. Catching
-		// SIGPIPE (rather than ignoring it, which exec passes on) leaves the
-		// ranks' own SIGPIPE alone.
-		pipes := make(chan os.Signal, 1)
-		signal.Notify(pipes, syscall.SIGPIPE)
-		defer signal.Stop(pipes)
-	}
 
 	// Other nodes: their daemons start (as a tree) and report their
 	// topologies, and the job is mapped again on what they reported.

@@ -222,10 +222,8 @@ func (s *Server) RegisterNspace(nspace string, nlocal int, info []Info) error {
 	defer C.prun_info_free(a, n)
 	ns := C.CString(nspace)
 	defer C.free(unsafe.Pointer(ns))
-	if err := wait(func(h C.uintptr_t) C.pmix_status_t {
-		return C.prun_register_nspace(ns, C.int(nlocal), a, n, h)
-	}); err != nil {
-		return fmt.Errorf("PMIx_server_register_nspace %s: %w", nspace, err)
+	if rc := C.prun_register_nspace(ns, C.int(nlocal), a, n); rc != C.PMIX_SUCCESS {
+		return fmt.Errorf("PMIx_server_register_nspace %s: %w", nspace, Status(rc))
 	}
 	return nil
 }
@@ -237,16 +235,27 @@ func (s *Server) DeregisterNspace(nspace string) {
 	C.prun_deregister_nspace(ns)
 }
 
-// RegisterClient authorises one local process to connect.
-func (s *Server) RegisterClient(p Proc, uid, gid int) error {
-	ns := C.CString(p.Nspace)
-	defer C.free(unsafe.Pointer(ns))
-	if err := wait(func(h C.uintptr_t) C.pmix_status_t {
-		return C.prun_register_client(ns, C.uint32_t(p.Rank), C.uid_t(uid), C.gid_t(gid), h)
-	}); err != nil {
-		return fmt.Errorf("PMIx_server_register_client %s: %w", p, err)
+// RegisterClients authorises local processes of nspace to connect; errs[i]
+// says why ranks[i] cannot (nil when it can).
+func (s *Server) RegisterClients(nspace string, ranks []Rank, uid, gid int) (errs []error) {
+	errs = make([]error, len(ranks))
+	if len(ranks) == 0 {
+		return errs
 	}
-	return nil
+	ns := C.CString(nspace)
+	defer C.free(unsafe.Pointer(ns))
+	cranks := make([]C.uint32_t, len(ranks))
+	for i, r := range ranks {
+		cranks[i] = C.uint32_t(r)
+	}
+	st := make([]C.pmix_status_t, len(ranks))
+	C.prun_register_clients(ns, &cranks[0], C.size_t(len(ranks)), C.uid_t(uid), C.gid_t(gid), &st[0])
+	for i, rc := range st {
+		if rc != C.PMIX_SUCCESS {
+			errs[i] = fmt.Errorf("PMIx_server_register_client %s: %w", Proc{nspace, ranks[i]}, Status(rc))
+		}
+	}
+	return errs
 }
 
 // DeregisterClient forgets a local process (after it exited).

@@ -1,3 +1,4 @@
+#include <semaphore.h>
 #include <string.h>
 #include "shim.h"
 #include "_cgo_export.h"
@@ -454,11 +455,44 @@ void prun_pdata_free(pmix_pdata_t *d, size_t n)
 
 static void opdone(pmix_status_t st, void *cbdata) { goOpDone((uintptr_t)cbdata, st); }
 
-pmix_status_t prun_register_nspace(const char *ns, int nlocal, pmix_info_t *info, size_t n, uintptr_t h)
+/* Registrations are waited for here, on a semaphore: the library's thread
+ * completes them within tens of microseconds, and completing them through a
+ * Go callback instead costs that thread a borrowed Go thread and a wait for
+ * a processor each time. Neither registration calls back into the host. */
+struct syncop {
+    sem_t sem;
+    pmix_status_t st;
+};
+
+static void syncdone(pmix_status_t st, void *cbdata)
+{
+    struct syncop *op = cbdata;
+    op->st = st;
+    sem_post(&op->sem);
+}
+
+/* syncwait returns the operation's status once it is complete; rc is what
+ * the call that started it returned (no callback comes unless PMIX_SUCCESS). */
+static pmix_status_t syncwait(struct syncop *op, pmix_status_t rc)
+{
+    if (rc == PMIX_SUCCESS) {
+        while (sem_wait(&op->sem) != 0) {
+        }
+        rc = op->st;
+    } else if (rc == PMIX_OPERATION_SUCCEEDED) {
+        rc = PMIX_SUCCESS;
+    }
+    sem_destroy(&op->sem);
+    return rc;
+}
+
+pmix_status_t prun_register_nspace(const char *ns, int nlocal, pmix_info_t *info, size_t n)
 {
     pmix_nspace_t nspace;
+    struct syncop op;
     PMIX_LOAD_NSPACE(nspace, ns);
-    return PMIx_server_register_nspace(nspace, nlocal, info, n, opdone, (void *)h);
+    sem_init(&op.sem, 0, 0);
+    return syncwait(&op, PMIx_server_register_nspace(nspace, nlocal, info, n, syncdone, &op));
 }
 
 /* Deregistration is fire-and-forget: some libpmix releases never call the
@@ -473,11 +507,25 @@ void prun_deregister_nspace(const char *ns)
     PMIx_server_deregister_nspace(nspace, nop_opcb, NULL);
 }
 
-pmix_status_t prun_register_client(const char *ns, uint32_t rank, uid_t uid, gid_t gid, uintptr_t h)
+/* prun_register_clients registers n ranks of ns, all in flight at once,
+ * and leaves each one's status in st. */
+void prun_register_clients(const char *ns, const uint32_t *ranks, size_t n, uid_t uid, gid_t gid, pmix_status_t *st)
 {
-    pmix_proc_t p;
-    PMIX_PROC_LOAD(&p, ns, rank);
-    return PMIx_server_register_client(&p, uid, gid, NULL, opdone, (void *)h);
+    struct syncop *ops = calloc(n, sizeof *ops);
+    if (ops == NULL) {
+        for (size_t i = 0; i < n; i++)
+            st[i] = PMIX_ERR_NOMEM;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pmix_proc_t p;
+        PMIX_PROC_LOAD(&p, ns, ranks[i]);
+        sem_init(&ops[i].sem, 0, 0);
+        st[i] = PMIx_server_register_client(&p, uid, gid, NULL, syncdone, &ops[i]);
+    }
+    for (size_t i = 0; i < n; i++)
+        st[i] = syncwait(&ops[i], st[i]);
+    free(ops);
 }
 
 void prun_deregister_client(const char *ns, uint32_t rank)

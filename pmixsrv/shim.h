@@ -54,10 +54,10 @@ pmix_pdata_t *prun_pdata_create(size_t n);
 void prun_pdata_set(pmix_pdata_t *d, size_t i, const char *ns, uint32_t rank, const char *key, pmix_info_t *val);
 void prun_pdata_free(pmix_pdata_t *d, size_t n);
 
-/* our own blocking calls, completed through Go */
-pmix_status_t prun_register_nspace(const char *ns, int nlocal, pmix_info_t *info, size_t n, uintptr_t h);
+/* our own calls: registrations wait in C, the others complete through Go */
+pmix_status_t prun_register_nspace(const char *ns, int nlocal, pmix_info_t *info, size_t n);
 void prun_deregister_nspace(const char *ns);
-pmix_status_t prun_register_client(const char *ns, uint32_t rank, uid_t uid, gid_t gid, uintptr_t h);
+void prun_register_clients(const char *ns, const uint32_t *ranks, size_t n, uid_t uid, gid_t gid, pmix_status_t *st);
 void prun_deregister_client(const char *ns, uint32_t rank);
 pmix_status_t prun_setup_fork(const char *ns, uint32_t rank, char ***env);
 void prun_env_free(char **env);

@@ -86,7 +86,7 @@ func TestServerLifecycle(t *testing.T) {
 	if err := s.RegisterNspace("ns", 2, info); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RegisterClient(Proc{"ns", 0}, 0, 0); err != nil {
+	if err := s.RegisterClients("ns", []Rank{0}, 0, 0)[0]; err != nil {
 		t.Fatal(err)
 	}
 	env, err := s.SetupFork(Proc{"ns", 0})

@@ -26,9 +26,12 @@ func main() {
 			os.Exit(0)
 		}
 	}
+	// Catching signals takes Go's runtime ~0.4 ms of thread round trips:
+	// they overlap parsing and mapping this way.
+	sigs := launcher.CatchSignals()
 	code := cli.Main(func(job *jobspec.Job) int {
 		trace.Mark("parsed")
-		return launcher.Run(job, launcher.DefaultOptions())
+		return launcher.Run(job, launcher.DefaultOptions(sigs))
 	})
 	trace.Mark("exit")
 	os.Exit(code)
