@@ -26,7 +26,15 @@ func TestLayoutAndRemove(t *testing.T) {
 	if d.ProcDir("ns", 3) != filepath.Join(d.Top, "ns", "3") {
 		t.Errorf("procdir %s", d.ProcDir("ns", 3))
 	}
-	d.Remove()
+	// What ranks and the library leave behind goes too: files in a rank's
+	// directory, a directory of their own in the namespace's, a file on top.
+	os.MkdirAll(filepath.Join(d.ProcDir("ns", 3), "scratch", "deep"), 0o700)
+	os.WriteFile(filepath.Join(d.ProcDir("ns", 3), "scratch", "f"), nil, 0o600)
+	os.Mkdir(filepath.Join(d.NSDir("ns"), "shared"), 0o700)
+	os.WriteFile(filepath.Join(d.Top, "pmix.sock"), nil, 0o600)
+	if err := d.Remove(); err != nil {
+		t.Error(err)
+	}
 	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
 		t.Errorf("left behind: %v", entries)
 	}
