@@ -84,6 +84,8 @@ type globalOpts struct {
 	quiet       bool
 	reportPID   string
 	genvNone    bool // Hydra's -genvnone: every context as -envnone
+	verbose     bool
+	prefixPat   string // Hydra's -prepend-pattern
 }
 
 // launchOpts say how daemons reach other nodes.
@@ -100,13 +102,14 @@ type contextOpts struct {
 	wdir    string
 	path    string // --path: where to look for the program instead of PATH
 	envNone bool
+	envAll  bool // Hydra's -envall: this context keeps the environment despite -genvnone
 }
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
 type placeOpts struct {
-	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet string
-	hosts, addHosts, display                                                     []string
-	doNotLaunch, reportBindings, displayMap, displayAlloc                        bool
+	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet, ppr string
+	hosts, addHosts, display                                                          []string
+	doNotLaunch, reportBindings, displayMap, displayAlloc                             bool
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -126,6 +129,7 @@ var compatFlags = []compatFlag{
 	{name: "oversubscribe", usage: "allow more processes than slots (--map-by :OVERSUBSCRIBE)"},
 	{name: "nooversubscribe", usage: "never more processes than slots (--map-by :NOOVERSUBSCRIBE)", hidden: true},
 	{name: "nolocal", usage: "do not run processes on the launcher's node"},
+	{name: "skip-launch-node", usage: "same as --nolocal (Hydra's -skip-launch-node)", hidden: true, as: "nolocal"},
 	{name: "npernode", short: "N", usage: "`N` processes per node (--map-by ppr:N:node)", n: true},
 	{name: "ppn", usage: "same as -N (Hydra's -ppn)", n: true, hidden: true, as: "npernode"},
 	{name: "npersocket", usage: "`N` processes per package (--map-by ppr:N:package)", n: true, hidden: true},
@@ -155,14 +159,24 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span, or (as Open MPI 4) an object hwthread, core, l1cache, l2cache, l3cache, numa, package with :span or :fill")
 	fs.StringVar(&p.bindTo, "bind-to", "", "bind each process to `OBJECT`: none, hwthread, core, l1cache, l2cache, l3cache, numa, package, with :overload-allowed :if-supported :REPORT")
 	fs.StringVar(&p.cpuSet, "cpu-set", "", "run on the CPUs of `LIST` only, each process bound to them all (--map-by pe-list=LIST)")
+	fs.StringVar(&p.cpuSet, "cpu-list", "", "same as --cpu-set")
+	_ = fs.MarkHidden("cpu-list")
+	fs.StringVar(&p.ppr, "ppr", "", "`N:RESOURCE` processes per resource (--map-by ppr:N:RESOURCE)")
+	_ = fs.MarkHidden("ppr")
 	fs.StringVar(&p.topology, "topology", "", "use `SPEC` as every node's topology: hwloc synthetic (\"pack:2 core:8 pu:2\") or an XML file")
 	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation")
 	fs.BoolVar(&p.doNotLaunch, "do-not-launch", false, "map and display, then exit without starting anything")
 	fs.BoolVar(&p.reportBindings, "report-bindings", false, "print each rank's binding as it starts")
 	fs.BoolVar(&p.displayMap, "display-map", false, "same as --display map")
 	fs.BoolVar(&p.displayAlloc, "display-allocation", false, "same as --display allocation")
-	_ = fs.MarkHidden("display-map")
-	_ = fs.MarkHidden("display-allocation")
+	// Open MPI's other map and allocation displays: prun's already show
+	// the detail (bindings, slots) and print the same on every run.
+	fs.BoolVar(&p.displayMap, "display-devel-map", false, "same as --display map")
+	fs.BoolVar(&p.displayMap, "display-diffable-map", false, "same as --display map")
+	fs.BoolVar(&p.displayAlloc, "display-devel-allocation", false, "same as --display allocation")
+	for _, f := range []string{"display-map", "display-allocation", "display-devel-map", "display-diffable-map", "display-devel-allocation"} {
+		_ = fs.MarkHidden(f)
+	}
 	p.compatSet, p.compatN = map[string]*bool{}, map[string]*int{}
 	for _, c := range compatFlags {
 		if c.n {
@@ -183,6 +197,9 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 		Hostfile: p.hostfile, Rankfile: p.rankfile, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo,
 		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch, ReportBindings: p.reportBindings,
 		AddHosts: p.addHosts,
+	}
+	if p.ppr != "" {
+		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})
 	}
 	if pl.Hostfile == "" {
 		pl.Hostfile = p.defaultHostfile
@@ -234,6 +251,20 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.pmi, "pmi", jobspec.PMIAuto, "process-management interface for the ranks: auto (PMIx and PMI-1/PMI-2), pmix, pmi1, pmi2 or none")
 	fs.StringVar(&g.timeout, "timeout", "", "kill the job after `SECONDS` (also MPIEXEC_TIMEOUT)")
 	fs.BoolVar(&g.version, "version", false, "print the version and exit")
+	fs.BoolVar(&g.version, "info", false, "same as --version (Hydra's -info)")
+	_ = fs.MarkHidden("info")
+	fs.BoolVarP(&g.verbose, "verbose", "v", false, "print what the launch does on stderr: its milestones, every PMI and PMIx request, other nodes' daemons' messages")
+	fs.StringVar(&g.prefixPat, "prepend-pattern", "", "prefix every output line with `PATTERN`: %r rank, %g job, %h host, %p node index, %% a % (Hydra's -prepend-pattern)")
+	// Accepted for mpirun's and Hydra's command lines; nothing in prun for
+	// them to change (no VM, no prefix guessing, one I/O engine, hwloc).
+	for _, f := range []string{"noprefix", "novm", "use-regexp"} {
+		fs.Bool(f, false, "accepted for mpirun compatibility; changes nothing")
+		_ = fs.MarkHidden(f)
+	}
+	for _, f := range []string{"demux", "topolib"} {
+		fs.String(f, "", "accepted for Hydra compatibility; changes nothing")
+		_ = fs.MarkHidden(f)
+	}
 	fs.BoolVarP(&g.help, "help", "h", false, "show this help")
 	fs.BoolVar(&g.allowAsRoot, "allow-run-as-root", false, "accepted for mpirun compatibility; prun runs as root without it")
 	fs.StringVar(&g.launch.prefix, "prefix", "", "prun is `DIR`/bin/prun on the other nodes (default: the launcher's own path)")
@@ -284,6 +315,8 @@ func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	_ = fs.MarkHidden("wd")
 	fs.StringVar(&c.path, "path", "", "look for the program in `DIRS` (colon-separated) instead of PATH")
 	fs.BoolVar(&c.envNone, "envnone", false, "pass none of the launching environment to this context's processes, only -x/-env/--mca variables (Hydra's -envnone)")
+	fs.BoolVar(&c.envAll, "envall", false, "pass the launching environment to this context's processes despite -genvnone (Hydra's -envall)")
+	_ = fs.MarkHidden("envall")
 }
 
 // FlagSet returns every flag prun knows, for help output and completion.
@@ -313,6 +346,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // Parse reads a command line (without argv[0]).
 func Parse(args []string, env Env) (*Request, error) {
 	segs := splitContexts(args)
+	var envAll []bool // by application: -envall given
 	var g globalOpts
 	job := &jobspec.Job{CmdLine: "prun " + jobspec.ArgvString(args)}
 	for i, seg := range segs {
@@ -367,7 +401,11 @@ func Parse(args []string, env Env) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
+		if c.envAll && c.envNone {
+			return nil, usagef("-envall and -envnone%s: give one", contextWhere(i, len(segs)))
+		}
 		job.Apps = append(job.Apps, app)
+		envAll = append(envAll, c.envAll)
 	}
 	// --mca and -genv values go first: a context's own -x of the same
 	// variable wins.
@@ -392,9 +430,15 @@ func Parse(args []string, env Env) (*Request, error) {
 	}
 	if g.genvNone {
 		for i := range job.Apps {
-			job.Apps[i].EnvNone = true
+			job.Apps[i].EnvNone = i >= len(envAll) || !envAll[i]
 		}
 	}
+	if g.prefixPat != "" {
+		if err := iof.CheckPattern(g.prefixPat); err != nil {
+			return nil, usagef("-prepend-pattern %q: %v", g.prefixPat, err)
+		}
+	}
+	job.Verbose, job.OutputPrefix = g.verbose, g.prefixPat
 	job.Quiet, job.ReportPID = g.quiet, g.reportPID
 	job.TagOutput = g.tagOutput
 	forms := append([]string(nil), g.output...)
@@ -739,11 +783,17 @@ func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) 
 	return apps, nil
 }
 
-func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, error) {
-	where := ""
+// contextWhere names application context i of n in messages, when there
+// are several.
+func contextWhere(i, n int) string {
 	if n > 1 {
-		where = fmt.Sprintf(" in application context %d", i+1)
+		return fmt.Sprintf(" in application context %d", i+1)
 	}
+	return ""
+}
+
+func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, error) {
+	where := contextWhere(i, n)
 	if len(rest) == 0 {
 		switch {
 		case n == 1:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"prun/jobspec"
 )
 
 // testEnv is a fixed environment: a working directory with two programs.
@@ -270,6 +272,7 @@ func FuzzParse(f *testing.F) {
 		"-launcher ssh -genvlist SET_VAR,B -envlist C ./app", "-lx ./app", "--cpu-set 0-1 ./app",
 		"-q --report-pid - -n 1 --path bin:/x ./app", "-genvnone -n 1 -envnone ./app", "-nameserver h ./app",
 		"--mca plm_rsh_agent rsh:ssh --mca plm_rsh_args -C ./app",
+		"--ppr 2:core -v -prepend-pattern %r%% ./app", "-genvnone ./a : -envall ./b", "-info", "--cpu-list 0 ./app",
 	} {
 		f.Add(s)
 	}
@@ -369,6 +372,58 @@ func TestMpirunExtras(t *testing.T) {
 	}
 	if req, err := Parse(strings.Fields("-n4 ./app"), env); err != nil || req.Job.Apps[0].NP != 4 {
 		t.Errorf("-n4: %v %+v", err, req)
+	}
+}
+
+// TestMoreSpellings: the rest of mpirun's and Hydra's flags that users
+// type, each with what it must turn into.
+func TestMoreSpellings(t *testing.T) {
+	env, _ := testEnv(t)
+	parse := func(args string) *jobspec.Job {
+		t.Helper()
+		req, err := Parse(strings.Fields(args), env)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", args, err)
+		}
+		return req.Job
+	}
+	if j := parse("--ppr 2:package -n 4 ./app"); fmt.Sprint(j.Place.Compat) != "[[ppr 2:package]]" {
+		t.Errorf("--ppr: compat %v", j.Place.Compat)
+	}
+	if j := parse("--cpu-list 0,1 -n 2 ./app"); j.Place.MapBy != "pe-list=0,1" {
+		t.Errorf("--cpu-list: map-by %q", j.Place.MapBy)
+	}
+	if j := parse("--display-devel-map --display-devel-allocation -n 1 ./app"); fmt.Sprint(j.Place.Display) != "[map allocation]" {
+		t.Errorf("--display-devel-*: display %v", j.Place.Display)
+	}
+	if j := parse("-skip-launch-node -n 1 ./app"); fmt.Sprint(j.Place.Compat) != "[[nolocal ]]" {
+		t.Errorf("-skip-launch-node: compat %v", j.Place.Compat)
+	}
+	if j := parse("-v -n 1 ./app"); !j.Verbose {
+		t.Error("-v: not verbose")
+	}
+	if j := parse("-verbose -n 1 ./app"); !j.Verbose {
+		t.Error("-verbose: not verbose")
+	}
+	if j := parse("-prepend-pattern [%r@%h]%% -n 1 ./app"); j.OutputPrefix != "[%r@%h]%%" {
+		t.Errorf("-prepend-pattern: %q", j.OutputPrefix)
+	}
+	j := parse("-genvnone -n 1 ./app : -envall -n 1 ./app")
+	if !j.Apps[0].EnvNone || j.Apps[1].EnvNone {
+		t.Errorf("-genvnone with -envall in context 2: EnvNone %v %v", j.Apps[0].EnvNone, j.Apps[1].EnvNone)
+	}
+	parse("--noprefix --novm --use-regexp -demux poll -topolib hwloc -n 1 ./app")
+	if req, err := Parse([]string{"-info"}, env); err != nil || !req.Version {
+		t.Errorf("-info: %v %+v", err, req)
+	}
+	for args, want := range map[string]string{
+		"-prepend-pattern %x -n 1 ./app":           `unknown specifier %x`,
+		"-prepend-pattern a% -n 1 ./app":           `a lone % at the end`,
+		"-n 1 -envall -envnone ./app : -n 1 ./app": "-envall and -envnone in application context 1: give one",
+	} {
+		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", args, err, want)
+		}
 	}
 }
 

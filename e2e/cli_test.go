@@ -182,5 +182,47 @@ func TestMpirunExtras(t *testing.T) {
 		if strings.Contains(r.stdout, "[o]") {
 			t.Errorf("-genvnone: stdout = %q", r.stdout)
 		}
+		// -envall gives one context its environment back.
+		r = run(t, opts{args: []string{"-genvnone", "-n", "1", "sh", "-c", show, ":", "-envall", "-n", "1", "sh", "-c", show},
+			env: []string{"E2E_OUTER=o"}})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "[] [] [0] [0]\n")
+		expectContains(t, "stdout", r.stdout, "[o] [] [1] [1]\n")
+	})
+	t.Run("prepend-pattern", func(t *testing.T) {
+		host, _ := os.Hostname()
+		r := prun(t, "-prepend-pattern", "<%r|%g|%h|%p|%%> ", "-n", "2", "sh", "-c", "echo out; echo err >&2")
+		expectCode(t, r, 0)
+		for _, rk := range []string{"0", "1"} {
+			p := "<" + rk + "|0|" + host + "|0|%> "
+			expectContains(t, "stdout", r.stdout, p+"out\n")
+			expectContains(t, "stderr", r.stderr, p+"err\n")
+		}
+		r = prun(t, "-prepend-pattern", "%x", "-n", "1", "true")
+		expectCode(t, r, 2)
+		expectContains(t, "stderr", r.stderr, "unknown specifier %x")
+	})
+	t.Run("verbose", func(t *testing.T) {
+		// An MPICH-style PMI client: -v shows its requests and the milestones.
+		r := prun(t, "-v", "-n", "1", "sh", "-c", `echo "cmd=init pmi_version=1 pmi_subversion=1" >&$PMI_FD; read -r reply <&$PMI_FD; echo cmd=finalize >&$PMI_FD; read -r reply <&$PMI_FD; echo done`)
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "done\n")
+		expectContains(t, "stderr", r.stderr, "ranks started")
+		expectContains(t, "stderr", r.stderr, "cmd=init")
+		r = prun(t, "-n", "1", "true")
+		if r.stderr != "" {
+			t.Errorf("without -v: stderr = %q", r.stderr)
+		}
+	})
+	t.Run("ppr", func(t *testing.T) {
+		r := prun(t, "--ppr", "1:package", "--display-devel-map", "-n", "1", "echo", "ran")
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "rank  app  host")
+		expectContains(t, "stdout", r.stdout, "ran\n")
+		r = prun(t, "--ppr", "1:package", "--novm", "-n", "2", "true")
+		expectCode(t, r, 2)
+		if ls := lines(r.stderr); len(ls) != 1 {
+			t.Errorf("-n 2 with --ppr 1:package on one package: stderr = %q, want one line", r.stderr)
+		}
 	})
 }

@@ -373,6 +373,11 @@ func TestOutputForms(t *testing.T) {
 			}
 			return fmt.Sprintf("[%d] ", src.Rank)
 		})},
+		{"prefix-pattern", Options{Prefix: "<%r|%g|%h|%p|%%> ", NodeIndex: func(h string) (int, bool) {
+			return int(h[len(h)-1] - '0'), strings.HasPrefix(h, "node")
+		}}, terminal(func(_ string, src Source, st Stream) string {
+			return fmt.Sprintf("<%d|%d|node%d|%d|%%> ", src.Rank, src.Job, src.Rank%2, src.Rank%2)
+		})},
 		{"timestamp", Options{Timestamp: true}, terminal(func(string, Source, Stream) string { return ts })},
 		{"timestamp-tag", Options{Timestamp: true, Tag: true}, terminal(func(l string, src Source, st Stream) string {
 			return ts + tagPrefix(l, src, st)

@@ -2,7 +2,11 @@ package iof
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/fatih/color"
@@ -27,6 +31,8 @@ func (w *Writer) buildTags(src Source, host string, pid int) *tagSet {
 	for _, st := range []Stream{Stdout, Stderr} {
 		var tag string
 		switch {
+		case w.opts.Prefix != "":
+			tag = w.expandPrefix(src, host)
 		case w.opts.TagDetailed:
 			h, p := host, "?"
 			if h == "" {
@@ -68,6 +74,60 @@ func (w *Writer) buildTags(src Source, host string, pid int) *tagSet {
 		t.json[st] = j
 	}
 	return t
+}
+
+// CheckPattern checks a -prepend-pattern (Options.Prefix).
+func CheckPattern(p string) error {
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' {
+			continue
+		}
+		if i++; i == len(p) {
+			return errors.New("a lone % at the end (%% prints a %)")
+		}
+		if !strings.ContainsRune("rghp%", rune(p[i])) {
+			return fmt.Errorf("unknown specifier %%%c (want %%r rank, %%g job, %%h host, %%p node index or %%%%)", p[i])
+		}
+	}
+	return nil
+}
+
+// expandPrefix is Options.Prefix for src on host ("?" for what is not
+// known yet: the host until SetSourceInfo).
+func (w *Writer) expandPrefix(src Source, host string) string {
+	p := w.opts.Prefix
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' || i+1 == len(p) {
+			b.WriteByte(p[i])
+			continue
+		}
+		i++
+		switch p[i] {
+		case 'r':
+			b.WriteString(strconv.Itoa(src.Rank))
+		case 'g':
+			b.WriteString(strconv.Itoa(src.Job))
+		case 'h':
+			b.WriteString(cmp.Or(host, "?"))
+		case 'p':
+			if n, ok := w.nodeIndex(host); ok {
+				b.WriteString(strconv.Itoa(n))
+			} else {
+				b.WriteByte('?')
+			}
+		default:
+			b.WriteByte(p[i])
+		}
+	}
+	return b.String()
+}
+
+func (w *Writer) nodeIndex(host string) (int, bool) {
+	if host == "" || w.opts.NodeIndex == nil {
+		return 0, false
+	}
+	return w.opts.NodeIndex(host)
 }
 
 // render appends p, a run of stream st, to out in form f. atStart says p

@@ -21,10 +21,15 @@ type Options struct {
 	OnBrokenPipe func()
 
 	// Line prefixes, on the terminal and in files. At most one tag is
-	// printed: TagDetailed, else Tag, else Rank.
+	// printed: Prefix, else TagDetailed, else Tag, else Rank.
 	Tag         bool // [app,rank]<stdout>: (a spawned job's ranks: [job.app,rank]<stdout>:)
 	TagDetailed bool // [app,rank,host,pid]<stdout>: (host and pid from SetSourceInfo, "?" until then)
 	Rank        bool // "[rank] " like Hydra's -prepend-rank (a spawned job's ranks: "[job.rank] ")
+	// Prefix, when set, is the tag instead: a Hydra -prepend-pattern, where
+	// %r is the rank, %g the job (0 for the launched one), %h the host, %p
+	// the host's node index (NodeIndex), %% a %.
+	Prefix    string
+	NodeIndex func(host string) (int, bool)
 	// Timestamp starts every line with the time its run was read, in
 	// TimeLayout (RFC 3339 with milliseconds, the Clock's zone), and a
 	// space; a tag follows.
@@ -183,14 +188,15 @@ func NewWriter(stdout, stderr io.Writer, opts Options) *Writer {
 	if w.ordLimit <= 0 {
 		w.ordLimit = defaultOrderedMemory
 	}
-	prefixed := opts.Tag || opts.TagDetailed || opts.Rank || opts.Timestamp
+	tagged := opts.Tag || opts.TagDetailed || opts.Rank || opts.Prefix != ""
+	prefixed := tagged || opts.Timestamp
 	if prefixed {
 		w.fileForm = formPrefix
 	}
 	switch {
 	case opts.JSON:
 		w.termForm = formJSON
-	case prefixed && opts.Color && (opts.Tag || opts.TagDetailed || opts.Rank):
+	case prefixed && opts.Color && tagged:
 		w.termForm = formColor
 	case prefixed:
 		w.termForm = formPrefix

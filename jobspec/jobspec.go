@@ -41,6 +41,8 @@ type Job struct {
 	GetStackTraces       bool   // --get-stack-traces (on timeout)
 	Quiet                bool   // -q: no notices about how ranks ended or Open MPI's help messages
 	ReportPID            string // --report-pid: "-" stdout, "+" stderr, else a file
+	Verbose              bool   // -v: the launch's milestones and every PMI/PMIx request on stderr
+	OutputPrefix         string // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
 	Launch               Launch
 }
 

@@ -12,9 +12,11 @@ import (
 	"io"
 	"os"
 	"prun/internal/trace"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -67,8 +69,19 @@ func DefaultOptions(sigs *Signals) Options {
 	}
 }
 
+// verboseEnv are the debug channels -v turns on, here and (forwarded
+// with the PRUN_DEBUG_ prefix) on the other nodes' daemons.
+var verboseEnv = []string{"PRUN_DEBUG_TIMING", "PRUN_DEBUG_PMI", "PRUN_DEBUG_PMIX", "PRUN_DEBUG_REMOTE"}
+
 // Run runs job and returns prun's exit status.
 func Run(job *jobspec.Job, opts Options) int {
+	if job.Verbose {
+		opts.Env = slices.Clone(opts.Env)
+		for _, v := range verboseEnv {
+			os.Setenv(v, "1")
+			opts.Env = append(opts.Env, v+"=1")
+		}
+	}
 	out := iof.Options{Color: opts.ColorTags}
 	if job.Output != "" {
 		if err := iof.ParseOutput(job.Output, &out); err != nil { // the CLI checked it
@@ -77,6 +90,7 @@ func Run(job *jobspec.Job, opts Options) int {
 		}
 	}
 	r := &run{opts: opts, quiet: job.Quiet}
+	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
 	out.OnBrokenPipe = func() {
 		if up := r.up; up != nil {
 			up.queue.push(brokenPipe{})
@@ -134,6 +148,9 @@ type run struct {
 	helpRepeats map[string]int
 	helpTopics  []string
 
+	nodesMu sync.Mutex
+	nodes   map[string]int // the map's nodes by name: their index (-prepend-pattern's %p)
+
 	fail     *failure
 	signaled syscall.Signal
 	killAt   time.Time // when the SIGKILL after a termination's grace is due
@@ -155,6 +172,14 @@ func (r *run) job(nspace string) *jobRun {
 		}
 	}
 	return nil
+}
+
+// nodeIndex is host's index among the job's nodes.
+func (r *run) nodeIndex(host string) (int, bool) {
+	r.nodesMu.Lock()
+	defer r.nodesMu.Unlock()
+	i, ok := r.nodes[host]
+	return i, ok
 }
 
 // active reports whether any job still has ranks or undrained output.
@@ -271,6 +296,12 @@ func (r *run) run(job *jobspec.Job) int {
 		return code
 	}
 
+	r.nodesMu.Lock()
+	r.nodes = map[string]int{}
+	for i, n := range m.Nodes {
+		r.nodes[n.Name] = i
+	}
+	r.nodesMu.Unlock()
 	r.univ = max(m.Slots, len(m.Procs))
 	plan := &daemon.Plan{
 		Nspace:   r.nspace(0),

@@ -635,7 +635,7 @@ func (b BindPolicy) String() string {
 }
 
 // ApplyCompat applies one of mpirun's older options to o, so that the CLI
-// can accept them: npernode N (also -N N), pernode, npersocket N, bynode,
+// can accept them: npernode N (also -N N), ppr N:RESOURCE, pernode, npersocket N, bynode,
 // byslot, bycore, bysocket, oversubscribe, nooversubscribe, nolocal,
 // use-hwthread-cpus, cpus-per-proc N (also cpus-per-rank), bind-to-core,
 // bind-to-socket, bind-to-none and report-bindings. name may carry its
@@ -644,7 +644,8 @@ func (b BindPolicy) String() string {
 // after --map-by, --rank-by and --bind-to are applied.
 func (o *Options) ApplyCompat(name, value string) error {
 	opt := strings.TrimLeft(name, "-")
-	takes := map[string]bool{"npernode": true, "N": true, "npersocket": true, "cpus-per-proc": true, "cpus-per-rank": true}
+	takes := map[string]bool{"npernode": true, "N": true, "npersocket": true, "cpus-per-proc": true, "cpus-per-rank": true,
+		"ppr": true}
 	if takes[opt] != (value != "") {
 		if value != "" {
 			return fmt.Errorf("--%s takes no value", opt)
@@ -689,6 +690,12 @@ func (o *Options) ApplyCompat(name, value string) error {
 			obj = topology.Package
 		}
 		return setMap(MapPolicy{By: MapPPR, PPR: n, PPRObject: obj})
+	case "ppr": // Open MPI 4's --ppr N:RESOURCE
+		p, err := ParseMapBy("ppr:" + value)
+		if err != nil || p.By != MapPPR || strings.Count(value, ":") != 1 {
+			return fmt.Errorf("--ppr %s: want N:RESOURCE (e.g. 2:package)", value)
+		}
+		return setMap(p)
 	case "pernode":
 		return setMap(MapPolicy{By: MapPPR, PPR: 1, PPRObject: topology.Machine})
 	case "bynode":

@@ -191,6 +191,20 @@ func TestApplyCompat(t *testing.T) {
 	if err := o.ApplyCompat("--bysocket", ""); err != nil || o.MapBy.By != MapPackage {
 		t.Fatal(err)
 	}
+	// Open MPI 4's --ppr N:RESOURCE is --map-by ppr:N:RESOURCE.
+	o = Options{}
+	if err := o.ApplyCompat("--ppr", "2:package"); err != nil || !reflect.DeepEqual(o.MapBy, MapPolicy{By: MapPPR, PPR: 2, PPRObject: topology.Package}) {
+		t.Fatalf("--ppr 2:package: %v %+v", err, o.MapBy)
+	}
+	for _, v := range []string{"2", "x:core", "2:core:PE=2", "2:frob"} {
+		if err := (&Options{}).ApplyCompat("--ppr", v); err == nil || !strings.Contains(err.Error(), "want N:RESOURCE") {
+			t.Errorf("--ppr %s: err = %v", v, err)
+		}
+	}
+	o = Options{MapBy: MapPolicy{By: MapCore}}
+	if err := o.ApplyCompat("--ppr", "1:core"); err == nil || !strings.Contains(err.Error(), "conflicts with --map-by core") {
+		t.Errorf("--ppr after --map-by core: %v", err)
+	}
 }
 
 // FuzzParsePolicies checks that the parsers never panic, answer one-line
