@@ -14,9 +14,8 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // Signals catches the signals a launch handles. Go's runtime makes a
 // round trip to its signal thread for each signal it starts or stops
 // catching (0.6 ms of a 4-rank launch on the project's VMs, two thread
-// switches each), so catching starts in the background as early as the
-// process can, while the command line is parsed and the job mapped, and
-// stopping happens in the background as the launch ends.
+// switches each), so catching starts in the background while the job is
+// mapped, and stopping happens in the background as the launch ends.
 type Signals struct {
 	c     chan os.Signal
 	pipes chan os.Signal

@@ -26,10 +26,12 @@ func main() {
 			os.Exit(0)
 		}
 	}
-	// Catching signals takes Go's runtime ~0.4 ms of thread round trips:
-	// they overlap parsing and mapping this way.
-	sigs := launcher.CatchSignals()
 	code := cli.Main(func(job *jobspec.Job) int {
+		// Catching signals takes Go's runtime ~0.4 ms of thread round
+		// trips: they overlap the mapping this way. (Started before
+		// parsing, they slowed it more than they gained, and cost every
+		// --version and usage error.)
+		sigs := launcher.CatchSignals()
 		trace.Mark("parsed")
 		return launcher.Run(job, launcher.DefaultOptions(sigs))
 	})
