@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,4 +126,29 @@ func TestExitWithoutFinalize(t *testing.T) {
 	expectCode(t, r, 1)
 	expectContains(t, "stderr", r.stderr, "rank 1 (./nofin)")
 	expectContains(t, "stderr", r.stderr, "without calling finalize")
+}
+
+// TestPMIxTools: OpenPMIx's tools reach prun's server as they reach
+// PRRTE's: pps lists the running job's namespace.
+func TestPMIxTools(t *testing.T) {
+	t.Parallel()
+	pps, err := exec.LookPath("pps")
+	if err != nil {
+		t.Fatalf("pps (libpmix-bin, installed by make deps): %v", err)
+	}
+	p := startPrun(t, opts{args: []string{"-n", "2", "sleep", "30"}})
+	p.waitRanks(2, "sleep", 10*time.Second)
+	cmd := exec.Command(pps, "--pid", strconv.Itoa(p.cmd.Process.Pid))
+	cmd.Env = append(baseEnv(), "TMPDIR="+p.tmpdir)
+	out, err := cmd.CombinedOutput()
+	want := fmt.Sprintf("Active nspaces: prun.%d.1", p.cmd.Process.Pid)
+	if err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("pps --pid: %v\n%s\nwant %q", err, out, want)
+	}
+	p.signal(syscall.SIGTERM)
+	r := p.wait()
+	expectCode(t, r, 143)
+	if strings.Contains(r.stderr, "PMIX ERROR") {
+		t.Errorf("prun's stderr: %q", r.stderr)
+	}
 }

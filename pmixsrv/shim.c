@@ -1,5 +1,7 @@
 #include <semaphore.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "shim.h"
 #include "_cgo_export.h"
 
@@ -109,6 +111,38 @@ static pmix_status_t tr_job_control(const pmix_proc_t *req, const pmix_proc_t ta
                         cb, cbd);
 }
 
+/* A tool (pps, pquery, pattrs, a debugger) connected: it gets the identity
+ * it asked for, else a namespace of its own, rank 0. Only this user's tools
+ * reach the server (the session directory is 0700); root's are refused
+ * nothing. Answered here, at once: there is nothing for the launcher to
+ * decide, and the library's thread must not wait. */
+static void tr_tool_connected(pmix_info_t *info, size_t ninfo, pmix_tool_connection_cbfunc_t cb, void *cbd)
+{
+    static unsigned long ntools;
+    pmix_proc_t proc;
+    char ns[PMIX_MAX_NSLEN + 1];
+    int named = 0;
+    PMIX_PROC_CONSTRUCT(&proc);
+    snprintf(ns, sizeof ns, "prun-tool-%d-%lu", (int)getpid(), __atomic_add_fetch(&ntools, 1, __ATOMIC_RELAXED));
+    PMIX_LOAD_NSPACE(proc.nspace, ns);
+    proc.rank = 0;
+    for (size_t i = 0; i < ninfo; i++) {
+        if (PMIX_CHECK_KEY(&info[i], PMIX_USERID) && info[i].value.type == PMIX_UINT32 &&
+            geteuid() != 0 && info[i].value.data.uint32 != (uint32_t)geteuid()) {
+            cb(PMIX_ERR_NO_PERMISSIONS, NULL, cbd);
+            return;
+        }
+        if (PMIX_CHECK_KEY(&info[i], PMIX_NSPACE) && info[i].value.type == PMIX_STRING) {
+            PMIX_LOAD_NSPACE(proc.nspace, info[i].value.data.string);
+            named = 1;
+        } else if (PMIX_CHECK_KEY(&info[i], PMIX_RANK) && info[i].value.type == PMIX_PROC_RANK) {
+            proc.rank = info[i].value.data.rank;
+        }
+    }
+    (void)named;
+    cb(PMIX_SUCCESS, &proc, cbd);
+}
+
 static pmix_server_module_t module = {
     .client_connected = tr_connected,
     .client_finalized = tr_finalized,
@@ -127,6 +161,7 @@ static pmix_server_module_t module = {
     .query = tr_query,
     .log = tr_log,
     .job_control = tr_job_control,
+    .tool_connected = tr_tool_connected,
 };
 
 pmix_status_t prun_server_init(pmix_info_t *info, size_t ninfo)
