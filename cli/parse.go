@@ -86,6 +86,8 @@ type globalOpts struct {
 	genvNone    bool // Hydra's -genvnone: every context as -envnone
 	verbose     bool
 	prefixPat   string // Hydra's -prepend-pattern
+	outPat      string // Hydra's -outfile-pattern
+	errPat      string // Hydra's -errfile-pattern
 }
 
 // launchOpts say how daemons reach other nodes.
@@ -254,6 +256,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.version, "info", false, "same as --version (Hydra's -info)")
 	_ = fs.MarkHidden("info")
 	fs.BoolVarP(&g.verbose, "verbose", "v", false, "print what the launch does on stderr: its milestones, every PMI and PMIx request, other nodes' daemons' messages")
+	fs.StringVar(&g.outPat, "outfile-pattern", "", "write the ranks' stdout to the file `PATTERN` names (%r %g %h %p %% as -prepend-pattern; ranks may share a file), not to the terminal")
+	fs.StringVar(&g.errPat, "errfile-pattern", "", "write the ranks' stderr to the file `PATTERN` names, not to the terminal")
 	fs.StringVar(&g.prefixPat, "prepend-pattern", "", "prefix every output line with `PATTERN`: %r rank, %g job, %h host, %p node index, %% a % (Hydra's -prepend-pattern)")
 	// Accepted for mpirun's and Hydra's command lines; nothing in prun for
 	// them to change (no VM, no prefix guessing, one I/O engine, hwloc).
@@ -433,12 +437,21 @@ func Parse(args []string, env Env) (*Request, error) {
 			job.Apps[i].EnvNone = i >= len(envAll) || !envAll[i]
 		}
 	}
-	if g.prefixPat != "" {
-		if err := iof.CheckPattern(g.prefixPat); err != nil {
-			return nil, usagef("-prepend-pattern %q: %v", g.prefixPat, err)
+	for _, pf := range []struct{ flag, pattern string }{
+		{"-prepend-pattern", g.prefixPat}, {"-outfile-pattern", g.outPat}, {"-errfile-pattern", g.errPat},
+	} {
+		if pf.pattern == "" {
+			continue
+		}
+		if err := iof.CheckPattern(pf.pattern); err != nil {
+			return nil, usagef("%s %q: %v", pf.flag, pf.pattern, err)
+		}
+		if pf.flag != "-prepend-pattern" && (g.outputFile != "" || outputFiles(g.output)) {
+			return nil, usagef("%s and --output-filename or --output dir=/file=: give one", pf.flag)
 		}
 	}
 	job.Verbose, job.OutputPrefix = g.verbose, g.prefixPat
+	job.OutfilePattern, job.ErrfilePattern = g.outPat, g.errPat
 	job.Quiet, job.ReportPID = g.quiet, g.reportPID
 	job.TagOutput = g.tagOutput
 	forms := append([]string(nil), g.output...)
@@ -781,6 +794,18 @@ func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) 
 		apps = append(apps, app)
 	}
 	return apps, nil
+}
+
+// outputFiles reports whether --output forms name per-rank files.
+func outputFiles(forms []string) bool {
+	for _, f := range forms {
+		for _, item := range strings.Split(f, ",") {
+			if name, _, _ := strings.Cut(strings.TrimSpace(item), "="); name == "dir" || name == "file" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // contextWhere names application context i of n in messages, when there

@@ -273,6 +273,7 @@ func FuzzParse(f *testing.F) {
 		"-q --report-pid - -n 1 --path bin:/x ./app", "-genvnone -n 1 -envnone ./app", "-nameserver h ./app",
 		"--mca plm_rsh_agent rsh:ssh --mca plm_rsh_args -C ./app",
 		"--ppr 2:core -v -prepend-pattern %r%% ./app", "-genvnone ./a : -envall ./b", "-info", "--cpu-list 0 ./app",
+		"-outfile-pattern o.%r%% -errfile-pattern e.%h ./app",
 	} {
 		f.Add(s)
 	}
@@ -408,6 +409,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-prepend-pattern [%r@%h]%% -n 1 ./app"); j.OutputPrefix != "[%r@%h]%%" {
 		t.Errorf("-prepend-pattern: %q", j.OutputPrefix)
 	}
+	if j := parse("-outfile-pattern o.%r -errfile-pattern e.%h -n 1 ./app"); j.OutfilePattern != "o.%r" || j.ErrfilePattern != "e.%h" {
+		t.Errorf("file patterns: %q %q", j.OutfilePattern, j.ErrfilePattern)
+	}
 	j := parse("-genvnone -n 1 ./app : -envall -n 1 ./app")
 	if !j.Apps[0].EnvNone || j.Apps[1].EnvNone {
 		t.Errorf("-genvnone with -envall in context 2: EnvNone %v %v", j.Apps[0].EnvNone, j.Apps[1].EnvNone)
@@ -417,9 +421,11 @@ func TestMoreSpellings(t *testing.T) {
 		t.Errorf("-info: %v %+v", err, req)
 	}
 	for args, want := range map[string]string{
-		"-prepend-pattern %x -n 1 ./app":           `unknown specifier %x`,
-		"-prepend-pattern a% -n 1 ./app":           `a lone % at the end`,
-		"-n 1 -envall -envnone ./app : -n 1 ./app": "-envall and -envnone in application context 1: give one",
+		"-prepend-pattern %x -n 1 ./app":               `unknown specifier %x`,
+		"-prepend-pattern a% -n 1 ./app":               `a lone % at the end`,
+		"-n 1 -envall -envnone ./app : -n 1 ./app":     "-envall and -envnone in application context 1: give one",
+		"-outfile-pattern o.%q -n 1 ./app":             `-outfile-pattern "o.%q": unknown specifier %q`,
+		"-errfile-pattern e --output dir=d -n 1 ./app": "-errfile-pattern and --output-filename or --output dir=/file=: give one",
 	} {
 		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", args, err, want)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -201,6 +202,34 @@ func TestMpirunExtras(t *testing.T) {
 		r = prun(t, "-prepend-pattern", "%x", "-n", "1", "true")
 		expectCode(t, r, 2)
 		expectContains(t, "stderr", r.stderr, "unknown specifier %x")
+	})
+	t.Run("file-patterns", func(t *testing.T) {
+		dir := t.TempDir()
+		host, _ := os.Hostname()
+		r := prun(t, "-outfile-pattern", filepath.Join(dir, "out.%r.%h"), "-n", "2", "sh", "-c", `echo "out $PMI_RANK"; echo "err $PMI_RANK" >&2`)
+		expectCode(t, r, 0)
+		if r.stdout != "" {
+			t.Errorf("stdout = %q, want it all in the files", r.stdout)
+		}
+		expectContains(t, "stderr", r.stderr, "err 0\n")
+		expectContains(t, "stderr", r.stderr, "err 1\n")
+		for _, rk := range []string{"0", "1"} {
+			if b, err := os.ReadFile(filepath.Join(dir, "out."+rk+"."+host)); err != nil || string(b) != "out "+rk+"\n" {
+				t.Errorf("rank %s's file: %q, %v", rk, b, err)
+			}
+		}
+		// One file for every rank's stderr: whole lines, each once.
+		r = prun(t, "-errfile-pattern", filepath.Join(dir, "all.err"), "-n", "3", "sh", "-c", `echo "err $PMI_RANK" >&2`)
+		expectCode(t, r, 0)
+		if r.stderr != "" {
+			t.Errorf("stderr = %q", r.stderr)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "all.err"))
+		got := lines(string(b))
+		sort.Strings(got)
+		if strings.Join(got, ",") != "err 0,err 1,err 2" {
+			t.Errorf("all.err = %q", b)
+		}
 	})
 	t.Run("verbose", func(t *testing.T) {
 		// An MPICH-style PMI client: -v shows its requests and the milestones.

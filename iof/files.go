@@ -15,7 +15,8 @@ type fileOut struct {
 	w       *Writer
 	src     Source
 	st      Stream // Stdout for a merged file
-	dir     bool   // Dir's layout, else File's
+	dir     bool   // Dir's layout, else File's (unless fixed)
+	fixed   string // a pattern's file: its path (shared by the sources it names)
 	f       *os.File
 	created bool // later opens append
 	failed  bool
@@ -32,6 +33,27 @@ func (w *Writer) makeFiles(s *srcState) {
 	streams := 1
 	if w.opts.MergeStderr {
 		streams = 2
+	}
+	for st, pattern := range [2]string{w.opts.OutPattern, w.opts.ErrPattern} {
+		if pattern == "" || (Stream(st) == Stderr && w.opts.MergeStderr) {
+			continue
+		}
+		path := w.expandPattern(pattern, s.src, s.host)
+		out := w.patternFiles[path]
+		if out == nil {
+			out = &fileOut{w: w, src: s.src, st: Stream(st), fixed: path}
+			if w.patternFiles == nil {
+				w.patternFiles = map[string]*fileOut{}
+			}
+			w.patternFiles[path] = out
+		}
+		// It closes when every stream written into it has ended.
+		out.streams++
+		s.files[st] = append(s.files[st], out)
+		if Stream(st) == Stdout && w.opts.MergeStderr {
+			out.streams++
+			s.files[Stderr] = append(s.files[Stderr], out)
+		}
 	}
 	for _, dir := range []bool{true, false} {
 		if (dir && w.opts.Dir == "") || (!dir && w.opts.File == "") {
@@ -51,6 +73,9 @@ func (w *Writer) makeFiles(s *srcState) {
 // number from 1 (Open MPI 4's DIR/1/rank.0/stdout): paths a script can
 // know before the run.
 func (f *fileOut) path() string {
+	if f.fixed != "" {
+		return f.fixed
+	}
 	o := f.w.opts
 	rank := strconv.Itoa(f.src.Rank)
 	job := strconv.Itoa(f.src.Job + 1)

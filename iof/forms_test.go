@@ -83,6 +83,11 @@ func runForm(t *testing.T, opts Options, dir string) (string, string) {
 	if opts.File != "" {
 		opts.File = filepath.Join(dir, opts.File)
 	}
+	for _, p := range []*string{&opts.OutPattern, &opts.ErrPattern} {
+		if *p != "" {
+			*p = filepath.Join(dir, *p)
+		}
+	}
 	if opts.Ordered {
 		opts.SpillDir = dir
 		opts.OrderedMemory = 1000 // spill most of it
@@ -418,6 +423,21 @@ func TestOutputForms(t *testing.T) {
 			return tree(t, dir, false)
 		}},
 		{"file-merge-timestamp", Options{File: "sub/app", MergeStderr: true, Timestamp: true}, func(t *testing.T, name, out, errOut, dir string) string {
+			if out != "" || errOut != "" {
+				t.Errorf("terminal got %q, %q", out, errOut)
+			}
+			return tree(t, dir, true)
+		}},
+		// Hydra's file patterns: stdout to a file per rank and job, stderr
+		// stays on the terminal.
+		{"outfile-pattern", Options{OutPattern: "o.%r.%g", Tag: true}, func(t *testing.T, name, out, errOut, dir string) string {
+			if out != "" {
+				t.Errorf("terminal stdout got %q", out)
+			}
+			return tree(t, dir, false) + "== terminal stderr ==\n" + byStream(t, name, errOut, []Stream{Stderr}, tagPrefix)
+		}},
+		// Ranks on one host share its file, whole line by whole line.
+		{"pattern-shared-merge", Options{OutPattern: "%h.log", ErrPattern: "ignored.%r", MergeStderr: true}, func(t *testing.T, name, out, errOut, dir string) string {
 			if out != "" || errOut != "" {
 				t.Errorf("terminal got %q, %q", out, errOut)
 			}

@@ -76,7 +76,8 @@ func (w *Writer) buildTags(src Source, host string, pid int) *tagSet {
 	return t
 }
 
-// CheckPattern checks a -prepend-pattern (Options.Prefix).
+// CheckPattern checks a Hydra pattern: -prepend-pattern (Options.Prefix),
+// -outfile-pattern, -errfile-pattern.
 func CheckPattern(p string) error {
 	for i := 0; i < len(p); i++ {
 		if p[i] != '%' {
@@ -95,7 +96,11 @@ func CheckPattern(p string) error {
 // expandPrefix is Options.Prefix for src on host ("?" for what is not
 // known yet: the host until SetSourceInfo).
 func (w *Writer) expandPrefix(src Source, host string) string {
-	p := w.opts.Prefix
+	return w.expandPattern(w.opts.Prefix, src, host)
+}
+
+// expandPattern expands a Hydra pattern (CheckPattern's specifiers).
+func (w *Writer) expandPattern(p string, src Source, host string) string {
 	var b strings.Builder
 	for i := 0; i < len(p); i++ {
 		if p[i] != '%' || i+1 == len(p) {

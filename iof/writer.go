@@ -67,6 +67,13 @@ type Options struct {
 	Dir, File string
 	Tee       bool
 
+	// OutPattern and ErrPattern are Hydra's -outfile-pattern and
+	// -errfile-pattern: a stream's lines go to the file the pattern names
+	// (the specifiers of Prefix), not to the terminal; ranks whose
+	// patterns name the same file share it, line by line. With
+	// MergeStderr, stderr follows stdout. Not with Dir or File.
+	OutPattern, ErrPattern string
+
 	// HoldTimeout is how long a stream in the middle of a long line may
 	// hold a shared destination (a terminal stream, a merged file or
 	// buffer) without printing before a waiting stream goes first, on a new
@@ -143,6 +150,7 @@ type srcState struct {
 	// under Writer.mu
 	files     [2][]*fileOut
 	filesMade bool
+	host      string    // from SetSourceInfo
 	ord       [2]*spill // Ordered: by destination (JSON: by stream)
 }
 
@@ -157,9 +165,10 @@ type Writer struct {
 	opts       Options
 	brokenPipe sync.Once
 	clock      func() time.Time
-	termForm   form // terminal
-	fileForm   form // Dir and File
-	terminal   bool // anything goes to the terminal
+	termForm   form    // terminal
+	fileForm   form    // Dir and File
+	terminal   bool    // anything goes to the terminal
+	toTerm     [2]bool // ... by the ranks' stream
 	files      bool
 	needTime   bool
 	holdTO     time.Duration
@@ -172,7 +181,9 @@ type Writer struct {
 	ordered bool   // Ordered and not yet closed
 	ordMem  int    // Ordered bytes in memory
 	slow    []byte // re-rendering scratch, under mu
-	err     error  // the first file error
+	// patternFiles are OutPattern's and ErrPattern's files by path, under mu.
+	patternFiles map[string]*fileOut
+	err          error // the first file error
 }
 
 // NewWriter prints to stdout and stderr.
@@ -201,8 +212,16 @@ func NewWriter(stdout, stderr io.Writer, opts Options) *Writer {
 	case prefixed:
 		w.termForm = formPrefix
 	}
-	w.files = opts.Dir != "" || opts.File != ""
-	w.terminal = !w.files || opts.Tee || opts.JSON
+	w.files = opts.Dir != "" || opts.File != "" || opts.OutPattern != "" || opts.ErrPattern != ""
+	for st := range w.toTerm {
+		w.toTerm[st] = !w.files || opts.Tee || opts.JSON
+	}
+	if opts.Dir == "" && opts.File == "" {
+		// Patterns take only their own streams from the terminal.
+		w.toTerm[Stdout] = opts.OutPattern == ""
+		w.toTerm[Stderr] = opts.ErrPattern == "" && !(opts.MergeStderr && opts.OutPattern != "")
+	}
+	w.terminal = w.toTerm[Stdout] || w.toTerm[Stderr]
 	w.needTime = opts.Timestamp || (opts.JSON && w.terminal)
 	w.ordered = opts.Ordered && w.terminal
 	return w
@@ -217,6 +236,7 @@ func (w *Writer) SetSourceInfo(src Source, host string, pid int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s.tags.Store(w.buildTags(src, host, pid))
+	s.host = host
 	if w.files {
 		w.makeFiles(s)
 		for _, fs := range s.files {
@@ -301,7 +321,7 @@ func (w *Writer) Write(src Source, st Stream, p []byte, partial bool) {
 			w.put(&f.lineState, f, true, k, keyMid, fileOut, w.fileForm, tags, p, partial, ts)
 		}
 	}
-	if w.terminal {
+	if w.toTerm[st] {
 		w.writeTerm(s, k, keyMid, termOut, tags, p, partial, ts)
 	}
 	w.mu.Unlock()

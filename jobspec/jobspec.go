@@ -43,6 +43,8 @@ type Job struct {
 	ReportPID            string // --report-pid: "-" stdout, "+" stderr, else a file
 	Verbose              bool   // -v: the launch's milestones and every PMI/PMIx request on stderr
 	OutputPrefix         string // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
+	OutfilePattern       string // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)
+	ErrfilePattern       string // -errfile-pattern: ... their stderr
 	Launch               Launch
 }
 

@@ -91,6 +91,7 @@ func Run(job *jobspec.Job, opts Options) int {
 	}
 	r := &run{opts: opts, quiet: job.Quiet}
 	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
+	out.OutPattern, out.ErrPattern = job.OutfilePattern, job.ErrfilePattern
 	out.OnBrokenPipe = func() {
 		if up := r.up; up != nil {
 			up.queue.push(brokenPipe{})
