@@ -409,6 +409,12 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-prepend-pattern [%r@%h]%% -n 1 ./app"); j.OutputPrefix != "[%r@%h]%%" {
 		t.Errorf("-prepend-pattern: %q", j.OutputPrefix)
 	}
+	if j := parse("-usize 64 -n 1 ./app"); j.UnivSize != 64 {
+		t.Errorf("-usize 64: %d", j.UnivSize)
+	}
+	if j := parse("-usize SYSTEM -n 1 ./app"); j.UnivSize != 0 {
+		t.Errorf("-usize SYSTEM: %d", j.UnivSize)
+	}
 	if j := parse("-outfile-pattern o.%r -errfile-pattern e.%h -n 1 ./app"); j.OutfilePattern != "o.%r" || j.ErrfilePattern != "e.%h" {
 		t.Errorf("file patterns: %q %q", j.OutfilePattern, j.ErrfilePattern)
 	}
@@ -424,6 +430,8 @@ func TestMoreSpellings(t *testing.T) {
 		"-prepend-pattern %x -n 1 ./app":               `unknown specifier %x`,
 		"-prepend-pattern a% -n 1 ./app":               `a lone % at the end`,
 		"-n 1 -envall -envnone ./app : -n 1 ./app":     "-envall and -envnone in application context 1: give one",
+		"-usize INFINITE -n 1 ./app":                   "-usize INFINITE: want a number of processes or SYSTEM",
+		"-usize 0 -n 1 ./app":                          "-usize 0: want a number of processes or SYSTEM",
 		"-outfile-pattern o.%q -n 1 ./app":             `-outfile-pattern "o.%q": unknown specifier %q`,
 		"-errfile-pattern e --output dir=d -n 1 ./app": "-errfile-pattern and --output-filename or --output dir=/file=: give one",
 	} {

@@ -45,6 +45,7 @@ type Job struct {
 	OutputPrefix         string // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
 	OutfilePattern       string // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)
 	ErrfilePattern       string // -errfile-pattern: ... their stderr
+	UnivSize             int    // -usize: the universe size; 0: the allocation's slots
 	Launch               Launch
 }
 

@@ -304,6 +304,9 @@ func (r *run) run(job *jobspec.Job) int {
 	}
 	r.nodesMu.Unlock()
 	r.univ = max(m.Slots, len(m.Procs))
+	if job.UnivSize > 0 {
+		r.univ = max(job.UnivSize, len(m.Procs)) // never smaller than the job
+	}
 	plan := &daemon.Plan{
 		Nspace:   r.nspace(0),
 		JobID:    strconv.Itoa(os.Getpid()) + ".1",
