@@ -16,23 +16,24 @@ import (
 )
 
 // Names CleanStale recognises: a directory named Prefix... is prun's, and
-// is stale once nobody holds its LockName file's flock (remote's copies of
-// the binary use both too).
+// is stale once nobody holds its flock: a session directory's own, or the
+// flock of its LockName file (remote's copies of the binary, which a shell
+// script creates, and the session directories of earlier prun versions).
 const (
 	Prefix   = "prun."
 	LockName = ".prun.lock"
 )
 
 const (
-	// A directory without its lock file is being created; only one this old
-	// is a leftover.
+	// An empty unlocked directory may be one being created; only one this
+	// old is a leftover.
 	unlockedAge = time.Minute
 )
 
 // Dir is one launch's session directory tree.
 type Dir struct {
 	Top     string
-	lock    *os.File      // flock'ed for the launcher's lifetime: proof that it lives
+	lock    *os.File      // Top itself, flock'ed for the launcher's lifetime: proof that it lives
 	cleaned chan struct{} // closed when CleanStale, started by Create, is done
 }
 
@@ -54,9 +55,11 @@ func Create(tmp string) (*Dir, error) {
 		d.Remove()
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	// The lock is held until the process ends, however it ends; its fd is
-	// close-on-exec, so ranks do not inherit it.
-	f, err := os.OpenFile(filepath.Join(top, LockName), os.O_CREATE|os.O_RDWR, 0o600)
+	// The lock is the directory's own, held until the process ends, however
+	// it ends; its fd is close-on-exec, so ranks do not inherit it. (A lock
+	// file inside cost every launch its creation and removal: 0.4 ms of a
+	// 4-rank launch on ext4.)
+	f, err := os.Open(top)
 	if err == nil {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	}
@@ -192,12 +195,23 @@ func killLeftovers(dir string, uid int) {
 
 func stale(dir string, mtime time.Time) bool {
 	f, err := os.Open(filepath.Join(dir, LockName))
+	if os.IsNotExist(err) {
+		f, err = os.Open(dir) // a session directory locks itself
+	}
 	if err != nil {
-		return os.IsNotExist(err) && time.Since(mtime) > unlockedAge
+		return false
 	}
 	defer f.Close()
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 		return false // its launcher holds the lock
 	}
-	return true
+	if filepath.Base(f.Name()) == LockName {
+		return true
+	}
+	// Unlocked: its launcher is gone, or it was made this instant and is
+	// not locked yet, still empty.
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return true
+	}
+	return time.Since(mtime) > unlockedAge
 }

@@ -52,14 +52,25 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	dead := filepath.Join(tmp, "prun.999999999.1")
 	os.MkdirAll(filepath.Join(dead, "ns", "0"), 0o700)
 	os.WriteFile(filepath.Join(dead, LockName), nil, 0o600)
-	// One being created right now: no lock file yet, fresh.
+	// A dead launcher's directory that locked itself: unlocked, not empty.
+	deadSelf := filepath.Join(tmp, "prun.999999995.1")
+	os.MkdirAll(filepath.Join(deadSelf, "ns", "0"), 0o700)
+	// One being created right now: empty, not locked yet, fresh.
 	fresh := filepath.Join(tmp, "prun.999999998.1")
 	os.Mkdir(fresh, 0o700)
-	// An old one without a lock file.
+	// An old empty one.
 	old := filepath.Join(tmp, "prun.999999997.1")
 	os.Mkdir(old, 0o700)
 	past := time.Now().Add(-2 * unlockedAge)
 	os.Chtimes(old, past, past)
+	// A live launcher's that locks itself, held by another process.
+	otherSelf := filepath.Join(tmp, "prun.999999994.1")
+	os.MkdirAll(filepath.Join(otherSelf, "ns"), 0o700)
+	holderSelf := exec.Command("flock", otherSelf, "sleep", "5")
+	if err := holderSelf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holderSelf.Process.Kill()
 	// A live launcher running under another name: a separate process holds
 	// the lock (flock is per open file, so this must be another process).
 	other := filepath.Join(tmp, "prun.999999996.1")
@@ -83,8 +94,8 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	os.Symlink(target, link)
 
 	CleanStale(tmp)
-	for path, want := range map[string]bool{live.Top: true, dead: false, fresh: true, old: false, other: true,
-		file: true, link: true, target: true} {
+	for path, want := range map[string]bool{live.Top: true, dead: false, deadSelf: false, fresh: true, old: false,
+		other: true, otherSelf: true, file: true, link: true, target: true} {
 		_, err := os.Stat(path)
 		if got := err == nil; got != want {
 			t.Errorf("%s: exists=%v, want %v", filepath.Base(path), got, want)
