@@ -110,9 +110,9 @@ type contextOpts struct {
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
 type placeOpts struct {
-	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet, ppr string
-	hosts, addHosts, display                                                          []string
-	doNotLaunch, reportBindings, displayMap, displayAlloc                             bool
+	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet, ppr, localHost string
+	hosts, addHosts, display                                                                     []string
+	doNotLaunch, reportBindings, displayMap, displayAlloc                                        bool
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -157,6 +157,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.Var(appendValue{&p.hosts}, "hosts", "same as --host (Hydra's -hosts)")
 	_ = fs.MarkHidden("hosts")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
+	fs.StringVar(&p.localHost, "localhost", "", "the launching node is `NAME` in the host list (Hydra's -localhost; its host name, localhost and its own addresses always are)")
 	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
 	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
 	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span, or (as Open MPI 4) an object hwthread, core, l1cache, l2cache, l3cache, numa, package with :span or :fill")
@@ -199,7 +200,7 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	pl := jobspec.Placement{
 		Hostfile: p.hostfile, Rankfile: p.rankfile, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo,
 		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch, ReportBindings: p.reportBindings,
-		AddHosts: p.addHosts,
+		AddHosts: p.addHosts, LocalHost: p.localHost,
 	}
 	if p.ppr != "" {
 		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})

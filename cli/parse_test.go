@@ -409,6 +409,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-prepend-pattern [%r@%h]%% -n 1 ./app"); j.OutputPrefix != "[%r@%h]%%" {
 		t.Errorf("-prepend-pattern: %q", j.OutputPrefix)
 	}
+	if j := parse("-localhost front -n 1 ./app"); j.Place.LocalHost != "front" {
+		t.Errorf("-localhost: %q", j.Place.LocalHost)
+	}
 	if j := parse("-usize 64 -n 1 ./app"); j.UnivSize != 64 {
 		t.Errorf("-usize 64: %d", j.UnivSize)
 	}

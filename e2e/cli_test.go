@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -241,6 +242,25 @@ func TestMpirunExtras(t *testing.T) {
 		r = prun(t, "-n", "1", "true")
 		if r.stderr != "" {
 			t.Errorf("without -v: stderr = %q", r.stderr)
+		}
+	})
+	t.Run("localhost", func(t *testing.T) {
+		// Hydra's -localhost names this node in the host list; its own
+		// address does too. Neither is reached over SSH (there is no
+		// such host to reach).
+		r := prun(t, "-localhost", "prun-e2e-front", "-H", "prun-e2e-front:2", "-n", "2", "sh", "-c", `echo "on $PMIX_HOSTNAME"`)
+		expectCode(t, r, 0)
+		if r.stdout != "on prun-e2e-front\non prun-e2e-front\n" {
+			t.Errorf("stdout = %q", r.stdout)
+		}
+		addrs, _ := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+				r := prun(t, "-H", n.IP.String()+":1", "-n", "1", "echo", "ran")
+				expectCode(t, r, 0)
+				expectContains(t, "stdout", r.stdout, "ran\n")
+				break
+			}
 		}
 	})
 	t.Run("ppr", func(t *testing.T) {

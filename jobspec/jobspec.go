@@ -72,6 +72,7 @@ type Placement struct {
 	DoNotLaunch    bool
 	Topology       string // --topology: hwloc synthetic description or an XML file
 	ReportBindings bool
+	LocalHost      string // Hydra's -localhost: this node's name in the host list
 }
 
 // PMI interface choices for Job.PMI.

@@ -2,8 +2,10 @@ package launcher
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"sync"
 
 	"prun/hostfile"
 	"prun/jobspec"
@@ -96,7 +98,7 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 	opts := mapper.Options{SlotsFromCores: fromCores}
 	var err error
 	for _, h := range alloc.Hosts {
-		if isLocal(h.Name) {
+		if isLocal(h.Name, pl.LocalHost) {
 			opts.LocalHost = h.Name
 			break
 		}
@@ -145,7 +147,7 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 		// "localhost" in a rankfile is this node, whatever the allocation
 		// calls it.
 		for i := range opts.Rankfile {
-			if opts.LocalHost != "" && opts.Rankfile[i].Host != "" && isLocal(opts.Rankfile[i].Host) {
+			if opts.LocalHost != "" && opts.Rankfile[i].Host != "" && isLocal(opts.Rankfile[i].Host, pl.LocalHost) {
 				opts.Rankfile[i].Host = opts.LocalHost
 			}
 		}
@@ -162,10 +164,15 @@ func readHostfile(name string) ([]hostfile.Entry, error) {
 	return hostfile.ParseHostfile(name, f)
 }
 
-// isLocal reports whether a host name is the node prun runs on.
-func isLocal(host string) bool {
-	if host == "localhost" || host == "127.0.0.1" || host == "::1" {
+// isLocal reports whether a host name is the node prun runs on: its host
+// name (long or short), localhost, one of its own addresses, or the name
+// -localhost gave it (alias).
+func isLocal(host, alias string) bool {
+	if host == "localhost" || alias != "" && strings.EqualFold(host, alias) {
 		return true
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
+		return ip.IsLoopback() || localAddrs()[ip.String()]
 	}
 	me, err := os.Hostname()
 	if err != nil {
@@ -174,6 +181,19 @@ func isLocal(host string) bool {
 	short := func(s string) string { s, _, _ = strings.Cut(s, "."); return strings.ToLower(s) }
 	return strings.EqualFold(host, me) || short(host) == short(me)
 }
+
+// localAddrs are this node's interface addresses, read once: a host list
+// may name the launching node by one of them, as mpirun allows.
+var localAddrs = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			m[n.IP.String()] = true
+		}
+	}
+	return m
+})
 
 // topologies answers each host's topology: --topology for every node when
 // given (dry runs, tests), else this node's own, read from the cached hwloc

@@ -255,7 +255,7 @@ func (r *run) run(job *jobspec.Job) int {
 	// Other nodes: their daemons start (as a tree) and report their
 	// topologies, and the job is mapped again on what they reported.
 	var replay []os.Signal // signals caught while they started
-	if hosts := remoteHosts(r.alloc); len(hosts) > 0 {
+	if hosts := remoteHosts(r.alloc, job.Place.LocalHost); len(hosts) > 0 {
 		trace.Mark("mapped; starting %d daemons", len(hosts))
 		tree, pending, err := r.startRemoteWatched(job, hosts, sigs, deadline)
 		trace.Mark("daemons up")
@@ -329,7 +329,7 @@ func (r *run) run(job *jobspec.Job) int {
 			continue
 		}
 		reads := plan.Stdin == daemon.StdinAll || plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == n.Name
-		if isLocal(n.Name) && r.up.node(n.Name) == nil {
+		if isLocal(n.Name, job.Place.LocalHost) && r.up.node(n.Name) == nil {
 			localName, localStdin = n.Name, reads
 		} else if reads {
 			remoteStdin = append(remoteStdin, r.up.node(n.Name).(*remote.Node))

@@ -35,11 +35,12 @@ type nodeLost struct {
 	err  error
 }
 
-// remoteHosts are the hosts of the allocation that are not this node.
-func remoteHosts(a hostfile.Allocation) []string {
+// remoteHosts are the hosts of the allocation that are not this node
+// (which -localhost may call alias).
+func remoteHosts(a hostfile.Allocation, alias string) []string {
 	var out []string
 	for _, h := range a.Hosts {
-		if !isLocal(h.Name) {
+		if !isLocal(h.Name, alias) {
 			out = append(out, h.Name)
 		}
 	}
