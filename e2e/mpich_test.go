@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"prun/internal/cluster"
 	"prun/internal/ctest"
 )
 
@@ -19,9 +20,18 @@ func mpich(t *testing.T, src string) (dir, prog string) {
 	return filepath.Dir(bin), "./" + filepath.Base(bin)
 }
 
+// mpichHere is mpich for a test that runs the program on this node only:
+// it also keeps test clusters from changing the node's network interfaces
+// while the test runs (cluster.Quiet).
+func mpichHere(t *testing.T, src string) (dir, prog string) {
+	t.Helper()
+	cluster.Quiet(t)
+	return mpich(t, src)
+}
+
 func TestMPICHRing(t *testing.T) {
 	t.Parallel()
-	dir, ring := mpich(t, "ring.c")
+	dir, ring := mpichHere(t, "ring.c")
 	for _, n := range []int{4, 1} {
 		r := run(t, opts{args: []string{"-n", fmt.Sprint(n), ring}, dir: dir})
 		expectCode(t, r, 0)
@@ -31,7 +41,7 @@ func TestMPICHRing(t *testing.T) {
 
 func TestMPICHMPMD(t *testing.T) {
 	t.Parallel()
-	dir, mpmd := mpich(t, "mpmd.c")
+	dir, mpmd := mpichHere(t, "mpmd.c")
 	r := run(t, opts{args: []string{"-n", "2", mpmd, "0,0,1,1,1", ":", "-n", "3", mpmd, "0,0,1,1,1"}, dir: dir})
 	expectCode(t, r, 0)
 	got := lines(r.stdout)
@@ -43,7 +53,7 @@ func TestMPICHMPMD(t *testing.T) {
 }
 
 func TestMPICHAbortAndExit(t *testing.T) {
-	dir, abort := mpich(t, "abort.c")
+	dir, abort := mpichHere(t, "abort.c")
 	r, d := abortLatency(t, dir, []string{"-n", "4", abort}, "abort: rank 1 aborting with 17")
 	expectCode(t, r, 17)
 	expectContains(t, "stderr", r.stderr, "rank 1 ("+abort+")")
@@ -52,7 +62,7 @@ func TestMPICHAbortAndExit(t *testing.T) {
 		t.Errorf("prun exited %v after MPI_Abort, want within 1 s\n%s", d, r)
 	}
 
-	dir, exitcode := mpich(t, "exitcode.c")
+	dir, exitcode := mpichHere(t, "exitcode.c")
 	r = run(t, opts{args: []string{"-n", "4", exitcode, "2", "3"}, dir: dir})
 	expectCode(t, r, 3)
 	expectContains(t, "stderr", r.stderr, "rank 2")
@@ -68,6 +78,9 @@ func TestBothMPIsWithoutFlags(t *testing.T) {
 		name string
 		tc   ctest.Toolchain
 	}{{"openmpi", ctest.OpenMPI}, {"mpich", ctest.MPICH}} {
+		if tc.tc == ctest.MPICH {
+			cluster.Quiet(t)
+		}
 		bin := ctest.Build(t, tc.tc, "hello.c")
 		r := run(t, opts{args: []string{"-n", "3", "./" + filepath.Base(bin)}, dir: filepath.Dir(bin)})
 		expectCode(t, r, 0)

@@ -152,6 +152,38 @@ func acquire(logf func(string, ...any), who string) (*os.File, error) {
 	return f, nil
 }
 
+// Quiet keeps test clusters from being built or torn down on this machine
+// while the calling test runs, and waits for any that exists to go first:
+// building and removing a cluster adds and removes network interfaces in
+// the root namespace, and UCX (Debian MPICH's transport) fails MPI_Init
+// with "init_worker No such device" when one vanishes during its device
+// scan. Tests that start MPICH ranks on this node call it. It takes a
+// shared flock on LockFile until the test ends; a test that holds a
+// cluster must not call it.
+func Quiet(t testing.TB) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(LockFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(LockFile, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) || time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("cluster.Quiet: flock %s: %v", LockFile, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() { f.Close() })
+}
+
 // Script is the path of testdata/cluster/cluster.sh.
 func Script() (string, error) {
 	var tried []string
