@@ -83,6 +83,7 @@ type globalOpts struct {
 	appFile     string   // --app FILE: the contexts come from FILE (appfile.go)
 	quiet       bool
 	reportPID   string
+	reportURI   string
 	genvNone    bool // Hydra's -genvnone: every context as -envnone
 	verbose     bool
 	prefixPat   string // Hydra's -prepend-pattern
@@ -298,6 +299,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	_ = fs.MarkHidden("configfile")
 	fs.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices about the ranks (how a failed rank ended, Open MPI's help messages): the exit status tells")
 	fs.StringVar(&g.reportPID, "report-pid", "", "print prun's process id to `WHERE` as it starts: - (stdout), + (stderr) or a file")
+	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (for tools: pps --uri) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.BoolVar(&g.genvNone, "genvnone", false, "pass none of prun's environment to any process (Hydra's -genvnone; see -envnone)")
 	_ = fs.MarkHidden("genvnone")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
@@ -464,7 +466,7 @@ func Parse(args []string, env Env) (*Request, error) {
 		}
 		job.UnivSize = n
 	}
-	job.Quiet, job.ReportPID = g.quiet, g.reportPID
+	job.Quiet, job.ReportPID, job.ReportURI = g.quiet, g.reportPID, g.reportURI
 	job.TagOutput = g.tagOutput
 	forms := append([]string(nil), g.output...)
 	if g.tagOutput {

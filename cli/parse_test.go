@@ -409,6 +409,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-prepend-pattern [%r@%h]%% -n 1 ./app"); j.OutputPrefix != "[%r@%h]%%" {
 		t.Errorf("-prepend-pattern: %q", j.OutputPrefix)
 	}
+	if j := parse("--report-uri + -n 1 ./app"); j.ReportURI != "+" {
+		t.Errorf("--report-uri: %q", j.ReportURI)
+	}
 	if j := parse("-localhost front -n 1 ./app"); j.Place.LocalHost != "front" {
 		t.Errorf("-localhost: %q", j.Place.LocalHost)
 	}

@@ -251,6 +251,9 @@ func (d *Daemon) ResizePTY(nspace string) {
 	}
 }
 
+// ServerURI is the node's PMIx server's contact URI, for tools.
+func (d *Daemon) ServerURI() (string, error) { return d.srv.URI() }
+
 // ServeDirectModex answers another node's request for a local process's data.
 func (d *Daemon) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
 	d.srv.DmodexRequest(target, done)

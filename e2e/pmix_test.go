@@ -159,4 +159,18 @@ func TestPMIxTools(t *testing.T) {
 	if strings.Contains(r.stderr, "PMIX ERROR") {
 		t.Errorf("prun's stderr: %q", r.stderr)
 	}
+
+	// --report-uri gives the server's URI, which a tool connects to.
+	uriFile := filepath.Join(t.TempDir(), "uri")
+	p = startPrun(t, opts{args: []string{"--report-uri", uriFile, "-n", "1", "sleep", "30"}})
+	p.waitRanks(1, "sleep", 10*time.Second)
+	cmd = exec.Command(pps, "--uri", "file:"+uriFile)
+	cmd.Env = baseEnv()
+	out, err = cmd.CombinedOutput()
+	want = fmt.Sprintf("Active nspaces: prun.%d.1", p.cmd.Process.Pid)
+	if err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("pps --uri file:%s: %v\n%s\nwant %q", uriFile, err, out, want)
+	}
+	p.signal(syscall.SIGTERM)
+	expectCode(t, p.wait(), 143)
 }

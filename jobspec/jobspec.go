@@ -41,6 +41,7 @@ type Job struct {
 	GetStackTraces       bool   // --get-stack-traces (on timeout)
 	Quiet                bool   // -q: no notices about how ranks ended or Open MPI's help messages
 	ReportPID            string // --report-pid: "-" stdout, "+" stderr, else a file
+	ReportURI            string // --report-uri: the PMIx server's URI, to the same places
 	Verbose              bool   // -v: the launch's milestones and every PMI/PMIx request on stderr
 	OutputPrefix         string // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
 	OutfilePattern       string // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)

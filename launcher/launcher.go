@@ -375,6 +375,13 @@ func (r *run) run(job *jobspec.Job) int {
 		r.local = d
 		r.up.addNode(localName, d)
 	}
+	if job.ReportURI != "" {
+		if err := r.reportURI(job.ReportURI); err != nil {
+			r.errorf("--report-uri %s: %v", job.ReportURI, err)
+			r.closeNodes()
+			return ExitFailure
+		}
+	}
 	trace.Mark("launching")
 	if err := r.launch(plan); err != nil {
 		r.errorf("%v", err)
@@ -998,7 +1005,24 @@ func makeRaw(f *os.File) (restore func(), err error) {
 // reportPID tells where prun runs, as mpirun's --report-pid does: "-" is
 // stdout, "+" stderr, anything else a file.
 func reportPID(where string, opts Options) error {
-	line := strconv.Itoa(os.Getpid()) + "\n"
+	return reportLine(where, strconv.Itoa(os.Getpid())+"\n", opts)
+}
+
+// reportURI reports this node's PMIx server's URI as --report-uri asks
+// (mpirun's, whose URI tools used; here tools give it to pps --uri).
+func (r *run) reportURI(where string) error {
+	if r.local == nil {
+		return errors.New("no rank runs on this node, so no PMIx server does")
+	}
+	uri, err := r.local.ServerURI()
+	if err != nil {
+		return err
+	}
+	return reportLine(where, uri+"\n", r.opts)
+}
+
+// reportLine writes line to where: - stdout, + stderr, else a file.
+func reportLine(where, line string, opts Options) error {
 	var err error
 	switch where {
 	case "-":

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/cgo"
 	"strings"
 	"sync"
@@ -130,7 +131,8 @@ type Config struct {
 
 // Server is the running PMIx server of this process.
 type Server struct {
-	host Host
+	host   Host
+	tmpDir string
 }
 
 var (
@@ -167,13 +169,29 @@ func Init(cfg Config, host Host) (*Server, error) {
 	// beside the static copy they would run on the other copy's state.
 	// Nothing prun uses needs them.
 	os.Setenv("PMIX_MCA_mca_base_component_disable_dlopen", "1")
-	s := &Server{host: host}
+	s := &Server{host: host, tmpDir: cfg.TmpDir}
 	active = s // upcalls may arrive as soon as the library starts
 	if rc := C.prun_server_init(a, n); rc != C.PMIX_SUCCESS {
 		active = nil
 		return nil, fmt.Errorf("PMIx_server_init: %w", Status(rc))
 	}
 	return s, nil
+}
+
+// URI is the server's contact URI, as a tool gives it (pps --uri): the
+// first line of the rendezvous file the library writes for tools with
+// ToolSupport, named after this process.
+func (s *Server) URI() (string, error) {
+	files, _ := filepath.Glob(filepath.Join(s.tmpDir, fmt.Sprintf("pmix.*.tool.%d", os.Getpid())))
+	if len(files) == 0 {
+		return "", errors.New("the PMIx server wrote no rendezvous file (no tool support)")
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		return "", err
+	}
+	uri, _, _ := strings.Cut(string(b), "\n")
+	return uri, nil
 }
 
 // Abandon is Finalize for a process about to exit: from now on every upcall
