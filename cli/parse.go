@@ -84,6 +84,9 @@ type globalOpts struct {
 	quiet       bool
 	reportPID   string
 	reportURI   string
+	indexArgv   bool
+	cwdSession  bool
+	debugDaemon bool
 	genvNone    bool // Hydra's -genvnone: every context as -envnone
 	verbose     bool
 	prefixPat   string // Hydra's -prepend-pattern
@@ -299,6 +302,11 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	_ = fs.MarkHidden("configfile")
 	fs.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices about the ranks (how a failed rank ended, Open MPI's help messages): the exit status tells")
 	fs.StringVar(&g.reportPID, "report-pid", "", "print prun's process id to `WHERE` as it starts: - (stdout), + (stderr) or a file")
+	fs.BoolVar(&g.indexArgv, "index-argv-by-rank", false, "each process's argv[0] ends in -RANK (ps tells the ranks apart)")
+	fs.BoolVar(&g.cwdSession, "set-cwd-to-session-dir", false, "each process starts in its own session directory (PMIX_PROCDIR)")
+	fs.BoolVar(&g.debugDaemon, "debug-daemons", false, "show what the other nodes' daemons write to stderr (PRUN_DEBUG_REMOTE=1)")
+	fs.BoolVar(&g.debugDaemon, "leave-session-attached", false, "same as --debug-daemons")
+	_ = fs.MarkHidden("leave-session-attached")
 	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (for tools: pps --uri) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.BoolVar(&g.genvNone, "genvnone", false, "pass none of prun's environment to any process (Hydra's -genvnone; see -envnone)")
 	_ = fs.MarkHidden("genvnone")
@@ -355,7 +363,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // Parse reads a command line (without argv[0]).
 func Parse(args []string, env Env) (*Request, error) {
 	segs := splitContexts(args)
-	var envAll []bool // by application: -envall given
+	var envAll, wdirGiven []bool // by application: -envall, --wdir given
 	var g globalOpts
 	job := &jobspec.Job{CmdLine: "prun " + jobspec.ArgvString(args)}
 	for i, seg := range segs {
@@ -415,6 +423,7 @@ func Parse(args []string, env Env) (*Request, error) {
 		}
 		job.Apps = append(job.Apps, app)
 		envAll = append(envAll, c.envAll)
+		wdirGiven = append(wdirGiven, c.wdir != "")
 	}
 	// --mca and -genv values go first: a context's own -x of the same
 	// variable wins.
@@ -467,6 +476,14 @@ func Parse(args []string, env Env) (*Request, error) {
 		job.UnivSize = n
 	}
 	job.Quiet, job.ReportPID, job.ReportURI = g.quiet, g.reportPID, g.reportURI
+	job.IndexArgv, job.CwdSessionDir, job.DebugDaemons = g.indexArgv, g.cwdSession, g.debugDaemon
+	if g.cwdSession {
+		for i, given := range wdirGiven {
+			if given {
+				return nil, usagef("--set-cwd-to-session-dir and --wdir%s: give one", contextWhere(i, len(job.Apps)))
+			}
+		}
+	}
 	job.TagOutput = g.tagOutput
 	forms := append([]string(nil), g.output...)
 	if g.tagOutput {

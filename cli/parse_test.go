@@ -409,6 +409,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-prepend-pattern [%r@%h]%% -n 1 ./app"); j.OutputPrefix != "[%r@%h]%%" {
 		t.Errorf("-prepend-pattern: %q", j.OutputPrefix)
 	}
+	if j := parse("--index-argv-by-rank --set-cwd-to-session-dir --debug-daemons -n 1 ./app"); !j.IndexArgv || !j.CwdSessionDir || !j.DebugDaemons {
+		t.Errorf("--index-argv-by-rank --set-cwd-to-session-dir --debug-daemons: %v %v %v", j.IndexArgv, j.CwdSessionDir, j.DebugDaemons)
+	}
 	if j := parse("--report-uri + -n 1 ./app"); j.ReportURI != "+" {
 		t.Errorf("--report-uri: %q", j.ReportURI)
 	}
@@ -433,13 +436,14 @@ func TestMoreSpellings(t *testing.T) {
 		t.Errorf("-info: %v %+v", err, req)
 	}
 	for args, want := range map[string]string{
-		"-prepend-pattern %x -n 1 ./app":               `unknown specifier %x`,
-		"-prepend-pattern a% -n 1 ./app":               `a lone % at the end`,
-		"-n 1 -envall -envnone ./app : -n 1 ./app":     "-envall and -envnone in application context 1: give one",
-		"-usize INFINITE -n 1 ./app":                   "-usize INFINITE: want a number of processes or SYSTEM",
-		"-usize 0 -n 1 ./app":                          "-usize 0: want a number of processes or SYSTEM",
-		"-outfile-pattern o.%q -n 1 ./app":             `-outfile-pattern "o.%q": unknown specifier %q`,
-		"-errfile-pattern e --output dir=d -n 1 ./app": "-errfile-pattern and --output-filename or --output dir=/file=: give one",
+		"-prepend-pattern %x -n 1 ./app":                            `unknown specifier %x`,
+		"-prepend-pattern a% -n 1 ./app":                            `a lone % at the end`,
+		"-n 1 -envall -envnone ./app : -n 1 ./app":                  "-envall and -envnone in application context 1: give one",
+		"--set-cwd-to-session-dir -n 1 ./app : --wdir . -n 1 ./app": "--set-cwd-to-session-dir and --wdir in application context 2: give one",
+		"-usize INFINITE -n 1 ./app":                                "-usize INFINITE: want a number of processes or SYSTEM",
+		"-usize 0 -n 1 ./app":                                       "-usize 0: want a number of processes or SYSTEM",
+		"-outfile-pattern o.%q -n 1 ./app":                          `-outfile-pattern "o.%q": unknown specifier %q`,
+		"-errfile-pattern e --output dir=d -n 1 ./app":              "-errfile-pattern and --output-filename or --output dir=/file=: give one",
 	} {
 		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", args, err, want)

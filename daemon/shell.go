@@ -286,11 +286,18 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 		return err
 	}
 
+	argv, dir := app.Argv, app.Wdir
+	if p.Job.IndexArgv {
+		argv = append([]string{fmt.Sprintf("%s-%d", argv[0], rank)}, argv[1:]...)
+	}
+	if p.Job.CwdSessionDir {
+		dir = sh.d.cfg.Session.ProcDir(p.Nspace, rank)
+	}
 	cmd := &exec.Cmd{
 		Path:       app.Exe,
-		Args:       app.Argv,
+		Args:       argv,
 		Env:        env,
-		Dir:        app.Wdir,
+		Dir:        dir,
 		Stdin:      stdin,
 		Stdout:     outW,
 		Stderr:     errW,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -260,6 +261,23 @@ func TestMpirunExtras(t *testing.T) {
 				expectCode(t, r, 0)
 				expectContains(t, "stdout", r.stdout, "ran\n")
 				break
+			}
+		}
+	})
+	t.Run("argv-and-cwd", func(t *testing.T) {
+		r := prun(t, "--index-argv-by-rank", "--set-cwd-to-session-dir", "-n", "2", "sh", "-c", `echo "$0 $(pwd)"`)
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if len(got) != 2 {
+			t.Fatalf("stdout = %q", r.stdout)
+		}
+		for i, l := range got {
+			name, dir, _ := strings.Cut(l, " ")
+			// The rank's session directory: TMPDIR/prun.PID.X/NSPACE/RANK.
+			if name != fmt.Sprintf("sh-%d", i) || filepath.Base(dir) != strconv.Itoa(i) ||
+				!strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "prun.") {
+				t.Errorf("rank %d: %q", i, l)
 			}
 		}
 	})

@@ -70,14 +70,22 @@ func DefaultOptions(sigs *Signals) Options {
 }
 
 // verboseEnv are the debug channels -v turns on, here and (forwarded
-// with the PRUN_DEBUG_ prefix) on the other nodes' daemons.
+// with the PRUN_DEBUG_ prefix) on the other nodes' daemons; --debug-daemons
+// turns on the last.
 var verboseEnv = []string{"PRUN_DEBUG_TIMING", "PRUN_DEBUG_PMI", "PRUN_DEBUG_PMIX", "PRUN_DEBUG_REMOTE"}
 
 // Run runs job and returns prun's exit status.
 func Run(job *jobspec.Job, opts Options) int {
-	if job.Verbose {
+	var debug []string
+	switch {
+	case job.Verbose:
+		debug = verboseEnv
+	case job.DebugDaemons:
+		debug = []string{"PRUN_DEBUG_REMOTE"}
+	}
+	if len(debug) > 0 {
 		opts.Env = slices.Clone(opts.Env)
-		for _, v := range verboseEnv {
+		for _, v := range debug {
 			os.Setenv(v, "1")
 			opts.Env = append(opts.Env, v+"=1")
 		}
