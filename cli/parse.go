@@ -116,7 +116,7 @@ type contextOpts struct {
 type placeOpts struct {
 	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet, ppr, localHost string
 	hosts, addHosts, display                                                                     []string
-	doNotLaunch, reportBindings, displayMap, displayAlloc                                        bool
+	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo                           bool
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -172,7 +172,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVar(&p.ppr, "ppr", "", "`N:RESOURCE` processes per resource (--map-by ppr:N:RESOURCE)")
 	_ = fs.MarkHidden("ppr")
 	fs.StringVar(&p.topology, "topology", "", "use `SPEC` as every node's topology: hwloc synthetic (\"pack:2 core:8 pu:2\") or an XML file")
-	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation")
+	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation, topo (each node's topology)")
 	fs.BoolVar(&p.doNotLaunch, "do-not-launch", false, "map and display, then exit without starting anything")
 	fs.BoolVar(&p.reportBindings, "report-bindings", false, "print each rank's binding as it starts")
 	fs.BoolVar(&p.displayMap, "display-map", false, "same as --display map")
@@ -182,7 +182,8 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.BoolVar(&p.displayMap, "display-devel-map", false, "same as --display map")
 	fs.BoolVar(&p.displayMap, "display-diffable-map", false, "same as --display map")
 	fs.BoolVar(&p.displayAlloc, "display-devel-allocation", false, "same as --display allocation")
-	for _, f := range []string{"display-map", "display-allocation", "display-devel-map", "display-diffable-map", "display-devel-allocation"} {
+	fs.BoolVar(&p.displayTopo, "display-topo", false, "same as --display topo")
+	for _, f := range []string{"display-map", "display-allocation", "display-devel-map", "display-diffable-map", "display-devel-allocation", "display-topo"} {
 		_ = fs.MarkHidden(f)
 	}
 	p.compatSet, p.compatN = map[string]*bool{}, map[string]*int{}
@@ -223,6 +224,9 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	}
 	if p.displayAlloc {
 		pl.Display = append(pl.Display, "allocation")
+	}
+	if p.displayTopo {
+		pl.Display = append(pl.Display, "topo")
 	}
 	for _, c := range compatFlags {
 		name := c.name
@@ -558,9 +562,9 @@ func Parse(args []string, env Env) (*Request, error) {
 func checkPlacement(p *jobspec.Placement) error {
 	for _, d := range p.Display {
 		switch d {
-		case "map", "map:json", "allocation":
+		case "map", "map:json", "allocation", "topo":
 		default:
-			return usagef("--display %s: want map, map:json or allocation", d)
+			return usagef("--display %s: want map, map:json, allocation or topo", d)
 		}
 	}
 	for _, c := range p.Compat {

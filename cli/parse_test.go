@@ -394,7 +394,7 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("--cpu-list 0,1 -n 2 ./app"); j.Place.MapBy != "pe-list=0,1" {
 		t.Errorf("--cpu-list: map-by %q", j.Place.MapBy)
 	}
-	if j := parse("--display-devel-map --display-devel-allocation -n 1 ./app"); fmt.Sprint(j.Place.Display) != "[map allocation]" {
+	if j := parse("--display-devel-map --display-devel-allocation --display-topo -n 1 ./app"); fmt.Sprint(j.Place.Display) != "[map allocation topo]" {
 		t.Errorf("--display-devel-*: display %v", j.Place.Display)
 	}
 	if j := parse("-skip-launch-node -n 1 ./app"); fmt.Sprint(j.Place.Compat) != "[[nolocal ]]" {

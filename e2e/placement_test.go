@@ -39,6 +39,18 @@ func TestBindToCore(t *testing.T) {
 	expectContains(t, "stderr", r.stderr, "bound to CPUs ")
 }
 
+// --display-topo (mpirun's) shows each node's topology before the map.
+func TestDisplayTopo(t *testing.T) {
+	t.Parallel()
+	r := run(t, opts{args: []string{"--topology", "pack:2 core:2 pu:2", "--host", "ghost1:8,ghost2:8",
+		"--display-topo", "--do-not-launch", "-n", "16", "true"}})
+	expectCode(t, r, 0)
+	for _, h := range []string{"ghost1", "ghost2"} {
+		expectContains(t, "stdout", r.stdout, "topology of "+h+":\n  pack:2 core:2 pu:2\n")
+	}
+	expectContains(t, "stdout", r.stdout, "  package: P#0{0-3} P#1{4-7}\n")
+}
+
 // --do-not-launch with --topology and --host maps hosts that do not exist,
 // starts nothing, and prints the map as JSON.
 func TestDoNotLaunchMapJSON(t *testing.T) {

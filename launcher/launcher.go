@@ -470,6 +470,8 @@ func (r *run) display(job *jobspec.Job, m *mapper.Map) int {
 				return ExitFailure
 			}
 			fmt.Fprintf(r.opts.Stdout, "%s\n", b)
+		case "topo":
+			fmt.Fprint(r.opts.Stdout, r.displayTopologies(m))
 		}
 	}
 	return 0
@@ -506,6 +508,24 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 	}
 	r.reportBindings = m.BindTo.Report
 	return m, 0
+}
+
+// displayTopologies shows each mapped node's topology: its synthetic
+// form, then each level's objects with their CPUs.
+func (r *run) displayTopologies(m *mapper.Map) string {
+	var b strings.Builder
+	for _, n := range m.Nodes {
+		t := r.topos.of(n.Name)
+		if t == nil {
+			fmt.Fprintf(&b, "topology of %s: unknown\n", n.Name)
+			continue
+		}
+		fmt.Fprintf(&b, "topology of %s:\n", n.Name)
+		for _, l := range strings.Split(t.String(), "\n") {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	return b.String()
 }
 
 func displayAllocation(a hostfile.Allocation, source string) string {
