@@ -311,7 +311,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.debugDaemon, "debug-daemons", false, "show what the other nodes' daemons write to stderr (PRUN_DEBUG_REMOTE=1)")
 	fs.BoolVar(&g.debugDaemon, "leave-session-attached", false, "same as --debug-daemons")
 	_ = fs.MarkHidden("leave-session-attached")
-	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (for tools: pps --uri) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
+	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (by which PMIx tools attach) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.BoolVar(&g.genvNone, "genvnone", false, "pass none of prun's environment to any process (Hydra's -genvnone; see -envnone)")
 	_ = fs.MarkHidden("genvnone")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")

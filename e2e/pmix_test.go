@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -160,17 +161,29 @@ func TestPMIxTools(t *testing.T) {
 		t.Errorf("prun's stderr: %q", r.stderr)
 	}
 
-	// --report-uri gives the server's URI, which a tool connects to.
-	uriFile := filepath.Join(t.TempDir(), "uri")
-	p = startPrun(t, opts{args: []string{"--report-uri", uriFile, "-n", "1", "sleep", "30"}})
-	p.waitRanks(1, "sleep", 10*time.Second)
-	cmd = exec.Command(pps, "--uri", "file:"+uriFile)
-	cmd.Env = baseEnv()
-	out, err = cmd.CombinedOutput()
-	want = fmt.Sprintf("Active nspaces: prun.%d.1", p.cmd.Process.Pid)
-	if err != nil || !strings.Contains(string(out), want) {
-		t.Errorf("pps --uri file:%s: %v\n%s\nwant %q", uriFile, err, out, want)
+	// --report-uri gives the server's URI, by which a PMIx tool attaches
+	// (PMIX_SERVER_URI; pps 4.2.2 ignores its --uri and searches TMPDIR).
+	// Two launchers run, so that only the URI can choose.
+	tool := ctest.Build(t, ctest.PMIx, "pmixtool.c")
+	var runs []*proc
+	var uris []string
+	for i := range 2 {
+		uriFile := filepath.Join(t.TempDir(), "uri")
+		runs = append(runs, startPrun(t, opts{args: []string{"--report-uri", uriFile, "-n", "1", "sleep", "30"}}))
+		runs[i].waitRanks(1, "sleep", 10*time.Second)
+		b, err := os.ReadFile(uriFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, strings.TrimSpace(string(b)))
 	}
-	p.signal(syscall.SIGTERM)
-	expectCode(t, p.wait(), 143)
+	for i, p := range runs {
+		out, err := exec.Command(tool, uris[i]).CombinedOutput()
+		want := fmt.Sprintf("pmixtool: namespaces prun.%d.1\n", p.cmd.Process.Pid)
+		if err != nil || string(out) != want {
+			t.Errorf("pmixtool %s: %v\n%s\nwant %q", uris[i], err, out, want)
+		}
+		p.signal(syscall.SIGTERM)
+		expectCode(t, p.wait(), 143)
+	}
 }

@@ -1037,7 +1037,7 @@ func reportPID(where string, opts Options) error {
 }
 
 // reportURI reports this node's PMIx server's URI as --report-uri asks
-// (mpirun's, whose URI tools used; here tools give it to pps --uri).
+// (mpirun's, whose URI tools used; PMIx tools attach by it).
 func (r *run) reportURI(where string) error {
 	if r.local == nil {
 		return errors.New("no rank runs on this node, so no PMIx server does")

@@ -178,7 +178,7 @@ func Init(cfg Config, host Host) (*Server, error) {
 	return s, nil
 }
 
-// URI is the server's contact URI, as a tool gives it (pps --uri): the
+// URI is the server's contact URI, by which a tool attaches: the
 // first line of the rendezvous file the library writes for tools with
 // ToolSupport, named after this process.
 func (s *Server) URI() (string, error) {

@@ -194,8 +194,11 @@ func dial(ctx context.Context, t *target, via *ssh.Client, viaName string, defTi
 		HostKeyAlgorithms: hk.algorithms(),
 		BannerCallback:    func(string) error { return nil },
 	}
+	// The func may still be running when dial returns, which sets the
+	// named result conn to nil on an error: it closes its own copy.
+	raw := conn
 	stop := context.AfterFunc(hctx, func() {
-		conn.Close()
+		raw.Close()
 		a.close()
 	})
 	trace.Mark("tcp %s", addr)
