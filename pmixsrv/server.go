@@ -15,7 +15,7 @@ package pmixsrv
 
 // The library is linked in from its static archive (found on pkg-config's
 // -L path), not as libpmix.so: loading and relocating the shared library
-// and its libevent cost every launch 0.5 ms (-n 4 /bin/true, 8.9 -> 8.4 ms).
+// and its libevent cost every launch 0.35-0.5 ms (-n 4 /bin/true).
 // See Init for what that asks of the library's plugins.
 */
 import "C"
