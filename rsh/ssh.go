@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -102,6 +103,9 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 		return nil, hostErr(host, err)
 	}
 
+	// x/crypto/ssh's channel reads its EOF flag unlocked in Write, so the
+	// close below must not run beside a write: it waits for one to end.
+	stdinW = &serialWriteCloser{wc: stdinW}
 	s.feed(stdinW, opts.StdinHead, stdin)
 	for i, t := range route {
 		if t.alive > 0 {
@@ -302,4 +306,22 @@ func isDone(c <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// serialWriteCloser makes Write and Close of wc mutually exclusive.
+type serialWriteCloser struct {
+	mu sync.Mutex
+	wc io.WriteCloser
+}
+
+func (s *serialWriteCloser) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wc.Write(p)
+}
+
+func (s *serialWriteCloser) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wc.Close()
 }
