@@ -271,8 +271,9 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.usize, "usize", "", "the universe size the processes are told (MPI_UNIVERSE_SIZE, PMIX_UNIV_SIZE): `N`, or SYSTEM for the allocation's slots (the default; Hydra's -usize)")
 	fs.StringVar(&g.prefixPat, "prepend-pattern", "", "prefix every output line with `PATTERN`: %r rank, %g job, %h host, %p node index, %% a % (Hydra's -prepend-pattern)")
 	// Accepted for mpirun's and Hydra's command lines; nothing in prun for
-	// them to change (no VM, no prefix guessing, one I/O engine, hwloc).
-	for _, f := range []string{"noprefix", "novm", "use-regexp"} {
+	// them to change (no VM, no prefix guessing, one I/O engine, hwloc, no
+	// host name resolved to map a job).
+	for _, f := range []string{"noprefix", "novm", "use-regexp", "do-not-resolve"} {
 		fs.Bool(f, false, "accepted for mpirun compatibility; changes nothing")
 		_ = fs.MarkHidden(f)
 	}

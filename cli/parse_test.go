@@ -431,7 +431,7 @@ func TestMoreSpellings(t *testing.T) {
 	if !j.Apps[0].EnvNone || j.Apps[1].EnvNone {
 		t.Errorf("-genvnone with -envall in context 2: EnvNone %v %v", j.Apps[0].EnvNone, j.Apps[1].EnvNone)
 	}
-	parse("--noprefix --novm --use-regexp -demux poll -topolib hwloc -n 1 ./app")
+	parse("--noprefix --novm --use-regexp --do-not-resolve -demux poll -topolib hwloc -n 1 ./app")
 	if req, err := Parse([]string{"-info"}, env); err != nil || !req.Version {
 		t.Errorf("-info: %v %+v", err, req)
 	}
