@@ -7,7 +7,7 @@ DEB_PKGS := libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev mpich libmpich-de
             openssh-server openssh-client iproute2 gdb
 EXAMPLES := bin/examples
 
-.PHONY: all deps build demo test bench fuzz vet clean
+.PHONY: all deps build demo test bench fuzz vet clean leakcheck
 
 all: build
 
@@ -46,6 +46,14 @@ vet:
 
 test: deps vet
 	$(GO) test -count=1 -timeout 60m ./...
+
+# prun built with AddressSanitizer runs an Open MPI job and a PMIx tool's
+# connection under LeakSanitizer; it fails when prun's own C code leaked
+# (libpmix's own leaks are listed, not counted).
+leakcheck: build $(EXAMPLES)/hello
+	$(GO) build -asan -o bin/prun-asan ./cmd/prun
+	gcc -O2 -o bin/pmixtool testdata/pmixtool.c $$(pkg-config --cflags --libs pmix)
+	testdata/leakcheck.sh bin/prun-asan $(EXAMPLES)/hello bin/pmixtool
 
 # Short fuzzing of every parser (FUZZTIME each); crashers land in the
 # packages' testdata/fuzz, where `make test` replays them for ever.
