@@ -32,7 +32,7 @@ func (w *Writer) buildTags(src Source, host string, pid int) *tagSet {
 		var tag string
 		switch {
 		case w.opts.Prefix != "":
-			tag = w.expandPrefix(src, host)
+			tag = w.expandPattern(w.opts.Prefix, src, host)
 		case w.opts.TagDetailed:
 			h, p := host, "?"
 			if h == "" {
@@ -93,13 +93,8 @@ func CheckPattern(p string) error {
 	return nil
 }
 
-// expandPrefix is Options.Prefix for src on host ("?" for what is not
-// known yet: the host until SetSourceInfo).
-func (w *Writer) expandPrefix(src Source, host string) string {
-	return w.expandPattern(w.opts.Prefix, src, host)
-}
-
-// expandPattern expands a Hydra pattern (CheckPattern's specifiers).
+// expandPattern expands a Hydra pattern (CheckPattern's specifiers) for
+// src on host ("?" for what is not known yet: the host until SetSourceInfo).
 func (w *Writer) expandPattern(p string, src Source, host string) string {
 	var b strings.Builder
 	for i := 0; i < len(p); i++ {

@@ -121,7 +121,6 @@ static void tr_tool_connected(pmix_info_t *info, size_t ninfo, pmix_tool_connect
     static unsigned long ntools;
     pmix_proc_t proc;
     char ns[PMIX_MAX_NSLEN + 1];
-    int named = 0;
     PMIX_PROC_CONSTRUCT(&proc);
     snprintf(ns, sizeof ns, "prun-tool-%d-%lu", (int)getpid(), __atomic_add_fetch(&ntools, 1, __ATOMIC_RELAXED));
     PMIX_LOAD_NSPACE(proc.nspace, ns);
@@ -134,12 +133,10 @@ static void tr_tool_connected(pmix_info_t *info, size_t ninfo, pmix_tool_connect
         }
         if (PMIX_CHECK_KEY(&info[i], PMIX_NSPACE) && info[i].value.type == PMIX_STRING) {
             PMIX_LOAD_NSPACE(proc.nspace, info[i].value.data.string);
-            named = 1;
         } else if (PMIX_CHECK_KEY(&info[i], PMIX_RANK) && info[i].value.type == PMIX_PROC_RANK) {
             proc.rank = info[i].value.data.rank;
         }
     }
-    (void)named;
     cb(PMIX_SUCCESS, &proc, cbd);
 }
 

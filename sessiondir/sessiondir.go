@@ -195,6 +195,7 @@ func killLeftovers(dir string, uid int) {
 
 func stale(dir string, mtime time.Time) bool {
 	f, err := os.Open(filepath.Join(dir, LockName))
+	lockFile := err == nil
 	if os.IsNotExist(err) {
 		f, err = os.Open(dir) // a session directory locks itself
 	}
@@ -205,7 +206,7 @@ func stale(dir string, mtime time.Time) bool {
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 		return false // its launcher holds the lock
 	}
-	if filepath.Base(f.Name()) == LockName {
+	if lockFile {
 		return true
 	}
 	// Unlocked: its launcher is gone, or it was made this instant and is
