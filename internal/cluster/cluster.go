@@ -113,6 +113,20 @@ func Up(n int, dir string, logf func(string, ...any), who string) (*Cluster, err
 
 // acquire takes the cluster lock, waiting for another holder to finish.
 func acquire(logf func(string, ...any), who string) (*os.File, error) {
+	f, err := lockFile(syscall.LOCK_EX, logf)
+	if err != nil {
+		return nil, err
+	}
+	// Say who holds it, for whoever waits next (best effort).
+	if err := f.Truncate(0); err == nil {
+		fmt.Fprintf(f, "pid %d (%s)\n", os.Getpid(), who)
+	}
+	return f, nil
+}
+
+// lockFile takes LockFile's flock (LOCK_EX or LOCK_SH), waiting at most
+// lockWait for its holders; the lock is held until the file is closed.
+func lockFile(how int, logf func(string, ...any)) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(LockFile), 0o755); err != nil {
 		return nil, err
 	}
@@ -123,9 +137,9 @@ func acquire(logf func(string, ...any), who string) (*os.File, error) {
 	deadline := time.Now().Add(lockWait)
 	logged := false
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 		if err == nil {
-			break
+			return f, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			f.Close()
@@ -145,11 +159,6 @@ func acquire(logf func(string, ...any), who string) (*os.File, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Say who holds it, for whoever waits next (best effort).
-	if err := f.Truncate(0); err == nil {
-		fmt.Fprintf(f, "pid %d (%s)\n", os.Getpid(), who)
-	}
-	return f, nil
 }
 
 // Quiet keeps test clusters from being built or torn down on this machine
@@ -162,24 +171,9 @@ func acquire(logf func(string, ...any), who string) (*os.File, error) {
 // cluster must not call it.
 func Quiet(t testing.TB) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(LockFile), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(LockFile, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := lockFile(syscall.LOCK_SH, t.Logf)
 	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(lockWait)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) || time.Now().After(deadline) {
-			f.Close()
-			t.Fatalf("cluster.Quiet: flock %s: %v", LockFile, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		t.Fatalf("cluster.Quiet: %v", err)
 	}
 	t.Cleanup(func() { f.Close() })
 }
