@@ -174,13 +174,17 @@ func isLocal(host, alias string) bool {
 	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
 		return ip.IsLoopback() || localAddrs()[ip.String()]
 	}
-	me, err := os.Hostname()
+	me, err := hostname()
 	if err != nil {
 		return false
 	}
 	short := func(s string) string { s, _, _ = strings.Cut(s, "."); return strings.ToLower(s) }
 	return strings.EqualFold(host, me) || short(host) == short(me)
 }
+
+// hostname is this node's name, asked once: isLocal runs for every host of
+// the allocation, more than once.
+var hostname = sync.OnceValues(os.Hostname)
 
 // localAddrs are this node's interface addresses, read once: a host list
 // may name the launching node by one of them, as mpirun allows.
