@@ -22,7 +22,16 @@ func (h host) rankState(p pmixsrv.Proc, f func(*rankState)) {
 }
 
 func (h host) ClientConnected(p pmixsrv.Proc) error {
-	h.rankState(p, func(st *rankState) { st.connected = true })
+	sh := h.d.shell(p.Nspace)
+	if sh == nil {
+		return nil
+	}
+	// The client's PMIx_Init returns after this answer, and from then on
+	// it may look into its PMIX_PROCDIR.
+	if err := sh.makeDirs(); err != nil {
+		return err
+	}
+	sh.setState(int(p.Rank), func(st *rankState) { st.connected = true })
 	return nil
 }
 

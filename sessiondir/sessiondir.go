@@ -1,6 +1,7 @@
 // Package sessiondir lays out and removes a launch's session directories:
 // a 0700 top directory under $TMPDIR (PMIX_SERVER_TMPDIR and PMIX_TMPDIR),
-// one directory per namespace (PMIX_NSDIR) and one per rank (PMIX_PROCDIR).
+// one directory per namespace (PMIX_NSDIR) and one per rank (PMIX_PROCDIR),
+// which the daemon makes when a job's first PMIx client connects.
 // prun removes them itself, so it tells PMIx PMIX_TDIR_RMCLEAN.
 package sessiondir
 
