@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -150,17 +151,31 @@ func TestReportJSON(t *testing.T) {
 }
 
 // Ranks get default signal dispositions: prun catching SIGPIPE must not
-// pass an "ignored" SIGPIPE on to them.
-func TestRanksKeepDefaultSIGPIPE(t *testing.T) {
+// pass an "ignored" SIGPIPE on to them, nor its catching of the signals it
+// forwards a blocked or ignored one.
+func TestRanksKeepDefaultSignals(t *testing.T) {
 	t.Parallel()
-	r := run(t, opts{args: []string{"-n", "1", "sh", "-c", "grep SigIgn /proc/self/status"}})
+	r := run(t, opts{args: []string{"-n", "1", "grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"}})
 	expectCode(t, r, 0)
-	var mask uint64
-	if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(r.stdout, "SigIgn:")), "%x", &mask); err != nil {
-		t.Fatalf("SigIgn line %q: %v", r.stdout, err)
+	masks := map[string]uint64{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		name, hex, ok := strings.Cut(line, ":")
+		var m uint64
+		if _, err := fmt.Sscanf(strings.TrimSpace(hex), "%x", &m); !ok || err != nil {
+			t.Fatalf("status line %q: %v", line, err)
+		}
+		masks[name] = m
 	}
-	if mask&(1<<(13-1)) != 0 {
-		t.Errorf("the rank ignores SIGPIPE (SigIgn %016x)", mask)
+	if len(masks) != 2 {
+		t.Fatalf("want SigIgn and SigBlk, got %q", r.stdout)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGPIPE, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGWINCH} {
+		for name, m := range masks {
+			if m&(1<<(uint(sig)-1)) != 0 {
+				t.Errorf("the rank has %v in %s (%016x)", sig, name, m)
+			}
+		}
 	}
 }
 

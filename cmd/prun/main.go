@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"prun/cli"
@@ -27,11 +28,12 @@ func main() {
 		}
 	}
 	code := cli.Main(func(job *jobspec.Job) int {
-		// Catching signals takes Go's runtime ~0.4 ms of thread round
-		// trips: they overlap the mapping this way. (Started before
-		// parsing, they slowed it more than they gained, and cost every
-		// --version and usage error.)
-		sigs := launcher.CatchSignals()
+		// Caught after parsing: --version and usage errors need none.
+		sigs, err := launcher.CatchSignals()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "prun: %v\n", err)
+			return launcher.ExitFailure
+		}
 		trace.Mark("parsed")
 		return launcher.Run(job, launcher.DefaultOptions(sigs))
 	})
