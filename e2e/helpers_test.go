@@ -174,6 +174,7 @@ type proc struct {
 	mark    string
 	hardCtx context.Context
 	cancel  context.CancelFunc
+	waited  bool
 }
 
 func newMark() string {
@@ -234,16 +235,27 @@ func startPrun(t *testing.T, o opts) *proc {
 	}
 	p.cmd = cmd
 	p.hardCtx, p.cancel = context.WithTimeout(context.Background(), o.timeout)
+	killAll := func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		for _, jp := range jobProcs(cmd.Process.Pid, p.mark) {
+			syscall.Kill(jp.pid, syscall.SIGKILL)
+		}
+	}
 	go func() {
 		<-p.hardCtx.Done()
 		if p.hardCtx.Err() == context.DeadlineExceeded {
-			// A hang: kill prun's group and everything of the job.
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			for _, jp := range jobProcs(cmd.Process.Pid, p.mark) {
-				syscall.Kill(jp.pid, syscall.SIGKILL)
-			}
+			killAll() // a hang
 		}
 	}()
+	// A test that stops before wait (a t.Fatal) must not leave the job
+	// running after the test binary exits.
+	t.Cleanup(func() {
+		if !p.waited {
+			killAll()
+			p.cmd.Wait()
+			p.cancel()
+		}
+	})
 	return p
 }
 
@@ -251,6 +263,7 @@ func startPrun(t *testing.T, o opts) *proc {
 func (p *proc) wait() *result {
 	t := p.t
 	t.Helper()
+	p.waited = true
 	err := p.cmd.Wait()
 	dur := time.Since(p.start)
 	hung := p.hardCtx.Err() == context.DeadlineExceeded
