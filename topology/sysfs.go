@@ -11,17 +11,13 @@ import (
 )
 
 // Discover reads this node's topology from Linux sysfs, restricted to the
-// CPUs this process may use (Cpus_allowed_list of /proc/self/status: the
+// CPUs this process may use (its affinity, the Cpus_allowed_list of /proc/self/status: the
 // cgroup cpuset and affinity the ranks will inherit). It finds what hwloc
 // finds for packages, cores, PUs, L1d/L2/L3 caches and NUMA nodes, with the
 // same logical order, without hwloc; NUMA nodes without allowed CPUs are
 // left out (hwloc may keep CPU-less memory nodes).
 func Discover() (*Topology, error) {
-	allowed, err := allowedCPUSet("/proc/self/status")
-	if err != nil {
-		return nil, err
-	}
-	return discover("/", allowed)
+	return discover("/", processCPUs())
 }
 
 // allowedCPUSet reads Cpus_allowed_list; nil means no restriction known.

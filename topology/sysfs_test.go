@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -263,7 +262,7 @@ func TestAllowedCPUSet(t *testing.T) {
 	}
 	if s, err := allowedCPUSet("/proc/self/status"); err != nil || len(s) == 0 {
 		t.Errorf("allowedCPUSet(/proc/self/status) = %v, %v", s, err)
-	} else if want := strconv.Itoa(s[0]); !strings.HasPrefix(allowedCPUs(), want) {
-		t.Errorf("allowedCPUSet %v, cache key's list %q", s, allowedCPUs())
+	} else if s.String() != allowedCPUs() || !s.Equal(processCPUs()) {
+		t.Errorf("Cpus_allowed_list %v, affinity %v, cache key's list %q", s, processCPUs(), allowedCPUs())
 	}
 }
