@@ -2,10 +2,11 @@ package launcher
 
 import (
 	"os"
-	"os/signal"
 	"syscall"
 
 	"prun/internal/sigcatch"
+
+	"golang.org/x/sys/unix"
 )
 
 // forwarded are the signals prun catches: the terminating ones end the job,
@@ -13,45 +14,48 @@ import (
 var forwarded = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGWINCH}
 
-// Signals catches the signals a launch handles: the forwarded ones with
-// sigcatch (a sigaction each), SIGPIPE with os/signal, because Go's runtime
-// raises that one itself when a write to stdout fails. os/signal makes a
-// round trip to a thread of the runtime's for each signal it starts or
-// stops catching (0.3-0.4 ms for all ten on the project's VMs), so
-// SIGPIPE's starts in the background while the job is mapped and stops in
-// the background as the launch ends.
+// Signals catches the signals a launch handles, with sigcatch: os/signal
+// makes a round trip to a thread of Go's runtime for each signal it starts
+// or stops catching, 0.3-0.4 ms of a 4-rank launch on the project's VMs.
 type Signals struct {
 	catcher *sigcatch.Catcher
-	pipes   chan os.Signal
-	ready   chan struct{}
 }
 
-// CatchSignals starts catching the signals prun forwards. A launch waits
-// until they are caught before it creates anything that must be cleaned
-// up, so a signal is either handled or ends prun before anything exists.
+// CatchSignals starts catching the signals prun forwards, before a launch
+// creates anything that must be cleaned up: a signal is either handled or
+// ends prun before anything exists.
+//
+// It also points os.Stdout and os.Stderr at duplicates of fds 1 and 2. A
+// closed stdout ends the job as a pipeline's writer would, with 141, once
+// prun has cleaned up; but Go's runtime kills a program whose write to fd 1
+// or 2 fails with EPIPE, unless it catches SIGPIPE (os/signal again).
+// Through other fds a failed write is an error like any other. (Ignoring
+// SIGPIPE is no way out: exec would pass that on to the ranks.)
 func CatchSignals() (*Signals, error) {
 	k, err := sigcatch.Catch(8, forwarded...)
 	if err != nil {
 		return nil, err
 	}
-	s := &Signals{catcher: k, pipes: make(chan os.Signal, 1), ready: make(chan struct{})}
-	go func() {
-		// A closed stdout drops output, it does not kill the job. Catching
-		// SIGPIPE (rather than ignoring it, which exec passes on) leaves the
-		// ranks' own SIGPIPE alone.
-		signal.Notify(s.pipes, syscall.SIGPIPE)
-		close(s.ready)
-	}()
-	return s, nil
+	os.Stdout = dupFile(os.Stdout)
+	os.Stderr = dupFile(os.Stderr)
+	return &Signals{catcher: k}, nil
 }
 
-// wait returns the channel of caught signals once catching has begun; a
-// nil Signals (tests that call Run) catches nothing.
+// dupFile returns a close-on-exec duplicate of f, or f if there is none.
+func dupFile(f *os.File) *os.File {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return f // closed, say: nothing will be written there anyway
+	}
+	return os.NewFile(uintptr(fd), f.Name())
+}
+
+// wait returns the channel of caught signals; a nil Signals (tests that
+// call Run) catches nothing.
 func (s *Signals) wait() <-chan os.Signal {
 	if s == nil {
 		return nil
 	}
-	<-s.ready
 	return s.catcher.C
 }
 
@@ -59,12 +63,7 @@ func (s *Signals) wait() <-chan os.Signal {
 // over, and what prun still does (flushing output) may be interrupted as
 // any program's.
 func (s *Signals) stop() {
-	if s == nil {
-		return
+	if s != nil {
+		s.catcher.Release()
 	}
-	s.catcher.Release()
-	go func() {
-		<-s.ready
-		signal.Stop(s.pipes)
-	}()
 }
