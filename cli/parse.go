@@ -84,6 +84,7 @@ type globalOpts struct {
 	quiet       bool
 	reportPID   string
 	reportURI   string
+	proctable   string
 	indexArgv   bool
 	cwdSession  bool
 	debugDaemon bool
@@ -313,6 +314,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.debugDaemon, "leave-session-attached", false, "same as --debug-daemons")
 	_ = fs.MarkHidden("leave-session-attached")
 	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (by which PMIx tools attach) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
+	fs.StringVar(&g.proctable, "output-proctable", "", "once every process started, print each one's rank, host, program and pid to `WHERE`: - (stdout, also with no value), + (stderr) or a file (mpirun's and prterun's, for debuggers and tools)")
+	fs.Lookup("output-proctable").NoOptDefVal = "-"
 	fs.BoolVar(&g.genvNone, "genvnone", false, "pass none of prun's environment to any process (Hydra's -genvnone; see -envnone)")
 	_ = fs.MarkHidden("genvnone")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
@@ -480,7 +483,7 @@ func Parse(args []string, env Env) (*Request, error) {
 		}
 		job.UnivSize = n
 	}
-	job.Quiet, job.ReportPID, job.ReportURI = g.quiet, g.reportPID, g.reportURI
+	job.Quiet, job.ReportPID, job.ReportURI, job.OutputProctable = g.quiet, g.reportPID, g.reportURI, g.proctable
 	job.IndexArgv, job.CwdSessionDir, job.DebugDaemons = g.indexArgv, g.cwdSession, g.debugDaemon
 	if g.cwdSession {
 		for i, given := range wdirGiven {

@@ -412,6 +412,12 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("--index-argv-by-rank --set-cwd-to-session-dir --debug-daemons -n 1 ./app"); !j.IndexArgv || !j.CwdSessionDir || !j.DebugDaemons {
 		t.Errorf("--index-argv-by-rank --set-cwd-to-session-dir --debug-daemons: %v %v %v", j.IndexArgv, j.CwdSessionDir, j.DebugDaemons)
 	}
+	if j := parse("--output-proctable -n 1 ./app"); j.OutputProctable != "-" {
+		t.Errorf("--output-proctable alone: %q, want -", j.OutputProctable)
+	}
+	if j := parse("--output-proctable=+ -n 1 ./app"); j.OutputProctable != "+" {
+		t.Errorf("--output-proctable=+: %q", j.OutputProctable)
+	}
 	if j := parse("--report-uri + -n 1 ./app"); j.ReportURI != "+" {
 		t.Errorf("--report-uri: %q", j.ReportURI)
 	}

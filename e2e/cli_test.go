@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -162,6 +163,45 @@ func TestMpirunExtras(t *testing.T) {
 		expectCode(t, r, 1)
 		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--report-pid /nonexistent-prun-e2e/pid") {
 			t.Errorf("stderr = %q, want one line naming the file", r.stderr)
+		}
+	})
+	t.Run("output-proctable", func(t *testing.T) {
+		// Each rank prints its own pid; the table must name the same ones,
+		// in rank order, with host and program.
+		file := filepath.Join(t.TempDir(), "table")
+		r := prun(t, "--output-proctable="+file, "-n", "3", "sh", "-c", `echo "$PRUN_RANK $$"`)
+		expectCode(t, r, 0)
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _ := os.Hostname()
+		sh, _ := exec.LookPath("sh")
+		pids := map[string]string{}
+		for _, l := range lines(r.stdout) {
+			rank, pid, _ := strings.Cut(l, " ")
+			pids[rank] = pid
+		}
+		var want string
+		for rank := 0; rank < 3; rank++ {
+			want += fmt.Sprintf("(rank, host, exe, pid) = (%d, %s, %s, %s)\n", rank, host, sh, pids[strconv.Itoa(rank)])
+		}
+		if string(b) != want {
+			t.Errorf("--output-proctable file:\n%s\nwant:\n%s", b, want)
+		}
+		r = prun(t, "--output-proctable", "-n", "2", "true")
+		expectCode(t, r, 0)
+		if ls := lines(r.stdout); len(ls) != 2 || !strings.HasPrefix(ls[1], "(rank, host, exe, pid) = (1, ") {
+			t.Errorf("--output-proctable with no value: stdout = %q, want the table", r.stdout)
+		}
+		started := filepath.Join(t.TempDir(), "started")
+		r = prun(t, "--output-proctable=/nonexistent-prun-e2e/table", "-n", "1", "touch", started)
+		expectCode(t, r, 1)
+		if _, err := os.Stat(started); err == nil {
+			t.Error("the rank ran although the table's file could not be created")
+		}
+		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--output-proctable") || !strings.Contains(ls[0], "/nonexistent-prun-e2e/table") {
+			t.Errorf("stderr = %q, want one line naming the flag and the file", r.stderr)
 		}
 	})
 	t.Run("path", func(t *testing.T) {

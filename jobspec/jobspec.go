@@ -42,6 +42,7 @@ type Job struct {
 	Quiet                bool   // -q: no notices about how ranks ended or Open MPI's help messages
 	ReportPID            string // --report-pid: "-" stdout, "+" stderr, else a file
 	ReportURI            string // --report-uri: the PMIx server's URI, to the same places
+	OutputProctable      string // --output-proctable: every rank's host, program and pid once all started, to the same places
 	IndexArgv            bool   // --index-argv-by-rank: argv[0] becomes "argv[0]-RANK"
 	CwdSessionDir        bool   // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
 	DebugDaemons         bool   // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)

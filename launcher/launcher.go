@@ -114,6 +114,19 @@ func Run(job *jobspec.Job, opts Options) int {
 			return ExitFailure
 		}
 	}
+	if job.OutputProctable != "" {
+		r.proctable = job.OutputProctable
+		if r.proctable != "-" && r.proctable != "+" {
+			f, err := os.Create(r.proctable)
+			if err != nil {
+				r.errorf("--output-proctable: %v", err)
+				r.out.Close()
+				return ExitFailure
+			}
+			r.proctableFile = f
+			defer f.Close()
+		}
+	}
 	code := r.run(job)
 	if job.PrintExitCodes {
 		for _, l := range r.exitCodes() {
@@ -160,6 +173,11 @@ type run struct {
 	nodesMu sync.Mutex
 	nodes   map[string]int // the map's nodes by name: their index (-prepend-pattern's %p)
 
+	// --output-proctable: where the first job's table goes once every
+	// rank started (a file is created before anything starts).
+	proctable     string
+	proctableFile *os.File
+
 	fail     *failure
 	signaled syscall.Signal
 	killAt   time.Time // when the SIGKILL after a termination's grace is due
@@ -170,6 +188,7 @@ type run struct {
 type jobRun struct {
 	plan        *daemon.Plan
 	running     int          // ranks started and not yet reaped
+	started     int          // ProcStarted events so far
 	pendingNode int          // daemons that have not reported NodeJobDone
 	doneNodes   map[int]bool // ... and those that have (by node index)
 }
@@ -716,6 +735,10 @@ func (r *run) onEvent(ev daemon.Event) {
 		if r.reportBindings {
 			r.reportBinding(j, ev)
 		}
+		j.started++
+		if r.proctable != "" && j == r.jobs[0] && j.started == len(j.plan.Map.Procs) {
+			r.outputProctable(j)
+		}
 	case daemon.LaunchFailed:
 		j.running--
 		r.failJob(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Nspace, ev.Rank), ev.Msg), ExitFailure)
@@ -1047,6 +1070,35 @@ func (r *run) reportURI(where string) error {
 		return err
 	}
 	return reportLine(where, uri+"\n", r.opts)
+}
+
+// outputProctable writes every rank of j as prterun's --output-proctable
+// does, one line each: "(rank, host, exe, pid) = (0, node1, /path/app, 4242)".
+func (r *run) outputProctable(j *jobRun) {
+	pids := map[int]int{}
+	r.up.mu.Lock()
+	if jr := r.up.jobs[j.plan.Nspace]; jr != nil {
+		for rank, p := range jr.procs {
+			pids[rank] = p.pid
+		}
+	}
+	r.up.mu.Unlock()
+	var b strings.Builder
+	for rank, p := range j.plan.Map.Procs {
+		fmt.Fprintf(&b, "(rank, host, exe, pid) = (%d, %s, %s, %d)\n", rank, j.plan.Map.Nodes[p.Node].Name, j.plan.Job.Apps[p.App].Exe, pids[rank])
+	}
+	var err error
+	if r.proctableFile != nil {
+		_, err = r.proctableFile.WriteString(b.String())
+		if cerr := r.proctableFile.Close(); err == nil {
+			err = cerr
+		}
+	} else {
+		err = reportLine(r.proctable, b.String(), r.opts)
+	}
+	if err != nil {
+		r.errorf("--output-proctable: %v", err)
+	}
 }
 
 // reportLine writes line to where: - stdout, + stderr, else a file.
