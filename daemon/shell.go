@@ -391,6 +391,32 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	return nil
 }
 
+// waitPolled reaps pid, waiting for its exit in Go's poller: a pidfd turns
+// readable when its process ends. os.Process.Wait blocks an OS thread in
+// waitid for each rank, and starting those threads costs a launch of four
+// ranks more than the waits. ok is false when the kernel has no pidfds.
+// (wait4 by pid is safe: only this goroutine reaps the rank, so its pid
+// cannot be reused before.)
+func waitPolled(pid int) (ws syscall.WaitStatus, ru syscall.Rusage, ok bool) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return ws, ru, false
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return ws, ru, false
+	}
+	var werr error
+	err = rc.Read(func(uintptr) bool {
+		var got int
+		got, werr = syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
+		return werr != nil || got == pid
+	})
+	return ws, ru, err == nil && werr == nil
+}
+
 func unwrapExec(err error) error {
 	if pe, ok := err.(*os.PathError); ok {
 		return pe.Err
@@ -399,23 +425,26 @@ func unwrapExec(err error) error {
 }
 
 func (sh *shell) wait(rank int, cmd *exec.Cmd) {
-	err := cmd.Wait()
-	var use usage
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		use = usage{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Maxrss}
+	ws, ru, ok := waitPolled(cmd.Process.Pid)
+	switch {
+	case ok:
+		cmd.Process.Release()
+	case cmd.Wait() == nil || cmd.ProcessState != nil:
+		ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if r, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			ru = *r
+		}
+	default:
+		ws = 1 << 8 // the wait itself failed: exit status 1
 	}
 	code, sig := 0, syscall.Signal(0)
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-		switch {
-		case ws.Signaled():
-			sig = ws.Signal()
-		case ws.Exited():
-			code = ws.ExitStatus()
-		}
-	} else if err != nil {
-		code = 1
+	switch {
+	case ws.Signaled():
+		sig = ws.Signal()
+	case ws.Exited():
+		code = ws.ExitStatus()
 	}
-	sh.reaped(rank, code, sig, use)
+	sh.reaped(rank, code, sig, usage{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Maxrss})
 }
 
 // usage is what a process used, from wait4.
