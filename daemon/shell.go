@@ -611,6 +611,13 @@ func socketPair() (server, client *os.File, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("PMI socket: %w", err)
 	}
+	// The server's end is served through Go's poller: a rank that never
+	// speaks PMI (most do not) holds no OS thread in a read.
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("PMI socket: %w", err)
+	}
 	return os.NewFile(uintptr(fds[0]), "pmi-server"), os.NewFile(uintptr(fds[1]), "pmi-client"), nil
 }
 
