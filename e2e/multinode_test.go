@@ -107,6 +107,49 @@ func TestMultiNode(t *testing.T) {
 		}
 	})
 
+	// --output-proctable names every rank's node and pid, the remote ones
+	// included, as each rank sees itself.
+	t.Run("output-proctable", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "table")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--output-proctable=" + file, "-n", "8",
+			"sh", "-c", `echo "$PRUN_RANK $(hostname) $$"`}})
+		expectCode(t, r, 0)
+		sh, _ := exec.LookPath("sh")
+		want := make([]string, 8)
+		for _, l := range lines(r.stdout) {
+			f := strings.Fields(l)
+			if len(f) != 3 {
+				t.Fatalf("rank line %q", l)
+			}
+			rank, _ := strconv.Atoi(f[0])
+			want[rank] = fmt.Sprintf("(rank, host, exe, pid) = (%d, %s, %s, %s)", rank, f[1], sh, f[2])
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != strings.Join(want, "\n") {
+			t.Errorf("proctable:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+		}
+	})
+
+	// --debug-daemons shows what the other nodes' daemons write to stderr
+	// (here their PMIx traces), each line prefixed by the node's name.
+	t.Run("debug-daemons", func(t *testing.T) {
+		bin := ctest.Build(t, ctest.PMIx, "modex.c")
+		args := []string{"--hostfile", m.hostfile, "-n", "8", "-x", "MODEX_MODE=collect", bin}
+		r := m.run(t, opts{args: append([]string{"--debug-daemons"}, args...), env: []string{"PRUN_DEBUG_PMIX=1"}})
+		expectCode(t, r, 0)
+		for _, h := range m.hosts {
+			expectContains(t, "stderr", r.stderr, "["+h+"] ")
+		}
+		r = m.run(t, opts{args: args, env: []string{"PRUN_DEBUG_PMIX=1"}})
+		expectCode(t, r, 0)
+		if strings.Contains(r.stderr, "["+m.hosts[1]+"] ") {
+			t.Errorf("without --debug-daemons, %s's daemon's stderr showed:\n%s", m.hosts[1], r.stderr)
+		}
+	})
+
 	t.Run("modex", func(t *testing.T) {
 		bin := ctest.Build(t, ctest.PMIx, "modex.c")
 		for _, mode := range []string{"collect", "direct"} {
