@@ -392,9 +392,9 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 }
 
 // waitPolled reaps pid, waiting for its exit in Go's poller: a pidfd turns
-// readable when its process ends. os.Process.Wait blocks an OS thread in
-// waitid for each rank, and starting those threads costs a launch of four
-// ranks more than the waits. ok is false when the kernel has no pidfds.
+// readable when its process ends. os.Process.Wait holds an OS thread in
+// waitid for each rank as long as the rank runs: as many threads as a node
+// has ranks. ok is false when the kernel has no pidfds.
 // (wait4 by pid is safe: only this goroutine reaps the rank, so its pid
 // cannot be reused before.)
 func waitPolled(pid int) (ws syscall.WaitStatus, ru syscall.Rusage, ok bool) {

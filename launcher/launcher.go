@@ -1075,18 +1075,17 @@ func (r *run) reportURI(where string) error {
 // outputProctable writes every rank of j as prterun's --output-proctable
 // does, one line each: "(rank, host, exe, pid) = (0, node1, /path/app, 4242)".
 func (r *run) outputProctable(j *jobRun) {
-	pids := map[int]int{}
+	var b strings.Builder
 	r.up.mu.Lock()
-	if jr := r.up.jobs[j.plan.Nspace]; jr != nil {
-		for rank, p := range jr.procs {
-			pids[rank] = p.pid
+	jr := r.up.jobs[j.plan.Nspace]
+	for rank, p := range j.plan.Map.Procs {
+		pid := 0
+		if jr != nil && rank < len(jr.procs) {
+			pid = jr.procs[rank].pid
 		}
+		fmt.Fprintf(&b, "(rank, host, exe, pid) = (%d, %s, %s, %d)\n", rank, j.plan.Map.Nodes[p.Node].Name, j.plan.Job.Apps[p.App].Exe, pid)
 	}
 	r.up.mu.Unlock()
-	var b strings.Builder
-	for rank, p := range j.plan.Map.Procs {
-		fmt.Fprintf(&b, "(rank, host, exe, pid) = (%d, %s, %s, %d)\n", rank, j.plan.Map.Nodes[p.Node].Name, j.plan.Job.Apps[p.App].Exe, pids[rank])
-	}
 	var err error
 	if r.proctableFile != nil {
 		_, err = r.proctableFile.WriteString(b.String())

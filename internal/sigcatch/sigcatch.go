@@ -126,6 +126,8 @@ func (k *Catcher) relay(c chan<- os.Signal) {
 
 // Release gives the signals back their default actions and ends the
 // channel's deliveries; the channel is not closed (as os/signal's is not).
+// A signal caught while Release runs may stay in the pipe for the next
+// Catcher.
 func (k *Catcher) Release() {
 	mu.Lock()
 	defer mu.Unlock()
