@@ -29,6 +29,19 @@ func caught(t *testing.T, sig syscall.Signal) bool {
 	return false
 }
 
+// receive fails unless want is the next signal on c.
+func receive(t *testing.T, c <-chan os.Signal, want syscall.Signal) {
+	t.Helper()
+	select {
+	case got := <-c:
+		if got != want {
+			t.Errorf("received %v, want %v", got, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%v not delivered", want)
+	}
+}
+
 func TestCatchDeliversThenReleases(t *testing.T) {
 	k, err := Catch(4, syscall.SIGUSR2, syscall.SIGWINCH)
 	if err != nil {
@@ -39,14 +52,7 @@ func TestCatchDeliversThenReleases(t *testing.T) {
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGUSR2} {
 		syscall.Kill(os.Getpid(), sig)
-		select {
-		case got := <-k.C:
-			if got != sig {
-				t.Errorf("sent %v, received %v", sig, got)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%v not delivered", sig)
-		}
+		receive(t, k.C, sig)
 	}
 	k.Release()
 	k.Release() // twice is harmless
@@ -68,14 +74,7 @@ func TestCatchDeliversThenReleases(t *testing.T) {
 	}
 	defer k2.Release()
 	syscall.Kill(os.Getpid(), syscall.SIGWINCH)
-	select {
-	case got := <-k2.C:
-		if got != syscall.SIGWINCH {
-			t.Errorf("received %v", got)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("SIGWINCH not delivered to the second Catcher")
-	}
+	receive(t, k2.C, syscall.SIGWINCH)
 }
 
 // A receiver that does not keep up loses nothing but coalesced repeats:
@@ -90,16 +89,8 @@ func TestCatchBuffersInPipe(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // the first is in the pipe or the relay
 	syscall.Kill(os.Getpid(), syscall.SIGUSR2)
 	time.Sleep(20 * time.Millisecond)
-	for _, want := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2} {
-		select {
-		case got := <-k.C:
-			if got != want {
-				t.Errorf("got %v, want %v", got, want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%v not delivered", want)
-		}
-	}
+	receive(t, k.C, syscall.SIGUSR1)
+	receive(t, k.C, syscall.SIGUSR2)
 }
 
 func TestCatchRefusesBadSignal(t *testing.T) {
