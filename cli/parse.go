@@ -28,6 +28,44 @@ func (e *UsageError) Error() string { return e.Msg }
 
 // usagef formats a usage error. Control characters from the command line are
 // escaped so that the message stays one line.
+// preloadFiles resolves --preload-files: regular files this process can
+// read, with distinct base names (each lands in a directory by that name).
+func preloadFiles(list string, env Env) ([]string, error) {
+	var paths []string
+	byName := map[string]string{}
+	for _, f := range strings.Split(list, ",") {
+		if f == "" {
+			return nil, usagef("--preload-files %s: an empty file name", list)
+		}
+		abs := f
+		if !filepath.IsAbs(f) {
+			cwd, err := env.Getwd()
+			if err != nil {
+				return nil, usagef("cannot determine the working directory: %v", err)
+			}
+			abs = filepath.Join(cwd, f)
+		}
+		st, err := os.Stat(abs)
+		if err != nil {
+			return nil, usagef("--preload-files %s: %v", f, errors.Unwrap(err))
+		}
+		if !st.Mode().IsRegular() {
+			return nil, usagef("--preload-files %s: not a regular file", f)
+		}
+		r, err := os.Open(abs)
+		if err != nil {
+			return nil, usagef("--preload-files %s: %v", f, errors.Unwrap(err))
+		}
+		r.Close()
+		if other, dup := byName[filepath.Base(abs)]; dup {
+			return nil, usagef("--preload-files: %s and %s would both be %s in the working directory", other, f, filepath.Base(abs))
+		}
+		byName[filepath.Base(abs)] = f
+		paths = append(paths, abs)
+	}
+	return paths, nil
+}
+
 func usagef(format string, a ...any) error {
 	msg := fmt.Sprintf(format, a...)
 	if strings.IndexFunc(msg, unicode.IsControl) >= 0 {
@@ -85,6 +123,8 @@ type globalOpts struct {
 	reportPID   string
 	reportURI   string
 	proctable   string
+	preloadBin  bool
+	preloadList string
 	indexArgv   bool
 	cwdSession  bool
 	debugDaemon bool
@@ -316,6 +356,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (by which PMIx tools attach) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.StringVar(&g.proctable, "output-proctable", "", "once every process started, print each one's rank, host, program and pid to `WHERE`: - (stdout, also with no value), + (stderr) or a file (mpirun's and prterun's, for debuggers and tools)")
 	fs.Lookup("output-proctable").NoOptDefVal = "-"
+	fs.BoolVarP(&g.preloadBin, "preload-binary", "s", false, "send the programs to the other nodes: where a node's copy differs or is missing, the processes run one from the node's session directory")
+	fs.StringVar(&g.preloadList, "preload-files", "", "copy the comma-separated `FILES` into every process's working directory on every node (by base name; removed after the job; one of another content there stops the launch)")
 	fs.BoolVar(&g.genvNone, "genvnone", false, "pass none of prun's environment to any process (Hydra's -genvnone; see -envnone)")
 	_ = fs.MarkHidden("genvnone")
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
@@ -484,6 +526,14 @@ func Parse(args []string, env Env) (*Request, error) {
 		job.UnivSize = n
 	}
 	job.Quiet, job.ReportPID, job.ReportURI, job.OutputProctable = g.quiet, g.reportPID, g.reportURI, g.proctable
+	job.PreloadBinary = g.preloadBin
+	if g.preloadList != "" {
+		files, err := preloadFiles(g.preloadList, env)
+		if err != nil {
+			return nil, err
+		}
+		job.PreloadFiles = files
+	}
 	job.IndexArgv, job.CwdSessionDir, job.DebugDaemons = g.indexArgv, g.cwdSession, g.debugDaemon
 	if g.cwdSession {
 		for i, given := range wdirGiven {

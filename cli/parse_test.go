@@ -138,6 +138,10 @@ func TestUsageErrors(t *testing.T) {
 		{"--mca btl -n 1 ./app", "--mca btl: no VALUE before -n"},
 		{"--mca btl.x self ./app", `"btl.x" is not a parameter name`},
 		{"-n 1 ./app : --mca btl self ./app", "--mca is a global option"},
+		{"--preload-files nope.dat ./app", "--preload-files nope.dat: no such file"},
+		{"--preload-files . ./app", "--preload-files .: not a regular file"},
+		{"--preload-files data,,app ./app", "an empty file name"},
+		{"--preload-files data,./data ./app", "would both be data in the working directory"},
 	} {
 		_, err := Parse(strings.Fields(tc.args), env)
 		var ue *UsageError
@@ -411,6 +415,10 @@ func TestMoreSpellings(t *testing.T) {
 	}
 	if j := parse("--index-argv-by-rank --set-cwd-to-session-dir --debug-daemons -n 1 ./app"); !j.IndexArgv || !j.CwdSessionDir || !j.DebugDaemons {
 		t.Errorf("--index-argv-by-rank --set-cwd-to-session-dir --debug-daemons: %v %v %v", j.IndexArgv, j.CwdSessionDir, j.DebugDaemons)
+	}
+	if j := parse("-s --preload-files data,app -n 1 ./app"); !j.PreloadBinary || len(j.PreloadFiles) != 2 ||
+		filepath.Base(j.PreloadFiles[0]) != "data" || !filepath.IsAbs(j.PreloadFiles[1]) {
+		t.Errorf("-s --preload-files: binary %v, files %q", j.PreloadBinary, j.PreloadFiles)
 	}
 	if j := parse("--output-proctable -n 1 ./app"); j.OutputProctable != "-" {
 		t.Errorf("--output-proctable alone: %q, want -", j.OutputProctable)

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"os"
+
 	"prun/jobspec"
 	"prun/mapper"
 	"prun/pmixsrv"
@@ -24,6 +26,19 @@ type Plan struct {
 	Parent    *pmixsrv.Proc
 	ParentKVS string
 	Preput    [][2]string
+
+	// What -s/--preload-binary and --preload-files send to every node:
+	// each app's program (nil when not sent) and the files for every
+	// working directory.
+	Programs [][]byte `json:",omitempty"`
+	Files    []File   `json:",omitempty"`
+}
+
+// File is a file sent with a plan, placed by its base name.
+type File struct {
+	Name string
+	Mode os.FileMode
+	Data []byte
 }
 
 // Plan.Stdin values besides a rank.

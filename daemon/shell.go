@@ -48,6 +48,9 @@ type shell struct {
 
 	dirs    sync.Once // the job's PMIX_NSDIR and local PMIX_PROCDIRs, made once
 	dirsErr error
+
+	exes   map[int]string // apps whose ranks run a preloaded copy of their program
+	placed []string       // files --preload-files put in working directories
 }
 
 type rankState struct {
@@ -100,13 +103,23 @@ func (sh *shell) makeDirs() error {
 func (sh *shell) launch() error {
 	p := sh.plan
 	local := p.procsOn(sh.self)
+	// Until a rank starts, a failure leaves nothing to wait for: the shell
+	// is done (close waits for that).
+	failed := func(err error) error {
+		sh.unplace()
+		close(sh.done)
+		return err
+	}
 	if p.Job.CwdSessionDir { // the ranks start in their PMIX_PROCDIR
 		if err := sh.makeDirs(); err != nil {
-			return err
+			return failed(err)
 		}
 	}
+	if err := sh.preload(); err != nil {
+		return failed(err)
+	}
 	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self)); err != nil {
-		return err
+		return failed(err)
 	}
 	if len(local) == 0 {
 		close(sh.done)
@@ -312,7 +325,7 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 		dir = sh.d.cfg.Session.ProcDir(p.Nspace, rank)
 	}
 	cmd := &exec.Cmd{
-		Path:       app.Exe,
+		Path:       sh.exe(pr.App),
 		Args:       argv,
 		Env:        env,
 		Dir:        dir,
@@ -536,6 +549,7 @@ func (sh *shell) signal(ranks []int, sig syscall.Signal) {
 func (sh *shell) close() {
 	sh.signal(nil, syscall.SIGKILL)
 	<-sh.done
+	sh.unplace()
 }
 
 // setState updates a rank's PMIx connection state.

@@ -204,6 +204,38 @@ func TestMpirunExtras(t *testing.T) {
 			t.Errorf("stderr = %q, want one line naming the flag and the file", r.stderr)
 		}
 	})
+	t.Run("preload", func(t *testing.T) {
+		// On the launching node the program is the same file: it runs from
+		// where it is. The file lands in the working directory and is gone
+		// after the job; a different file of that name there stops the
+		// launch before anything starts, and stays as it was.
+		src, wdir := t.TempDir(), t.TempDir()
+		app := writeScript(t, src, "app.sh", `echo "$0 $(cat in.dat)"`+"\n")
+		data := filepath.Join(src, "in.dat")
+		os.WriteFile(data, []byte("payload"), 0o600)
+		r := prun(t, "-s", "--preload-files", data, "--wdir", wdir, "-n", "2", app)
+		expectCode(t, r, 0)
+		if want := app + " payload\n"; r.stdout != want+want {
+			t.Errorf("stdout %q, want %q twice", r.stdout, want)
+		}
+		if ents, _ := os.ReadDir(wdir); len(ents) != 0 {
+			t.Errorf("the working directory holds %v after the job", ents)
+		}
+		theirs := filepath.Join(wdir, "in.dat")
+		os.WriteFile(theirs, []byte("theirs"), 0o644)
+		started := filepath.Join(t.TempDir(), "started")
+		r = prun(t, "--preload-files", data, "--wdir", wdir, "-n", "1", "touch", started)
+		expectCode(t, r, 1)
+		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--preload-files: "+theirs) {
+			t.Errorf("stderr = %q, want one line naming the file in the way", r.stderr)
+		}
+		if _, err := os.Stat(started); err == nil {
+			t.Error("the rank ran although its file could not be placed")
+		}
+		if b, _ := os.ReadFile(theirs); string(b) != "theirs" {
+			t.Errorf("the file in the way became %q", b)
+		}
+	})
 	t.Run("path", func(t *testing.T) {
 		dir := t.TempDir()
 		writeScript(t, dir, "only-here-prun-e2e", "echo found\n")

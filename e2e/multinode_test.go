@@ -301,6 +301,40 @@ exec sleep 30
 		}
 	})
 
+	// -s and --preload-files where the hosts do not see the program or the
+	// file: each node runs a copy of the program from its session directory
+	// and finds the file in the working directory (shared here, so the
+	// nodes place it at once), which holds none of it after the job.
+	t.Run("preload", func(t *testing.T) {
+		dir := c.LauncherOnly()
+		app := writeScript(t, dir, "preloaded.sh", `echo "$(hostname) $0 $(cat data.txt)"`+"\n")
+		data := filepath.Join(dir, "data.txt")
+		if err := os.WriteFile(data, []byte("payload\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(app)
+		defer os.Remove(data)
+		wdir := t.TempDir()
+		r := m.run(t, opts{args: []string{"-s", "--preload-files", data, "--wdir", wdir,
+			"--hostfile", m.hostfile, "-n", "4", "--map-by", "node", app}})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if len(got) != 4 {
+			t.Fatalf("stdout %q, want a line per host\n%s", got, r)
+		}
+		for i, l := range got {
+			f := strings.Fields(l)
+			if len(f) != 3 || f[0] != m.hosts[i] || !strings.HasPrefix(f[1], c.TmpDir(m.hosts[i])) ||
+				!strings.HasSuffix(f[1], "preloaded.sh") || f[2] != "payload" {
+				t.Errorf("rank on %s: %q; want the program run from a copy in that host's $TMPDIR (%s) reading the file sent", m.hosts[i], l, c.TmpDir(m.hosts[i]))
+			}
+		}
+		if ents, _ := os.ReadDir(wdir); len(ents) != 0 {
+			t.Errorf("the working directory holds %v after the job; want nothing", ents)
+		}
+	})
+
 	t.Run("copy-prun", func(t *testing.T) {
 		// prun where the hosts do not have it: the launcher sends itself to
 		// its child, each daemon to its own (a chain), and each session

@@ -33,24 +33,26 @@ type Job struct {
 	PMI       string        // which process-management interfaces ranks get: auto, pmix, pmi1, pmi2, none
 	Place     Placement
 
-	Stdin                string // --stdin: a rank number, "all" or "none"
-	PTY                  string // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
-	Report               string // --report: write the run's JSON report here
-	ReportStateOnTimeout bool   // --report-state-on-timeout
-	PrintExitCodes       bool   // --print-all-exitcodes: every rank's ending, after the job
-	GetStackTraces       bool   // --get-stack-traces (on timeout)
-	Quiet                bool   // -q: no notices about how ranks ended or Open MPI's help messages
-	ReportPID            string // --report-pid: "-" stdout, "+" stderr, else a file
-	ReportURI            string // --report-uri: the PMIx server's URI, to the same places
-	OutputProctable      string // --output-proctable: every rank's host, program and pid once all started, to the same places
-	IndexArgv            bool   // --index-argv-by-rank: argv[0] becomes "argv[0]-RANK"
-	CwdSessionDir        bool   // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
-	DebugDaemons         bool   // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)
-	Verbose              bool   // -v: the launch's milestones and every PMI/PMIx request on stderr
-	OutputPrefix         string // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
-	OutfilePattern       string // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)
-	ErrfilePattern       string // -errfile-pattern: ... their stderr
-	UnivSize             int    // -usize: the universe size; 0: the allocation's slots
+	Stdin                string   // --stdin: a rank number, "all" or "none"
+	PTY                  string   // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
+	Report               string   // --report: write the run's JSON report here
+	ReportStateOnTimeout bool     // --report-state-on-timeout
+	PrintExitCodes       bool     // --print-all-exitcodes: every rank's ending, after the job
+	GetStackTraces       bool     // --get-stack-traces (on timeout)
+	Quiet                bool     // -q: no notices about how ranks ended or Open MPI's help messages
+	ReportPID            string   // --report-pid: "-" stdout, "+" stderr, else a file
+	ReportURI            string   // --report-uri: the PMIx server's URI, to the same places
+	OutputProctable      string   // --output-proctable: every rank's host, program and pid once all started, to the same places
+	PreloadBinary        bool     // -s/--preload-binary: nodes where a program differs or is missing run a copy sent from here
+	PreloadFiles         []string // --preload-files: absolute paths, copied into every process's working directory on every node
+	IndexArgv            bool     // --index-argv-by-rank: argv[0] becomes "argv[0]-RANK"
+	CwdSessionDir        bool     // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
+	DebugDaemons         bool     // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)
+	Verbose              bool     // -v: the launch's milestones and every PMI/PMIx request on stderr
+	OutputPrefix         string   // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
+	OutfilePattern       string   // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)
+	ErrfilePattern       string   // -errfile-pattern: ... their stderr
+	UnivSize             int      // -usize: the universe size; 0: the allocation's slots
 	Launch               Launch
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"prun/internal/trace"
 	"slices"
 	"sort"
@@ -345,6 +346,10 @@ func (r *run) run(job *jobspec.Job) int {
 	if plan.Stdin >= len(m.Procs) {
 		r.errorf("--stdin %d: the job has ranks 0-%d", plan.Stdin, len(m.Procs)-1)
 		return ExitUsage
+	}
+	if plan.Programs, plan.Files, err = preloads(job); err != nil {
+		r.errorf("%v", err)
+		return ExitFailure
 	}
 
 	// Which nodes read stdin: this one through the daemon's own reader, or
@@ -1070,6 +1075,52 @@ func (r *run) reportURI(where string) error {
 		return err
 	}
 	return reportLine(where, uri+"\n", r.opts)
+}
+
+// maxPreload bounds what -s/--preload-binary and --preload-files send: it
+// travels inside the launch plan, one control message of at most
+// ctl.MaxFrame (16 MiB) once base64-encoded.
+const maxPreload = 8 << 20
+
+// preloads reads what the job sends to every node with its plan.
+func preloads(job *jobspec.Job) (programs [][]byte, files []daemon.File, err error) {
+	total := 0
+	read := func(flag, path string) ([]byte, os.FileMode, error) {
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", flag, err)
+		}
+		if total += int(st.Size()); total > maxPreload {
+			return nil, 0, fmt.Errorf("%s: %s: the files to send add up to more than %d MiB, the most a launch carries", flag, path, maxPreload>>20)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", flag, err)
+		}
+		return b, st.Mode(), nil
+	}
+	if job.PreloadBinary {
+		programs = make([][]byte, len(job.Apps))
+		sent := map[string][]byte{}
+		for i, app := range job.Apps {
+			if b, ok := sent[app.Exe]; ok {
+				programs[i] = b
+				continue
+			}
+			if programs[i], _, err = read("--preload-binary", app.Exe); err != nil {
+				return nil, nil, err
+			}
+			sent[app.Exe] = programs[i]
+		}
+	}
+	for _, path := range job.PreloadFiles {
+		b, mode, err := read("--preload-files", path)
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, daemon.File{Name: filepath.Base(path), Mode: mode, Data: b})
+	}
+	return programs, files, nil
 }
 
 // outputProctable writes every rank of j as prterun's --output-proctable
