@@ -28,8 +28,17 @@ func (e *UsageError) Error() string { return e.Msg }
 
 // usagef formats a usage error. Control characters from the command line are
 // escaped so that the message stays one line.
+func usagef(format string, a ...any) error {
+	msg := fmt.Sprintf(format, a...)
+	if strings.IndexFunc(msg, unicode.IsControl) >= 0 {
+		q := strconv.Quote(msg)
+		msg = q[1 : len(q)-1]
+	}
+	return &UsageError{msg}
+}
+
 // preloadFiles resolves --preload-files: regular files this process can
-// read, with distinct base names (each lands in a directory by that name).
+// read, with distinct base names (by which they land in working directories).
 func preloadFiles(list string, env Env) ([]string, error) {
 	var paths []string
 	byName := map[string]string{}
@@ -64,15 +73,6 @@ func preloadFiles(list string, env Env) ([]string, error) {
 		paths = append(paths, abs)
 	}
 	return paths, nil
-}
-
-func usagef(format string, a ...any) error {
-	msg := fmt.Sprintf(format, a...)
-	if strings.IndexFunc(msg, unicode.IsControl) >= 0 {
-		q := strconv.Quote(msg)
-		msg = q[1 : len(q)-1]
-	}
-	return &UsageError{msg}
 }
 
 // Request is what a command line asks prun to do.

@@ -278,6 +278,7 @@ func FuzzParse(f *testing.F) {
 		"--mca plm_rsh_agent rsh:ssh --mca plm_rsh_args -C ./app",
 		"--ppr 2:core -v -prepend-pattern %r%% ./app", "-genvnone ./a : -envall ./b", "-info", "--cpu-list 0 ./app",
 		"-outfile-pattern o.%r%% -errfile-pattern e.%h ./app",
+		"-s --preload-files data,app --output-proctable ./app", "--output-proctable=+ --preload-files=nope ./app",
 	} {
 		f.Add(s)
 	}
