@@ -124,6 +124,7 @@ type globalOpts struct {
 	reportURI   string
 	proctable   string
 	preloadBin  bool
+	progress    bool
 	preloadList string
 	indexArgv   bool
 	cwdSession  bool
@@ -356,6 +357,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (by which PMIx tools attach) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.StringVar(&g.proctable, "output-proctable", "", "once every process started, print each one's rank, host, program and pid to `WHERE`: - (stdout, also with no value), + (stderr) or a file (mpirun's and prterun's, for debuggers and tools)")
 	fs.Lookup("output-proctable").NoOptDefVal = "-"
+	fs.BoolVar(&g.progress, "show-progress", false, "report the launch's progress on stderr: daemons up, processes started (each tenth of them)")
 	fs.BoolVarP(&g.preloadBin, "preload-binary", "s", false, "send the programs to the other nodes: where a node's copy differs or is missing, the processes run one from the node's session directory")
 	fs.StringVar(&g.preloadList, "preload-files", "", "copy the comma-separated `FILES` into every process's working directory on every node (by base name; removed after the job; one of another content there stops the launch)")
 	fs.BoolVar(&g.genvNone, "genvnone", false, "pass none of prun's environment to any process (Hydra's -genvnone; see -envnone)")
@@ -526,7 +528,7 @@ func Parse(args []string, env Env) (*Request, error) {
 		job.UnivSize = n
 	}
 	job.Quiet, job.ReportPID, job.ReportURI, job.OutputProctable = g.quiet, g.reportPID, g.reportURI, g.proctable
-	job.PreloadBinary = g.preloadBin
+	job.PreloadBinary, job.ShowProgress = g.preloadBin, g.progress
 	if g.preloadList != "" {
 		files, err := preloadFiles(g.preloadList, env)
 		if err != nil {

@@ -421,6 +421,9 @@ func TestMoreSpellings(t *testing.T) {
 		filepath.Base(j.PreloadFiles[0]) != "data" || !filepath.IsAbs(j.PreloadFiles[1]) {
 		t.Errorf("-s --preload-files: binary %v, files %q", j.PreloadBinary, j.PreloadFiles)
 	}
+	if j := parse("--show-progress -n 1 ./app"); !j.ShowProgress {
+		t.Error("--show-progress: not set")
+	}
 	if j := parse("--output-proctable -n 1 ./app"); j.OutputProctable != "-" {
 		t.Errorf("--output-proctable alone: %q, want -", j.OutputProctable)
 	}

@@ -204,6 +204,17 @@ func TestMpirunExtras(t *testing.T) {
 			t.Errorf("stderr = %q, want one line naming the flag and the file", r.stderr)
 		}
 	})
+	t.Run("show-progress", func(t *testing.T) {
+		r := prun(t, "--show-progress", "-n", "3", "echo", "out")
+		expectCode(t, r, 0)
+		if r.stdout != "out\nout\nout\n" || r.stderr != "prun: 1 of 3 processes started\nprun: 2 of 3 processes started\nprun: 3 of 3 processes started\n" {
+			t.Errorf("stdout %q, stderr %q; want the output alone, and every start counted on stderr", r.stdout, r.stderr)
+		}
+		r = prun(t, "--show-progress", "-n", "20", "true")
+		if got := strings.Count(r.stderr, "processes started"); got != 10 || !strings.HasSuffix(r.stderr, "prun: 20 of 20 processes started\n") {
+			t.Errorf("-n 20: %d progress lines %q; want one per tenth", got, r.stderr)
+		}
+	})
 	t.Run("preload", func(t *testing.T) {
 		// On the launching node the program is the same file: it runs from
 		// where it is. The file lands in the working directory and is gone

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -111,9 +112,15 @@ func TestMultiNode(t *testing.T) {
 	// included, as each rank sees itself.
 	t.Run("output-proctable", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "table")
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--output-proctable=" + file, "-n", "8",
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--output-proctable=" + file, "--show-progress", "-n", "8",
 			"sh", "-c", `echo "$PRUN_RANK $(hostname) $$"`}})
 		expectCode(t, r, 0)
+		// --show-progress on stderr: the daemons as they come, then the ranks.
+		ups := regexp.MustCompile(`prun: (\d) of 4 daemons up\n`).FindAllStringSubmatch(r.stderr, -1)
+		if len(ups) != 4 || ups[3][1] != "4" || !strings.Contains(r.stderr, "prun: 8 of 8 processes started\n") ||
+			strings.Index(r.stderr, "4 of 4 daemons up") > strings.Index(r.stderr, "processes started") {
+			t.Errorf("--show-progress: stderr %q, want 1..4 of 4 daemons up, then the processes started", r.stderr)
+		}
 		sh, _ := exec.LookPath("sh")
 		want := make([]string, 8)
 		for _, l := range lines(r.stdout) {

@@ -45,6 +45,7 @@ type Job struct {
 	OutputProctable      string   // --output-proctable: every rank's host, program and pid once all started, to the same places
 	PreloadBinary        bool     // -s/--preload-binary: nodes where a program differs or is missing run a copy sent from here
 	PreloadFiles         []string // --preload-files: absolute paths, copied into every process's working directory on every node
+	ShowProgress         bool     // --show-progress: daemons up and processes started, as they come, on stderr
 	IndexArgv            bool     // --index-argv-by-rank: argv[0] becomes "argv[0]-RANK"
 	CwdSessionDir        bool     // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
 	DebugDaemons         bool     // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)

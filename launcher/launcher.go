@@ -98,7 +98,7 @@ func Run(job *jobspec.Job, opts Options) int {
 			return ExitUsage
 		}
 	}
-	r := &run{opts: opts, quiet: job.Quiet}
+	r := &run{opts: opts, quiet: job.Quiet, showProgress: job.ShowProgress}
 	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
 	out.OutPattern, out.ErrPattern = job.OutfilePattern, job.ErrfilePattern
 	out.OnBrokenPipe = func() {
@@ -178,6 +178,7 @@ type run struct {
 	// rank started (a file is created before anything starts).
 	proctable     string
 	proctableFile *os.File
+	showProgress  bool // --show-progress
 
 	fail     *failure
 	signaled syscall.Signal
@@ -741,6 +742,9 @@ func (r *run) onEvent(ev daemon.Event) {
 			r.reportBinding(j, ev)
 		}
 		j.started++
+		if r.showProgress && j == r.jobs[0] && progressStep(j.started, len(j.plan.Map.Procs)) {
+			r.out.Printf("prun: %d of %d processes started\n", j.started, len(j.plan.Map.Procs))
+		}
 		if r.proctable != "" && j == r.jobs[0] && j.started == len(j.plan.Map.Procs) {
 			r.outputProctable(j)
 		}

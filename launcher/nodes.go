@@ -140,7 +140,18 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 		Fanout:         job.Launch.Fanout,
 		IfInclude:      job.Launch.IfInclude,
 		Env:            forwardedEnv(r.opts.Env),
+		OnHello: func(up, of int) {
+			if job.ShowProgress && progressStep(up, of) {
+				r.out.Printf("prun: %d of %d daemons up\n", up, of)
+			}
+		},
 	}, r.up, func(host string, err error) { r.up.queue.push(nodeLost{host, err}) })
+}
+
+// progressStep says whether --show-progress reports n of total: each tenth
+// of the way, and the last.
+func progressStep(n, total int) bool {
+	return n == total || n*10/total != (n-1)*10/total
 }
 
 // onNodeLost ends the job: the node's ranks are gone with its daemon.

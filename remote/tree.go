@@ -40,6 +40,9 @@ type Config struct {
 	Env            []string
 	// StartTimeout bounds the whole start-up (every daemon's hello).
 	StartTimeout time.Duration
+	// OnHello, if set, learns of each daemon that said hello: how many
+	// have, of how many (--show-progress). It must not block.
+	OnHello func(up, of int)
 }
 
 // closeCall is the id of the closing broadcast's answers; calls numbers
@@ -394,13 +397,18 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 	switch typ {
 	case tHello:
 		t.mu.Lock()
+		n := 0
 		if t.hellos[v] == nil {
 			t.hellos[v] = m
-			if len(t.hellos) == len(t.cfg.Hosts) {
+			n = len(t.hellos)
+			if n == len(t.cfg.Hosts) {
 				close(t.ready)
 			}
 		}
 		t.mu.Unlock()
+		if n > 0 && t.cfg.OnHello != nil {
+			t.cfg.OnHello(n, len(t.cfg.Hosts))
+		}
 	case tFailed:
 		t.nodeFailed(m.Host, errors.New(m.Err))
 	case tSourceInfo:
