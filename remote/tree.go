@@ -41,7 +41,8 @@ type Config struct {
 	// StartTimeout bounds the whole start-up (every daemon's hello).
 	StartTimeout time.Duration
 	// OnHello, if set, learns of each daemon that said hello: how many
-	// have, of how many (--show-progress). It must not block.
+	// have, of how many (--show-progress). It is called in order, before
+	// the launch can go on, with the tree locked: it must not call the tree.
 	OnHello func(up, of int)
 }
 
@@ -397,18 +398,16 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 	switch typ {
 	case tHello:
 		t.mu.Lock()
-		n := 0
 		if t.hellos[v] == nil {
 			t.hellos[v] = m
-			n = len(t.hellos)
-			if n == len(t.cfg.Hosts) {
+			if t.cfg.OnHello != nil {
+				t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
+			}
+			if len(t.hellos) == len(t.cfg.Hosts) {
 				close(t.ready)
 			}
 		}
 		t.mu.Unlock()
-		if n > 0 && t.cfg.OnHello != nil {
-			t.cfg.OnHello(n, len(t.cfg.Hosts))
-		}
 	case tFailed:
 		t.nodeFailed(m.Host, errors.New(m.Err))
 	case tSourceInfo:
