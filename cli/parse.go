@@ -124,6 +124,8 @@ type globalOpts struct {
 	reportURI   string
 	proctable   string
 	preloadBin  bool
+	tune        string
+	amca        string
 	progress    bool
 	preloadList string
 	indexArgv   bool
@@ -357,6 +359,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (by which PMIx tools attach) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.StringVar(&g.proctable, "output-proctable", "", "once every process started, print each one's rank, host, program and pid to `WHERE`: - (stdout, also with no value), + (stderr) or a file (mpirun's and prterun's, for debuggers and tools)")
 	fs.Lookup("output-proctable").NoOptDefVal = "-"
+	fs.StringVar(&g.tune, "tune", "", "read -x and --mca options for every process from the comma-separated `FILES` (mpirun's -tune: the -x variables are exported, Open MPI's processes read the --mca ones)")
+	fs.StringVar(&g.amca, "am", "", "Open MPI's aggregate MCA parameter `FILES`, comma-separated, passed on to its processes (mpirun's -am)")
 	fs.BoolVar(&g.progress, "show-progress", false, "report the launch's progress on stderr: daemons up, processes started (each tenth of them)")
 	fs.BoolVarP(&g.preloadBin, "preload-binary", "s", false, "send the programs to the other nodes: where a node's copy differs or is missing, the processes run one from the node's session directory")
 	fs.StringVar(&g.preloadList, "preload-files", "", "copy the comma-separated `FILES` into every process's working directory on every node (by base name; removed after the job; one of another content there stops the launch)")
@@ -479,7 +483,18 @@ func Parse(args []string, env Env) (*Request, error) {
 	}
 	// --mca and -genv values go first: a context's own -x of the same
 	// variable wins.
-	globalEnv := append([]string(nil), g.genv...)
+	var globalEnv []string
+	if g.tune != "" {
+		vars, err := tuneEnv(g.tune, env)
+		if err != nil {
+			return nil, err
+		}
+		globalEnv = append(globalEnv, vars...)
+	}
+	if g.amca != "" {
+		globalEnv = append(globalEnv, "OMPI_MCA_mca_base_param_file_prefix="+g.amca)
+	}
+	globalEnv = append(globalEnv, g.genv...)
 	for _, v := range g.genvList {
 		val, ok := env.LookupEnv(v)
 		if !ok {

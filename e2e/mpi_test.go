@@ -182,3 +182,27 @@ func TestOpenMPIMCAAndHelp(t *testing.T) {
 	expectCode(t, r, 0)
 	expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
 }
+
+// mpirun's -tune: a file of -x and --mca options that every process gets.
+// An MCA parameter from it reaches Open MPI (a pml that does not exist
+// stops MPI_Init), a variable reaches the process.
+func TestTuneFile(t *testing.T) {
+	t.Parallel()
+	dir, hello := ompi(t, "hello.c")
+	tune := filepath.Join(t.TempDir(), "profile.tune")
+	os.WriteFile(tune, []byte("--mca pml ob1 -x TUNED=yes\n"), 0o644)
+	r := run(t, opts{args: []string{"-tune", tune, "-n", "2", hello}, dir: dir})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, " of 2 ")
+	r = run(t, opts{args: []string{"-tune", tune, "-n", "1", "sh", "-c", `echo "$TUNED $OMPI_MCA_pml"`}})
+	expectCode(t, r, 0)
+	if r.stdout != "yes ob1\n" {
+		t.Errorf("stdout %q, want the tune file's variable and parameter", r.stdout)
+	}
+	os.WriteFile(tune, []byte("--mca pml no_such_pml\n"), 0o644)
+	r = run(t, opts{args: []string{"-tune", tune, "-n", "1", hello}, dir: dir})
+	if r.code == 0 {
+		t.Errorf("a tune file naming a pml that does not exist: the job succeeded\n%s", r)
+	}
+	expectContains(t, "stderr", r.stderr, "no_such_pml")
+}
