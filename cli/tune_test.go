@@ -63,3 +63,26 @@ func TestTuneAndAm(t *testing.T) {
 		t.Errorf("a bad tune file: %v, want the file and line", err)
 	}
 }
+
+// FuzzTune: no tune file may panic; a failure names its line, and on
+// success every -x or --mca option gave one variable.
+func FuzzTune(f *testing.F) {
+	for _, s := range []string{"-x A=1 --mca btl self\n-mca pml ob1 # c\n", "-x", "--mca a", "'", "-x SET_VAR -x NOT_SET", "\n\n-n 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		env, _ := testEnv(t)
+		vars, err := parseTune(text, env)
+		if err != nil {
+			if line, _, ok := strings.Cut(err.Error(), ": "); !ok || strings.Trim(line, "0123456789") != "" {
+				t.Fatalf("parseTune(%q): error %q does not start with its line", text, err)
+			}
+			return
+		}
+		for _, v := range vars {
+			if !strings.Contains(v, "=") {
+				t.Fatalf("parseTune(%q): %q is not VAR=value", text, v)
+			}
+		}
+	})
+}
