@@ -139,6 +139,8 @@ func TestUsageErrors(t *testing.T) {
 		{"--mca btl.x self ./app", `"btl.x" is not a parameter name`},
 		{"-n 1 ./app : --mca btl self ./app", "--mca is a global option"},
 		{"--preload-files nope.dat ./app", "--preload-files nope.dat: no such file"},
+		{"-pmi-port --pmi pmix ./app", "-pmi-port serves PMI-1 clients: not with --pmi pmix"},
+		{"-pmi-port --pmi pmi2 ./app", "not with --pmi pmi2"},
 		{"--preload-files . ./app", "--preload-files .: not a regular file"},
 		{"--preload-files data,,app ./app", "an empty file name"},
 		{"--preload-files data,./data ./app", "would both be data in the working directory"},
@@ -279,7 +281,7 @@ func FuzzParse(f *testing.F) {
 		"--ppr 2:core -v -prepend-pattern %r%% ./app", "-genvnone ./a : -envall ./b", "-info", "--cpu-list 0 ./app",
 		"-outfile-pattern o.%r%% -errfile-pattern e.%h ./app",
 		"-s --preload-files data,app --output-proctable ./app", "--output-proctable=+ --preload-files=nope ./app",
-		"-tune nope -am x.conf --show-progress ./app",
+		"-tune nope -am x.conf --show-progress ./app", "-pmi-port --pmi pmi1 ./app",
 	} {
 		f.Add(s)
 	}
@@ -421,6 +423,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-s --preload-files data,app -n 1 ./app"); !j.PreloadBinary || len(j.PreloadFiles) != 2 ||
 		filepath.Base(j.PreloadFiles[0]) != "data" || !filepath.IsAbs(j.PreloadFiles[1]) {
 		t.Errorf("-s --preload-files: binary %v, files %q", j.PreloadBinary, j.PreloadFiles)
+	}
+	if j := parse("-pmi-port -n 1 ./app"); !j.PMIPort {
+		t.Error("-pmi-port: not set")
 	}
 	if j := parse("--show-progress -n 1 ./app"); !j.ShowProgress {
 		t.Error("--show-progress: not set")

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -51,6 +52,8 @@ type shell struct {
 
 	exes   map[int]string // apps whose ranks run a preloaded copy of their program
 	placed []string       // files --preload-files put in working directories
+
+	pmiLn net.Listener // -pmi-port: the job's PMI service (pmiport.go)
 }
 
 type rankState struct {
@@ -59,6 +62,7 @@ type rankState struct {
 	exe       string
 	connected bool
 	finalized bool
+	pmiPort   bool // connected through -pmi-port
 	exited    bool
 	exitCode  int
 }
@@ -107,6 +111,7 @@ func (sh *shell) launch() error {
 	// is done (close waits for that).
 	failed := func(err error) error {
 		sh.unplace()
+		sh.closePMI()
 		close(sh.done)
 		return err
 	}
@@ -120,6 +125,11 @@ func (sh *shell) launch() error {
 	}
 	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self)); err != nil {
 		return failed(err)
+	}
+	if _, versions := sh.interfaces(); versions != 0 && p.Job.PMIPort && len(local) > 0 {
+		if err := sh.listenPMI(versions); err != nil {
+			return failed(err)
+		}
 	}
 	if len(local) == 0 {
 		close(sh.done)
@@ -263,7 +273,9 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	}
 	env := rankEnv(base, userEnv, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
 	var pmiServer, pmiClient *os.File
-	if pmiVersions != 0 {
+	if pmiVersions != 0 && p.Job.PMIPort {
+		env = append(env, sh.pmiEnv(pr)...)
+	} else if pmiVersions != 0 {
 		var err error
 		if pmiServer, pmiClient, err = socketPair(); err != nil {
 			return err
@@ -490,6 +502,7 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 }
 
 func (sh *shell) finish() {
+	sh.closePMI()
 	// The job is over: whatever its ranks left running in their process
 	// groups goes with it (and stops holding the output pipes open).
 	sh.mu.Lock()
@@ -597,19 +610,21 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 	return env
 }
 
-// pmiEnv is what a PMI-1/PMI-2 client (MPICH) needs, as Hydra gives it.
+// pmiEnv is what a PMI-1/PMI-2 client (MPICH) needs, as Hydra gives it:
+// an inherited socket, or with -pmi-port where to connect and who it is.
 func (sh *shell) pmiEnv(pr mapper.Proc) []string {
 	p := sh.plan
 	node := p.Map.Nodes[pr.Node]
-	return []string{
-		"PMI_FD=3",
-		"PMI_RANK=" + strconv.Itoa(pr.Rank),
-		"PMI_SIZE=" + strconv.Itoa(len(p.Map.Procs)),
-		"PMI_JOBID=" + sh.pmi.kvsname(),
-		"MPI_LOCALNRANKS=" + strconv.Itoa(len(node.Procs)),
-		"MPI_LOCALRANKID=" + strconv.Itoa(pr.LocalRank),
-		"MPIR_CVAR_CH3_INTERFACE_HOSTNAME=" + node.Name,
+	conn := []string{"PMI_FD=3", "PMI_RANK=" + strconv.Itoa(pr.Rank), "PMI_SIZE=" + strconv.Itoa(len(p.Map.Procs))}
+	if sh.pmiLn != nil {
+		conn = []string{"PMI_PORT=" + sh.pmiLn.Addr().String(), "PMI_ID=" + strconv.Itoa(pr.Rank)}
 	}
+	return append(conn,
+		"PMI_JOBID="+sh.pmi.kvsname(),
+		"MPI_LOCALNRANKS="+strconv.Itoa(len(node.Procs)),
+		"MPI_LOCALRANKID="+strconv.Itoa(pr.LocalRank),
+		"MPIR_CVAR_CH3_INTERFACE_HOSTNAME="+node.Name,
+	)
 }
 
 func extraFiles(f *os.File) []*os.File {

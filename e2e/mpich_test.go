@@ -146,3 +146,39 @@ func TestPMI2Wire(t *testing.T) {
 	expectCode(t, r, 1)
 	expectContains(t, "stderr", r.stderr, `PMI protocol error: PMI version "2" not offered`)
 }
+
+// Hydra's -pmi-port: MPICH ranks reach the PMI service at PMI_PORT and name
+// themselves with PMI_ID; no socket is inherited. A ring (every rank's
+// business card through the KVS), an MPMD job, an abort; a connection that
+// does not name its rank is a one-line protocol error, the job goes on.
+func TestMPICHPMIPort(t *testing.T) {
+	t.Parallel()
+	dir, ring := mpichHere(t, "ring.c")
+	r := run(t, opts{args: []string{"-pmi-port", "-n", "4", ring}, dir: dir})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "ring: 4 ranks, 10 laps, sum ok\n")
+
+	_, mpmd := mpichHere(t, "mpmd.c")
+	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", mpmd, "0,1,1", ":", "-n", "2", mpmd, "0,1,1"}, dir: dir})
+	expectCode(t, r, 0)
+	if got := len(lines(r.stdout)); got != 3 {
+		t.Errorf("MPMD over -pmi-port: %d lines\n%s", got, r)
+	}
+
+	_, abort := mpichHere(t, "abort.c")
+	r = run(t, opts{args: []string{"-pmi-port", "-n", "4", abort}, dir: dir})
+	expectCode(t, r, 17)
+	expectContains(t, "stderr", r.stderr, "called abort with status 17")
+
+	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", "sh", "-c",
+		`env | grep -c -E '^PMI_(FD|RANK|SIZE)='; echo "$PMI_ID"; case "$PMI_PORT" in 127.0.0.1:*) echo port;; esac`}})
+	expectCode(t, r, 0)
+	if r.stdout != "0\n0\nport\n" {
+		t.Errorf("environment: %q, want no PMI_FD/PMI_RANK/PMI_SIZE, PMI_ID 0 and a local PMI_PORT", r.stdout)
+	}
+	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", "bash", "-c", `echo hello >/dev/tcp/127.0.0.1/${PMI_PORT##*:}`}})
+	expectCode(t, r, 0)
+	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], `want cmd=initack pmiid=RANK first, got "hello"`) {
+		t.Errorf("stderr %q, want one protocol error line", r.stderr)
+	}
+}

@@ -210,6 +210,14 @@ func TestMultiNode(t *testing.T) {
 		})
 	}
 
+	// -pmi-port on every node: each daemon serves its ranks at its own port.
+	t.Run("mpich-pmi-port", func(t *testing.T) {
+		dir, ring := mpich(t, "ring.c")
+		r := m.run(t, opts{args: []string{"-pmi-port", "--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
+	})
+
 	t.Run("pmi1-kvs", func(t *testing.T) {
 		bin := ctest.Build(t, ctest.Plain, "pmi1kvs.c")
 		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", bin, "20", "2"}})

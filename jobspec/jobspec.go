@@ -31,6 +31,7 @@ type Job struct {
 	Output    string        // --output forms, comma-separated (tag, timestamp, json, ordered, dir=D, ...)
 	Timeout   time.Duration // 0 means none
 	PMI       string        // which process-management interfaces ranks get: auto, pmix, pmi1, pmi2, none
+	PMIPort   bool          // Hydra's -pmi-port: PMI-1 clients connect to PMI_PORT and name themselves with PMI_ID
 	Place     Placement
 
 	Stdin                string   // --stdin: a rank number, "all" or "none"

@@ -776,6 +776,10 @@ func (r *run) onEvent(ev daemon.Event) {
 	case daemon.HelpMessage:
 		r.onHelp(ev)
 	case daemon.ProtocolError:
+		if ev.Rank < 0 { // a connection to -pmi-port that never named its rank
+			r.errorf("%s: PMI protocol error: %s", ev.Node, ev.Msg)
+			break
+		}
 		r.errorf("rank %d on %s: PMI protocol error: %s", ev.Rank, ev.Node, ev.Msg)
 	}
 }

@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"prun/pmi"
+)
+
+// Hydra's -pmi-port: instead of inheriting a socket (PMI_FD), each rank
+// connects to its node's PMI service at PMI_PORT and names itself with
+// PMI_ID in a first line, "cmd=initack pmiid=N" (MPICH's
+// PMII_Set_from_port). The service answers "cmd=initack" and, in this
+// order, the job's size, the rank and debug=0; from then on the connection
+// is a PMI-1 one like any other.
+
+// initackTimeout bounds how long a connection may stay silent before it
+// names its rank.
+const initackTimeout = 30 * time.Second
+
+// listenPMI starts the job's PMI service on a local TCP port.
+func (sh *shell) listenPMI(versions pmi.Versions) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("PMI port: %w", err)
+	}
+	sh.pmiLn = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed with the job
+			}
+			go sh.servePMIPort(c, versions)
+		}
+	}()
+	return nil
+}
+
+// servePMIPort takes a connection through the initack handshake and
+// serves it as its rank's PMI-1 connection.
+func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
+	r := bufio.NewReaderSize(c, 256)
+	c.SetReadDeadline(time.Now().Add(initackTimeout))
+	line, err := r.ReadString('\n')
+	c.SetReadDeadline(time.Time{})
+	rank := -1
+	if err == nil {
+		rank, err = parseInitack(line)
+	}
+	if err == nil {
+		err = sh.claimPMIRank(rank)
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.pmi.ProtocolError(rank, fmt.Errorf("PMI port: %w", err))
+		}
+		c.Close()
+		return
+	}
+	fmt.Fprintf(c, "cmd=initack\ncmd=set size=%d\ncmd=set rank=%d\ncmd=set debug=0\n", len(sh.plan.Map.Procs), rank)
+	pmi.Serve(struct {
+		io.Reader
+		io.Writer
+		io.Closer
+	}{r, c, c}, rank, sh.pmi, versions)
+}
+
+// parseInitack reads "cmd=initack pmiid=N".
+func parseInitack(line string) (int, error) {
+	f := strings.Fields(line)
+	if len(f) != 2 || f[0] != "cmd=initack" || !strings.HasPrefix(f[1], "pmiid=") {
+		return -1, fmt.Errorf("want cmd=initack pmiid=RANK first, got %q", strings.TrimSpace(line))
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(f[1], "pmiid="))
+	if err != nil || n < 0 {
+		return -1, fmt.Errorf("pmiid %q is not a rank", strings.TrimPrefix(f[1], "pmiid="))
+	}
+	return n, nil
+}
+
+// claimPMIRank lets rank connect once, if it runs here.
+func (sh *shell) claimPMIRank(rank int) error {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st, ok := sh.ranks[rank]
+	switch {
+	case !ok:
+		return fmt.Errorf("pmiid %d: no such rank of this job on %s", rank, sh.nodeName())
+	case st.pmiPort:
+		return fmt.Errorf("pmiid %d: that rank is connected already", rank)
+	}
+	st.pmiPort = true
+	return nil
+}
+
+// closePMI stops the job's PMI port, if it has one.
+func (sh *shell) closePMI() {
+	if sh.pmiLn != nil {
+		sh.pmiLn.Close()
+	}
+}
