@@ -18,7 +18,8 @@ import (
 // PMI_ID in a first line, "cmd=initack pmiid=N" (MPICH's
 // PMII_Set_from_port). The service answers "cmd=initack" and, in this
 // order, the job's size, the rank and debug=0; from then on the connection
-// is a PMI-1 one like any other.
+// is a PMI-1 one like any other. As with Hydra, any local process can
+// connect; a rank is served once, on the first connection that names it.
 
 // initackTimeout bounds how long a connection may stay silent before it
 // names its rank.
