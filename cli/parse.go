@@ -37,40 +37,52 @@ func usagef(format string, a ...any) error {
 	return &UsageError{msg}
 }
 
+// fileList splits flag's comma-separated list of files and resolves each
+// against the working directory: the names as given, and absolute.
+func fileList(flag, list string, env Env) (given, abs []string, err error) {
+	for _, f := range strings.Split(list, ",") {
+		if f == "" {
+			return nil, nil, usagef("%s %s: an empty file name", flag, list)
+		}
+		path := f
+		if !filepath.IsAbs(path) {
+			cwd, err := env.Getwd()
+			if err != nil {
+				return nil, nil, usagef("cannot determine the working directory: %v", err)
+			}
+			path = filepath.Join(cwd, f)
+		}
+		given, abs = append(given, f), append(abs, path)
+	}
+	return given, abs, nil
+}
+
 // preloadFiles resolves --preload-files: regular files this process can
 // read, with distinct base names (by which they land in working directories).
 func preloadFiles(list string, env Env) ([]string, error) {
-	var paths []string
+	given, paths, err := fileList("--preload-files", list, env)
+	if err != nil {
+		return nil, err
+	}
 	byName := map[string]string{}
-	for _, f := range strings.Split(list, ",") {
-		if f == "" {
-			return nil, usagef("--preload-files %s: an empty file name", list)
-		}
-		abs := f
-		if !filepath.IsAbs(f) {
-			cwd, err := env.Getwd()
-			if err != nil {
-				return nil, usagef("cannot determine the working directory: %v", err)
-			}
-			abs = filepath.Join(cwd, f)
-		}
+	for i, abs := range paths {
+		f := given[i]
 		st, err := os.Stat(abs)
 		if err != nil {
-			return nil, usagef("--preload-files %s: %v", f, errors.Unwrap(err))
+			return nil, usagef("--preload-files %s: %v", f, errText(err))
 		}
 		if !st.Mode().IsRegular() {
 			return nil, usagef("--preload-files %s: not a regular file", f)
 		}
 		r, err := os.Open(abs)
 		if err != nil {
-			return nil, usagef("--preload-files %s: %v", f, errors.Unwrap(err))
+			return nil, usagef("--preload-files %s: %v", f, errText(err))
 		}
 		r.Close()
 		if other, dup := byName[filepath.Base(abs)]; dup {
 			return nil, usagef("--preload-files: %s and %s would both be %s in the working directory", other, f, filepath.Base(abs))
 		}
 		byName[filepath.Base(abs)] = f
-		paths = append(paths, abs)
 	}
 	return paths, nil
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"prun/internal/shellwords"
@@ -21,29 +20,21 @@ import (
 // tuneEnv is what -tune list exports: the files, absolute, and their
 // options' variables.
 func tuneEnv(list string, env Env) ([]string, error) {
-	var vars, files []string
-	for _, f := range strings.Split(list, ",") {
-		if f == "" {
-			return nil, usagef("-tune %s: an empty file name", list)
-		}
-		path := f
-		if !filepath.IsAbs(path) {
-			cwd, err := env.Getwd()
-			if err != nil {
-				return nil, usagef("cannot determine the working directory: %v", err)
-			}
-			path = filepath.Join(cwd, f)
-		}
+	given, files, err := fileList("-tune", list, env)
+	if err != nil {
+		return nil, err
+	}
+	var vars []string
+	for i, path := range files {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, usagef("-tune %s: %v", f, errText(err))
+			return nil, usagef("-tune %s: %v", given[i], errText(err))
 		}
 		vs, err := parseTune(string(b), env)
 		if err != nil {
-			return nil, usagef("%s:%v", f, err)
+			return nil, usagef("%s:%v", given[i], err)
 		}
 		vars = append(vars, vs...)
-		files = append(files, path)
 	}
 	return append([]string{"OMPI_MCA_mca_base_envar_file_prefix=" + strings.Join(files, ",")}, vars...), nil
 }

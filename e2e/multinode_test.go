@@ -92,6 +92,18 @@ func (m *mn) leftovers() []string {
 	return left
 }
 
+// linePerHost is r's stdout, a line from each of n hosts, sorted (by host,
+// when lines start with the host's name).
+func linePerHost(t *testing.T, r *result, n int) []string {
+	t.Helper()
+	got := lines(r.stdout)
+	sort.Strings(got)
+	if len(got) != n {
+		t.Fatalf("stdout %q, want a line per host\n%s", got, r)
+	}
+	return got
+}
+
 func TestMultiNode(t *testing.T) {
 	c := cluster.Start(t, 4)
 	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
@@ -333,12 +345,7 @@ exec sleep 30
 		r := m.run(t, opts{args: []string{"-s", "--preload-files", data, "--wdir", wdir,
 			"--hostfile", m.hostfile, "-n", "4", "--map-by", "node", app}})
 		expectCode(t, r, 0)
-		got := lines(r.stdout)
-		sort.Strings(got)
-		if len(got) != 4 {
-			t.Fatalf("stdout %q, want a line per host\n%s", got, r)
-		}
-		for i, l := range got {
+		for i, l := range linePerHost(t, r, 4) {
 			f := strings.Fields(l)
 			if len(f) != 3 || f[0] != m.hosts[i] || !strings.HasPrefix(f[1], c.TmpDir(m.hosts[i])) ||
 				!strings.HasSuffix(f[1], "preloaded.sh") || f[2] != "payload" {
@@ -360,12 +367,7 @@ exec sleep 30
 		r := m.run(t, opts{bin: bin, args: []string{"--launch-fanout", "1", "--hostfile", m.hostfile, "-n", "4", "--map-by", "node",
 			"sh", "-c", `echo "$(hostname) $(readlink /proc/$PPID/exe)"`}})
 		expectCode(t, r, 0)
-		got := lines(r.stdout)
-		sort.Strings(got)
-		if len(got) != 4 {
-			t.Fatalf("stdout %q, want a line per host\n%s", got, r)
-		}
-		for i, l := range got {
+		for i, l := range linePerHost(t, r, 4) {
 			host, exe, _ := strings.Cut(l, " ")
 			if host != m.hosts[i] || !strings.Contains(exe, "/prun.bin.") || !strings.HasPrefix(exe, c.TmpDir(host)) {
 				t.Errorf("rank on %s ran under daemon %q; want a copy in that host's $TMPDIR (%s)", host, exe, c.TmpDir(host))
