@@ -13,7 +13,8 @@ import (
 // preload places what the plan sends for this node's ranks: an app's
 // program, when this node's copy at the same path differs or is missing,
 // goes to the session directory and the ranks run it from there; the files
-// go into each app's working directory, where a file of the same name and
+// go into each app's working directory (each rank's, with
+// --set-cwd-to-session-dir), where a file of the same name and
 // contents is left as it is and one of other contents (or anything that is
 // not a regular file) stops the launch. The files placed are removed when
 // the job ends (unplace); the programs go with the session directory.
@@ -23,8 +24,19 @@ func (sh *shell) preload() error {
 		return nil
 	}
 	apps := map[int]bool{}
+	var dirs [][]string // by app: where its ranks start
 	for _, r := range p.procsOn(sh.self) {
-		apps[p.Map.Procs[r].App] = true
+		a := p.Map.Procs[r].App
+		for len(dirs) <= a {
+			dirs = append(dirs, nil)
+		}
+		switch {
+		case p.Job.CwdSessionDir: // each rank starts in its own PMIX_PROCDIR
+			dirs[a] = append(dirs[a], sh.d.cfg.Session.ProcDir(p.Nspace, r))
+		case !apps[a]:
+			dirs[a] = append(dirs[a], p.Job.Apps[a].Wdir)
+		}
+		apps[a] = true
 	}
 	order := make([]int, 0, len(apps))
 	for a := range apps {
@@ -43,13 +55,15 @@ func (sh *shell) preload() error {
 			}
 			sh.exes[a] = path
 		}
-		for _, f := range p.Files {
-			path, placed, err := placeFile(app.Wdir, f)
-			if err != nil {
-				return fmt.Errorf("--preload-files: %s on %s: %w", path, sh.nodeName(), err)
-			}
-			if placed {
-				sh.placed = append(sh.placed, path)
+		for _, dir := range dirs[a] {
+			for _, f := range p.Files {
+				path, placed, err := placeFile(dir, f)
+				if err != nil {
+					return fmt.Errorf("--preload-files: %s on %s: %w", path, sh.nodeName(), err)
+				}
+				if placed {
+					sh.placed = append(sh.placed, path)
+				}
 			}
 		}
 	}

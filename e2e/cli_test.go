@@ -232,6 +232,12 @@ func TestMpirunExtras(t *testing.T) {
 		if ents, _ := os.ReadDir(wdir); len(ents) != 0 {
 			t.Errorf("the working directory holds %v after the job", ents)
 		}
+		// With --set-cwd-to-session-dir each rank finds it in its own.
+		r = prun(t, "--set-cwd-to-session-dir", "--preload-files", data, "-n", "2", "sh", "-c", `cat in.dat; echo " $PWD"`)
+		expectCode(t, r, 0)
+		if ls := lines(r.stdout); len(ls) != 2 || !strings.HasPrefix(ls[0], "payload /") || !strings.HasPrefix(ls[1], "payload /") || ls[0] == ls[1] {
+			t.Errorf("--set-cwd-to-session-dir: stdout %q, want the file in each rank's own directory", r.stdout)
+		}
 		theirs := filepath.Join(wdir, "in.dat")
 		os.WriteFile(theirs, []byte("theirs"), 0o644)
 		started := filepath.Join(t.TempDir(), "started")
