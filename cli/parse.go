@@ -140,6 +140,7 @@ type globalOpts struct {
 	tune        string
 	amca        string
 	progress    bool
+	recovery    bool
 	preloadList string
 	indexArgv   bool
 	cwdSession  bool
@@ -375,6 +376,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.Lookup("output-proctable").NoOptDefVal = "-"
 	fs.StringVar(&g.tune, "tune", "", "read -x and --mca options for every process from the comma-separated `FILES` (mpirun's -tune: the -x variables are exported, Open MPI's processes read the --mca ones)")
 	fs.StringVar(&g.amca, "am", "", "Open MPI's aggregate MCA parameter `FILES`, comma-separated, passed on to its processes (mpirun's -am)")
+	fs.BoolVar(&g.recovery, "enable-recovery", false, "a rank that fails (exits non-zero, is killed, exits without finalize) does not end the job: the others go on, and the first failure is prun's exit status (MPI_Abort still ends the job)")
 	fs.BoolVar(&g.progress, "show-progress", false, "report the launch's progress on stderr: daemons up, processes started (each tenth of them)")
 	fs.BoolVarP(&g.preloadBin, "preload-binary", "s", false, "send the programs to the other nodes: where a node's copy differs or is missing, the processes run one from the node's session directory")
 	fs.StringVar(&g.preloadList, "preload-files", "", "copy the comma-separated `FILES` into every process's working directory on every node (by base name; removed after the job; one of another content there stops the launch)")
@@ -557,7 +559,7 @@ func Parse(args []string, env Env) (*Request, error) {
 		job.UnivSize = n
 	}
 	job.Quiet, job.ReportPID, job.ReportURI, job.OutputProctable = g.quiet, g.reportPID, g.reportURI, g.proctable
-	job.PreloadBinary, job.ShowProgress = g.preloadBin, g.progress
+	job.PreloadBinary, job.ShowProgress, job.EnableRecovery = g.preloadBin, g.progress, g.recovery
 	if g.preloadList != "" {
 		files, err := preloadFiles(g.preloadList, env)
 		if err != nil {

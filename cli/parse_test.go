@@ -427,6 +427,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-pmi-port -n 1 ./app"); !j.PMIPort {
 		t.Error("-pmi-port: not set")
 	}
+	if j := parse("--enable-recovery -n 1 ./app"); !j.EnableRecovery {
+		t.Error("--enable-recovery: not set")
+	}
 	if j := parse("--show-progress -n 1 ./app"); !j.ShowProgress {
 		t.Error("--show-progress: not set")
 	}

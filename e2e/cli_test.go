@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -202,6 +203,42 @@ func TestMpirunExtras(t *testing.T) {
 		}
 		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--output-proctable") || !strings.Contains(ls[0], "/nonexistent-prun-e2e/table") {
 			t.Errorf("stderr = %q, want one line naming the flag and the file", r.stderr)
+		}
+	})
+	t.Run("enable-recovery", func(t *testing.T) {
+		// A failed rank does not end the job: the others finish their work,
+		// and the first failure is prun's exit status.
+		script := `case $PRUN_RANK in 1) exit 3;; 2) sleep 0.2; kill -9 $$;; esac; sleep 0.5; echo "rank $PRUN_RANK done"`
+		r := prun(t, "--enable-recovery", "-n", "4", "sh", "-c", script)
+		expectCode(t, r, 3)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if strings.Join(got, ",") != "rank 0 done,rank 3 done" {
+			t.Errorf("stdout %q, want ranks 0 and 3 to finish", r.stdout)
+		}
+		ls := lines(r.stderr)
+		if len(ls) != 2 || !strings.Contains(ls[0], "rank 1 (sh)") || !strings.Contains(ls[0], "exited with status 3; the other ranks go on") ||
+			!strings.Contains(ls[1], "rank 2 (sh)") || !strings.Contains(ls[1], "signal 9") {
+			t.Errorf("stderr %q, want a line for each failure", r.stderr)
+		}
+		report := filepath.Join(t.TempDir(), "report.json")
+		r = prun(t, "--enable-recovery", "--report", report, "-n", "2", "sh", "-c", `exit $PRUN_RANK`)
+		expectCode(t, r, 1)
+		var rep struct {
+			FirstFailure *struct {
+				Message string
+				Status  int
+			} `json:"first_failure"`
+		}
+		if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &rep) != nil || rep.FirstFailure == nil ||
+			!strings.HasPrefix(rep.FirstFailure.Message, "rank 1 (sh)") || rep.FirstFailure.Status != 1 {
+			t.Errorf("--report: first_failure %+v, %v; want rank 1's", rep.FirstFailure, err)
+		}
+		// Without the flag the first failure ends the job.
+		r = prun(t, "-n", "4", "sh", "-c", script)
+		expectCode(t, r, 3)
+		if strings.Contains(r.stdout, "done") {
+			t.Errorf("without --enable-recovery the others finished: %q", r.stdout)
 		}
 	})
 	t.Run("show-progress", func(t *testing.T) {

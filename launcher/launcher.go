@@ -98,7 +98,7 @@ func Run(job *jobspec.Job, opts Options) int {
 			return ExitUsage
 		}
 	}
-	r := &run{opts: opts, quiet: job.Quiet, showProgress: job.ShowProgress}
+	r := &run{opts: opts, quiet: job.Quiet, showProgress: job.ShowProgress, recovery: job.EnableRecovery}
 	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
 	out.OutPattern, out.ErrPattern = job.OutfilePattern, job.ErrfilePattern
 	out.OnBrokenPipe = func() {
@@ -182,8 +182,12 @@ type run struct {
 
 	fail     *failure
 	signaled syscall.Signal
-	killAt   time.Time // when the SIGKILL after a termination's grace is due
-	killed   bool      // ... and it has been sent
+	// --enable-recovery: a rank's failure does not end the job; the first
+	// one decides the exit status.
+	recovery  bool
+	recovered *failure
+	killAt    time.Time // when the SIGKILL after a termination's grace is due
+	killed    bool      // ... and it has been sent
 }
 
 // jobRun is the launcher's view of one running job.
@@ -459,6 +463,8 @@ func (r *run) run(job *jobspec.Job) int {
 		return r.fail.code
 	case r.signaled != 0:
 		return 128 + int(r.signaled)
+	case r.recovered != nil:
+		return r.recovered.code
 	}
 	return 0
 }
@@ -823,20 +829,32 @@ func (r *run) onExit(ev daemon.Event) {
 	if r.fail != nil || r.signaled != 0 {
 		return // the job is already ending; later deaths are its consequence
 	}
-	others := r.runningRanks()
 	desc := r.rankDesc(ev.Nspace, ev.Rank)
+	var msg string
+	var code int
 	switch {
 	case ev.Signal != 0:
-		r.failRank(fmt.Sprintf("%s (pid %d) was killed by signal %d (%s)%s", desc, ev.Pid,
-			int(ev.Signal), signalName(ev.Signal), killing(others)), 128+int(ev.Signal))
+		msg, code = fmt.Sprintf("%s (pid %d) was killed by signal %d (%s)", desc, ev.Pid, int(ev.Signal), signalName(ev.Signal)), 128+int(ev.Signal)
 	case ev.Status != 0:
-		r.failRank(fmt.Sprintf("%s (pid %d) exited with status %d%s", desc, ev.Pid, ev.Status,
-			killing(others)), ev.Status)
+		msg, code = fmt.Sprintf("%s (pid %d) exited with status %d", desc, ev.Pid, ev.Status), ev.Status
 	case ev.Connected && !ev.Finalized:
 		// Its peers may wait for it in a collective for ever: end the job.
-		r.failRank(fmt.Sprintf("%s (pid %d) exited without calling finalize%s", desc, ev.Pid,
-			killing(others)), ExitFailure)
+		msg, code = fmt.Sprintf("%s (pid %d) exited without calling finalize", desc, ev.Pid), ExitFailure
+	default:
+		return
 	}
+	if r.recovery {
+		// --enable-recovery: the others go on; the first failure is the
+		// job's exit status once they are done.
+		if r.recovered == nil {
+			r.recovered = &failure{msg: msg, code: code}
+		}
+		if !r.quiet {
+			r.errorf("%s; the other ranks go on (--enable-recovery)", msg)
+		}
+		return
+	}
+	r.failRank(msg+killing(r.runningRanks()), code)
 }
 
 // reportBinding prints where a rank runs, as --report-bindings asks.

@@ -61,8 +61,11 @@ func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
 	end := time.Now()
 	rep := report{Version: 1, CommandLine: job.CmdLine, StartTime: start, EndTime: end,
 		TotalSeconds: end.Sub(start).Seconds(), ExitStatus: code, Jobs: []reportJob{}}
-	if r.fail != nil {
-		rep.FirstFailure = &reportFail{Message: r.fail.msg, Status: r.fail.code}
+	if f := r.fail; f != nil || r.recovered != nil {
+		if f == nil {
+			f = r.recovered
+		}
+		rep.FirstFailure = &reportFail{Message: f.msg, Status: f.code}
 	}
 	if r.signaled != 0 {
 		rep.Signal = signalName(r.signaled)
