@@ -172,9 +172,9 @@ type contextOpts struct {
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
 type placeOpts struct {
-	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet, ppr, localHost string
-	hosts, addHosts, display                                                                     []string
-	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo                           bool
+	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet, ppr, localHost, rmk, orderNodes string
+	hosts, addHosts, display                                                                                      []string
+	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo                                            bool
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -219,6 +219,8 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.Var(appendValue{&p.hosts}, "hosts", "same as --host (Hydra's -hosts)")
 	_ = fs.MarkHidden("hosts")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
+	fs.StringVar(&p.rmk, "rmk", "", "read the allocation of resource manager `RM` only: slurm, pbs, lsf, or user (none: the hosts given) (Hydra's -rmk)")
+	fs.StringVar(&p.orderNodes, "order-nodes", "", "map onto the hosts in `ASCENDING` or DESCENDING order of their slots (Hydra's -order-nodes)")
 	fs.StringVar(&p.localHost, "localhost", "", "the launching node is `NAME` in the host list (Hydra's -localhost; its host name, localhost and its own addresses always are)")
 	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
 	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
@@ -264,6 +266,7 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 		Hostfile: p.hostfile, Rankfile: p.rankfile, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo,
 		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch, ReportBindings: p.reportBindings,
 		AddHosts: p.addHosts, LocalHost: p.localHost,
+		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes),
 	}
 	if p.ppr != "" {
 		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})
@@ -651,6 +654,16 @@ func Parse(args []string, env Env) (*Request, error) {
 
 // checkPlacement rejects what can be judged without the allocation.
 func checkPlacement(p *jobspec.Placement) error {
+	switch p.RM {
+	case "", "user", "slurm", "pbs", "lsf": // hostfile.User, Slurm, PBS, LSF
+	default:
+		return usagef("-rmk %s: prun reads Slurm, PBS and LSF allocations: want slurm, pbs, lsf or user", p.RM)
+	}
+	switch p.OrderNodes {
+	case "", "ascending", "descending":
+	default:
+		return usagef("-order-nodes %s: want ASCENDING or DESCENDING", p.OrderNodes)
+	}
 	for _, d := range p.Display {
 		switch d {
 		case "map", "map:json", "allocation", "topo":

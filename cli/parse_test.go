@@ -140,6 +140,8 @@ func TestUsageErrors(t *testing.T) {
 		{"-n 1 ./app : --mca btl self ./app", "--mca is a global option"},
 		{"--preload-files nope.dat ./app", "--preload-files nope.dat: no such file"},
 		{"-pmi-port --pmi pmix ./app", "-pmi-port serves PMI-1 clients: not with --pmi pmix"},
+		{"-rmk sge ./app", "-rmk sge: prun reads Slurm, PBS and LSF allocations"},
+		{"-order-nodes up ./app", "-order-nodes up: want ASCENDING or DESCENDING"},
 		{"-pmi-port --pmi pmi2 ./app", "not with --pmi pmi2"},
 		{"--preload-files . ./app", "--preload-files .: not a regular file"},
 		{"--preload-files data,,app ./app", "an empty file name"},
@@ -423,6 +425,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-s --preload-files data,app -n 1 ./app"); !j.PreloadBinary || len(j.PreloadFiles) != 2 ||
 		filepath.Base(j.PreloadFiles[0]) != "data" || !filepath.IsAbs(j.PreloadFiles[1]) {
 		t.Errorf("-s --preload-files: binary %v, files %q", j.PreloadBinary, j.PreloadFiles)
+	}
+	if j := parse("-rmk SLURM -order-nodes DESCENDING -n 1 ./app"); j.Place.RM != "slurm" || j.Place.OrderNodes != "descending" {
+		t.Errorf("-rmk -order-nodes: %q %q", j.Place.RM, j.Place.OrderNodes)
 	}
 	if j := parse("-pmi-port -n 1 ./app"); !j.PMIPort {
 		t.Error("-pmi-port: not set")

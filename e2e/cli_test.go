@@ -205,6 +205,27 @@ func TestMpirunExtras(t *testing.T) {
 			t.Errorf("stderr = %q, want one line naming the flag and the file", r.stderr)
 		}
 	})
+	t.Run("rmk-order-nodes", func(t *testing.T) {
+		hf := filepath.Join(t.TempDir(), "hosts")
+		os.WriteFile(hf, []byte("a slots=1\nb slots=3\nc slots=2\n"), 0o644)
+		r := prun(t, "--hostfile", hf, "-order-nodes", "DESCENDING", "--display-map", "--do-not-launch", "-n", "4", "true")
+		expectCode(t, r, 0)
+		var hosts []string
+		for _, l := range lines(r.stdout)[1:] {
+			hosts = append(hosts, strings.Fields(l)[2])
+		}
+		if strings.Join(hosts, " ") != "b b b c" {
+			t.Errorf("-order-nodes DESCENDING: ranks on %q, want b's 3 slots first, then c\n%s", hosts, r.stdout)
+		}
+		// A Slurm allocation in the environment, and -rmk user: the local node.
+		r = run(t, opts{args: []string{"-rmk", "user", "--display-allocation", "--do-not-launch", "-n", "1", "true"},
+			env: []string{"SLURM_JOB_NODELIST=n[1-4]", "SLURM_TASKS_PER_NODE=2(x4)"}})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "allocation (the local node)")
+		r = prun(t, "-rmk", "pbs", "-n", "1", "true")
+		expectCode(t, r, 2)
+		expectContains(t, "stderr", r.stderr, "-rmk pbs: no PBS allocation in prun's environment")
+	})
 	t.Run("enable-recovery", func(t *testing.T) {
 		// A failed rank does not end the job: the others finish their work,
 		// and the first failure is prun's exit status.

@@ -32,37 +32,72 @@ const (
 // with no error, when none of these is set. A malformed value
 // is an error naming the variable (or file) and what is wrong.
 func Detect(getenv func(string) string, readFile func(string) ([]byte, error)) (entries []Entry, source string, ok bool, err error) {
+	return DetectRM("", getenv, readFile)
+}
+
+// User is DetectRM's name for no resource manager: the user says where to
+// run (Hydra's -rmk user).
+const User = "user"
+
+// DetectRM is Detect for one resource manager (Slurm, PBS or LSF), or for
+// none (User); "" tries each in Detect's order.
+func DetectRM(rm string, getenv func(string) string, readFile func(string) ([]byte, error)) (entries []Entry, source string, ok bool, err error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	if readFile == nil {
 		readFile = os.ReadFile
 	}
-	for _, v := range []string{"SLURM_JOB_NODELIST", "SLURM_NODELIST"} {
-		if s := getenv(v); s != "" {
-			entries, err = slurm(getenv, v, s)
-			return entries, Slurm, err == nil, err
+	for _, d := range []struct {
+		name   string
+		detect func(func(string) string, func(string) ([]byte, error)) ([]Entry, bool, error)
+	}{{Slurm, detectSlurm}, {PBS, detectPBS}, {LSF, detectLSF}} {
+		if rm != "" && rm != d.name {
+			continue
 		}
-	}
-	if path := getenv("PBS_NODEFILE"); path != "" {
-		data, err := readFile(path)
-		if err != nil {
-			return nil, PBS, false, fmt.Errorf("PBS_NODEFILE=%s: %s", quote(path), oneLine(err.Error()))
+		if entries, ok, err := d.detect(getenv, readFile); ok || err != nil {
+			return entries, d.name, err == nil, err
 		}
-		entries, err = ParseNodefile(path, string(data))
-		if err != nil {
-			return nil, PBS, false, fmt.Errorf("PBS_NODEFILE %w", err)
-		}
-		return entries, PBS, true, nil
-	}
-	if s := getenv("LSB_MCPU_HOSTS"); s != "" {
-		entries, err = ParseMCPUHosts(s)
-		if err != nil {
-			return nil, LSF, false, fmt.Errorf("LSB_MCPU_HOSTS=%s: %w", quote(s), err)
-		}
-		return entries, LSF, true, nil
 	}
 	return nil, "", false, nil
+}
+
+func detectSlurm(getenv func(string) string, _ func(string) ([]byte, error)) ([]Entry, bool, error) {
+	for _, v := range []string{"SLURM_JOB_NODELIST", "SLURM_NODELIST"} {
+		if s := getenv(v); s != "" {
+			entries, err := slurm(getenv, v, s)
+			return entries, true, err
+		}
+	}
+	return nil, false, nil
+}
+
+func detectPBS(getenv func(string) string, readFile func(string) ([]byte, error)) ([]Entry, bool, error) {
+	path := getenv("PBS_NODEFILE")
+	if path == "" {
+		return nil, false, nil
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return nil, true, fmt.Errorf("PBS_NODEFILE=%s: %s", quote(path), oneLine(err.Error()))
+	}
+	entries, err := ParseNodefile(path, string(data))
+	if err != nil {
+		return nil, true, fmt.Errorf("PBS_NODEFILE %w", err)
+	}
+	return entries, true, nil
+}
+
+func detectLSF(getenv func(string) string, _ func(string) ([]byte, error)) ([]Entry, bool, error) {
+	s := getenv("LSB_MCPU_HOSTS")
+	if s == "" {
+		return nil, false, nil
+	}
+	entries, err := ParseMCPUHosts(s)
+	if err != nil {
+		return nil, true, fmt.Errorf("LSB_MCPU_HOSTS=%s: %w", quote(s), err)
+	}
+	return entries, true, nil
 }
 
 func slurm(getenv func(string) string, nlVar, nl string) ([]Entry, error) {

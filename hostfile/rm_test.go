@@ -217,3 +217,18 @@ func TestDetectReadsThroughReadFile(t *testing.T) {
 		t.Fatal("multi-line error")
 	}
 }
+
+// DetectRM reads one resource manager's allocation, or none.
+func TestDetectRM(t *testing.T) {
+	all := env{"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)", "LSB_MCPU_HOSTS": "l1 4"}
+	for _, tc := range []struct {
+		rm, src string
+		ok      bool
+		hosts   int
+	}{{"", Slurm, true, 2}, {Slurm, Slurm, true, 2}, {LSF, LSF, true, 1}, {PBS, "", false, 0}, {User, "", false, 0}} {
+		got, src, ok, err := DetectRM(tc.rm, all.get, nil)
+		if err != nil || ok != tc.ok || src != tc.src || len(got) != tc.hosts {
+			t.Errorf("DetectRM(%q) = %v, %q, %v, %v; want %d hosts from %q", tc.rm, got, src, ok, err, tc.hosts, tc.src)
+		}
+	}
+}

@@ -83,6 +83,8 @@ type Placement struct {
 	Topology       string // --topology: hwloc synthetic description or an XML file
 	ReportBindings bool
 	LocalHost      string // Hydra's -localhost: this node's name in the host list
+	RM             string // Hydra's -rmk: the resource manager to read (slurm, pbs, lsf), "user" for none, "" any
+	OrderNodes     string // Hydra's -order-nodes: "ascending" or "descending" slots, "" as given
 }
 
 // PMI interface choices for Job.PMI.

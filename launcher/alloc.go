@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 
@@ -31,14 +32,31 @@ func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc
 	if entries == nil { // the implicit local node: one slot per core
 		fromCores[alloc.Hosts[0].Name] = true
 	}
+	orderHosts(alloc.Hosts, pl.OrderNodes)
 	return alloc, source, fromCores, nil
+}
+
+var rmNames = map[string]string{hostfile.Slurm: "Slurm", hostfile.PBS: "PBS", hostfile.LSF: "LSF"}
+
+// orderHosts sorts hosts by their slots for -order-nodes, keeping the given
+// order among equals.
+func orderHosts(hosts []hostfile.Host, order string) {
+	switch order {
+	case "ascending":
+		sort.SliceStable(hosts, func(i, j int) bool { return hosts[i].Slots < hosts[j].Slots })
+	case "descending":
+		sort.SliceStable(hosts, func(i, j int) bool { return hosts[i].Slots > hosts[j].Slots })
+	}
 }
 
 func resolveHosts(pl jobspec.Placement, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, entries []hostfile.Entry, err error) {
 	var base []hostfile.Entry
-	rm, rmSource, ok, err := hostfile.Detect(nil, nil)
+	rm, rmSource, ok, err := hostfile.DetectRM(pl.RM, nil, nil)
 	if err != nil {
 		return alloc, "", nil, err
+	}
+	if !ok && pl.RM != "" && pl.RM != hostfile.User {
+		return alloc, "", nil, fmt.Errorf("-rmk %s: no %s allocation in prun's environment", pl.RM, rmNames[pl.RM])
 	}
 	if ok {
 		base, source = rm, rmSource+" allocation"

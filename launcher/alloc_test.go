@@ -3,8 +3,31 @@ package launcher
 import (
 	"net"
 	"os"
+	"strings"
 	"testing"
+
+	"prun/hostfile"
 )
+
+func TestOrderHosts(t *testing.T) {
+	hosts := func() []hostfile.Host {
+		return []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 4}, {Name: "c", Slots: 1}, {Name: "d", Slots: 2}}
+	}
+	names := func(hs []hostfile.Host) string {
+		var n []string
+		for _, h := range hs {
+			n = append(n, h.Name)
+		}
+		return strings.Join(n, "")
+	}
+	for order, want := range map[string]string{"": "abcd", "ascending": "cadb", "descending": "badc"} {
+		hs := hosts()
+		orderHosts(hs, order)
+		if got := names(hs); got != want {
+			t.Errorf("orderHosts(%q) = %s, want %s (equals keep their order)", order, got, want)
+		}
+	}
+}
 
 func TestIsLocal(t *testing.T) {
 	me, err := os.Hostname()
