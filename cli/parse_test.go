@@ -283,7 +283,7 @@ func FuzzParse(f *testing.F) {
 		"--ppr 2:core -v -prepend-pattern %r%% ./app", "-genvnone ./a : -envall ./b", "-info", "--cpu-list 0 ./app",
 		"-outfile-pattern o.%r%% -errfile-pattern e.%h ./app",
 		"-s --preload-files data,app --output-proctable ./app", "--output-proctable=+ --preload-files=nope ./app",
-		"-tune nope -am x.conf --show-progress ./app", "-pmi-port --pmi pmi1 ./app",
+		"-tune nope -am x.conf --show-progress ./app", "-pmi-port --pmi pmi1 ./app", "-rmk user -order-nodes ascending --enable-recovery ./app",
 	} {
 		f.Add(s)
 	}
