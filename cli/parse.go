@@ -147,6 +147,7 @@ type globalOpts struct {
 	debugDaemon bool
 	genvNone    bool // Hydra's -genvnone: every context as -envnone
 	verbose     bool
+	profile     bool
 	prefixPat   string // Hydra's -prepend-pattern
 	outPat      string // Hydra's -outfile-pattern
 	errPat      string // Hydra's -errfile-pattern
@@ -327,6 +328,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.version, "version", false, "print the version and exit")
 	fs.BoolVar(&g.version, "info", false, "same as --version (Hydra's -info)")
 	_ = fs.MarkHidden("info")
+	fs.BoolVar(&g.profile, "profile", false, "print the launch's milestones with their times on stderr, on every node (PRUN_DEBUG_TIMING=1; Hydra's -profile)")
 	fs.BoolVarP(&g.verbose, "verbose", "v", false, "print what the launch does on stderr: its milestones, every PMI and PMIx request, other nodes' daemons' messages")
 	fs.StringVar(&g.outPat, "outfile-pattern", "", "write the ranks' stdout to the file `PATTERN` names (%r %g %h %p %% as -prepend-pattern; ranks may share a file), not to the terminal")
 	fs.StringVar(&g.errPat, "errfile-pattern", "", "write the ranks' stderr to the file `PATTERN` names, not to the terminal")
@@ -550,7 +552,7 @@ func Parse(args []string, env Env) (*Request, error) {
 			return nil, usagef("%s and --output-filename or --output dir=/file=: give one", pf.flag)
 		}
 	}
-	job.Verbose, job.OutputPrefix = g.verbose, g.prefixPat
+	job.Verbose, job.Profile, job.OutputPrefix = g.verbose, g.profile, g.prefixPat
 	job.OutfilePattern, job.ErrfilePattern = g.outPat, g.errPat
 	switch g.usize {
 	case "", "SYSTEM":

@@ -413,6 +413,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-v -n 1 ./app"); !j.Verbose {
 		t.Error("-v: not verbose")
 	}
+	if j := parse("-profile -n 1 ./app"); !j.Profile || j.Verbose {
+		t.Error("-profile: not set, or verbose")
+	}
 	if j := parse("-verbose -n 1 ./app"); !j.Verbose {
 		t.Error("-verbose: not verbose")
 	}

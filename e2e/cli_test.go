@@ -387,6 +387,18 @@ func TestMpirunExtras(t *testing.T) {
 		expectContains(t, "stdout", r.stdout, "done\n")
 		expectContains(t, "stderr", r.stderr, "ranks started")
 		expectContains(t, "stderr", r.stderr, "cmd=init")
+		// -profile: the milestones alone, no PMI traffic.
+		r = prun(t, "-profile", "-n", "1", "sh", "-c", `echo "cmd=init pmi_version=1 pmi_subversion=1" >&$PMI_FD; read -r reply <&$PMI_FD; echo cmd=finalize >&$PMI_FD; read -r reply <&$PMI_FD`)
+		expectCode(t, r, 0)
+		expectContains(t, "stderr", r.stderr, "ranks started")
+		if strings.Contains(r.stderr, "cmd=init") {
+			t.Errorf("-profile showed PMI traffic: %q", r.stderr)
+		}
+		for _, l := range lines(r.stderr) {
+			if !strings.HasPrefix(l, "prun timing ") {
+				t.Errorf("-profile: %q is not a milestone", l)
+			}
+		}
 		r = prun(t, "-n", "1", "true")
 		if r.stderr != "" {
 			t.Errorf("without -v: stderr = %q", r.stderr)

@@ -52,6 +52,7 @@ type Job struct {
 	CwdSessionDir        bool     // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
 	DebugDaemons         bool     // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)
 	Verbose              bool     // -v: the launch's milestones and every PMI/PMIx request on stderr
+	Profile              bool     // Hydra's -profile: the launch's milestones with their times (PRUN_DEBUG_TIMING)
 	OutputPrefix         string   // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
 	OutfilePattern       string   // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)
 	ErrfilePattern       string   // -errfile-pattern: ... their stderr

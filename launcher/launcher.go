@@ -81,8 +81,13 @@ func Run(job *jobspec.Job, opts Options) int {
 	switch {
 	case job.Verbose:
 		debug = verboseEnv
-	case job.DebugDaemons:
-		debug = []string{"PRUN_DEBUG_REMOTE"}
+	default:
+		if job.DebugDaemons {
+			debug = append(debug, "PRUN_DEBUG_REMOTE")
+		}
+		if job.Profile {
+			debug = append(debug, "PRUN_DEBUG_TIMING")
+		}
 	}
 	if len(debug) > 0 {
 		opts.Env = slices.Clone(opts.Env)
