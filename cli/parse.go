@@ -328,7 +328,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.version, "version", false, "print the version and exit")
 	fs.BoolVar(&g.version, "info", false, "same as --version (Hydra's -info)")
 	_ = fs.MarkHidden("info")
-	fs.BoolVar(&g.profile, "profile", false, "print the launch's milestones with their times on stderr, on every node (PRUN_DEBUG_TIMING=1; Hydra's -profile)")
+	fs.BoolVar(&g.profile, "profile", false, "print the launch's milestones with their times on stderr, this node's as they come, the other nodes' after the job (Hydra's -profile)")
 	fs.BoolVarP(&g.verbose, "verbose", "v", false, "print what the launch does on stderr: its milestones, every PMI and PMIx request, other nodes' daemons' messages")
 	fs.StringVar(&g.outPat, "outfile-pattern", "", "write the ranks' stdout to the file `PATTERN` names (%r %g %h %p %% as -prepend-pattern; ranks may share a file), not to the terminal")
 	fs.StringVar(&g.errPat, "errfile-pattern", "", "write the ranks' stderr to the file `PATTERN` names, not to the terminal")

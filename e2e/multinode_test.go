@@ -162,6 +162,13 @@ func TestMultiNode(t *testing.T) {
 		for _, h := range m.hosts {
 			expectContains(t, "stderr", r.stderr, "["+h+"] ")
 		}
+		// -profile: every node's milestones, the other nodes' prefixed.
+		r = m.run(t, opts{args: []string{"-profile", "--hostfile", m.hostfile, "-n", "4", "true"}})
+		expectCode(t, r, 0)
+		for _, h := range m.hosts {
+			expectContains(t, "stderr", r.stderr, "["+h+"] prun timing ")
+		}
+		expectContains(t, "stderr", r.stderr, "prun timing ")
 		r = m.run(t, opts{args: args, env: []string{"PRUN_DEBUG_PMIX=1"}})
 		expectCode(t, r, 0)
 		if strings.Contains(r.stderr, "["+m.hosts[1]+"] ") {

@@ -82,7 +82,7 @@ func Run(job *jobspec.Job, opts Options) int {
 	case job.Verbose:
 		debug = verboseEnv
 	default:
-		if job.DebugDaemons {
+		if job.DebugDaemons || job.Profile { // the other nodes' milestones are in their daemons' stderr
 			debug = append(debug, "PRUN_DEBUG_REMOTE")
 		}
 		if job.Profile {
