@@ -273,14 +273,14 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	}
 	env := rankEnv(base, userEnv, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
 	var pmiServer, pmiClient *os.File
-	if pmiVersions != 0 && p.Job.PMIPort {
-		env = append(env, sh.pmiEnv(pr)...)
-	} else if pmiVersions != 0 {
+	if pmiVersions != 0 && sh.pmiLn == nil { // else it connects to the job's -pmi-port
 		var err error
 		if pmiServer, pmiClient, err = socketPair(); err != nil {
 			return err
 		}
 		defer pmiClient.Close() // the child has its copy once started
+	}
+	if pmiVersions != 0 {
 		env = append(env, sh.pmiEnv(pr)...)
 	}
 

@@ -274,7 +274,7 @@ func (r *run) run(job *jobspec.Job) int {
 		return r.display(job, m)
 	}
 	// Signals are caught before anything starts so that no Ctrl-C is lost.
-	sigs := r.opts.Signals.wait()
+	sigs := r.opts.Signals.channel()
 	defer r.opts.Signals.stop()
 	sess, err := sessiondir.Create(r.opts.TmpDir)
 	if err != nil {

@@ -141,7 +141,7 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 		IfInclude:      job.Launch.IfInclude,
 		Env:            forwardedEnv(r.opts.Env),
 		OnHello: func(up, of int) {
-			if job.ShowProgress && progressStep(up, of) {
+			if r.showProgress && progressStep(up, of) {
 				r.out.Printf("prun: %d of %d daemons up\n", up, of)
 			}
 		},

@@ -50,9 +50,9 @@ func dupFile(f *os.File) *os.File {
 	return os.NewFile(uintptr(fd), f.Name())
 }
 
-// wait returns the channel of caught signals; a nil Signals (tests that
-// call Run) catches nothing.
-func (s *Signals) wait() <-chan os.Signal {
+// channel is where caught signals arrive; a nil Signals (tests that call
+// Run) catches nothing.
+func (s *Signals) channel() <-chan os.Signal {
 	if s == nil {
 		return nil
 	}
