@@ -176,7 +176,10 @@ func TestMPICHPMIPort(t *testing.T) {
 	if r.stdout != "0\n0\nport\n" {
 		t.Errorf("environment: %q, want no PMI_FD/PMI_RANK/PMI_SIZE, PMI_ID 0 and a local PMI_PORT", r.stdout)
 	}
-	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", "bash", "-c", `echo hello >/dev/tcp/127.0.0.1/${PMI_PORT##*:}`}})
+	// The rank waits for the service to hang up, so that the error is
+	// reported before the job ends (a rank gone at once may take its
+	// connection with it unread).
+	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", "bash", "-c", `exec 3<>/dev/tcp/127.0.0.1/${PMI_PORT##*:}; echo hello >&3; cat <&3`}})
 	expectCode(t, r, 0)
 	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], `want cmd=initack pmiid=RANK first, got "hello"`) {
 		t.Errorf("stderr %q, want one protocol error line", r.stderr)
