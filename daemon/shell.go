@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -336,16 +335,17 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	if p.Job.CwdSessionDir {
 		dir = sh.d.cfg.Session.ProcDir(p.Nspace, rank)
 	}
-	cmd := &exec.Cmd{
-		Path:       sh.exe(pr.App),
-		Args:       argv,
-		Env:        env,
-		Dir:        dir,
-		Stdin:      stdin,
-		Stdout:     outW,
-		Stderr:     errW,
-		ExtraFiles: extraFiles(pmiClient), // PMI_FD=3
-		SysProcAttr: &syscall.SysProcAttr{
+	files := []*os.File{stdin, outW, errW}
+	if pmiClient != nil {
+		files = append(files, pmiClient) // PMI_FD=3
+	}
+	cmd := command{
+		path:  sh.exe(pr.App),
+		argv:  argv,
+		env:   env,
+		dir:   dir,
+		files: files,
+		sys: &syscall.SysProcAttr{
 			Setpgid:   true,            // signals reach the rank's own children too
 			Pdeathsig: syscall.SIGKILL, // no rank outlives its daemon, even a SIGKILLed one
 		},
@@ -353,13 +353,13 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	if usePTY && ptyMaster != nil {
 		// The terminal becomes the rank's controlling terminal, in a session
 		// of its own: Ctrl-C typed there reaches it as on a shell.
-		cmd.Stderr = outW
-		cmd.SysProcAttr.Setpgid = false
-		cmd.SysProcAttr.Setsid = true
-		cmd.SysProcAttr.Setctty = true
-		cmd.SysProcAttr.Ctty = 0
+		cmd.files[2] = outW
+		cmd.sys.Setpgid = false
+		cmd.sys.Setsid = true
+		cmd.sys.Setctty = true
+		cmd.sys.Ctty = 0
 	}
-	err = startLocked(cmd, pr.CPUs)
+	child, err := startLocked(cmd, pr.CPUs)
 	stdin.Close()
 	outW.Close()
 	if errW != nil {
@@ -376,17 +376,17 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 		if pmiServer != nil {
 			pmiServer.Close()
 		}
-		return fmt.Errorf("%s: %w", app.Argv[0], unwrapExec(err))
+		return fmt.Errorf("%s: %w", app.Argv[0], err)
 	}
 	if pmiServer != nil {
 		go pmi.Serve(pmiServer, rank, sh.pmi, pmiVersions)
 	}
 	src := iof.Source{Job: p.Index, App: pr.App, Rank: rank}
 	if is, ok := sh.d.up.(iof.InfoSink); ok {
-		is.SetSourceInfo(src, sh.nodeName(), cmd.Process.Pid)
+		is.SetSourceInfo(src, sh.nodeName(), child.pid)
 	}
 	sh.mu.Lock()
-	sh.ranks[rank].pid = cmd.Process.Pid
+	sh.ranks[rank].pid = child.pid
 	sh.pipes = append(sh.pipes, outR)
 	if errR != nil {
 		sh.pipes = append(sh.pipes, errR)
@@ -410,56 +410,15 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 		sh.stdins = append(sh.stdins, stdinW)
 		sh.mu.Unlock()
 	}
-	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: cmd.Process.Pid,
+	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: child.pid,
 		Time: time.Now()})
-	go sh.wait(rank, cmd)
+	go sh.wait(rank, child)
 	return nil
 }
 
-// waitPolled reaps pid, waiting for its exit in Go's poller: a pidfd turns
-// readable when its process ends. os.Process.Wait holds an OS thread in
-// waitid for each rank as long as the rank runs: as many threads as a node
-// has ranks. ok is false when the kernel has no pidfds.
-// (wait4 by pid is safe: only this goroutine reaps the rank, so its pid
-// cannot be reused before.)
-func waitPolled(pid int) (ws syscall.WaitStatus, ru syscall.Rusage, ok bool) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+func (sh *shell) wait(rank int, p proc) {
+	ws, ru, err := p.wait()
 	if err != nil {
-		return ws, ru, false
-	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return ws, ru, false
-	}
-	var werr error
-	err = rc.Read(func(uintptr) bool {
-		var got int
-		got, werr = syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
-		return werr != nil || got == pid
-	})
-	return ws, ru, err == nil && werr == nil
-}
-
-func unwrapExec(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
-}
-
-func (sh *shell) wait(rank int, cmd *exec.Cmd) {
-	ws, ru, ok := waitPolled(cmd.Process.Pid)
-	switch {
-	case ok:
-		cmd.Process.Release()
-	case cmd.Wait() == nil || cmd.ProcessState != nil:
-		ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if r, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			ru = *r
-		}
-	default:
 		ws = 1 << 8 // the wait itself failed: exit status 1
 	}
 	code, sig := 0, syscall.Signal(0)
@@ -724,23 +683,13 @@ var tuningConflicts = map[string][]string{
 // its child's exec, so a few in parallel pay, more only hold descriptors.
 var spawnParallel = min(max(runtime.NumCPU(), 2), 4)
 
-func init() {
-	// The first fork in a Go process probes pidfd support by forking a child
-	// of its own; do that now, while PMIx starts, not on rank 0's critical path.
-	go func() {
-		if p, err := os.FindProcess(os.Getpid()); err == nil {
-			p.Release()
-		}
-	}()
-}
-
 // startLocked starts cmd from the calling goroutine's OS thread, locked to
 // it for the fork. PR_SET_PDEATHSIG follows the forking thread, and Go ends
 // a thread only when a goroutine exits while locked to it, which the
 // deferred unlock rules out; so the thread outlives the rank as the
 // process does. (Handing forks to a pool of locked threads cost two
 // thread wake-ups per rank: 0.3 ms of a 4-rank start.)
-func startLocked(cmd *exec.Cmd, cpus []int) error {
+func startLocked(cmd command, cpus []int) (proc, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return startBound(cmd, cpus)
@@ -750,26 +699,26 @@ func startLocked(cmd *exec.Cmd, cpus []int) error {
 // the affinity of the thread that forks it, so the forking thread takes the
 // rank's CPUs for the fork and gives them back: the rank's first
 // instruction already runs where it is bound, with no helper exec.
-func startBound(cmd *exec.Cmd, cpus []int) error {
+func startBound(cmd command, cpus []int) (proc, error) {
 	if len(cpus) == 0 {
-		return cmd.Start()
+		return spawn(cmd)
 	}
 	var saved, set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &saved); err != nil {
-		return fmt.Errorf("binding: %w", err)
+		return proc{}, fmt.Errorf("binding: %w", err)
 	}
 	set.Zero()
 	for _, c := range cpus {
 		set.Set(c)
 	}
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("binding to CPUs %v: %w", cpus, err)
+		return proc{}, fmt.Errorf("binding to CPUs %v: %w", cpus, err)
 	}
-	err := cmd.Start()
+	child, err := spawn(cmd)
 	if rerr := unix.SchedSetaffinity(0, &saved); rerr != nil && err == nil {
 		err = fmt.Errorf("restoring the forking thread's CPUs: %w", rerr)
 	}
-	return err
+	return child, err
 }
 
 // ompiDaemonURI must parse as an ORTE contact URI ("jobid.vpid;tcp://addr:port")
