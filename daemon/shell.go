@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"prun/internal/timerslack"
 	"prun/internal/trace"
 	"prun/iof"
 	"prun/jobspec"
@@ -692,7 +693,7 @@ var spawnParallel = min(max(runtime.NumCPU(), 2), 4)
 func startLocked(cmd command, cpus []int) (proc, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return startBound(cmd, cpus)
+	return timerslack.Fork(func() (proc, error) { return startBound(cmd, cpus) })
 }
 
 // startBound starts cmd with its CPU affinity set to cpus. A child inherits

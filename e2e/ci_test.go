@@ -179,6 +179,23 @@ func TestRanksKeepDefaultSignals(t *testing.T) {
 	}
 }
 
+// prun runs with a wide timer slack (internal/timerslack), its ranks with
+// the slack prun was started with: an MPI progress loop's short sleeps must
+// not stretch.
+func TestRanksKeepTimerSlack(t *testing.T) {
+	t.Parallel()
+	own, err := os.ReadFile("/proc/self/timerslack_ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, opts{args: []string{"-n", "2", "sh", "-c", `echo "rank $(cat /proc/self/timerslack_ns) prun $(cat /proc/$PPID/timerslack_ns)"`}})
+	expectCode(t, r, 0)
+	want := fmt.Sprintf("rank %s prun 1000000\n", strings.TrimSpace(string(own)))
+	if r.stdout != want+want {
+		t.Errorf("want %q twice, got %q", want, r.stdout)
+	}
+}
+
 // prun | head: when prun's reader goes away, the job ends as a pipeline's
 // writer would, with 128+SIGPIPE, and nothing is left running.
 func TestClosedStdoutEndsJob(t *testing.T) {
