@@ -120,6 +120,26 @@ func TestMultiNode(t *testing.T) {
 		}
 	})
 
+	// Each node's daemon runs with prun's wide timer slack, its ranks with
+	// the slack the daemon was started with (sshd's session's: the
+	// default). Read once the node's forks are done: a fork runs with the
+	// original slack on its thread, which may be the daemon's main one.
+	t.Run("timerslack", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", "sh", "-c",
+			`sleep 0.3; echo "$(hostname) $(cat /proc/self/timerslack_ns) $(cat /proc/$PPID/timerslack_ns)"`}})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		if len(got) != 8 {
+			t.Fatalf("want 8 lines, got %q", got)
+		}
+		for _, l := range got {
+			f := strings.Fields(l)
+			if len(f) != 3 || f[1] == "1000000" || f[2] != "1000000" {
+				t.Errorf("%q: want host, the rank's slack (not 1000000), its daemon's (1000000)", l)
+			}
+		}
+	})
+
 	// --output-proctable names every rank's node and pid, the remote ones
 	// included, as each rank sees itself.
 	t.Run("output-proctable", func(t *testing.T) {
