@@ -173,9 +173,9 @@ type contextOpts struct {
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
 type placeOpts struct {
-	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, topology, cpuSet, ppr, localHost, rmk, orderNodes string
-	hosts, addHosts, display                                                                                      []string
-	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo                                            bool
+	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, memBind, topology, cpuSet, ppr, localHost, rmk, orderNodes string
+	hosts, addHosts, display                                                                                               []string
+	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo                                                     bool
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -227,6 +227,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
 	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span, or (as Open MPI 4) an object hwthread, core, l1cache, l2cache, l3cache, numa, package with :span or :fill")
 	fs.StringVar(&p.bindTo, "bind-to", "", "bind each process to `OBJECT`: none, hwthread, core, l1cache, l2cache, l3cache, numa, package, with :overload-allowed :if-supported :REPORT")
+	fs.StringVar(&p.memBind, "membind", "", "each process's memory `POLICY`: firsttouch (its CPU's NUMA node), bind or interleave (over the NUMA nodes of its CPUs, or bind:NODES, interleave:NODES) (Hydra's -membind)")
 	fs.StringVar(&p.cpuSet, "cpu-set", "", "run on the CPUs of `LIST` only, each process bound to them all (--map-by pe-list=LIST)")
 	fs.StringVar(&p.cpuSet, "cpu-list", "", "same as --cpu-set")
 	_ = fs.MarkHidden("cpu-list")
@@ -265,6 +266,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	pl := jobspec.Placement{
 		Hostfile: p.hostfile, Rankfile: p.rankfile, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo,
+		MemBind:  p.memBind,
 		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch, ReportBindings: p.reportBindings,
 		AddHosts: p.addHosts, LocalHost: p.localHost,
 		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes),

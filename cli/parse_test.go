@@ -283,7 +283,7 @@ func FuzzParse(f *testing.F) {
 		"--ppr 2:core -v -prepend-pattern %r%% ./app", "-genvnone ./a : -envall ./b", "-info", "--cpu-list 0 ./app",
 		"-outfile-pattern o.%r%% -errfile-pattern e.%h ./app",
 		"-s --preload-files data,app --output-proctable ./app", "--output-proctable=+ --preload-files=nope ./app",
-		"-tune nope -am x.conf --show-progress ./app", "-pmi-port --pmi pmi1 ./app", "-rmk user -order-nodes ascending --enable-recovery ./app",
+		"-tune nope -am x.conf --show-progress ./app", "-pmi-port --pmi pmi1 ./app", "-rmk user -order-nodes ascending --enable-recovery ./app", "-membind bind:0 -n 2 ./app",
 	} {
 		f.Add(s)
 	}
@@ -428,6 +428,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-s --preload-files data,app -n 1 ./app"); !j.PreloadBinary || len(j.PreloadFiles) != 2 ||
 		filepath.Base(j.PreloadFiles[0]) != "data" || !filepath.IsAbs(j.PreloadFiles[1]) {
 		t.Errorf("-s --preload-files: binary %v, files %q", j.PreloadBinary, j.PreloadFiles)
+	}
+	if j := parse("-membind interleave:0-1 -n 1 ./app"); j.Place.MemBind != "interleave:0-1" {
+		t.Errorf("-membind: %q", j.Place.MemBind)
 	}
 	if j := parse("-rmk SLURM -order-nodes DESCENDING -n 1 ./app"); j.Place.RM != "slurm" || j.Place.OrderNodes != "descending" {
 		t.Errorf("-rmk -order-nodes: %q %q", j.Place.RM, j.Place.OrderNodes)

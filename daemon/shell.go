@@ -21,6 +21,7 @@ import (
 	"prun/pmi"
 	"prun/pmixsrv"
 	"prun/sessiondir"
+	"prun/topology"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -360,7 +361,7 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 		cmd.sys.Setctty = true
 		cmd.sys.Ctty = 0
 	}
-	child, err := startLocked(cmd, pr.CPUs)
+	child, err := startLocked(cmd, pr.CPUs, p.Map.MemBind.Mode, pr.Mems)
 	stdin.Close()
 	outW.Close()
 	if errW != nil {
@@ -690,17 +691,25 @@ var spawnParallel = min(max(runtime.NumCPU(), 2), 4)
 // deferred unlock rules out; so the thread outlives the rank as the
 // process does. (Handing forks to a pool of locked threads cost two
 // thread wake-ups per rank: 0.3 ms of a 4-rank start.)
-func startLocked(cmd command, cpus []int) (proc, error) {
+func startLocked(cmd command, cpus []int, mem mapper.MemMode, mems []int) (proc, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return timerslack.Fork(func() (proc, error) { return startBound(cmd, cpus) })
+	return timerslack.Fork(func() (proc, error) { return startBound(cmd, cpus, mem, mems) })
 }
 
-// startBound starts cmd with its CPU affinity set to cpus. A child inherits
-// the affinity of the thread that forks it, so the forking thread takes the
-// rank's CPUs for the fork and gives them back: the rank's first
-// instruction already runs where it is bound, with no helper exec.
-func startBound(cmd command, cpus []int) (proc, error) {
+// startBound starts cmd with its CPU affinity set to cpus and its memory
+// policy to mem over the NUMA nodes mems. A child inherits both from the
+// thread that forks it (and keeps its memory policy across exec), so the
+// forking thread takes the rank's for the fork and gives them back: the
+// rank's first instruction already runs, and its first page comes, where
+// it is bound, with no helper exec.
+func startBound(cmd command, cpus []int, mem mapper.MemMode, mems []int) (proc, error) {
+	if mem != mapper.MemDefault {
+		if err := setMemPolicy(mem, mems); err != nil {
+			return proc{}, err
+		}
+		defer setMemPolicy(mapper.MemDefault, nil)
+	}
 	if len(cpus) == 0 {
 		return spawn(cmd)
 	}
@@ -720,6 +729,44 @@ func startBound(cmd command, cpus []int) (proc, error) {
 		err = fmt.Errorf("restoring the forking thread's CPUs: %w", rerr)
 	}
 	return child, err
+}
+
+// setMemPolicy sets the calling thread's memory policy (set_mempolicy).
+func setMemPolicy(mem mapper.MemMode, nodes []int) error {
+	var mode int
+	switch mem {
+	case mapper.MemDefault:
+		return unix.SetMemPolicy(unix.MPOL_DEFAULT, nil)
+	case mapper.MemFirstTouch:
+		return wrapMem(mem, nodes, unix.SetMemPolicy(unix.MPOL_LOCAL, nil))
+	case mapper.MemBind:
+		mode = unix.MPOL_BIND
+	case mapper.MemInterleave:
+		mode = unix.MPOL_INTERLEAVE
+	default:
+		return fmt.Errorf("memory binding: unknown policy %v", mem)
+	}
+	var mask unix.CPUSet // a node mask has the layout of a CPU mask
+	for _, n := range nodes {
+		if n < 0 || n >= len(mask)*64 {
+			return fmt.Errorf("memory binding: NUMA node %d out of range", n)
+		}
+		mask.Set(n)
+	}
+	if mask.Count() == 0 {
+		return fmt.Errorf("memory binding %v: no NUMA node", mem)
+	}
+	return wrapMem(mem, nodes, unix.SetMemPolicy(mode, &mask))
+}
+
+func wrapMem(mem mapper.MemMode, nodes []int, err error) error {
+	if err == nil {
+		return nil
+	}
+	if nodes == nil {
+		return fmt.Errorf("memory binding %v: %w", mem, err)
+	}
+	return fmt.Errorf("memory binding %v to NUMA nodes %s: %w", mem, topology.CPUSet(nodes), err)
 }
 
 // ompiDaemonURI must parse as an ORTE contact URI ("jobid.vpid;tcp://addr:port")

@@ -140,6 +140,23 @@ func TestMultiNode(t *testing.T) {
 		}
 	})
 
+	// -membind reaches the other nodes' ranks: the plan carries each
+	// rank's NUMA nodes, and its daemon sets the policy for the fork.
+	t.Run("membind", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-membind", "bind", "-n", "8", "sh", "-c",
+			`echo "$(hostname) $(head -1 /proc/self/numa_maps | cut -d' ' -f2)"`}})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		var want []string
+		for _, h := range m.hosts {
+			want = append(want, h+" bind:0", h+" bind:0")
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("ranks' memory policies %q, want %q", got, want)
+		}
+	})
+
 	// --output-proctable names every rank's node and pid, the remote ones
 	// included, as each rank sees itself.
 	t.Run("output-proctable", func(t *testing.T) {

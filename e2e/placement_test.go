@@ -110,6 +110,8 @@ func TestPlacementErrors(t *testing.T) {
 		{[]string{"--bind-to", "nowhere", "-n", "1", "true"}, `prun: --bind-to "nowhere": unknown policy "nowhere"`},
 		{[]string{"--rank-by", "core:x", "-n", "1", "true"}, `prun: --rank-by "core:x": unknown qualifier "x" (want span or fill)`},
 		{[]string{"--bynode", "--map-by", "core", "-n", "1", "true"}, "prun: --bynode conflicts with --map-by core"},
+		{[]string{"-membind", "nexttouch", "-n", "1", "true"}, `prun: -membind "nexttouch": Linux has no nexttouch policy`},
+		{[]string{"-membind", "bind:7", "-n", "1", "true"}, "prun: -membind bind:7: "},
 		{[]string{"--topology", "pack:2 core:x", "-n", "1", "true"}, "--topology"},
 		{[]string{"--host", "ghost:1", "-n", "1", "true"}, "prun: ghost: cannot connect to ghost:22"},
 	} {
@@ -124,6 +126,34 @@ func TestPlacementErrors(t *testing.T) {
 			t.Errorf("%v: stderr has %d lines, want 1\n%s", tc.args, n+1, r)
 		}
 	}
+}
+
+// -membind gives each rank its memory policy from its first instruction
+// (/proc/self/numa_maps shows it on the program's own mappings), over the
+// NUMA nodes of its CPUs; prun's threads keep the default one.
+func TestMemBind(t *testing.T) {
+	t.Parallel()
+	const show = `head -1 /proc/self/numa_maps | cut -d" " -f2`
+	for _, tc := range []struct{ mem, want string }{
+		{"", "default"}, {"firsttouch", "local"}, {"bind", "bind:0"}, {"interleave", "interleave:0"}, {"interleave:0", "interleave:0"},
+	} {
+		args := []string{"--bind-to", "none", "-n", "2", "sh", "-c", show}
+		if tc.mem != "" {
+			args = append([]string{"-membind", tc.mem}, args...)
+		}
+		r := run(t, opts{args: args})
+		expectCode(t, r, 0)
+		if want := tc.want + "\n" + tc.want + "\n"; r.stdout != want {
+			t.Errorf("-membind %q: ranks' policies %q, want %q", tc.mem, r.stdout, want)
+		}
+	}
+	r := run(t, opts{args: []string{"-membind", "interleave", "--report-bindings", "-n", "1", "sh", "-c",
+		`sleep 0.2; for t in /proc/$PPID/task/*; do head -1 $t/numa_maps | cut -d" " -f2; done | sort -u`}})
+	expectCode(t, r, 0)
+	if r.stdout != "default\n" {
+		t.Errorf("prun's threads' policies after the fork: %q, want default only", r.stdout)
+	}
+	expectContains(t, "stdout", r.stdout+r.stderr, "memory interleave on NUMA nodes 0")
 }
 
 // A rankfile places and binds each rank where it says, on a real run.

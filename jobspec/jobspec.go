@@ -78,6 +78,7 @@ type Placement struct {
 	MapBy          string
 	RankBy         string
 	BindTo         string
+	MemBind        string      // Hydra's -membind: firsttouch, bind[:NODES], interleave[:NODES]
 	Compat         [][2]string // mpirun spellings in order: {"npernode","2"}, {"oversubscribe",""}, ...
 	Display        []string    // map, map:json, allocation
 	DoNotLaunch    bool

@@ -139,6 +139,11 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 			return opts, err // it names the flag
 		}
 	}
+	if pl.MemBind != "" {
+		if opts.MemBind, err = mapper.ParseMemBind(pl.MemBind); err != nil {
+			return opts, err // it names the flag
+		}
+	}
 	for _, c := range pl.Compat {
 		if err := opts.ApplyCompat(c[0], c[1]); err != nil {
 			return opts, err // it names the option

@@ -869,6 +869,12 @@ func (r *run) reportBinding(j *jobRun, ev daemon.Event) {
 	if len(p.CPUs) > 0 {
 		where = fmt.Sprintf("bound to CPUs %s (%v)", p.CPUs, j.plan.Map.BindTo.To)
 	}
+	switch mb := j.plan.Map.MemBind; {
+	case p.Mems != nil:
+		where += fmt.Sprintf("; memory %v on NUMA nodes %s", mb.Mode, p.Mems)
+	case mb.Mode != mapper.MemDefault:
+		where += fmt.Sprintf("; memory %v", mb.Mode)
+	}
 	r.out.Printf("prun: %s, pid %d: %s\n", r.rankDesc(ev.Nspace, ev.Rank), ev.Pid, where)
 }
 

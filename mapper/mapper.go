@@ -36,6 +36,9 @@ type Proc struct {
 	// CPUs is the binding (OS CPU numbers); nil when unbound. Processes
 	// bound alike share one slice: do not modify it.
 	CPUs topology.CPUSet
+	// Mems are the NUMA nodes (OS numbers) of its memory policy, with
+	// Map.MemBind bind or interleave; nil otherwise. Shared like CPUs.
+	Mems topology.CPUSet `json:",omitempty"`
 }
 
 // App is the rank range of one application context.
@@ -54,9 +57,10 @@ type Map struct {
 	// RankDefault for seq and rankfile (ranks as the file says); BindTo.To
 	// is BindNone when no process is bound, BindDefault for a rankfile's
 	// own CPUs.
-	MapBy  MapPolicy
-	RankBy RankPolicy
-	BindTo BindPolicy
+	MapBy   MapPolicy
+	RankBy  RankPolicy
+	BindTo  BindPolicy
+	MemBind MemPolicy // -membind; each process's nodes are in Proc.Mems
 }
 
 // Oversubscribed reports whether node n runs more processes than it has slots.
@@ -82,7 +86,8 @@ func Place(job *jobspec.Job, alloc hostfile.Allocation) (*Map, error) {
 
 // JSON writes the map as {"procs":[{"rank":0,"app":0,"host":"n1",
 // "local_rank":0,"node_rank":0,"cpus":"0-1"},...]}, one process per line;
-// "cpus" is "" for an unbound process.
+// "cpus" is "" for an unbound process; "mems", the NUMA nodes of its memory
+// policy, only with -membind bind or interleave.
 func (m *Map) JSON() ([]byte, error) {
 	hosts := make([][]byte, len(m.Nodes))
 	for i, n := range m.Nodes {
@@ -114,6 +119,10 @@ func (m *Map) JSON() ([]byte, error) {
 		out = strconv.AppendInt(out, int64(p.NodeRank), 10)
 		out = append(out, `,"cpus":"`...)
 		out = append(out, p.CPUs.String()...)
+		if p.Mems != nil { // -membind bind or interleave: the NUMA nodes
+			out = append(out, `","mems":"`...)
+			out = append(out, p.Mems.String()...)
+		}
 		out = append(out, `"}`...)
 	}
 	out = append(out, "\n]}\n"...)

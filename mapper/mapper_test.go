@@ -25,7 +25,7 @@ func TestPlaceMPMDOnOneNode(t *testing.T) {
 	if !reflect.DeepEqual(m.Apps, []App{{0, 2}, {2, 3}}) {
 		t.Errorf("apps = %+v", m.Apps)
 	}
-	want := []Proc{{0, 0, 0, 0, 0, 0, nil}, {1, 0, 1, 0, 1, 1, nil}, {2, 1, 0, 0, 2, 2, nil}, {3, 1, 1, 0, 3, 3, nil}, {4, 1, 2, 0, 4, 4, nil}}
+	want := []Proc{{0, 0, 0, 0, 0, 0, nil, nil}, {1, 0, 1, 0, 1, 1, nil, nil}, {2, 1, 0, 0, 2, 2, nil, nil}, {3, 1, 1, 0, 3, 3, nil, nil}, {4, 1, 2, 0, 4, 4, nil, nil}}
 	if !reflect.DeepEqual(m.Procs, want) {
 		t.Errorf("procs = %+v", m.Procs)
 	}

@@ -145,6 +145,9 @@ func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host strin
 		return nil, err
 	}
 	m := p.build(ord)
+	if err := assignMems(m, opts.MemBind); err != nil {
+		return nil, err
+	}
 	for a := range job.Apps {
 		job.Apps[a].NP = p.np[a]
 	}

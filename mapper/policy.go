@@ -203,9 +203,10 @@ type BindPolicy struct {
 
 // Options are the placement directives of a job.
 type Options struct {
-	MapBy  MapPolicy
-	RankBy RankPolicy
-	BindTo BindPolicy
+	MapBy   MapPolicy
+	RankBy  RankPolicy
+	BindTo  BindPolicy
+	MemBind MemPolicy
 	// Rankfile is the parsed rankfile of --map-by rankfile.
 	Rankfile []hostfile.RankEntry
 	// SeqHosts is the host of each rank for --map-by seq: the hostfile's

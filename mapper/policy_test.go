@@ -207,11 +207,13 @@ func TestApplyCompat(t *testing.T) {
 	}
 }
 
-// FuzzParsePolicies checks that the parsers never panic, answer one-line
+// FuzzParsePolicies checks that the parsers (--map-by, --rank-by,
+// --bind-to, -membind) never panic, answer one-line
 // errors, and read back what String writes.
 func FuzzParsePolicies(f *testing.F) {
 	for _, s := range []string{"core", "ppr:2:package:PE=2", "pe-list=0,2-3:ordered", ":OVERSUBSCRIBE", "n", "slot:SPAN",
-		"rankfile:file=a:b", "core:overload-allowed:report", "fill", "", ":", "ppr:9999999999:core", "pe-list=0-99999999"} {
+		"rankfile:file=a:b", "core:overload-allowed:report", "fill", "", ":", "ppr:9999999999:core", "pe-list=0-99999999",
+		"interleave:0-1,3", "bind", "firsttouch", "nexttouch", "bind:99999999"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -227,6 +229,11 @@ func FuzzParsePolicies(f *testing.F) {
 			oneLine(t, err)
 		} else if back, err := ParseRankBy(r.String()); err != nil || back != r {
 			t.Fatalf("%q: rank %v reads back as %v, %v", s, r, back, err)
+		}
+		if p, err := ParseMemBind(s); err != nil {
+			oneLine(t, err)
+		} else if back, err := ParseMemBind(p.String()); err != nil || !reflect.DeepEqual(back, p) {
+			t.Fatalf("%q: membind %q reads back as %+v, %v", s, p.String(), back, err)
 		}
 		if b, err := ParseBindTo(s); err != nil {
 			oneLine(t, err)

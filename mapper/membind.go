@@ -1,0 +1,131 @@
+package mapper
+
+import (
+	"fmt"
+	"strings"
+
+	"prun/topology"
+)
+
+// MemMode is a memory binding policy: where a process's pages come from.
+type MemMode int
+
+const (
+	MemDefault    MemMode = iota // no policy: the kernel's default
+	MemFirstTouch                // the NUMA node of the CPU that first touches a page (MPOL_LOCAL)
+	MemBind                      // only the process's NUMA nodes (MPOL_BIND)
+	MemInterleave                // round-robin over the process's NUMA nodes (MPOL_INTERLEAVE)
+)
+
+var memModeNames = [...]string{MemDefault: "default", MemFirstTouch: "firsttouch", MemBind: "bind", MemInterleave: "interleave"}
+
+func (m MemMode) String() string {
+	if m >= 0 && int(m) < len(memModeNames) {
+		return memModeNames[m]
+	}
+	return fmt.Sprintf("MemMode(%d)", int(m))
+}
+
+// MemPolicy is a parsed -membind (Hydra's).
+type MemPolicy struct {
+	Mode MemMode
+	// Nodes are the NUMA nodes (OS numbers) given with bind: or
+	// interleave:; nil means the nodes local to each process's CPUs (every
+	// node of its host when it is not bound).
+	Nodes topology.CPUSet `json:",omitempty"`
+}
+
+// String writes the policy as ParseMemBind reads it.
+func (p MemPolicy) String() string {
+	if p.Nodes != nil {
+		return p.Mode.String() + ":" + p.Nodes.String()
+	}
+	return p.Mode.String()
+}
+
+// ParseMemBind reads Hydra's -membind: firsttouch, bind[:NODES] or
+// interleave[:NODES], NODES a list of NUMA node numbers ("0-1,3").
+// nexttouch and replicate, which hwloc offers elsewhere, Linux has not.
+func ParseMemBind(s string) (MemPolicy, error) {
+	p, err := parseMemBind(s)
+	if err != nil {
+		return MemPolicy{}, fmt.Errorf("-membind %s: %v", q(s), err)
+	}
+	return p, nil
+}
+
+func parseMemBind(s string) (MemPolicy, error) {
+	name, list, hasList := strings.Cut(s, ":")
+	var p MemPolicy
+	switch strings.ToLower(name) {
+	case "firsttouch":
+		p.Mode = MemFirstTouch
+	case "bind":
+		p.Mode = MemBind
+	case "interleave":
+		p.Mode = MemInterleave
+	case "nexttouch", "replicate":
+		return p, fmt.Errorf("Linux has no %s policy (want firsttouch, bind or interleave)", strings.ToLower(name))
+	default:
+		return p, fmt.Errorf("unknown policy (want firsttouch, bind[:NODES] or interleave[:NODES])")
+	}
+	if !hasList {
+		return p, nil
+	}
+	if p.Mode == MemFirstTouch {
+		return p, fmt.Errorf("firsttouch takes no NUMA nodes")
+	}
+	nodes, err := topology.ParseCPUSet(list)
+	if err != nil || len(nodes) == 0 {
+		return p, fmt.Errorf("want NUMA node numbers after %q, like 0-1,3", name+":")
+	}
+	p.Nodes = nodes
+	return p, nil
+}
+
+// assignMems gives each process of m the NUMA nodes its memory policy
+// names: the given ones, checked against its host, or those holding its
+// CPUs.
+func assignMems(m *Map, pol MemPolicy) error {
+	m.MemBind = pol
+	if pol.Mode != MemBind && pol.Mode != MemInterleave {
+		return nil
+	}
+	local := make([]topology.CPUSet, len(m.Nodes)) // every NUMA node of each host
+	for n := range m.Nodes {
+		t := m.Nodes[n].Topo
+		if t == nil {
+			return fmt.Errorf("-membind %s: the topology of %s is unknown", pol, m.Nodes[n].Name)
+		}
+		for i := range t.Count(topology.NUMANode) {
+			local[n] = local[n].Union(topology.CPUSet{t.Obj(topology.NUMANode, i).OSIndex})
+		}
+		for _, id := range pol.Nodes {
+			if !local[n].Contains(id) {
+				return fmt.Errorf("-membind %s: %s has no NUMA node %d (it has %s)", pol, m.Nodes[n].Name, id, local[n])
+			}
+		}
+	}
+	for r := range m.Procs {
+		pr := &m.Procs[r]
+		switch {
+		case pol.Nodes != nil:
+			pr.Mems = pol.Nodes
+		case pr.CPUs == nil:
+			pr.Mems = local[pr.Node]
+		default:
+			t := m.Nodes[pr.Node].Topo
+			var mems topology.CPUSet
+			for i := range t.Count(topology.NUMANode) {
+				if len(t.CPUs(topology.NUMANode, i).Intersect(pr.CPUs)) > 0 {
+					mems = mems.Union(topology.CPUSet{t.Obj(topology.NUMANode, i).OSIndex})
+				}
+			}
+			if len(mems) == 0 { // CPUs of no NUMA node: memory anywhere on the host
+				mems = local[pr.Node]
+			}
+			pr.Mems = mems
+		}
+	}
+	return nil
+}
