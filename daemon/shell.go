@@ -588,13 +588,6 @@ func (sh *shell) pmiEnv(pr mapper.Proc) []string {
 	)
 }
 
-func extraFiles(f *os.File) []*os.File {
-	if f == nil {
-		return nil
-	}
-	return []*os.File{f}
-}
-
 // socketPair makes a connected pair of close-on-exec unix stream sockets.
 func socketPair() (server, client *os.File, err error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
