@@ -66,6 +66,7 @@ type rankState struct {
 	pmiPort   bool // connected through -pmi-port
 	exited    bool
 	exitCode  int
+	child     *proc // the started process, a zombie from its exit until finish reaps it
 }
 
 func newShell(d *Daemon, p *Plan, self int) *shell {
@@ -389,6 +390,7 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	}
 	sh.mu.Lock()
 	sh.ranks[rank].pid = child.pid
+	sh.ranks[rank].child = &child
 	sh.pipes = append(sh.pipes, outR)
 	if errR != nil {
 		sh.pipes = append(sh.pipes, errR)
@@ -414,12 +416,12 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	}
 	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: child.pid,
 		Time: time.Now()})
-	go sh.wait(rank, child)
+	go sh.wait(rank, &child)
 	return nil
 }
 
-func (sh *shell) wait(rank int, p proc) {
-	ws, ru, err := p.wait()
+func (sh *shell) wait(rank int, p *proc) {
+	ws, ru, err := p.exited()
 	if err != nil {
 		ws = 1 << 8 // the wait itself failed: exit status 1
 	}
@@ -466,10 +468,16 @@ func (sh *shell) finish() {
 	sh.closePMI()
 	// The job is over: whatever its ranks left running in their process
 	// groups goes with it (and stops holding the output pipes open).
+	// Every rank is a zombie until reaped here, so its process group's id
+	// is still its own.
 	sh.mu.Lock()
 	for _, st := range sh.ranks {
 		if st.pid > 0 {
 			syscall.Kill(-st.pid, syscall.SIGKILL)
+		}
+		if st.child != nil {
+			st.child.reap()
+			st.child = nil
 		}
 	}
 	sh.mu.Unlock()

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // proc is a started rank process.
 type proc struct {
 	pid   int
-	pidfd int // -1: the kernel gave none (before Linux 5.2)
+	pidfd int      // -1: the kernel gave none (before Linux 5.2)
+	file  *os.File // the pidfd once in Go's poller
 }
 
 // command is what a rank's process is started with.
@@ -47,39 +51,81 @@ func spawn(c command) (proc, error) {
 	return proc{pid: pid, pidfd: pidfd}, nil
 }
 
-// wait reaps p and closes its pidfd. With a pidfd it waits in Go's poller
-// (the pidfd turns readable when the process ends); a blocking wait4 would
-// hold an OS thread per rank for as long as the rank runs. (wait4 by pid
-// is safe: only this goroutine reaps the process, so its pid cannot be
-// reused before.)
-func (p proc) wait() (ws syscall.WaitStatus, ru syscall.Rusage, err error) {
-	reap := func() (bool, error) {
-		got, err := syscall.Wait4(p.pid, &ws, syscall.WNOHANG, &ru)
-		return got == p.pid, err
+// exited waits for p to end and returns how it ended, leaving it a zombie
+// until reap: its pid, which is its process group's id, cannot be reused
+// meanwhile, so the group can be signalled safely after the rank is gone
+// (finish kills what ranks left in their groups when the job ends; a
+// reused number would be some other program's group). With a pidfd the wait
+// is in Go's poller; a blocking waitid would hold an OS thread per rank for
+// as long as the rank runs.
+func (p *proc) exited() (ws syscall.WaitStatus, ru syscall.Rusage, err error) {
+	var info unix.Siginfo
+	var uru unix.Rusage
+	peek := func(idType, id, flags int) error {
+		info = unix.Siginfo{}
+		return unix.Waitid(idType, id, &info, unix.WEXITED|unix.WNOWAIT|flags, &uru)
 	}
-	if p.pidfd >= 0 {
-		if err := syscall.SetNonblock(p.pidfd, true); err == nil {
-			f := os.NewFile(uintptr(p.pidfd), "pidfd")
-			defer f.Close()
-			if rc, err := f.SyscallConn(); err == nil {
-				var werr error
-				err = rc.Read(func(uintptr) bool {
-					var done bool
-					done, werr = reap()
-					return werr != nil || done
-				})
-				if err == nil {
-					return ws, ru, werr
-				}
+	err = errNoPidfd
+	if p.pidfd >= 0 && syscall.SetNonblock(p.pidfd, true) == nil {
+		f := os.NewFile(uintptr(p.pidfd), "pidfd")
+		if rc, cerr := f.SyscallConn(); cerr == nil {
+			var werr error
+			err = rc.Read(func(uintptr) bool {
+				werr = peek(unix.P_PIDFD, p.pidfd, unix.WNOHANG)
+				return werr != nil || info.Signo != 0 // 0: not ended yet
+			})
+			if err == nil {
+				err = werr
 			}
-		} else {
-			syscall.Close(p.pidfd)
+		}
+		p.file = f // reap closes it
+	}
+	if err != nil { // no pidfd, or the poller refused it: block (by pid: the pidfd is nonblocking now)
+		for err = peek(unix.P_PID, p.pid, 0); err == syscall.EINTR; err = peek(unix.P_PID, p.pid, 0) {
 		}
 	}
+	if err != nil {
+		return ws, ru, err
+	}
+	ru = *(*syscall.Rusage)(unsafe.Pointer(&uru)) // the same struct
+	return siginfoStatus(&info), ru, nil
+}
+
+// si_code values of SIGCHLD.
+const (
+	cldExited = 1
+	cldDumped = 3
+)
+
+var errNoPidfd = errors.New("no pidfd")
+
+// siginfoStatus turns waitid's answer into wait4's encoding.
+func siginfoStatus(info *unix.Siginfo) syscall.WaitStatus {
+	// For SIGCHLD the kernel puts si_pid, si_uid and si_status right after
+	// the three ints and the padding that unix.Siginfo names.
+	status := *(*int32)(unsafe.Add(unsafe.Pointer(info), 24))
+	switch info.Code {
+	case cldExited:
+		return syscall.WaitStatus(status&0xff) << 8
+	case cldDumped:
+		return syscall.WaitStatus(status&0x7f | 0x80)
+	default: // CLD_KILLED
+		return syscall.WaitStatus(status & 0x7f)
+	}
+}
+
+// reap collects p once it has exited, and closes its pidfd.
+func (p *proc) reap() {
 	for {
-		_, err = syscall.Wait4(p.pid, &ws, 0, &ru)
+		_, err := syscall.Wait4(p.pid, nil, 0, nil)
 		if err != syscall.EINTR {
-			return ws, ru, err
+			break
 		}
 	}
+	if p.file != nil {
+		p.file.Close()
+	} else if p.pidfd >= 0 {
+		syscall.Close(p.pidfd)
+	}
+	p.pidfd = -1
 }
