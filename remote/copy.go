@@ -41,8 +41,8 @@ trap 'rm -rf "$d"' EXIT
 trap 'exit 129' HUP
 trap 'exit 143' TERM
 : >"$d/%s" && head -c %d >"$d/prun" && [ $(($(wc -c <"$d/prun"))) -eq %d ] && chmod 700 "$d/prun" || exit %d
-"$d/prun" %s %s; s=$?; %s; [ $s = 0 ] || "$d/prun" %s %s; exit $s`,
-		copyPrefix, copyNoDir, sessiondir.LockName, size, size, copyTruncated, DaemonArgs[0], DaemonArgs[1], closeStdio, CleanupArgs[0], CleanupArgs[1])
+%s (exec "$d/prun" %s %s %s); s=$?; %s; [ $s = 0 ] || "$d/prun" %s %s; exit $s`,
+		copyPrefix, copyNoDir, sessiondir.LockName, size, size, copyTruncated, quietShell, DaemonArgs[0], DaemonArgs[1], daemonStderr, closeStdio, CleanupArgs[0], CleanupArgs[1])
 	return []string{"sh", "-c", script}
 }
 
