@@ -65,22 +65,19 @@ func (p *proc) exited() (ws syscall.WaitStatus, ru syscall.Rusage, err error) {
 		info = unix.Siginfo{}
 		return unix.Waitid(idType, id, &info, unix.WEXITED|unix.WNOWAIT|flags, &uru)
 	}
-	err = errNoPidfd
+	polled := false
 	if p.pidfd >= 0 && syscall.SetNonblock(p.pidfd, true) == nil {
-		f := os.NewFile(uintptr(p.pidfd), "pidfd")
-		if rc, cerr := f.SyscallConn(); cerr == nil {
+		p.file = os.NewFile(uintptr(p.pidfd), "pidfd") // reap closes it
+		if rc, cerr := p.file.SyscallConn(); cerr == nil {
 			var werr error
 			err = rc.Read(func(uintptr) bool {
 				werr = peek(unix.P_PIDFD, p.pidfd, unix.WNOHANG)
 				return werr != nil || info.Signo != 0 // 0: not ended yet
 			})
-			if err == nil {
-				err = werr
-			}
+			polled = err == nil && werr == nil
 		}
-		p.file = f // reap closes it
 	}
-	if err != nil { // no pidfd, or the poller refused it: block (by pid: the pidfd is nonblocking now)
+	if !polled { // no pidfd, or the poller refused it: block (by pid: the pidfd is nonblocking now)
 		for err = peek(unix.P_PID, p.pid, 0); err == syscall.EINTR; err = peek(unix.P_PID, p.pid, 0) {
 		}
 	}
@@ -96,8 +93,6 @@ const (
 	cldExited = 1
 	cldDumped = 3
 )
-
-var errNoPidfd = errors.New("no pidfd")
 
 // siginfoStatus turns waitid's answer into wait4's encoding.
 func siginfoStatus(info *unix.Siginfo) syscall.WaitStatus {
