@@ -2,6 +2,7 @@ package mapper
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"prun/topology"
@@ -91,41 +92,57 @@ func assignMems(m *Map, pol MemPolicy) error {
 	if pol.Mode != MemBind && pol.Mode != MemInterleave {
 		return nil
 	}
-	local := make([]topology.CPUSet, len(m.Nodes)) // every NUMA node of each host
+	all := make([]topology.CPUSet, len(m.Nodes)) // every NUMA node of each host
 	for n := range m.Nodes {
 		t := m.Nodes[n].Topo
 		if t == nil {
 			return fmt.Errorf("-membind %s: the topology of %s is unknown", pol, m.Nodes[n].Name)
 		}
-		for i := range t.Count(topology.NUMANode) {
-			local[n] = local[n].Union(topology.CPUSet{t.Obj(topology.NUMANode, i).OSIndex})
-		}
+		all[n] = numaNodes(t, nil)
 		for _, id := range pol.Nodes {
-			if !local[n].Contains(id) {
-				return fmt.Errorf("-membind %s: %s has no NUMA node %d (it has %s)", pol, m.Nodes[n].Name, id, local[n])
+			if !all[n].Contains(id) {
+				return fmt.Errorf("-membind %s: %s has no NUMA node %d (it has %s)", pol, m.Nodes[n].Name, id, all[n])
 			}
 		}
 	}
+	// Processes bound alike share one CPU slice: one answer for each.
+	type binding struct {
+		node  int
+		first *int
+		n     int
+	}
+	seen := map[binding]topology.CPUSet{}
 	for r := range m.Procs {
 		pr := &m.Procs[r]
 		switch {
 		case pol.Nodes != nil:
 			pr.Mems = pol.Nodes
-		case pr.CPUs == nil:
-			pr.Mems = local[pr.Node]
+		case len(pr.CPUs) == 0:
+			pr.Mems = all[pr.Node]
 		default:
-			t := m.Nodes[pr.Node].Topo
-			var mems topology.CPUSet
-			for i := range t.Count(topology.NUMANode) {
-				if len(t.CPUs(topology.NUMANode, i).Intersect(pr.CPUs)) > 0 {
-					mems = mems.Union(topology.CPUSet{t.Obj(topology.NUMANode, i).OSIndex})
+			b := binding{pr.Node, &pr.CPUs[0], len(pr.CPUs)}
+			mems, ok := seen[b]
+			if !ok {
+				if mems = numaNodes(m.Nodes[pr.Node].Topo, pr.CPUs); len(mems) == 0 {
+					mems = all[pr.Node] // CPUs of no NUMA node: memory anywhere on the host
 				}
-			}
-			if len(mems) == 0 { // CPUs of no NUMA node: memory anywhere on the host
-				mems = local[pr.Node]
+				seen[b] = mems
 			}
 			pr.Mems = mems
 		}
 	}
 	return nil
+}
+
+// numaNodes returns the OS numbers of t's NUMA nodes that hold any of cpus
+// (all of them when cpus is nil).
+func numaNodes(t *topology.Topology, cpus topology.CPUSet) topology.CPUSet {
+	var ids []int
+	for i := range t.Count(topology.NUMANode) {
+		if cpus == nil || len(t.CPUs(topology.NUMANode, i).Intersect(cpus)) > 0 {
+			ids = append(ids, t.Obj(topology.NUMANode, i).OSIndex)
+		}
+	}
+	slices.Sort(ids)
+	return topology.CPUSet(slices.Compact(ids))
 }
