@@ -158,6 +158,8 @@ type Daemon struct {
 	topoXML  string   // the node's cached topology, when there is one
 	tuning   []string // start-up defaults for ranks (see ompi.go)
 
+	stage staging // preloaded contents that came ahead of their plan
+
 	mu     sync.Mutex
 	shells map[string]*shell
 	events map[pmixsrv.Status]int // event codes local clients registered for
@@ -165,7 +167,8 @@ type Daemon struct {
 
 // New starts the node's PMIx server.
 func New(cfg Config, up Upstream) (*Daemon, error) {
-	d := &Daemon{cfg: cfg, up: up, shells: map[string]*shell{}, events: map[pmixsrv.Status]int{}}
+	d := &Daemon{cfg: cfg, up: up, shells: map[string]*shell{}, events: map[pmixsrv.Status]int{},
+		stage: staging{dir: cfg.Session.Top}}
 	if os.Getenv("PRUN_DEBUG_PMIX") == "1" {
 		pmixsrv.Trace = os.Stderr
 	}

@@ -27,18 +27,22 @@ type Plan struct {
 	ParentKVS string
 	Preput    [][2]string
 
-	// What -s/--preload-binary and --preload-files send to every node:
-	// each app's program (nil when not sent) and the files for every
-	// working directory.
-	Programs [][]byte `json:",omitempty"`
-	Files    []File   `json:",omitempty"`
+	// What -s/--preload-binary and --preload-files send to every node with
+	// ranks: each app's program (Name "" when not sent) and the files for
+	// every working directory. The contents travel apart, ahead of the plan
+	// (Daemon.Receive); on the launcher's node they are read where they are.
+	Programs []File `json:",omitempty"`
+	Files    []File `json:",omitempty"`
 }
 
 // File is a file sent with a plan, placed by its base name.
 type File struct {
-	Name string
-	Mode os.FileMode
-	Data []byte
+	ID     int // its number among what the plan sends: names it in transit
+	Name   string
+	Mode   os.FileMode
+	Size   int64
+	Sum    string // hex SHA-256 of what was sent ("" when sent to no other node)
+	Source string `json:"-"` // its path on the launcher's node
 }
 
 // Plan.Stdin values besides a rank.

@@ -1,15 +1,23 @@
 package daemon
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 func TestPlaceFile(t *testing.T) {
-	dir := t.TempDir()
-	f := File{Name: "in.dat", Mode: 0o640, Data: []byte("payload")}
-	path, placed, err := placeFile(dir, f)
+	dir, src := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(src, "in.dat"), []byte("payload"), 0o640)
+	f, err := FileOf(filepath.Join(src, "in.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{stage: staging{dir: t.TempDir()}}
+	path, placed, err := d.placeFile(dir, f)
 	if err != nil || !placed || path != filepath.Join(dir, "in.dat") {
 		t.Fatalf("into an empty directory: %q, %v, %v", path, placed, err)
 	}
@@ -21,32 +29,112 @@ func TestPlaceFile(t *testing.T) {
 	}
 	// The same file again (another app, another node on a shared file
 	// system): left alone, not placed by this call.
-	if _, placed, err := placeFile(dir, f); err != nil || placed {
+	if _, placed, err := d.placeFile(dir, f); err != nil || placed {
 		t.Errorf("over an identical file: placed %v, %v; want left alone", placed, err)
 	}
-	// Anything else of that name is somebody else's.
-	os.WriteFile(path, []byte("theirs"), 0o644)
-	if _, _, err := placeFile(dir, f); err == nil {
-		t.Error("over a file of other contents: no error")
-	}
-	if b, _ := os.ReadFile(path); string(b) != "theirs" {
-		t.Errorf("their file became %q", b)
+	// Anything else of that name is somebody else's: other contents (of
+	// the same size too), a directory, a symlink.
+	for _, theirs := range []string{"theirs", "paylo4d"} {
+		os.WriteFile(path, []byte(theirs), 0o644)
+		if _, _, err := d.placeFile(dir, f); err == nil {
+			t.Errorf("over a file of other contents (%q): no error", theirs)
+		}
+		if b, _ := os.ReadFile(path); string(b) != theirs {
+			t.Errorf("their file became %q", b)
+		}
 	}
 	os.Remove(path)
 	os.Mkdir(path, 0o755)
-	if _, _, err := placeFile(dir, f); err == nil {
+	if _, _, err := d.placeFile(dir, f); err == nil {
 		t.Error("over a directory: no error")
 	}
 	os.Remove(path)
 	os.Symlink(filepath.Join(dir, "nowhere"), path)
-	if _, _, err := placeFile(dir, f); err == nil {
+	if _, _, err := d.placeFile(dir, f); err == nil {
 		t.Error("over a dangling symlink: no error")
 	}
 	os.Remove(path)
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("left in the directory: %v", ents)
 	}
-	if _, _, err := placeFile(filepath.Join(dir, "missing"), f); err == nil {
+	if _, _, err := d.placeFile(filepath.Join(dir, "missing"), f); err == nil {
 		t.Error("into a missing directory: no error")
+	}
+	if _, err := FileOf(src); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FileOf(a directory): %v", err)
+	}
+}
+
+// Contents that come in chunks ahead of the plan (a remote node): placed
+// when whole and as sent, refused otherwise, and gone after drop.
+func TestStaging(t *testing.T) {
+	src, stage, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	data := []byte(strings.Repeat("0123456789", 1000))
+	os.WriteFile(filepath.Join(src, "app"), data, 0o755)
+	f, err := FileOf(filepath.Join(src, "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Size != int64(len(data)) || f.Name != "app" || f.Source != filepath.Join(src, "app") {
+		t.Fatalf("FileOf: %+v", f)
+	}
+	sum := sha256.Sum256(data)
+	remote := f
+	remote.ID, remote.Sum, remote.Source = 3, hex.EncodeToString(sum[:]), "" // what a remote daemon knows of it
+	d := &Daemon{stage: staging{dir: stage}}
+	if _, _, err := d.placeFile(dir, remote); err == nil || !strings.Contains(err.Error(), "did not arrive") {
+		t.Errorf("nothing received: %v", err)
+	}
+	d.Receive(3, 0, data[:4000])
+	d.Receive(3, 4000, data[4000:])
+	// A program goes to the session directory: linked, not copied. The
+	// node's own copy, if the same, is used instead.
+	exe := filepath.Join(stage, "job.app0.app")
+	if placed, err := d.placeProgram(filepath.Join(dir, "missing"), exe, remote); err != nil || !placed {
+		t.Fatalf("program: placed %v, %v", placed, err)
+	}
+	if st, err := os.Stat(exe); err != nil || st.Mode().Perm() != 0o700 || st.Size() != f.Size {
+		t.Errorf("program: %v, %v", st, err)
+	}
+	if placed, err := d.placeProgram(f.Source, filepath.Join(stage, "job.app1.app"), remote); err != nil || placed {
+		t.Errorf("program the node has: placed %v, %v; want the node's own", placed, err)
+	}
+	if _, placed, err := d.placeFile(dir, remote); err != nil || !placed {
+		t.Errorf("received whole: placed %v, %v", placed, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "app")); string(b) != string(data) {
+		t.Error("placed contents differ from those sent")
+	}
+	d.stage.drop()
+	if ents, _ := os.ReadDir(stage); len(ents) != 1 || ents[0].Name() != "job.app0.app" {
+		t.Errorf("after drop the session directory holds %v; want the program alone", ents)
+	}
+
+	for _, c := range []struct {
+		name string
+		recv func()
+	}{
+		{"incomplete", func() { d.Receive(3, 0, data[:10]) }},
+		{"changed", func() { d.Receive(3, 0, append([]byte("X"), data[1:]...)) }},
+		{"out of order", func() { d.Receive(3, 0, data[:10]); d.Receive(3, 20, data[20:]) }},
+	} {
+		c.recv()
+		_, _, err := d.placeFile(t.TempDir(), remote)
+		if err == nil || !strings.Contains(err.Error(), "not what was sent") && !strings.Contains(err.Error(), "out of order") {
+			t.Errorf("%s: %v; want an error", c.name, err)
+		}
+		d.stage.drop()
+	}
+	if ents, _ := os.ReadDir(stage); len(ents) != 1 {
+		t.Errorf("after the failures the session directory holds %v", ents)
+	}
+
+	// An empty file arrives as one empty chunk.
+	e := File{ID: 4, Name: "empty", Mode: 0o644}
+	empty := sha256.Sum256(nil)
+	e.Sum = hex.EncodeToString(empty[:])
+	d.Receive(4, 0, nil)
+	if _, placed, err := d.placeFile(dir, e); err != nil || !placed {
+		t.Errorf("empty file: placed %v, %v", placed, err)
 	}
 }

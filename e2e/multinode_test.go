@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -375,29 +376,80 @@ exec sleep 30
 	// -s and --preload-files where the hosts do not see the program or the
 	// file: each node runs a copy of the program from its session directory
 	// and finds the file in the working directory (shared here, so the
-	// nodes place it at once), which holds none of it after the job.
+	// nodes place it at once), which holds none of it after the job. Both
+	// are larger than a control message (16 MiB): they travel in chunks.
 	t.Run("preload", func(t *testing.T) {
 		dir := c.LauncherOnly()
-		app := writeScript(t, dir, "preloaded.sh", `echo "$(hostname) $0 $(cat data.txt)"`+"\n")
+		// The shell stops at exit; the padding makes the program 12 MiB.
+		app := filepath.Join(dir, "preloaded.sh")
+		script := "#!/bin/sh\n" + `echo "$(hostname) $0 $(cat data.txt) $(cksum <big.bin)"` + "\nexit 0\n"
+		pad := strings.Repeat("# "+strings.Repeat("x", 97)+"\n", 12<<20/100)
+		if err := os.WriteFile(app, []byte(script+pad), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		data := filepath.Join(dir, "data.txt")
 		if err := os.WriteFile(data, []byte("payload\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		big := filepath.Join(dir, "big.bin")
+		rnd := make([]byte, 20<<20+12345)
+		rand.NewChaCha8([32]byte{1}).Read(rnd)
+		if err := os.WriteFile(big, rnd, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		defer os.Remove(app)
 		defer os.Remove(data)
+		defer os.Remove(big)
+		sum, err := exec.Command("sh", "-c", "cksum <"+big).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
 		wdir := t.TempDir()
-		r := m.run(t, opts{args: []string{"-s", "--preload-files", data, "--wdir", wdir,
+		r := m.run(t, opts{args: []string{"-s", "--preload-files", data + "," + big, "--wdir", wdir,
 			"--hostfile", m.hostfile, "-n", "4", "--map-by", "node", app}})
 		expectCode(t, r, 0)
 		for i, l := range linePerHost(t, r, 4) {
 			f := strings.Fields(l)
-			if len(f) != 3 || f[0] != m.hosts[i] || !strings.HasPrefix(f[1], c.TmpDir(m.hosts[i])) ||
-				!strings.HasSuffix(f[1], "preloaded.sh") || f[2] != "payload" {
-				t.Errorf("rank on %s: %q; want the program run from a copy in that host's $TMPDIR (%s) reading the file sent", m.hosts[i], l, c.TmpDir(m.hosts[i]))
+			if len(f) != 5 || f[0] != m.hosts[i] || !strings.HasPrefix(f[1], c.TmpDir(m.hosts[i])) ||
+				!strings.HasSuffix(f[1], "preloaded.sh") || f[2] != "payload" || f[3]+" "+f[4] != strings.TrimSpace(string(sum)) {
+				t.Errorf("rank on %s: %q; want the program run from a copy in that host's $TMPDIR (%s) reading the files sent (cksum %s)",
+					m.hosts[i], l, c.TmpDir(m.hosts[i]), strings.TrimSpace(string(sum)))
 			}
 		}
 		if ents, _ := os.ReadDir(wdir); len(ents) != 0 {
 			t.Errorf("the working directory holds %v after the job; want nothing", ents)
+		}
+	})
+
+	// A preload that takes longer than the job's --timeout (a sparse 1 GiB
+	// file: nothing to write here, a gigabyte for each host to store) is
+	// given up at the deadline: no rank starts, nothing stays on the hosts.
+	t.Run("preload-timeout", func(t *testing.T) {
+		big := filepath.Join(c.LauncherOnly(), "sparse.bin")
+		f, err := os.Create(big)
+		if err == nil {
+			err = f.Truncate(1 << 30)
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(big)
+		started := filepath.Join(t.TempDir(), "started")
+		r := m.run(t, opts{args: []string{"--timeout", "1", "--preload-files", big, "--hostfile", m.hostfile, "-n", "4", "--map-by", "node",
+			"touch", started}})
+		expectCode(t, r, 124)
+		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "timed out after 1s while the preloaded files were sent; no rank had started") {
+			t.Errorf("stderr %q; want one line saying the preload timed out", r.stderr)
+		}
+		if r.dur > 3*time.Second { // sending it all takes much longer
+			t.Errorf("prun took %v to give up a preload at its 1 s timeout", r.dur)
+		}
+		if testing.Verbose() {
+			t.Logf("gave up after %v", r.dur)
+		}
+		if _, err := os.Stat(started); err == nil {
+			t.Error("a rank ran")
 		}
 	})
 

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"prun/internal/trace"
 	"slices"
 	"sort"
@@ -425,9 +424,17 @@ func (r *run) run(job *jobspec.Job) int {
 		}
 	}
 	trace.Mark("launching")
-	if err := r.launch(plan); err != nil {
+	pending, err := r.launchWatched(plan, sigs, deadline, job.Timeout)
+	replay = append(replay, pending...)
+	if err != nil {
 		r.errorf("%v", err)
 		r.closeNodes()
+		if abort := (startupAbort{}); errors.As(err, &abort) {
+			if abort.sig != 0 {
+				return 128 + int(abort.sig)
+			}
+			return ExitTimeout
+		}
 		return ExitFailure
 	}
 
@@ -616,6 +623,38 @@ func (r *run) launch(plan *daemon.Plan) error {
 		}
 	}
 	return nil
+}
+
+// launchWatched sends what the plan preloads to the other nodes, then
+// launches. The sending (a large file takes a while) is given up at a
+// terminating signal or at the job's deadline; it returns the signals
+// caught meanwhile.
+func (r *run) launchWatched(plan *daemon.Plan, sigs <-chan os.Signal, deadline time.Time, timeout time.Duration) ([]os.Signal, error) {
+	if r.tree == nil || len(plan.Programs) == 0 && len(plan.Files) == 0 {
+		return nil, r.launch(plan)
+	}
+	var why error
+	stop := watchStart(sigs, deadline, timeout, func(a startupAbort) {
+		if why == nil {
+			a.while = "the preloaded files were sent"
+			why = a
+			r.tree.StopPreload()
+		}
+	})
+	sums, err := r.tree.Preload(plan)
+	pending := stop()
+	switch {
+	case why != nil:
+		return pending, why
+	case err != nil:
+		return pending, err
+	}
+	for _, fs := range [][]daemon.File{plan.Programs, plan.Files} {
+		for i := range fs {
+			fs[i].Sum = sums[fs[i].ID]
+		}
+	}
+	return pending, r.launch(plan)
 }
 
 // onSpawn starts a job that a rank asked for (PMIx_Spawn, PMI spawn). It is
@@ -1114,48 +1153,35 @@ func (r *run) reportURI(where string) error {
 	return reportLine(where, uri+"\n", r.opts)
 }
 
-// maxPreload bounds what -s/--preload-binary and --preload-files send: it
-// travels inside the launch plan, one control message of at most
-// ctl.MaxFrame (16 MiB) once base64-encoded.
-const maxPreload = 8 << 20
-
-// preloads reads what the job sends to every node with its plan.
-func preloads(job *jobspec.Job) (programs [][]byte, files []daemon.File, err error) {
-	total := 0
-	read := func(flag, path string) ([]byte, os.FileMode, error) {
-		st, err := os.Stat(path)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", flag, err)
+// preloads describes what the job sends to every node with its plan, each
+// file once; the contents go apart (remote.Tree.Preload), in chunks.
+func preloads(job *jobspec.Job) (programs, files []daemon.File, err error) {
+	byPath := map[string]daemon.File{}
+	describe := func(path string) (daemon.File, error) {
+		f, ok := byPath[path]
+		if !ok {
+			if f, err = daemon.FileOf(path); err != nil {
+				return f, err
+			}
+			f.ID = len(byPath)
+			byPath[path] = f
 		}
-		if total += int(st.Size()); total > maxPreload {
-			return nil, 0, fmt.Errorf("%s: %s: the files to send add up to more than %d MiB, the most a launch carries", flag, path, maxPreload>>20)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", flag, err)
-		}
-		return b, st.Mode(), nil
+		return f, nil
 	}
 	if job.PreloadBinary {
-		programs = make([][]byte, len(job.Apps))
-		sent := map[string][]byte{}
+		programs = make([]daemon.File, len(job.Apps))
 		for i, app := range job.Apps {
-			if b, ok := sent[app.Exe]; ok {
-				programs[i] = b
-				continue
+			if programs[i], err = describe(app.Exe); err != nil {
+				return nil, nil, fmt.Errorf("--preload-binary: %w", err)
 			}
-			if programs[i], _, err = read("--preload-binary", app.Exe); err != nil {
-				return nil, nil, err
-			}
-			sent[app.Exe] = programs[i]
 		}
 	}
 	for _, path := range job.PreloadFiles {
-		b, mode, err := read("--preload-files", path)
+		f, err := describe(path)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("--preload-files: %w", err)
 		}
-		files = append(files, daemon.File{Name: filepath.Base(path), Mode: mode, Data: b})
+		files = append(files, f)
 	}
 	return programs, files, nil
 }

@@ -69,13 +69,18 @@ func forwardedEnv(env []string) []string {
 type startupAbort struct {
 	sig     syscall.Signal // a terminating signal, or
 	timeout time.Duration  // the job's --timeout
+	while   string         // what was under way; default: the daemons' start
 }
 
 func (a startupAbort) Error() string {
-	if a.sig != 0 {
-		return "received " + signalName(a.sig) + " while the other nodes' daemons started; no rank had started"
+	while := a.while
+	if while == "" {
+		while = "the other nodes' daemons started"
 	}
-	return fmt.Sprintf("job timed out after %s while the other nodes' daemons started; no rank had started", a.timeout)
+	if a.sig != 0 {
+		return "received " + signalName(a.sig) + " while " + while + "; no rank had started"
+	}
+	return fmt.Sprintf("job timed out after %s while %s; no rank had started", a.timeout, while)
 }
 
 // startRemoteWatched starts the other nodes' daemons. Until they are all up,
@@ -91,7 +96,23 @@ func (r *run) startRemoteWatched(job *jobspec.Job, hosts []string, sigs <-chan o
 		ctx, stop = context.WithDeadlineCause(ctx, deadline, startupAbort{timeout: job.Timeout})
 		defer stop()
 	}
+	stop := watchStart(sigs, time.Time{}, 0, func(a startupAbort) { cancel(a) })
+	tree, err := r.startRemote(ctx, job, hosts)
+	return tree, stop(), err
+}
+
+// watchStart watches, while a long step of the start runs, for a
+// terminating signal and for the deadline (unless zero) of the job's
+// --timeout, and passes either to abort (from its own goroutine). stop ends
+// the watch and returns the signals caught, to be handled once the job runs.
+func watchStart(sigs <-chan os.Signal, deadline time.Time, timeout time.Duration, abort func(startupAbort)) (stop func() []os.Signal) {
 	var pending []os.Signal
+	var timer *time.Timer
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		timer = time.NewTimer(time.Until(deadline))
+		expired = timer.C
+	}
 	done := make(chan struct{})
 	watched := make(chan struct{})
 	go func() {
@@ -101,18 +122,25 @@ func (r *run) startRemoteWatched(job *jobspec.Job, hosts []string, sigs <-chan o
 			case s := <-sigs:
 				switch sig := s.(syscall.Signal); sig {
 				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-					cancel(startupAbort{sig: sig})
+					abort(startupAbort{sig: sig})
 				}
 				pending = append(pending, s)
+			case <-expired:
+				expired = nil
+				abort(startupAbort{timeout: timeout})
 			case <-done:
 				return
 			}
 		}
 	}()
-	tree, err := r.startRemote(ctx, job, hosts)
-	close(done)
-	<-watched
-	return tree, pending, err
+	return func() []os.Signal {
+		close(done)
+		<-watched
+		if timer != nil {
+			timer.Stop()
+		}
+		return pending
+	}
 }
 
 // startRemote starts the daemons of the other nodes of the allocation.

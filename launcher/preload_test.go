@@ -25,18 +25,31 @@ func TestPreloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(programs) != 3 || len(programs[0]) != 10 || len(programs[1]) != 20 || &programs[2][0] != &programs[0][0] {
-		t.Errorf("programs: %d of lengths %d, %d, ...; want one per app, an app's program read once", len(programs), len(programs[0]), len(programs[1]))
+	if len(programs) != 3 || programs[0].Size != 10 || programs[1].Size != 20 || programs[2] != programs[0] ||
+		programs[0].Source != app || programs[0].ID != 0 || programs[1].ID != 1 {
+		t.Errorf("programs: %+v; want one per app, an app's program described once", programs)
 	}
-	if len(files) != 1 || files[0].Name != "in.dat" || files[0].Mode.Perm() != 0o640 || len(files[0].Data) != 5 {
+	if len(files) != 1 || files[0].Name != "in.dat" || files[0].Mode.Perm() != 0o640 || files[0].Size != 5 || files[0].ID != 2 {
 		t.Errorf("files: %+v", files)
 	}
 
-	// What does not fit in one launch is refused, naming the flag.
-	big := write("big.dat", maxPreload+1, 0o644)
-	_, _, err = preloads(&jobspec.Job{Apps: []jobspec.App{{Exe: app}}, PreloadFiles: []string{data, big}})
-	if err == nil || !strings.Contains(err.Error(), "--preload-files") || !strings.Contains(err.Error(), "big.dat") {
-		t.Errorf("over the limit: %v", err)
+	// A program sent as a file too is sent once.
+	if programs, files, err = preloads(&jobspec.Job{Apps: []jobspec.App{{Exe: app}}, PreloadBinary: true, PreloadFiles: []string{app}}); err != nil ||
+		files[0].ID != programs[0].ID {
+		t.Errorf("a program among the files: %+v %+v %v", programs, files, err)
+	}
+
+	// No size limit: the contents travel in chunks, apart from the plan.
+	big := write("big.dat", 20<<20, 0o644)
+	if _, files, err = preloads(&jobspec.Job{Apps: []jobspec.App{{Exe: app}}, PreloadFiles: []string{data, big}}); err != nil || files[1].Size != 20<<20 {
+		t.Errorf("a 20 MiB file: %+v, %v", files, err)
+	}
+	// Only regular files: a directory or a device would never end.
+	for _, path := range []string{dir, "/dev/zero"} {
+		_, _, err = preloads(&jobspec.Job{Apps: []jobspec.App{{Exe: app}}, PreloadFiles: []string{path}})
+		if err == nil || !strings.Contains(err.Error(), "--preload-files") || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: %v", path, err)
+		}
 	}
 	os.Remove(data) // gone since the command line was read
 	_, _, err = preloads(&jobspec.Job{Apps: []jobspec.App{{Exe: app}}, PreloadFiles: []string{data}})

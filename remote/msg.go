@@ -43,6 +43,8 @@ const (
 	tStdin                        // down: the launcher's stdin for a job's ranks here
 	tStdinAck                     // up: stdin bytes this node's ranks took (binary body)
 	tStdinDone                    // up: no rank of this node reads stdin any more (no body)
+	tPreload                      // down: a chunk of what the next plan preloads (binary body)
+	tPreloadAck                   // up: preload bytes this node has written (binary body)
 )
 
 // Vertex addresses in a frame's routing header.

@@ -114,6 +114,7 @@ func FuzzDecode(f *testing.F) {
 		r.decode(body)
 		r.decode(body) // a second body on the same stream
 		decodeOutput(body)
-		decodeAck(body)
+		decodeAck(body, preloadChunk)
+		decodeChunk(body)
 	})
 }

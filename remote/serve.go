@@ -307,8 +307,15 @@ func (n *node) readParent() {
 			}
 			continue
 		}
-		if f.Type == tStdin {
+		switch f.Type {
+		case tStdin:
 			n.stdin.write(body)
+			continue
+		case tPreload:
+			if err := n.receivePreload(body); err != nil {
+				n.end(err.Error())
+				return
+			}
 			continue
 		}
 		m, err := n.down.decode(body)

@@ -20,16 +20,18 @@ const (
 
 var errNodeGone = errors.New("the node is gone")
 
-// window is the launcher's count of one node's unacknowledged stdin.
+// window is the launcher's count of the bytes of one stream a node has not
+// acknowledged yet (its stdin, its preloads).
 type window struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
+	limit    int
 	inflight int
 	dead     bool
 }
 
-func newWindow() *window {
-	w := &window{}
+func newWindow(limit int) *window {
+	w := &window{limit: limit}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
@@ -39,7 +41,7 @@ func newWindow() *window {
 func (w *window) acquire(n int) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for !w.dead && w.inflight > 0 && w.inflight+n > stdinWindow {
+	for !w.dead && w.inflight > 0 && w.inflight+n > w.limit {
 		w.cond.Wait()
 	}
 	if w.dead {
@@ -66,13 +68,14 @@ func (w *window) kill() {
 
 func encodeAck(n int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
 
-func decodeAck(b []byte) (int, error) {
+// decodeAck reads an acknowledgement of at most limit bytes.
+func decodeAck(b []byte, limit int) (int, error) {
 	if len(b) != 8 {
-		return 0, errors.New("bad stdin acknowledgement")
+		return 0, errors.New("bad acknowledgement")
 	}
 	n := binary.BigEndian.Uint64(b)
-	if n > stdinWindow<<4 {
-		return 0, errors.New("bad stdin acknowledgement")
+	if n > uint64(limit) {
+		return 0, errors.New("bad acknowledgement")
 	}
 	return int(n), nil
 }

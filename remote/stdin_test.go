@@ -8,7 +8,7 @@ import (
 )
 
 func TestWindowBlocksUntilAcknowledged(t *testing.T) {
-	w := newWindow()
+	w := newWindow(stdinWindow)
 	if err := w.acquire(stdinWindow); err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestWindowBlocksUntilAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A chunk larger than the window goes alone.
-	w2 := newWindow()
+	w2 := newWindow(stdinWindow)
 	if err := w2.acquire(2 * stdinWindow); err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +66,12 @@ func TestStdinPipeAcknowledgesWhatWasRead(t *testing.T) {
 }
 
 func TestDecodeAckRejectsGarbage(t *testing.T) {
-	for _, b := range [][]byte{nil, {1, 2, 3}, encodeAck(stdinWindow << 5)} {
-		if _, err := decodeAck(b); err == nil {
+	for _, b := range [][]byte{nil, {1, 2, 3}, encodeAck(stdinWindow + 1)} {
+		if _, err := decodeAck(b, stdinWindow); err == nil {
 			t.Errorf("decodeAck(%x) accepted", b)
 		}
 	}
-	if n, err := decodeAck(encodeAck(12345)); err != nil || n != 12345 {
+	if n, err := decodeAck(encodeAck(12345), stdinWindow); err != nil || n != 12345 {
 		t.Errorf("decodeAck round trip: %d, %v", n, err)
 	}
 }

@@ -77,10 +77,12 @@ type Tree struct {
 
 	closeAnswers chan struct{} // one per node that answered the closing broadcast
 
-	// Per vertex (index v-1): the message streams, and the stdin window.
-	sends []sendStream
-	recvs []recvStream // used only by the goroutine reading v's link
-	stdin []*window
+	// Per vertex (index v-1): the message streams, the stdin and preload
+	// windows.
+	sends   []sendStream
+	recvs   []recvStream // used only by the goroutine reading v's link
+	stdin   []*window
+	preload []*window
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -110,9 +112,10 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	}
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*msg{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
-		sends: make([]sendStream, len(cfg.Hosts)), recvs: make([]recvStream, len(cfg.Hosts)), stdin: make([]*window, len(cfg.Hosts))}
+		sends: make([]sendStream, len(cfg.Hosts)), recvs: make([]recvStream, len(cfg.Hosts)),
+		stdin: make([]*window, len(cfg.Hosts)), preload: make([]*window, len(cfg.Hosts))}
 	for i := range t.stdin {
-		t.stdin[i] = newWindow()
+		t.stdin[i], t.preload[i] = newWindow(stdinWindow), newWindow(preloadWindow)
 	}
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
@@ -157,6 +160,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 			if !t.down[w] {
 				t.down[w] = true
 				t.stdin[w-1].kill()
+				t.preload[w-1].kill()
 				if w != v+1 {
 					cut = append(cut, t.cfg.Hosts[w-1])
 				}
@@ -351,6 +355,7 @@ func (t *Tree) Close() error {
 	for _, w := range t.stdin {
 		w.kill() // a stdin fan-out still waiting on a node gives up
 	}
+	t.StopPreload()
 	t.mu.Unlock()
 	t.kids.close()
 	t.kids.waitSessions(3 * time.Second)
@@ -375,8 +380,15 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		}
 		return
 	case tStdinAck:
-		if k, err := decodeAck(body); err == nil {
+		if k, err := decodeAck(body, stdinWindow); err == nil {
 			t.window(v).release(k)
+		} else {
+			t.nodeFailed(host, err)
+		}
+		return
+	case tPreloadAck:
+		if k, err := decodeAck(body, preloadChunk); err == nil {
+			t.preload[v-1].release(k)
 		} else {
 			t.nodeFailed(host, err)
 		}

@@ -1,0 +1,146 @@
+package remote
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"prun/daemon"
+)
+
+// What -s/--preload-binary and --preload-files send reaches the nodes ahead
+// of the plan, in chunks of the launcher's files: each chunk is read once
+// and sent to every node that needs it, and acknowledged by each when
+// written, so that the launcher reads no faster than the slowest link and
+// disk take them (a program of any size, never whole in memory). A chunk's
+// body: the file's number in the plan, the offset, the bytes.
+const (
+	preloadChunk  = 256 << 10
+	preloadWindow = 4 << 20
+)
+
+func encodeChunk(id int, off int64, p []byte) []byte {
+	b := make([]byte, 0, 12+len(p))
+	b = binary.BigEndian.AppendUint32(b, uint32(id))
+	b = binary.BigEndian.AppendUint64(b, uint64(off))
+	return append(b, p...)
+}
+
+func decodeChunk(b []byte) (id int, off int64, p []byte, err error) {
+	if len(b) < 12 {
+		return 0, 0, nil, errors.New("short preload chunk")
+	}
+	id, off = int(binary.BigEndian.Uint32(b)), int64(binary.BigEndian.Uint64(b[4:12]))
+	if off < 0 || id >= 1<<20 {
+		return 0, 0, nil, errors.New("bad preload chunk")
+	}
+	return id, off, b[12:], nil
+}
+
+// Preload sends every node what its ranks need under plan p, ahead of the
+// plan: the programs of the apps with ranks there, and the files. It
+// returns when every node has written them all, with the SHA-256 of each
+// file sent (by its ID), or at the first failure, or after StopPreload.
+func (t *Tree) Preload(p *daemon.Plan) (map[int]string, error) {
+	vertex := map[string]int{}
+	for i, h := range t.cfg.Hosts {
+		vertex[h] = i + 1
+	}
+	files := map[int]daemon.File{}
+	to := map[int][]int{} // by file: the vertices that need it
+	for _, n := range p.Map.Nodes {
+		v := vertex[n.Name]
+		if v == 0 || len(n.Procs) == 0 {
+			continue
+		}
+		needs := map[int]bool{}
+		for _, r := range n.Procs {
+			if a := p.Map.Procs[r].App; a < len(p.Programs) && p.Programs[a].Name != "" {
+				needs[p.Programs[a].ID], files[p.Programs[a].ID] = true, p.Programs[a]
+			}
+		}
+		for _, f := range p.Files {
+			needs[f.ID], files[f.ID] = true, f
+		}
+		for id := range needs {
+			to[id] = append(to[id], v)
+		}
+	}
+	ids := make([]int, 0, len(to))
+	for id := range to {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	sums := map[int]string{}
+	for _, id := range ids {
+		sum, err := t.sendFile(files[id], to[id])
+		if err != nil {
+			return nil, fmt.Errorf("sending %s: %w", files[id].Source, err)
+		}
+		sums[id] = sum
+	}
+	return sums, nil
+}
+
+// StopPreload ends a Preload under way, and any later one, with an error:
+// the launch is given up.
+func (t *Tree) StopPreload() {
+	for _, w := range t.preload {
+		w.kill()
+	}
+}
+
+func (t *Tree) sendFile(f daemon.File, to []int) (string, error) {
+	r, err := os.Open(f.Source)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	h := sha256.New()
+	buf := make([]byte, preloadChunk)
+	var off int64
+	for {
+		k, err := io.ReadFull(r, buf)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return "", err
+		}
+		h.Write(buf[:k])
+		// An empty file still sends one chunk, which makes it there.
+		if k > 0 || off == 0 {
+			for _, v := range to {
+				if err := t.preload[v-1].acquire(k); err != nil {
+					return "", fmt.Errorf("%s: %w", t.cfg.Hosts[v-1], err)
+				}
+				if err := t.kids.send(v, tPreload, frame(uint32(v), toLauncher, encodeChunk(f.ID, off, buf[:k]))); err != nil {
+					return "", fmt.Errorf("%s: %w", t.cfg.Hosts[v-1], err)
+				}
+			}
+			off += int64(k)
+		}
+		if k < len(buf) {
+			break
+		}
+	}
+	if off != f.Size {
+		return "", fmt.Errorf("it changed while it was sent (%d bytes, then %d)", f.Size, off)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// receivePreload stores a chunk on this node and acknowledges it.
+func (n *node) receivePreload(body []byte) error {
+	id, off, p, err := decodeChunk(body)
+	if err != nil {
+		return err
+	}
+	n.d.Receive(id, off, p)
+	if len(p) > 0 {
+		n.parent.Send(tPreloadAck, frame(toLauncher, uint32(n.me), encodeAck(len(p))))
+	}
+	return nil
+}
