@@ -158,7 +158,14 @@ func (h host) DeregisterEvents(codes []pmixsrv.Status) error {
 }
 
 func (h host) NotifyEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
-	// The library already delivered it to this node's clients.
+	// The library already delivered it to this node's clients; other
+	// nodes get it unless its range ends here, or at the host (a client's
+	// PMIX_READY_FOR_DEBUG is for the resource manager alone: another
+	// node's library would count it as one of its own clients').
+	switch rng {
+	case pmixsrv.RangeRM, pmixsrv.RangeLocal, pmixsrv.RangeProcLocal:
+		return nil
+	}
 	h.d.up.NotifyEvent(h.d.cfg.Name, code, source, rng, info)
 	return nil
 }

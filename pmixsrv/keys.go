@@ -88,3 +88,10 @@ const (
 	KeyLocalCPUSets        = C.PMIX_LOCAL_CPUSETS
 	KeyLocalityString      = C.PMIX_LOCALITY_STRING
 )
+
+// Event ranges.
+const (
+	RangeRM        DataRange = C.PMIX_RANGE_RM         // the host (resource manager) alone
+	RangeLocal     DataRange = C.PMIX_RANGE_LOCAL      // this node's clients
+	RangeProcLocal DataRange = C.PMIX_RANGE_PROC_LOCAL // the source process alone
+)

@@ -358,7 +358,9 @@ func (n *node) handle(typ uint8, m *msg) {
 			n.reply(id, errOf(&msg{Data: data}, err))
 		})
 	case tDeliver:
-		n.d.DeliverEvent(m.Status, m.Proc, m.Range, m.Info)
+		// Off the link's reader: the library may hold an event (its debugger
+		// aggregator does) before it calls back.
+		go n.d.DeliverEvent(m.Status, m.Proc, m.Range, m.Info)
 	case tInspect:
 		n.reply(m.ID, &msg{States: n.d.Inspect(m.Nspace, m.Wait)})
 	case tClose:
