@@ -66,6 +66,8 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			case req.Version:
 				fmt.Fprintf(cmd.OutOrStdout(), "prun %s\n", Version)
 				return nil
+			case req.Exec != nil:
+				return execDebugger(req.Exec)
 			}
 			*exit = run(req.Job)
 			return nil

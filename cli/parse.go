@@ -90,8 +90,9 @@ func preloadFiles(list string, env Env) ([]string, error) {
 // Request is what a command line asks prun to do.
 type Request struct {
 	Job     *jobspec.Job
-	Help    bool // -h/--help: print usage, run nothing
-	Version bool // --version
+	Help    bool     // -h/--help: print usage, run nothing
+	Version bool     // --version
+	Exec    []string // --debug: run this debugger command (which runs prun) instead
 }
 
 // Env is how the parser sees the launcher's environment; tests substitute it.
@@ -152,6 +153,8 @@ type globalOpts struct {
 	outPat      string // Hydra's -outfile-pattern
 	errPat      string // Hydra's -errfile-pattern
 	usize       string // Hydra's -usize
+	debug       bool   // --debug, --tv: run the job under a parallel debugger
+	debuggers   string // --debugger: which ones --debug looks for
 }
 
 // launchOpts say how daemons reach other nodes.
@@ -383,6 +386,9 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.Lookup("output-proctable").NoOptDefVal = "-"
 	fs.StringVar(&g.tune, "tune", "", "read -x and --mca options for every process from the comma-separated `FILES` (mpirun's -tune: the -x variables are exported, Open MPI's processes read the --mca ones)")
 	fs.StringVar(&g.amca, "am", "", "Open MPI's aggregate MCA parameter `FILES`, comma-separated, passed on to its processes (mpirun's -am)")
+	fs.BoolVar(&g.debug, "debug", false, "run the job under the first parallel debugger of --debugger found in PATH (it starts prun again, and finds the processes through MPIR)")
+	fs.BoolVar(&g.debug, "tv", false, "same as --debug (mpirun's -tv)")
+	fs.StringVar(&g.debuggers, "debugger", DefaultDebuggers, "the debuggers --debug looks for, in order, separated by ':': command lines where @mpirun@ is prun, @mpirun_args@ its arguments, @np@ the number of processes, @executable@ and @executable_argv@ the first context's program and arguments")
 	fs.BoolVar(&g.recovery, "enable-recovery", false, "a rank that fails (exits non-zero, is killed, exits without finalize) does not end the job: the others go on, and the first failure is prun's exit status (MPI_Abort still ends the job)")
 	fs.BoolVar(&g.progress, "show-progress", false, "report the launch's progress on stderr: daemons up, processes started (each tenth of them)")
 	fs.BoolVarP(&g.preloadBin, "preload-binary", "s", false, "send the programs to the other nodes: where a node's copy differs or is missing, the processes run one from the node's session directory")
@@ -653,6 +659,15 @@ func Parse(args []string, env Env) (*Request, error) {
 		return nil, err
 	}
 	job.Timeout = t
+	if g.debug {
+		if v, _ := env.LookupEnv(UnderDebugger); v == "" {
+			cmd, err := debuggerCommand(g.debuggers, args, job, env)
+			if err != nil {
+				return nil, err
+			}
+			return &Request{Job: job, Exec: cmd}, nil
+		}
+	}
 	return &Request{Job: job}, nil
 }
 

@@ -59,6 +59,9 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 	if p.Parent != nil {
 		info = append(info, kv(pmixsrv.KeyParentID, *p.Parent))
 	}
+	if p.DebugStop {
+		info = append(info, kv(pmixsrv.KeyDebugStopInInit, pmixsrv.Rank(pmixsrv.RankWildcard)))
+	}
 	// The local node's facts also at the top level: Open MPI looks for its
 	// peers there, and libpmix 4.2 answers node-realm PMIX_HOSTNAME and
 	// PMIX_NODEID only from there (in a node array they only identify it).

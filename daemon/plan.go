@@ -18,8 +18,11 @@ type Plan struct {
 	Job      *jobspec.Job
 	Map      *mapper.Map
 	UnivSize int
-	Stdin    int  // rank that gets the launcher's stdin, or StdinNone, StdinAll
-	PTY      bool // the Stdin rank runs on a pseudo-terminal
+	// A debugger started prun (MPIR): the PMIx clients stop in PMIx_Init
+	// until the launcher releases them (pmixsrv.DebuggerRelease).
+	DebugStop bool `json:",omitempty"`
+	Stdin     int  // rank that gets the launcher's stdin, or StdinNone, StdinAll
+	PTY       bool // the Stdin rank runs on a pseudo-terminal
 
 	// For spawned jobs: who asked, and the keys put into the new job's PMI
 	// KVS before it starts (MPICH passes its parent's port that way).

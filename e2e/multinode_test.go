@@ -158,6 +158,27 @@ func TestMultiNode(t *testing.T) {
 		}
 	})
 
+	// A debugger that starts prun (--debug) finds the other nodes' ranks in
+	// the MPIR table too, each held in PMIx_Init until it lets prun go on.
+	t.Run("mpir", func(t *testing.T) {
+		dir, hello := ompi(t, "hello.c")
+		r := m.run(t, opts{args: []string{"--debug", "--debugger", mpirDebugger(), "--hostfile", m.hostfile, "--map-by", "node",
+			"-n", "4", hello}, dir: dir})
+		expectCode(t, r, 0)
+		ranks := mpirRank.FindAllStringSubmatch(r.stdout, -1)
+		if len(ranks) != 4 {
+			t.Fatalf("the debugger found %d processes, want 4\n%s", len(ranks), r)
+		}
+		for i, rk := range ranks {
+			if rk[2] != m.hosts[i] || rk[5] != "held" {
+				t.Errorf("rank %d as the debugger found it: %q; want on %s, held", i, rk[0], m.hosts[i])
+			}
+		}
+		if got := strings.Count(r.stdout, "hello from rank"); got != 4 || !strings.Contains(r.stdout, "mpir: prun exited 0\n") {
+			t.Errorf("after the debugger let prun go on: %d hellos\n%s", got, r)
+		}
+	})
+
 	// --output-proctable names every rank's node and pid, the remote ones
 	// included, as each rank sees itself.
 	t.Run("output-proctable", func(t *testing.T) {

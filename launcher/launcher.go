@@ -30,6 +30,7 @@ import (
 	"prun/iof"
 	"prun/jobspec"
 	"prun/mapper"
+	"prun/mpir"
 	"prun/pmixsrv"
 	"prun/remote"
 	"prun/sessiondir"
@@ -351,6 +352,9 @@ func (r *run) run(job *jobspec.Job) int {
 		Map:      m,
 		UnivSize: r.univ,
 		Stdin:    stdinTarget(job.Stdin),
+		// A debugger that started prun attaches to the ranks before they
+		// go past PMIx_Init.
+		DebugStop: mpir.BeingDebugged(),
 	}
 	if plan.Stdin >= len(m.Procs) {
 		r.errorf("--stdin %d: the job has ranks 0-%d", plan.Stdin, len(m.Procs)-1)
@@ -795,8 +799,11 @@ func (r *run) onEvent(ev daemon.Event) {
 		if r.showProgress && j == r.jobs[0] && progressStep(j.started, len(j.plan.Map.Procs)) {
 			r.out.Printf("prun: %d of %d processes started\n", j.started, len(j.plan.Map.Procs))
 		}
-		if r.proctable != "" && j == r.jobs[0] && j.started == len(j.plan.Map.Procs) {
-			r.outputProctable(j)
+		if j == r.jobs[0] && j.started == len(j.plan.Map.Procs) {
+			if r.proctable != "" {
+				r.outputProctable(j)
+			}
+			r.debuggerAcquire(j)
 		}
 	case daemon.LaunchFailed:
 		j.running--
@@ -945,6 +952,9 @@ func (r *run) failWith(msg string, code int, say bool) {
 	r.fail = &failure{msg: msg, code: code}
 	if say {
 		r.errorf("%s", msg)
+	}
+	if len(r.jobs) > 0 && r.jobs[0].plan.DebugStop {
+		mpir.Aborting(msg) // the debugger may look at the ranks before they go
 	}
 	r.terminate(syscall.SIGTERM)
 }
@@ -1211,6 +1221,33 @@ func (r *run) outputProctable(j *jobRun) {
 	}
 	if err != nil {
 		r.errorf("--output-proctable: %v", err)
+	}
+}
+
+// debuggerAcquire hands a parallel debugger the job's processes (MPIR): the
+// table it reads from prun's memory (also when it attaches later), and,
+// when it started prun, the breakpoint at which it attaches to them, after
+// which the ranks it holds in PMIx_Init are released.
+func (r *run) debuggerAcquire(j *jobRun) {
+	procs := make([]mpir.Proc, len(j.plan.Map.Procs))
+	r.up.mu.Lock()
+	jr := r.up.jobs[j.plan.Nspace]
+	for rank, p := range j.plan.Map.Procs {
+		procs[rank] = mpir.Proc{Host: j.plan.Map.Nodes[p.Node].Name, Exe: j.plan.Job.Apps[p.App].Exe}
+		if jr != nil && rank < len(jr.procs) {
+			procs[rank].Pid = jr.procs[rank].pid
+		}
+	}
+	r.up.mu.Unlock()
+	mpir.Publish(procs)
+	if !j.plan.DebugStop {
+		return
+	}
+	mpir.Spawned()
+	// From each node's server to its own clients: the ranks waiting for
+	// the debugger (no other job's are).
+	for _, n := range r.up.nodes() {
+		go n.DeliverEvent(pmixsrv.DebuggerRelease, pmixsrv.Proc{}, pmixsrv.RangeLocal, nil)
 	}
 }
 

@@ -87,6 +87,7 @@ const (
 	KeyCPUSet              = C.PMIX_CPUSET
 	KeyLocalCPUSets        = C.PMIX_LOCAL_CPUSETS
 	KeyLocalityString      = C.PMIX_LOCALITY_STRING
+	KeyDebugStopInInit     = C.PMIX_DEBUG_STOP_IN_INIT
 )
 
 // Event ranges.

@@ -49,6 +49,7 @@ const (
 	ErrInvalidNspace Status = C.PMIX_ERR_INVALID_NAMESPACE
 	ErrProcAborted   Status = C.PMIX_ERR_PROC_ABORTED
 	ErrJobTerminated Status = C.PMIX_EVENT_JOB_END
+	DebuggerRelease  Status = C.PMIX_DEBUGGER_RELEASE // lets processes stopped for a debugger go on
 	// operationSucceeded tells the library the upcall completed inline.
 	operationSucceeded = C.PMIX_OPERATION_SUCCEEDED
 )
@@ -133,6 +134,7 @@ type Config struct {
 type Server struct {
 	host   Host
 	tmpDir string
+	self   Proc // the server's own identity, the source of its own events
 }
 
 var (
@@ -169,7 +171,7 @@ func Init(cfg Config, host Host) (*Server, error) {
 	// beside the static copy they would run on the other copy's state.
 	// Nothing prun uses needs them.
 	os.Setenv("PMIX_MCA_mca_base_component_disable_dlopen", "1")
-	s := &Server{host: host, tmpDir: cfg.TmpDir}
+	s := &Server{host: host, tmpDir: cfg.TmpDir, self: Proc{Nspace: cfg.Nspace}}
 	active = s // upcalls may arrive as soon as the library starts
 	if rc := C.prun_server_init(a, n); rc != C.PMIX_SUCCESS {
 		active = nil
@@ -334,8 +336,13 @@ func goDmodexDone(h C.uintptr_t, st C.pmix_status_t, data *C.char, n C.size_t) {
 	done(C.GoBytes(unsafe.Pointer(data), C.int(n)), nil)
 }
 
-// Notify delivers an event to the local clients that registered for it.
+// Notify delivers an event to the local clients that registered for it. A
+// source without a namespace is the server itself: the library delivers no
+// event to its source, and a job's rank wildcard would be every rank.
 func (s *Server) Notify(code Status, source Proc, rng DataRange, info []Info) error {
+	if source.Nspace == "" {
+		source = s.self
+	}
 	a, n, err := toC(info)
 	if err != nil {
 		return err

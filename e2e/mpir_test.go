@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"prun/internal/ctest"
+)
+
+// mpirDebugger is --debugger for testdata/mpirdebugger.py, a parallel
+// debugger made of gdb and a script: it starts prun through MPIR and
+// reports what it found.
+func mpirDebugger() string {
+	return "gdb -batch -x " + filepath.Join(ctest.Root(), "testdata", "mpirdebugger.py") + " --args @mpirun@ @mpirun_args@"
+}
+
+var mpirRank = regexp.MustCompile(`(?m)^mpir: rank (\d+) host (\S+) exe (\S+) pid (\d+) (held|running)$`)
+
+// TestMPIR: prun --debug runs the job under a debugger, which finds the
+// processes in prun's MPIR_proctable at MPIR_Breakpoint, each held in
+// PMIx_Init until the debugger lets prun go on (the rest of prun serving
+// them meanwhile); a job that aborts stops at the breakpoint again, saying
+// why; and a debugger that attaches to a running prun finds the table too.
+func TestMPIR(t *testing.T) {
+	host, _ := os.Hostname()
+	dir, hello := ompi(t, "hello.c")
+	t.Run("debug", func(t *testing.T) {
+		r := run(t, opts{args: []string{"--debug", "--debugger", mpirDebugger(), "-n", "2", hello}, dir: dir})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "mpir: state 1, 2 processes\n")
+		ranks := mpirRank.FindAllStringSubmatch(r.stdout, -1)
+		if len(ranks) != 2 {
+			t.Fatalf("the debugger found %d processes, want 2\n%s", len(ranks), r)
+		}
+		for i, m := range ranks {
+			if m[1] != strconv.Itoa(i) || m[2] != host || m[3] != filepath.Join(dir, "hello") || m[5] != "held" {
+				t.Errorf("rank %d as the debugger found it: %q; want on %s, %s, held in PMIx_Init", i, m[0], host, filepath.Join(dir, "hello"))
+			}
+		}
+		for i := 0; i < 2; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("hello from rank %d of 2", i))
+		}
+		expectContains(t, "stdout", r.stdout, "mpir: prun exited 0\n")
+	})
+
+	t.Run("abort", func(t *testing.T) {
+		dir, abort := ompi(t, "abort.c")
+		r := run(t, opts{args: []string{"--debug", "--debugger", mpirDebugger(), "-n", "3", abort}, dir: dir,
+			env: []string{"MPIR_TEST_ALLSTOP=1"}})
+		expectContains(t, "stdout", r.stdout, "mpir: state 1, 3 processes\n")
+		expectContains(t, "stdout", r.stdout, "mpir: state 2, 3 processes\nmpir: aborting: rank 1 (./abort) on "+host+" called abort with status 17\n")
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		// Not started by a debugger: the table is there all the same, and
+		// nothing waits for a debugger.
+		p := startPrun(t, opts{args: []string{"-n", "2", "sleep", "30"}})
+		kids := p.waitRanks(2, "sleep", 10*time.Second)
+		out, err := exec.Command("gdb", "-batch", "-p", strconv.Itoa(p.cmd.Process.Pid),
+			"-ex", "print MPIR_proctable_size", "-ex", "print MPIR_being_debugged",
+			"-ex", "print MPIR_proctable[0].pid", "-ex", "print MPIR_proctable[1].pid",
+			"-ex", "print MPIR_proctable[1].executable_name").CombinedOutput()
+		if err != nil {
+			t.Fatalf("gdb -p: %v\n%s", err, out)
+		}
+		var vals []string
+		for _, m := range regexp.MustCompile(`(?m)^\$\d+ = (.*)$`).FindAllStringSubmatch(string(out), -1) {
+			vals = append(vals, m[1])
+		}
+		pids := []string{strconv.Itoa(kids[0].pid), strconv.Itoa(kids[1].pid)}
+		sort.Strings(pids)
+		if len(vals) != 5 || vals[0] != "2" || vals[1] != "0" || !strings.HasSuffix(vals[4], `"/usr/bin/sleep"`) && !strings.HasSuffix(vals[4], `"/bin/sleep"`) {
+			t.Errorf("what the debugger read: %q", vals)
+		} else if got := []string{vals[2], vals[3]}; !samePids(got, pids) {
+			t.Errorf("table pids %v, the ranks are %v", got, pids)
+		}
+		p.signal(syscall.SIGTERM)
+		expectCode(t, p.wait(), 143)
+	})
+
+	t.Run("no-debugger", func(t *testing.T) {
+		r := run(t, opts{args: []string{"--debug", "-n", "2", "true"}})
+		expectCode(t, r, 2)
+		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "none of the debuggers was found in PATH: totalview, ddt, fxp") {
+			t.Errorf("stderr %q; want one line", r.stderr)
+		}
+	})
+}
+
+func samePids(a, b []string) bool {
+	sort.Strings(a)
+	sort.Strings(b)
+	return strings.Join(a, " ") == strings.Join(b, " ")
+}
