@@ -389,6 +389,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.debug, "debug", false, "run the job under the first parallel debugger of --debugger found in PATH (it starts prun again, and finds the processes through MPIR)")
 	fs.BoolVar(&g.debug, "tv", false, "same as --debug (mpirun's -tv)")
 	fs.StringVar(&g.debuggers, "debugger", DefaultDebuggers, "the debuggers --debug looks for, in order, separated by ':': command lines where @mpirun@ is prun, @mpirun_args@ its arguments, @np@ the number of processes, @executable@ and @executable_argv@ the first context's program and arguments")
+	fs.Var(clearValue{&g.recovery}, "disable-recovery", "a failed rank ends the job (the default; undoes an --enable-recovery before it)")
+	fs.Lookup("disable-recovery").NoOptDefVal = "true"
 	fs.BoolVar(&g.recovery, "enable-recovery", false, "a rank that fails (exits non-zero, is killed, exits without finalize) does not end the job: the others go on, and the first failure is prun's exit status (MPI_Abort still ends the job)")
 	fs.BoolVar(&g.progress, "show-progress", false, "report the launch's progress on stderr: daemons up, processes started (each tenth of them)")
 	fs.BoolVarP(&g.preloadBin, "preload-binary", "s", false, "send the programs to the other nodes: where a node's copy differs or is missing, the processes run one from the node's session directory")
@@ -791,6 +793,21 @@ func normalize(fs *pflag.FlagSet, seg []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// clearValue is a flag that sets a bool false where it appears: the last of
+// a --enable-X/--disable-X pair given wins.
+type clearValue struct{ p *bool }
+
+func (c clearValue) String() string   { return "false" }
+func (c clearValue) Type() string     { return "bool" }
+func (c clearValue) IsBoolFlag() bool { return true }
+func (c clearValue) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err == nil && v {
+		*c.p = false
+	}
+	return err
 }
 
 // appendValue is a repeatable flag whose values several flags share, in

@@ -438,6 +438,12 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-pmi-port -n 1 ./app"); !j.PMIPort {
 		t.Error("-pmi-port: not set")
 	}
+	if j := parse("--disable-recovery --enable-recovery -n 1 ./app"); !j.EnableRecovery {
+		t.Error("--disable-recovery --enable-recovery: not set")
+	}
+	if j := parse("--enable-recovery -disable-recovery -n 1 ./app"); j.EnableRecovery {
+		t.Error("--enable-recovery -disable-recovery: set")
+	}
 	if j := parse("--enable-recovery -n 1 ./app"); !j.EnableRecovery {
 		t.Error("--enable-recovery: not set")
 	}
