@@ -887,8 +887,11 @@ func flagError(fs *pflag.FlagSet, err error, globalsGo string) error {
 	// pflag's own message quotes strconv's ("strconv.ParseInt: parsing...").
 	var bad *pflag.InvalidValueError
 	if errors.As(err, &bad) {
-		if bad.GetFlag().Value.Type() == "int" {
+		switch bad.GetFlag().Value.Type() {
+		case "int":
 			return usagef("--%s %s: want a whole number", bad.GetFlag().Name, strconv.Quote(bad.GetValue()))
+		case "bool":
+			return usagef("--%s=%s: want true or false", bad.GetFlag().Name, bad.GetValue())
 		}
 		return usagef("--%s %s: %v", bad.GetFlag().Name, strconv.Quote(bad.GetValue()), errors.Unwrap(bad))
 	}

@@ -127,6 +127,8 @@ func TestUsageErrors(t *testing.T) {
 		{"--timeout -3 ./app", "want a positive number"},
 		{"-n two ./app", `--np "two": want a whole number`},
 		{"--launch-fanout 1x -n 1 ./app", `--launch-fanout "1x": want a whole number`},
+		{"--tag-output=x -n 1 ./app", `--tag-output=x: want true or false`},
+		{"--disable-recovery=maybe -n 1 ./app", `--disable-recovery=maybe: want true or false`},
 		{"nosuchcmd", "nosuchcmd: command not found"},
 		{"--wdir /nonexistent/dir ./app", "not a directory"},
 		{"--launch-fanout 0 ./app", "--launch-fanout 0: want 1 or more"},
