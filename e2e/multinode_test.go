@@ -444,7 +444,8 @@ exec sleep 30
 
 	// A preload that takes longer than the job's --timeout (a sparse 1 GiB
 	// file: nothing to write here, a gigabyte for each host to store) is
-	// given up at the deadline: no rank starts, nothing stays on the hosts.
+	// given up at the deadline, or at Ctrl-C: no rank starts, nothing stays
+	// on the hosts.
 	t.Run("preload-timeout", func(t *testing.T) {
 		big := filepath.Join(c.LauncherOnly(), "sparse.bin")
 		f, err := os.Create(big)
@@ -472,6 +473,25 @@ exec sleep 30
 		if _, err := os.Stat(started); err == nil {
 			t.Error("a rank ran")
 		}
+
+		// Ctrl-C while sending gives it up as well, at once.
+		p := startPrun(t, opts{args: []string{"--preload-files", big, "--hostfile", m.hostfile, "-n", "4", "--map-by", "node",
+			"touch", started}, env: m.env()})
+		time.Sleep(500 * time.Millisecond)
+		sent := time.Now()
+		p.signal(syscall.SIGINT)
+		r = p.wait()
+		expectCode(t, r, 130)
+		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "received SIGINT while the preloaded files were sent; no rank had started") {
+			t.Errorf("stderr %q; want one line saying the preload was interrupted", r.stderr)
+		}
+		if d := time.Since(sent); d > 2*time.Second {
+			t.Errorf("prun took %v to give up a preload at SIGINT", d)
+		}
+		if _, err := os.Stat(started); err == nil {
+			t.Error("a rank ran")
+		}
+		m.checkClean(t, 10*time.Second)
 	})
 
 	t.Run("copy-prun", func(t *testing.T) {
