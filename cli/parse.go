@@ -337,7 +337,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVarP(&g.verbose, "verbose", "v", false, "print what the launch does on stderr: its milestones, every PMI and PMIx request, other nodes' daemons' messages")
 	fs.StringVar(&g.outPat, "outfile-pattern", "", "write the ranks' stdout to the file `PATTERN` names (%r %g %h %p %% as -prepend-pattern; ranks may share a file), not to the terminal")
 	fs.StringVar(&g.errPat, "errfile-pattern", "", "write the ranks' stderr to the file `PATTERN` names, not to the terminal")
-	fs.StringVar(&g.usize, "usize", "", "the universe size the processes are told (MPI_UNIVERSE_SIZE, PMIX_UNIV_SIZE): `N`, or SYSTEM for the allocation's slots (the default; Hydra's -usize)")
+	fs.StringVar(&g.usize, "usize", "", "the universe size the processes are told (MPI_UNIVERSE_SIZE, PMIX_UNIV_SIZE): `N`, SYSTEM for the allocation's slots (the default) or INFINITE for none (Hydra's -usize)")
 	fs.StringVar(&g.prefixPat, "prepend-pattern", "", "prefix every output line with `PATTERN`: %r rank, %g job, %h host, %p node index, %% a % (Hydra's -prepend-pattern)")
 	// Accepted for mpirun's and Hydra's command lines; nothing in prun for
 	// them to change (no VM, no prefix guessing, one I/O engine, hwloc, no
@@ -566,10 +566,12 @@ func Parse(args []string, env Env) (*Request, error) {
 	job.OutfilePattern, job.ErrfilePattern = g.outPat, g.errPat
 	switch g.usize {
 	case "", "SYSTEM":
+	case "INFINITE":
+		job.UnivSize = jobspec.UnivInfinite
 	default:
 		n, err := strconv.Atoi(g.usize)
 		if err != nil || n < 1 {
-			return nil, usagef("-usize %s: want a number of processes or SYSTEM", g.usize)
+			return nil, usagef("-usize %s: want a number of processes, SYSTEM or INFINITE", g.usize)
 		}
 		job.UnivSize = n
 	}

@@ -467,6 +467,9 @@ func TestMoreSpellings(t *testing.T) {
 	if j := parse("-usize 64 -n 1 ./app"); j.UnivSize != 64 {
 		t.Errorf("-usize 64: %d", j.UnivSize)
 	}
+	if j := parse("-usize INFINITE -n 1 ./app"); j.UnivSize != jobspec.UnivInfinite {
+		t.Errorf("-usize INFINITE: %d", j.UnivSize)
+	}
 	if j := parse("-usize SYSTEM -n 1 ./app"); j.UnivSize != 0 {
 		t.Errorf("-usize SYSTEM: %d", j.UnivSize)
 	}
@@ -486,8 +489,8 @@ func TestMoreSpellings(t *testing.T) {
 		"-prepend-pattern a% -n 1 ./app":                            `a lone % at the end`,
 		"-n 1 -envall -envnone ./app : -n 1 ./app":                  "-envall and -envnone in application context 1: give one",
 		"--set-cwd-to-session-dir -n 1 ./app : --wdir . -n 1 ./app": "--set-cwd-to-session-dir and --wdir in application context 2: give one",
-		"-usize INFINITE -n 1 ./app":                                "-usize INFINITE: want a number of processes or SYSTEM",
-		"-usize 0 -n 1 ./app":                                       "-usize 0: want a number of processes or SYSTEM",
+		"-usize infinite -n 1 ./app":                                "-usize infinite: want a number of processes, SYSTEM or INFINITE",
+		"-usize 0 -n 1 ./app":                                       "-usize 0: want a number of processes, SYSTEM or INFINITE",
 		"-outfile-pattern o.%q -n 1 ./app":                          `-outfile-pattern "o.%q": unknown specifier %q`,
 		"-errfile-pattern e --output dir=d -n 1 ./app":              "-errfile-pattern and --output-filename or --output dir=/file=: give one",
 	} {

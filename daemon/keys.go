@@ -31,7 +31,6 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 	info := []I{
 		// session realm
 		kv(pmixsrv.KeySessionID, uint32(0)),
-		kv(pmixsrv.KeyUnivSize, uint32(p.UnivSize)),
 		kv(pmixsrv.KeyTmpDir, sess.Top),
 		kv(pmixsrv.KeyTdirRmclean, true),
 		kv(pmixsrv.KeyRMName, "prun"),
@@ -41,7 +40,7 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 		kv(pmixsrv.KeyJobID, p.JobID),
 		kv(pmixsrv.KeyJobSize, uint32(nprocs)),
 		kv(pmixsrv.KeyJobNumApps, uint32(len(m.Apps))),
-		kv(pmixsrv.KeyMaxProcs, uint32(p.UnivSize)),
+		kv(pmixsrv.KeyMaxProcs, uint32(max(p.UnivSize, nprocs))),
 		kv(pmixsrv.KeyNumSlots, uint32(m.Slots)),
 		kv(pmixsrv.KeyNumNodes, uint32(len(m.Nodes))),
 		kv(pmixsrv.KeyNodeList, nodeList),
@@ -55,6 +54,9 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 		kv(pmixsrv.KeyCmdLine, p.Job.CmdLine),
 		kv(pmixsrv.KeyNSDir, sess.NSDir(p.Nspace)),
 		kv(pmixsrv.KeyNprocOffset, pmixsrv.Rank(0)),
+	}
+	if p.UnivSize != jobspec.UnivInfinite {
+		info = append(info, kv(pmixsrv.KeyUnivSize, uint32(p.UnivSize)))
 	}
 	if p.Parent != nil {
 		info = append(info, kv(pmixsrv.KeyParentID, *p.Parent))

@@ -17,7 +17,7 @@ type Plan struct {
 	Index    int // 0 for the user's job, 1, 2, ... for jobs its ranks spawned
 	Job      *jobspec.Job
 	Map      *mapper.Map
-	UnivSize int
+	UnivSize int // jobspec.UnivInfinite: none (the processes are told of no universe size)
 	// A debugger started prun (MPIR): the PMIx clients stop in PMIx_Init
 	// until the launcher releases them (pmixsrv.DebuggerRelease).
 	DebugStop bool `json:",omitempty"`

@@ -557,7 +557,6 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 		"OMPI_COMM_WORLD_LOCAL_RANK=" + lrank,
 		"OMPI_COMM_WORLD_LOCAL_SIZE=" + lsize,
 		"OMPI_COMM_WORLD_NODE_RANK=" + nrank,
-		"OMPI_UNIVERSE_SIZE=" + univ,
 		// Open MPI 4.1 starts as a singleton unless it believes a daemon of
 		// its own launched it; any value will do (see field notes).
 		"OMPI_MCA_orte_local_daemon_uri=" + ompiDaemonURI,
@@ -567,9 +566,11 @@ func (sh *shell) mpiEnv(pr mapper.Proc) []string {
 		"PRUN_LOCAL_SIZE=" + lsize,
 		"PRUN_NODE_RANK=" + nrank,
 		"PRUN_APPNUM=" + app,
-		"PRUN_UNIVERSE_SIZE=" + univ,
 		sessiondir.NspaceEnv + "=" + p.Nspace,
 		sessiondir.SessionEnv + "=" + sh.d.cfg.Session.ID(), // how a later prun finds a killed one's leftovers
+	}
+	if p.UnivSize != jobspec.UnivInfinite {
+		env = append(env, "OMPI_UNIVERSE_SIZE="+univ, "PRUN_UNIVERSE_SIZE="+univ)
 	}
 	if p.Map.Oversubscribed(pr.Node) && !envHas(sh.d.cfg.BaseEnv, "OMPI_MCA_mpi_yield_when_idle") {
 		// As mpirun does: busy-polling ranks that outnumber the cores

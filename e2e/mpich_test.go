@@ -105,6 +105,9 @@ func TestPMI1Wire(t *testing.T) {
 	// Hydra's -usize sets the universe size PMI_Get_universe_size answers.
 	r0 := run(t, opts{args: []string{"-usize", "37", "-n", "2", prog, "1", "1"}, dir: dir, env: []string{"PMI1KVS_WANT_UNIVERSE=37"}})
 	expectCode(t, r0, 0)
+	// -usize INFINITE: -1, as Hydra answers (MPICH then sets no MPI_UNIVERSE_SIZE).
+	r0 = run(t, opts{args: []string{"-usize", "INFINITE", "-n", "2", prog, "1", "1"}, dir: dir, env: []string{"PMI1KVS_WANT_UNIVERSE=-1"}})
+	expectCode(t, r0, 0)
 	// --pmi pmix gives no PMI socket: the client says so and fails.
 	r := run(t, opts{args: []string{"--pmi", "pmix", "-n", "1", prog}, dir: dir})
 	expectCode(t, r, 1)

@@ -39,14 +39,21 @@ func TestKeys(t *testing.T) {
 		{"mpmd2+3-host-fence", []string{"-n", "2", keys, ":", "-n", "3", keys}, "2,3", 5,
 			[]string{"PMIX_MCA_pmix_server_fence_localonly_opt=0"}},
 	}
-	// Hydra's -usize: PMIX_UNIV_SIZE as given.
+	// Hydra's -usize: PMIX_UNIV_SIZE as given, or none for INFINITE.
 	cases = append(cases, struct {
 		name string
 		args []string
 		apps string
 		n    int
 		env  []string
-	}{"n3-usize", []string{"-usize", "41", "-n", "3", keys}, "3", 3, []string{"KEYS_EXPECT_UNIV=41"}})
+	}{"n3-usize", []string{"-usize", "41", "-n", "3", keys}, "3", 3, []string{"KEYS_EXPECT_UNIV=41"}},
+		struct {
+			name string
+			args []string
+			apps string
+			n    int
+			env  []string
+		}{"n2-usize-infinite", []string{"-usize", "INFINITE", "-n", "2", keys}, "2", 2, []string{"KEYS_EXPECT_UNIV=none"}})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env := append([]string{

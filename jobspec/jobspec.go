@@ -23,6 +23,10 @@ type App struct {
 	EnvNone bool
 }
 
+// UnivInfinite is Job.UnivSize (and daemon.Plan.UnivSize) for Hydra's
+// -usize INFINITE: the processes are told of no universe size.
+const UnivInfinite = -1
+
 // Job is a whole command line.
 type Job struct {
 	Apps      []App
@@ -56,7 +60,7 @@ type Job struct {
 	OutputPrefix         string   // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
 	OutfilePattern       string   // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)
 	ErrfilePattern       string   // -errfile-pattern: ... their stderr
-	UnivSize             int      // -usize: the universe size; 0: the allocation's slots
+	UnivSize             int      // -usize: the universe size; 0: the allocation's slots; UnivInfinite: none
 	Launch               Launch
 }
 

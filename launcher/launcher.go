@@ -342,7 +342,10 @@ func (r *run) run(job *jobspec.Job) int {
 	}
 	r.nodesMu.Unlock()
 	r.univ = max(m.Slots, len(m.Procs))
-	if job.UnivSize > 0 {
+	switch {
+	case job.UnivSize == jobspec.UnivInfinite:
+		r.univ = jobspec.UnivInfinite
+	case job.UnivSize > 0:
 		r.univ = max(job.UnivSize, len(m.Procs)) // never smaller than the job
 	}
 	plan := &daemon.Plan{

@@ -9,7 +9,8 @@
  *   KEYS_EXPECT_APPS  comma list of the app sizes in order, e.g. "2,3"
  *                     (required)
  *   KEYS_EXPECT_HOST  expected PMIX_HOSTNAME (default: gethostname())
- *   KEYS_EXPECT_UNIV  expected PMIX_UNIV_SIZE (default: only require it)
+ *   KEYS_EXPECT_UNIV  expected PMIX_UNIV_SIZE, or "none" for no such key
+ *                     (-usize INFINITE) (default: only require it)
  *   KEYS_TIMEOUT      seconds before a watchdog gives up on a hung call
  *                     (default 60)
  *   KEYS_VERBOSE      if set and not "0", print every value fetched to stderr
@@ -268,6 +269,29 @@ static void want_str(const pmix_proc_t *p, const char *key, const char *name,
 }
 
 /* get_u32 fetches a uint32 value without comparing it; 1 on success. */
+/* want_absent checks (one more check) that key is not there for p: a
+ * PMIx_Get of it without waiting answers not-found. */
+static void want_absent(const pmix_proc_t *p, const char *key, const char *name)
+{
+    pmix_value_t *v = NULL;
+    pmix_info_t opt;
+    pmix_status_t rc;
+    bool yes = true;
+
+    nchecks++;
+    phase = name;
+    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &yes, PMIX_BOOL);
+    rc = PMIx_Get(p, key, &opt, 1, &v);
+    if (rc == PMIX_SUCCESS) {
+        failf(name, "PMIx_Get(%s, \"%s\") = %s, want no such key", procstr(p), key, v ? fmtval(v) : "?");
+        if (v)
+            PMIX_VALUE_RELEASE(v);
+    } else if (rc != PMIX_ERR_NOT_FOUND) {
+        failf(name, "PMIx_Get(%s, \"%s\") failed: %s, want not found", procstr(p), key, PMIx_Error_string(rc));
+    }
+    PMIX_INFO_DESTRUCT(&opt);
+}
+
 static int get_u32(const pmix_proc_t *p, const char *key, const char *name,
                    const pmix_info_t *info, size_t ninfo, uint32_t *out)
 {
@@ -395,7 +419,9 @@ static void check_session(void)
     const char *univ = getenv("KEYS_EXPECT_UNIV");
     uint32_t u;
 
-    if (univ && *univ)
+    if (univ && strcmp(univ, "none") == 0)
+        want_absent(&wild, K(PMIX_UNIV_SIZE));
+    else if (univ && *univ)
         want_u32(&wild, K(PMIX_UNIV_SIZE), NULL, 0, (uint32_t)strtoul(univ, NULL, 10));
     else
         get_u32(&wild, K(PMIX_UNIV_SIZE), NULL, 0, &u);
