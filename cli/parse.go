@@ -142,6 +142,7 @@ type globalOpts struct {
 	amca        string
 	progress    bool
 	recovery    bool
+	maxRestarts int
 	preloadList string
 	indexArgv   bool
 	cwdSession  bool
@@ -389,6 +390,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.debug, "debug", false, "run the job under the first parallel debugger of --debugger found in PATH (it starts prun again, and finds the processes through MPIR)")
 	fs.BoolVar(&g.debug, "tv", false, "same as --debug (mpirun's -tv)")
 	fs.StringVar(&g.debuggers, "debugger", DefaultDebuggers, "the debuggers --debug looks for, in order, separated by ':': command lines where @mpirun@ is prun, @mpirun_args@ its arguments, @np@ the number of processes, @executable@ and @executable_argv@ the first context's program and arguments")
+	fs.IntVar(&g.maxRestarts, "max-restarts", 0, "start a rank that fails (exits non-zero or is killed, not by prun, nor after MPI_Abort) again, up to `N` times, on its node, before its failure counts")
 	fs.Var(clearValue{&g.recovery}, "disable-recovery", "a failed rank ends the job (the default; undoes an --enable-recovery before it)")
 	fs.Lookup("disable-recovery").NoOptDefVal = "true"
 	fs.BoolVar(&g.recovery, "enable-recovery", false, "a rank that fails (exits non-zero, is killed, exits without finalize) does not end the job: the others go on, and the first failure is prun's exit status (MPI_Abort still ends the job)")
@@ -577,6 +579,10 @@ func Parse(args []string, env Env) (*Request, error) {
 	}
 	job.Quiet, job.ReportPID, job.ReportURI, job.OutputProctable = g.quiet, g.reportPID, g.reportURI, g.proctable
 	job.PreloadBinary, job.ShowProgress, job.EnableRecovery = g.preloadBin, g.progress, g.recovery
+	if g.maxRestarts < 0 {
+		return nil, usagef("--max-restarts %d: want 0 or more", g.maxRestarts)
+	}
+	job.MaxRestarts = g.maxRestarts
 	if g.preloadList != "" {
 		files, err := preloadFiles(g.preloadList, env)
 		if err != nil {

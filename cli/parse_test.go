@@ -128,6 +128,7 @@ func TestUsageErrors(t *testing.T) {
 		{"-n two ./app", `--np "two": want a whole number`},
 		{"--launch-fanout 1x -n 1 ./app", `--launch-fanout "1x": want a whole number`},
 		{"--tag-output=x -n 1 ./app", `--tag-output=x: want true or false`},
+		{"--max-restarts -1 -n 1 ./app", `--max-restarts -1: want 0 or more`},
 		{"--disable-recovery=maybe -n 1 ./app", `--disable-recovery=maybe: want true or false`},
 		{"nosuchcmd", "nosuchcmd: command not found"},
 		{"--wdir /nonexistent/dir ./app", "not a directory"},
@@ -439,6 +440,9 @@ func TestMoreSpellings(t *testing.T) {
 	}
 	if j := parse("-pmi-port -n 1 ./app"); !j.PMIPort {
 		t.Error("-pmi-port: not set")
+	}
+	if j := parse("--max-restarts 3 -n 1 ./app"); j.MaxRestarts != 3 {
+		t.Errorf("--max-restarts 3: %d", j.MaxRestarts)
 	}
 	if j := parse("--disable-recovery --enable-recovery -n 1 ./app"); !j.EnableRecovery {
 		t.Error("--disable-recovery --enable-recovery: not set")

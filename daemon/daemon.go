@@ -42,6 +42,7 @@ const (
 	LogMessage              // PMIx_Log: Msg
 	ProtocolError           // a malformed or out-of-order PMI request: Msg
 	HelpMessage             // an Open MPI help message: Msg (the text), Topic (its file and topic)
+	ProcRestarted           // the process failed (Status or Signal) and starts again (--max-restarts): Restart says which time
 )
 
 // Event is a report from a daemon to the launcher.
@@ -57,6 +58,7 @@ type Event struct {
 	Finalized bool // ... and PMIx_Finalize
 	Msg       string
 	Topic     string    // of a HelpMessage: the same topic from many ranks is shown once
+	Restart   int       // of a ProcRestarted: 1 for the first restart
 	Time      time.Time // when it happened, on the daemon's clock
 
 	// For ProcExited: what the process used.

@@ -47,6 +47,9 @@ func (h host) Abort(p pmixsrv.Proc, status int, msg string, targets []pmixsrv.Pr
 	if msg == "N/A" { // Open MPI's "no message"
 		msg = ""
 	}
+	if sh := h.d.shell(p.Nspace); sh != nil {
+		sh.setState(int(p.Rank), func(st *rankState) { st.aborted = true })
+	}
 	h.d.up.Event(Event{Kind: ProcAborted, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
 		Status: status, Msg: msg})
 	done(nil)

@@ -224,6 +224,7 @@ func (j *pmiJob) Spawn(rank int, req pmi.SpawnRequest, done func(string, error))
 }
 
 func (j *pmiJob) Abort(rank, code int, msg string) {
+	j.sh.setState(rank, func(st *rankState) { st.aborted = true })
 	j.sh.d.up.Event(Event{Kind: ProcAborted, Nspace: j.sh.plan.Nspace, Rank: rank, Node: j.sh.nodeName(),
 		Status: code, Msg: msg})
 }

@@ -55,6 +55,8 @@ type shell struct {
 	placed []string       // files --preload-files put in working directories
 
 	pmiLn net.Listener // -pmi-port: the job's PMI service (pmiport.go)
+
+	ending bool // every rank was signalled to end: none is restarted (--max-restarts)
 }
 
 type rankState struct {
@@ -66,7 +68,16 @@ type rankState struct {
 	pmiPort   bool // connected through -pmi-port
 	exited    bool
 	exitCode  int
+	aborted   bool  // it called PMIx_Abort: its failure is not restarted
 	child     *proc // the started process, a zombie from its exit until finish reaps it
+
+	// --max-restarts: how many times it started again, the earlier
+	// incarnations (zombies too, until finish), and the output streams of
+	// the current one that ended before it was known to be the last.
+	restarts int
+	old      []*proc
+	final    bool
+	endsHeld []iof.Stream
 }
 
 func newShell(d *Daemon, p *Plan, self int) *shell {
@@ -160,7 +171,7 @@ func (sh *shell) launch() error {
 			defer func() { <-sem; wg.Done() }()
 			err := errs[i]
 			if err == nil {
-				err = sh.start(r, envs[i])
+				err = sh.start(r, envs[i], false)
 			}
 			if err != nil {
 				sh.d.up.Event(Event{Kind: LaunchFailed, Nspace: p.Nspace, Rank: r, Node: sh.nodeName(), Msg: err.Error()})
@@ -257,8 +268,10 @@ func (sh *shell) register(local []int) (envs [][]string, errs []error) {
 	return envs, errs
 }
 
-// start starts one rank; pmixEnv is what register gave it.
-func (sh *shell) start(rank int, pmixEnv []string) error {
+// start starts one rank; pmixEnv is what register gave it. A rank started
+// again (--max-restarts) reads no stdin: what it would have read went to
+// the process it replaces.
+func (sh *shell) start(rank int, pmixEnv []string, again bool) error {
 	p := sh.plan
 	pr := p.Map.Procs[rank]
 	app := &p.Job.Apps[pr.App]
@@ -299,7 +312,7 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	var stdin *os.File
 	var stdinW *os.File
 	var ptyMaster *os.File
-	usePTY := p.PTY && rank == p.Stdin && sh.d.cfg.Stdin != nil
+	usePTY := p.PTY && rank == p.Stdin && sh.d.cfg.Stdin != nil && !again
 	switch {
 	case usePTY:
 		// The rank's stdin, stdout and stderr are one terminal; its output
@@ -317,7 +330,7 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 			stdin = tty
 			stdinW = ptyMaster
 		}
-	case (rank == p.Stdin || p.Stdin == StdinAll) && sh.d.cfg.Stdin != nil:
+	case (rank == p.Stdin || p.Stdin == StdinAll) && sh.d.cfg.Stdin != nil && !again:
 		stdin, stdinW, err = os.Pipe()
 	default:
 		stdin, err = os.Open(os.DevNull)
@@ -388,7 +401,11 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	if is, ok := sh.d.up.(iof.InfoSink); ok {
 		is.SetSourceInfo(src, sh.nodeName(), child.pid)
 	}
+	var sink iof.Sink = sh.d.up
 	sh.mu.Lock()
+	if p.Job.MaxRestarts > 0 {
+		sink = incarnation{sh, rank, sh.ranks[rank].restarts}
+	}
 	sh.ranks[rank].pid = child.pid
 	sh.ranks[rank].child = &child
 	sh.pipes = append(sh.pipes, outR)
@@ -401,13 +418,13 @@ func (sh *shell) start(rank int, pmixEnv []string) error {
 	sh.mu.Unlock()
 	sh.output.Add(1)
 	if usePTY && ptyMaster != nil {
-		go func() { defer sh.output.Done(); forwardInteractive(outR, sh.d.up, src) }()
+		go func() { defer sh.output.Done(); forwardInteractive(outR, sink, src) }()
 	} else {
-		go func() { defer sh.output.Done(); iof.Forward(outR, sh.d.up, src, iof.Stdout) }()
+		go func() { defer sh.output.Done(); iof.Forward(outR, sink, src, iof.Stdout) }()
 	}
 	if errR != nil {
 		sh.output.Add(1)
-		go func() { defer sh.output.Done(); iof.Forward(errR, sh.d.up, src, iof.Stderr) }()
+		go func() { defer sh.output.Done(); iof.Forward(errR, sink, src, iof.Stderr) }()
 	}
 	if stdinW != nil {
 		sh.mu.Lock()
@@ -447,7 +464,25 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	p := sh.plan
 	sh.mu.Lock()
 	st := sh.ranks[rank]
+	if (code != 0 || sig != 0) && st.restarts < p.Job.MaxRestarts && !sh.ending && !st.aborted && st.pid != 0 {
+		st.restarts++
+		n, pid := st.restarts, st.pid
+		if st.child != nil {
+			st.old = append(st.old, st.child) // reaped with the rest by finish
+			st.child = nil
+		}
+		st.connected, st.finalized, st.endsHeld = false, false, nil
+		sh.mu.Unlock()
+		sh.d.srv.DeregisterClient(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
+		sh.d.up.Event(Event{Kind: ProcRestarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
+			Status: code, Signal: sig, Restart: n, Time: time.Now()})
+		go sh.restart(rank, code, sig, use)
+		return
+	}
 	st.exited = true
+	st.final = true
+	held := st.endsHeld
+	st.endsHeld = nil
 	st.exitCode = code
 	connected, finalized, pid := st.connected, st.finalized, st.pid
 	sh.running--
@@ -459,8 +494,71 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 			Status: code, Signal: sig, Connected: connected, Finalized: finalized, Time: time.Now(),
 			UserCPU: use.user, SysCPU: use.sys, MaxRSSKiB: use.maxRSS})
 	}
+	if e, ok := sh.d.up.(iof.Ender); ok {
+		for _, s := range held {
+			e.End(iof.Source{Job: p.Index, App: p.Map.Procs[rank].App, Rank: rank}, s)
+		}
+	}
 	if last {
 		go sh.finish()
+	}
+}
+
+// restart starts a failed rank again (--max-restarts), unless the job began
+// to end meanwhile: then, or when it cannot start, its failure stands.
+func (sh *shell) restart(rank, code int, sig syscall.Signal, use usage) {
+	sh.mu.Lock()
+	ending := sh.ending
+	sh.mu.Unlock()
+	var err error
+	if !ending {
+		envs, errs := sh.register([]int{rank})
+		if err = errs[0]; err == nil {
+			err = sh.start(rank, envs[0], true)
+		}
+	}
+	if ending || err != nil {
+		sh.mu.Lock()
+		st := sh.ranks[rank]
+		st.restarts = sh.plan.Job.MaxRestarts
+		if err != nil {
+			st.pid = 0 // reported as a launch failure, not as an exit
+		}
+		sh.mu.Unlock()
+		if err != nil {
+			sh.d.up.Event(Event{Kind: LaunchFailed, Nspace: sh.plan.Nspace, Rank: rank, Node: sh.nodeName(), Msg: err.Error()})
+			code, sig, use = -1, 0, usage{}
+		}
+		sh.reaped(rank, code, sig, use)
+	}
+}
+
+// incarnation is the sink of one incarnation of a rank that may be
+// restarted: the end of its output streams reaches the launcher only once
+// it is known to be the rank's last (the launcher closes per-rank files at
+// a stream's end).
+type incarnation struct {
+	sh   *shell
+	rank int
+	n    int // the rank's restarts when it started
+}
+
+func (in incarnation) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
+	in.sh.d.up.Write(src, st, p, partial)
+}
+
+func (in incarnation) End(src iof.Source, st iof.Stream) {
+	sh := in.sh
+	sh.mu.Lock()
+	rs := sh.ranks[in.rank]
+	current := rs.restarts == in.n
+	forward := current && rs.final
+	if current && !rs.final {
+		rs.endsHeld = append(rs.endsHeld, st)
+	}
+	sh.mu.Unlock()
+	if e, ok := sh.d.up.(iof.Ender); ok && forward {
+		e.End(src, st)
 	}
 }
 
@@ -479,6 +577,11 @@ func (sh *shell) finish() {
 			st.child.reap()
 			st.child = nil
 		}
+		for _, c := range st.old {
+			syscall.Kill(-c.pid, syscall.SIGKILL)
+			c.reap()
+		}
+		st.old = nil
 	}
 	sh.mu.Unlock()
 	drained := make(chan struct{})
@@ -507,6 +610,12 @@ func (sh *shell) finish() {
 func (sh *shell) signal(ranks []int, sig syscall.Signal) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGKILL, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT:
+		if ranks == nil {
+			sh.ending = true // the job ends: its ranks' failures now are not restarted
+		}
+	}
 	send := func(st *rankState) {
 		if st.exited || st.pid == 0 {
 			return

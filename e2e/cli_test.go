@@ -226,6 +226,68 @@ func TestMpirunExtras(t *testing.T) {
 		expectCode(t, r, 2)
 		expectContains(t, "stderr", r.stderr, "-rmk pbs: no PBS allocation in prun's environment")
 	})
+	t.Run("max-restarts", func(t *testing.T) {
+		// A rank that fails starts again, up to N times, its output (to
+		// the terminal and to its per-rank file) continuing; then its
+		// failure counts. A failure while the job ends (another rank's
+		// failure, a signal) or after MPI_Abort is not restarted, and a
+		// PMIx client starts again under the same name.
+		dir := t.TempDir()
+		script := `f=` + dir + `/c$PRUN_RANK; n=$(cat $f 2>/dev/null || echo 0); echo $((n+1)) >$f
+echo "rank $PRUN_RANK try $n"; [ $PRUN_RANK = 1 ] && [ $n -lt 2 ] && exit 3; exit 0`
+		out := filepath.Join(dir, "out")
+		r := prun(t, "--max-restarts", "2", "--output-filename", out, "-n", "2", "sh", "-c", script)
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if strings.Join(got, ",") != "rank 0 try 0,rank 1 try 0,rank 1 try 1,rank 1 try 2" {
+			t.Errorf("stdout %q, want rank 1 three times", r.stdout)
+		}
+		ls := lines(r.stderr)
+		if len(ls) != 2 || !strings.Contains(ls[0], "rank 1 (sh) on ") || !strings.Contains(ls[0], "exited with status 3; starting it again (1 of 2)") ||
+			!strings.Contains(ls[1], "starting it again (2 of 2)") {
+			t.Errorf("stderr %q, want a line for each restart", r.stderr)
+		}
+		if b, err := os.ReadFile(filepath.Join(out, "1", "rank.1", "stdout")); err != nil || string(b) != "rank 1 try 0\nrank 1 try 1\nrank 1 try 2\n" {
+			t.Errorf("rank 1's output file: %q, %v", b, err)
+		}
+
+		r = prun(t, "--max-restarts", "1", "-n", "1", "sh", "-c", "echo try; exit 3")
+		expectCode(t, r, 3)
+		if r.stdout != "try\ntry\n" || len(lines(r.stderr)) != 2 || !strings.Contains(r.stderr, "starting it again (1 of 1)") ||
+			!strings.Contains(lines(r.stderr)[1], "exited with status 3") {
+			t.Errorf("a rank failing twice with --max-restarts 1: %s", r)
+		}
+
+		r = prun(t, "--max-restarts", "2", "-n", "2", "sh", "-c", `[ $PRUN_RANK = 0 ] && exit 5; sleep 20`)
+		expectCode(t, r, 5)
+		restarts := 0
+		for _, l := range lines(r.stderr) {
+			if strings.Contains(l, "starting it again") {
+				restarts++
+				if !strings.Contains(l, "rank 0 (sh)") {
+					t.Errorf("restarted as the job ended: %q", l)
+				}
+			}
+		}
+		if restarts != 2 {
+			t.Errorf("rank 0 failing for good: %d restarts, want 2\n%s", restarts, r)
+		}
+
+		helloDir, hello := ompi(t, "hello.c")
+		once := filepath.Join(dir, "once")
+		r = run(t, opts{args: []string{"--max-restarts", "1", "-n", "1", "sh", "-c", `[ -e ` + once + ` ] || { touch ` + once + `; exit 3; }; exec ` + hello},
+			dir: helloDir})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "hello from rank 0 of 1")
+
+		abortDir, abort := ompi(t, "abort.c")
+		r = run(t, opts{args: []string{"--max-restarts", "3", "-n", "2", abort}, dir: abortDir})
+		expectCode(t, r, 17)
+		if strings.Contains(r.stderr, "starting it again") {
+			t.Errorf("MPI_Abort was restarted:\n%s", r)
+		}
+	})
 	t.Run("enable-recovery", func(t *testing.T) {
 		// A failed rank does not end the job: the others finish their work,
 		// and the first failure is prun's exit status.

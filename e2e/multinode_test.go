@@ -158,6 +158,23 @@ func TestMultiNode(t *testing.T) {
 		}
 	})
 
+	// --max-restarts on the other nodes: each daemon starts its failed
+	// rank again, and the launcher hears of it.
+	t.Run("max-restarts", func(t *testing.T) {
+		dir := t.TempDir()
+		script := `f=` + dir + `/c$PRUN_RANK; [ -e $f ] || { touch $f; exit 4; }; echo "$(hostname) again"`
+		r := m.run(t, opts{args: []string{"--max-restarts", "1", "--hostfile", m.hostfile, "--map-by", "node", "-n", "4", "sh", "-c", script}})
+		expectCode(t, r, 0)
+		for i, l := range linePerHost(t, r, 4) {
+			if l != m.hosts[i]+" again" {
+				t.Errorf("rank on %s: %q", m.hosts[i], l)
+			}
+		}
+		if n := strings.Count(r.stderr, "exited with status 4; starting it again (1 of 1)"); n != 4 {
+			t.Errorf("%d restarts reported, want 4\n%s", n, r)
+		}
+	})
+
 	// A debugger that starts prun (--debug) finds the other nodes' ranks in
 	// the MPIR table too, each held in PMIx_Init until it lets prun go on.
 	t.Run("mpir", func(t *testing.T) {

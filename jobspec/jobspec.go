@@ -52,6 +52,7 @@ type Job struct {
 	PreloadFiles         []string // --preload-files: absolute paths, copied into every process's working directory on every node
 	ShowProgress         bool     // --show-progress: daemons up and processes started, as they come, on stderr
 	EnableRecovery       bool     // --enable-recovery: a failed rank does not end the job; the first failure is its exit status
+	MaxRestarts          int      // --max-restarts: a rank that fails is started again, up to this many times
 	IndexArgv            bool     // --index-argv-by-rank: argv[0] becomes "argv[0]-RANK"
 	CwdSessionDir        bool     // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
 	DebugDaemons         bool     // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)

@@ -794,9 +794,16 @@ func (r *run) onEvent(ev daemon.Event) {
 	}
 	switch ev.Kind {
 	case daemon.ProcStarted:
-		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) { p.pid, p.started, p.startTime = ev.Pid, true, ev.Time })
+		again := false
+		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) {
+			again = p.started // a restart (--max-restarts)
+			p.pid, p.started, p.startTime = ev.Pid, true, ev.Time
+		})
 		if r.reportBindings {
 			r.reportBinding(j, ev)
+		}
+		if again {
+			return
 		}
 		j.started++
 		if r.showProgress && j == r.jobs[0] && progressStep(j.started, len(j.plan.Map.Procs)) {
@@ -807,6 +814,15 @@ func (r *run) onEvent(ev daemon.Event) {
 				r.outputProctable(j)
 			}
 			r.debuggerAcquire(j)
+		}
+	case daemon.ProcRestarted:
+		if !r.quiet {
+			how := fmt.Sprintf("exited with status %d", ev.Status)
+			if ev.Signal != 0 {
+				how = fmt.Sprintf("was killed by signal %d (%s)", int(ev.Signal), signalName(ev.Signal))
+			}
+			r.errorf("%s (pid %d) %s; starting it again (%d of %d)", r.rankDesc(ev.Nspace, ev.Rank), ev.Pid, how,
+				ev.Restart, j.plan.Job.MaxRestarts)
 		}
 	case daemon.LaunchFailed:
 		j.running--
