@@ -87,6 +87,24 @@ func TestMPIR(t *testing.T) {
 		expectCode(t, p.wait(), 143)
 	})
 
+	t.Run("restarted", func(t *testing.T) {
+		// A rank started again (--max-restarts) is in the table by its new pid.
+		once := filepath.Join(t.TempDir(), "once")
+		p := startPrun(t, opts{args: []string{"--max-restarts", "1", "-n", "1", "sh", "-c",
+			`[ -e ` + once + ` ] || { touch ` + once + `; exit 3; }; exec sleep 30`}})
+		kids := p.waitRanks(1, "sleep", 10*time.Second)
+		out, err := exec.Command("gdb", "-batch", "-p", strconv.Itoa(p.cmd.Process.Pid),
+			"-ex", "print MPIR_proctable[0].pid").CombinedOutput()
+		if err != nil {
+			t.Fatalf("gdb -p: %v\n%s", err, out)
+		}
+		if want := fmt.Sprintf("$1 = %d\n", kids[0].pid); !strings.Contains(string(out), want) {
+			t.Errorf("the debugger read %q; want %q", out, want)
+		}
+		p.signal(syscall.SIGTERM)
+		expectCode(t, p.wait(), 143)
+	})
+
 	t.Run("no-debugger", func(t *testing.T) {
 		r := run(t, opts{args: []string{"--debug", "-n", "2", "true"}})
 		expectCode(t, r, 2)

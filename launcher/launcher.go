@@ -803,6 +803,9 @@ func (r *run) onEvent(ev daemon.Event) {
 			r.reportBinding(j, ev)
 		}
 		if again {
+			if j == r.jobs[0] {
+				mpir.SetPid(ev.Rank, ev.Pid)
+			}
 			return
 		}
 		j.started++

@@ -29,6 +29,11 @@ void prun_mpir_publish(struct MPIR_PROCDESC *table, int n) {
     MPIR_proctable_size = n;
 }
 
+void prun_mpir_set_pid(int i, int pid) {
+    if (i >= 0 && i < MPIR_proctable_size)
+        MPIR_proctable[i].pid = pid;
+}
+
 void prun_mpir_breakpoint(int state, char *abort_string) {
     MPIR_debug_state = state;
     MPIR_debug_abort_string = abort_string;

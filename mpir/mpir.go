@@ -56,6 +56,14 @@ func Publish(procs []Proc) {
 	C.prun_mpir_publish(&table[0], C.int(len(procs)))
 }
 
+// SetPid updates the table's entry of a process started again
+// (--max-restarts), once the table is published.
+func SetPid(rank, pid int) {
+	mu.Lock()
+	defer mu.Unlock()
+	C.prun_mpir_set_pid(C.int(rank), C.int(pid))
+}
+
 // Spawned tells a debugger that started prun that the table is complete:
 // it stops prun at MPIR_Breakpoint, attaches to the processes and lets prun
 // go on, when this returns.

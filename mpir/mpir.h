@@ -12,6 +12,7 @@ struct MPIR_PROCDESC {
 
 int prun_mpir_being_debugged(void);
 void prun_mpir_publish(struct MPIR_PROCDESC *table, int n);
+void prun_mpir_set_pid(int i, int pid);
 void prun_mpir_breakpoint(int state, char *abort_string);
 
 #endif
