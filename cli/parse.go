@@ -329,7 +329,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.stateOnTO, "report-state-on-timeout", false, "on --timeout, show each running rank's state from /proc")
 	fs.BoolVar(&g.stackTraces, "get-stack-traces", false, "on --timeout, show each running rank's stack (gdb or eu-stack)")
 	fs.StringVar(&g.pmi, "pmi", jobspec.PMIAuto, "process-management interface for the ranks: auto (PMIx and PMI-1/PMI-2), pmix, pmi1, pmi2 or none")
-	fs.BoolVar(&g.pmiPort, "pmi-port", false, "PMI-1 clients connect to the node's PMI service at PMI_PORT and name themselves with PMI_ID, instead of inheriting a socket (PMI_FD) (Hydra's -pmi-port)")
+	fs.BoolVar(&g.pmiPort, "pmi-port", false, "PMI-1 and PMI-2 clients connect to the node's PMI service at PMI_PORT and name themselves with PMI_ID, instead of inheriting a socket (PMI_FD) (Hydra's -pmi-port)")
 	fs.StringVar(&g.timeout, "timeout", "", "kill the job after `SECONDS` (also MPIEXEC_TIMEOUT)")
 	fs.BoolVar(&g.version, "version", false, "print the version and exit")
 	fs.BoolVar(&g.version, "info", false, "same as --version (Hydra's -info)")
@@ -659,8 +659,8 @@ func Parse(args []string, env Env) (*Request, error) {
 	default:
 		return nil, usagef("--pmi %s: want auto, pmix, pmi1, pmi2 or none", g.pmi)
 	}
-	if g.pmiPort && g.pmi != jobspec.PMIAuto && g.pmi != jobspec.PMI1 {
-		return nil, usagef("-pmi-port serves PMI-1 clients: not with --pmi %s", g.pmi)
+	if g.pmiPort && (g.pmi == jobspec.PMIx || g.pmi == jobspec.PMINone) {
+		return nil, usagef("-pmi-port serves PMI-1 and PMI-2 clients: not with --pmi %s", g.pmi)
 	}
 	job.PMIPort = g.pmiPort
 	envTimeout, _ := env.LookupEnv("MPIEXEC_TIMEOUT")

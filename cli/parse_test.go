@@ -142,10 +142,10 @@ func TestUsageErrors(t *testing.T) {
 		{"--mca btl.x self ./app", `"btl.x" is not a parameter name`},
 		{"-n 1 ./app : --mca btl self ./app", "--mca is a global option"},
 		{"--preload-files nope.dat ./app", "--preload-files nope.dat: no such file"},
-		{"-pmi-port --pmi pmix ./app", "-pmi-port serves PMI-1 clients: not with --pmi pmix"},
+		{"-pmi-port --pmi pmix ./app", "-pmi-port serves PMI-1 and PMI-2 clients: not with --pmi pmix"},
+		{"-pmi-port --pmi none ./app", "not with --pmi none"},
 		{"-rmk sge ./app", "-rmk sge: prun reads Slurm, PBS and LSF allocations"},
 		{"-order-nodes up ./app", "-order-nodes up: want ASCENDING or DESCENDING"},
-		{"-pmi-port --pmi pmi2 ./app", "not with --pmi pmi2"},
 		{"--preload-files . ./app", "--preload-files .: not a regular file"},
 		{"--preload-files data,,app ./app", "an empty file name"},
 		{"--preload-files data,./data ./app", "would both be data in the working directory"},
@@ -286,7 +286,7 @@ func FuzzParse(f *testing.F) {
 		"--ppr 2:core -v -prepend-pattern %r%% ./app", "-genvnone ./a : -envall ./b", "-info", "--cpu-list 0 ./app",
 		"-outfile-pattern o.%r%% -errfile-pattern e.%h ./app",
 		"-s --preload-files data,app --output-proctable ./app", "--output-proctable=+ --preload-files=nope ./app",
-		"-tune nope -am x.conf --show-progress ./app", "-pmi-port --pmi pmi1 ./app", "-rmk user -order-nodes ascending --enable-recovery ./app", "-membind bind:0 -n 2 ./app",
+		"-tune nope -am x.conf --show-progress ./app", "-pmi-port --pmi pmi1 ./app", "-pmi-port --pmi pmi2 ./app", "-rmk user -order-nodes ascending --enable-recovery ./app", "-membind bind:0 -n 2 ./app",
 	} {
 		f.Add(s)
 	}

@@ -15,11 +15,13 @@ import (
 
 // Hydra's -pmi-port: instead of inheriting a socket (PMI_FD), each rank
 // connects to its node's PMI service at PMI_PORT and names itself with
-// PMI_ID in a first line, "cmd=initack pmiid=N" (MPICH's
-// PMII_Set_from_port). The service answers "cmd=initack" and, in this
-// order, the job's size, the rank and debug=0; from then on the connection
-// is a PMI-1 one like any other. As with Hydra, any local process can
-// connect; a rank is served once, on the first connection that names it.
+// PMI_ID. A PMI-1 client says so in a first line, "cmd=initack pmiid=N"
+// (MPICH's PMII_Set_from_port); the service answers "cmd=initack" and, in
+// this order, the job's size, the rank and debug=0; from then on the
+// connection is a PMI-1 one like any other. A PMI-2 client starts with its
+// init and names itself in its fullinit (pmi.ServeNamedV2). As with Hydra,
+// any local process can connect; a rank is served once, on the first
+// connection that names it.
 
 // initackTimeout bounds how long a connection may stay silent before it
 // names its rank.
@@ -47,9 +49,19 @@ func (sh *shell) listenPMI(versions pmi.Versions) error {
 // servePMIPort takes a connection through the initack handshake and
 // serves it as its rank's PMI-1 connection.
 func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
-	r := bufio.NewReaderSize(c, 256)
+	r := bufio.NewReaderSize(c, 4096)
 	c.SetReadDeadline(time.Now().Add(initackTimeout))
 	line, err := r.ReadString('\n')
+	if err == nil && strings.HasPrefix(line, "cmd=init ") {
+		err := pmi.ServeNamedV2(c, r, strings.TrimRight(line, "\r\n"), sh.pmi, versions, func(rank int) error {
+			c.SetReadDeadline(time.Time{})
+			return sh.claimPMIRank(rank)
+		})
+		if err != nil && !errors.Is(err, io.EOF) {
+			sh.pmi.ProtocolError(-1, fmt.Errorf("PMI port: %w", err))
+		}
+		return
+	}
 	c.SetReadDeadline(time.Time{})
 	rank := -1
 	if err == nil {

@@ -138,8 +138,10 @@ func TestPMI2Wire(t *testing.T) {
 	t.Parallel()
 	bin := ctest.Build(t, ctest.Plain, "pmi2kvs.c")
 	dir, prog := filepath.Dir(bin), "./"+filepath.Base(bin)
-	for _, pmi := range []string{"auto", "pmi2"} {
-		r := run(t, opts{args: []string{"--pmi", pmi, "-n", "3", prog}, dir: dir})
+	// Also through -pmi-port: the client connects to PMI_PORT and names
+	// itself pmiid=PMI_ID in its fullinit, as MPICH's does.
+	for _, args := range [][]string{{"--pmi", "auto"}, {"--pmi", "pmi2"}, {"-pmi-port"}, {"-pmi-port", "--pmi", "pmi2"}} {
+		r := run(t, opts{args: append(args, "-n", "3", prog), dir: dir})
 		expectCode(t, r, 0)
 		for i := 0; i < 3; i++ {
 			expectContains(t, "stdout", r.stdout, fmt.Sprintf("pmi2kvs: rank %d ok\n", i))

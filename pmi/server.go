@@ -86,7 +86,14 @@ type conn struct {
 // breaks the protocol beyond repair. It never panics on client input.
 func Serve(rw io.ReadWriteCloser, rank int, job Job, allow Versions) {
 	c := &conn{rw: rw, r: bufio.NewReaderSize(rw, 4096), rank: rank, job: job, allow: allow}
-	defer rw.Close()
+	c.serve()
+}
+
+// serve answers requests until the connection closes or breaks the
+// protocol beyond repair, then closes it.
+func (c *conn) serve() {
+	job, rank := c.job, c.rank
+	defer c.rw.Close()
 	for {
 		var err error
 		if c.version == 2 {

@@ -59,6 +59,10 @@ func (c *conn) serveV2() error {
 		c.write(FormatV2("error", Field{"rc", "-1"}, Field{"errmsg", "malformed command"}))
 		return nil
 	}
+	return c.handleV2(cmd)
+}
+
+func (c *conn) handleV2(cmd *Command) error {
 	reply := cmd.Name + "-response"
 	if c.finalized && cmd.Name != "finalize" {
 		return c.fail2(reply, fmt.Errorf("%s after finalize", cmd.Name))

@@ -1,6 +1,8 @@
 /*
  * pmi2kvs.c - a PMI-2 client on the raw wire (length-prefixed commands on
- * PMI_FD, after a PMI-1 style "cmd=init pmi_version=2" handshake), for
+ * PMI_FD, after a PMI-1 style "cmd=init pmi_version=2" handshake; or, as
+ * MPICH's client does without PMI_FD, on a TCP connection to PMI_PORT
+ * (host:port), naming itself pmiid=PMI_ID in fullinit), for
  * testing a launcher's PMI-2 server: fullinit, job-getid, kvs-put/fence/get
  * of every rank's key, info-getjobattr (PMI_process_mapping, universeSize),
  * info-putnodeattr / info-getnodeattr with wait, name-publish/lookup,
@@ -11,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 static int fd = -1, rank = -1, size = -1;
 
@@ -42,13 +46,16 @@ static void readall(char *b, size_t n)
     }
 }
 
-/* cmd2 sends one PMI-2 command and reads the reply into buf. */
+/* cmd2 sends one PMI-2 command and reads the reply into buf. Length and
+ * body go in one write, as MPICH's client sends them: on a TCP PMI port two
+ * small writes would wait for a delayed ACK each time (Nagle). */
 static void cmd2(const char *body, char *buf, size_t cap)
 {
-    char hdr[7];
-    snprintf(hdr, sizeof hdr, "%-6d", (int)strlen(body));
-    writeall(hdr, 6);
-    writeall(body, strlen(body));
+    char hdr[7], out[2100];
+    int len = snprintf(out, sizeof out, "%-6d%s", (int)strlen(body), body);
+    if (len < 0 || (size_t)len >= sizeof out)
+        die("command too long", body);
+    writeall(out, (size_t)len);
     readall(hdr, 6);
     hdr[6] = 0;
     int n = atoi(hdr);
@@ -89,12 +96,31 @@ static void expect(const char *body, const char *reply_cmd, char *buf, size_t ca
 int main(void)
 {
     char buf[8192], body[2048], v[1100], want[256], jobid[256];
-    const char *e;
-    if (!(e = getenv("PMI_FD")) || !getenv("PMI_RANK") || !getenv("PMI_SIZE"))
-        die("environment", "PMI_FD, PMI_RANK and PMI_SIZE must be set");
-    fd = atoi(e);
-    rank = atoi(getenv("PMI_RANK"));
-    size = atoi(getenv("PMI_SIZE"));
+    const char *e, *port = getenv("PMI_PORT");
+    int byport = 0;
+    if ((e = getenv("PMI_FD")) && getenv("PMI_RANK") && getenv("PMI_SIZE")) {
+        fd = atoi(e);
+        rank = atoi(getenv("PMI_RANK"));
+        size = atoi(getenv("PMI_SIZE"));
+    } else if (port && getenv("PMI_ID")) {
+        char host[256];
+        const char *colon = strrchr(port, ':');
+        if (!colon || colon == port || (size_t)(colon - port) >= sizeof host)
+            die("PMI_PORT", port);
+        memcpy(host, port, colon - port);
+        host[colon - port] = 0;
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+        if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+            die("PMI_PORT", port);
+        fd = socket(ai->ai_family, SOCK_STREAM, 0);
+        if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+            die("connect", port);
+        freeaddrinfo(ai);
+        rank = atoi(getenv("PMI_ID"));
+        byport = 1;
+    } else {
+        die("environment", "PMI_FD, PMI_RANK and PMI_SIZE, or PMI_PORT and PMI_ID, must be set");
+    }
 
     /* The PMI-1 style handshake that selects PMI-2. */
     const char *init = "cmd=init pmi_version=2 pmi_subversion=0\n";
@@ -108,8 +134,10 @@ int main(void)
     if (!strstr(buf, "pmi_version=2") || !strstr(buf, "rc=0"))
         die("init pmi_version=2", buf);
 
-    snprintf(body, sizeof body, "cmd=fullinit;pmirank=%d;threaded=FALSE;", rank);
+    snprintf(body, sizeof body, "cmd=fullinit;%s=%d;threaded=FALSE;", byport ? "pmiid" : "pmirank", rank);
     expect(body, "fullinit-response", buf, sizeof buf);
+    if (byport && val(buf, "size", v, sizeof v))
+        size = atoi(v); /* only the server knows it */
     if (!val(buf, "rank", v, sizeof v) || atoi(v) != rank || !val(buf, "size", v, sizeof v) || atoi(v) != size)
         die("fullinit rank/size", buf);
     expect("cmd=job-getid;", "job-getid-response", buf, sizeof buf);
