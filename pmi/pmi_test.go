@@ -295,11 +295,32 @@ func FuzzServe(f *testing.F) {
 	f.Add([]byte("cmd=init pmi_version=1 pmi_subversion=1\ncmd=put kvsname=kvs_x key=a value=b\ncmd=barrier_in\ncmd=get kvsname=kvs_x key=a\ncmd=finalize\n"))
 	f.Add([]byte("cmd=init pmi_version=2 pmi_subversion=0\n27    cmd=fullinit;pmirank=0;abc"))
 	f.Add([]byte("cmd=init pmi_version=1 pmi_subversion=1\nmcmd=spawn\nnprocs=1\nexecname=x\ntotspawns=1\nspawnssofar=1\nargcnt=0\nendcmd\n"))
+	f.Add([]byte("cmd=init pmi_version=2 pmi_subversion=0\n36    cmd=fullinit;pmiid=1;threaded=FALSE;"))
 	f.Fuzz(func(t *testing.T, input []byte) {
 		job := newFake()
 		a, b := net.Pipe()
 		done := make(chan struct{})
-		go func() { Serve(b, 0, job, Both); close(done) }()
+		go func() {
+			defer close(done)
+			// A connection of its own (PMI_FD), or a client of a PMI port
+			// that names itself in its PMI-2 fullinit.
+			if !bytes.HasPrefix(input, []byte("cmd=init pmi_version=2")) {
+				Serve(b, 0, job, Both)
+				return
+			}
+			br := bufio.NewReader(b)
+			line, err := br.ReadString('\n')
+			if err != nil {
+				b.Close()
+				return
+			}
+			ServeNamedV2(b, br, strings.TrimRight(line, "\n"), job, Both, func(rank int) error {
+				if rank > 3 {
+					return errors.New("no such rank")
+				}
+				return nil
+			})
+		}()
 		go io.Copy(io.Discard, a)
 		a.SetWriteDeadline(time.Now().Add(2 * time.Second))
 		a.Write(input)
