@@ -46,12 +46,16 @@ func (sh *shell) listenPMI(versions pmi.Versions) error {
 	return nil
 }
 
-// servePMIPort takes a connection through the initack handshake and
-// serves it as its rank's PMI-1 connection.
+// servePMIPort takes a connection through the handshake that names its
+// rank and serves it as that rank's PMI connection.
 func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 	r := bufio.NewReaderSize(c, 4096)
 	c.SetReadDeadline(time.Now().Add(initackTimeout))
-	line, err := r.ReadString('\n')
+	b, err := r.ReadSlice('\n') // a first line longer than the buffer is refused, not gathered
+	line := string(b)
+	if errors.Is(err, bufio.ErrBufferFull) {
+		err = fmt.Errorf("a first line longer than %d bytes", r.Size())
+	}
 	if err == nil && strings.HasPrefix(line, "cmd=init ") {
 		err := pmi.ServeNamedV2(c, r, strings.TrimRight(line, "\r\n"), sh.pmi, versions, func(rank int) error {
 			c.SetReadDeadline(time.Time{})

@@ -189,4 +189,11 @@ func TestMPICHPMIPort(t *testing.T) {
 	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], `want cmd=initack pmiid=RANK first, got "hello"`) {
 		t.Errorf("stderr %q, want one protocol error line", r.stderr)
 	}
+	// A first line without end is refused at the buffer's size, not gathered.
+	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", "bash", "-c",
+		`exec 3<>/dev/tcp/127.0.0.1/${PMI_PORT##*:}; { head -c 100000 /dev/zero | tr '\0' a >&3; } 2>/dev/null; cat <&3 2>/dev/null; true`}})
+	expectCode(t, r, 0)
+	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "PMI port: a first line longer than 4096 bytes") {
+		t.Errorf("stderr %q, want one protocol error line", r.stderr)
+	}
 }
