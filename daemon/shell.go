@@ -76,7 +76,6 @@ type rankState struct {
 	// the current one that ended before it was known to be the last.
 	restarts int
 	old      []*proc
-	final    bool
 	endsHeld []iof.Stream
 }
 
@@ -480,7 +479,6 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 		return
 	}
 	st.exited = true
-	st.final = true
 	held := st.endsHeld
 	st.endsHeld = nil
 	st.exitCode = code
@@ -552,8 +550,8 @@ func (in incarnation) End(src iof.Source, st iof.Stream) {
 	sh.mu.Lock()
 	rs := sh.ranks[in.rank]
 	current := rs.restarts == in.n
-	forward := current && rs.final
-	if current && !rs.final {
+	forward := current && rs.exited // its last incarnation ended
+	if current && !rs.exited {
 		rs.endsHeld = append(rs.endsHeld, st)
 	}
 	sh.mu.Unlock()

@@ -1190,14 +1190,15 @@ func (r *run) reportURI(where string) error {
 func preloads(job *jobspec.Job) (programs, files []daemon.File, err error) {
 	byPath := map[string]daemon.File{}
 	describe := func(path string) (daemon.File, error) {
-		f, ok := byPath[path]
-		if !ok {
-			if f, err = daemon.FileOf(path); err != nil {
-				return f, err
-			}
-			f.ID = len(byPath)
-			byPath[path] = f
+		if f, ok := byPath[path]; ok {
+			return f, nil
 		}
+		f, err := daemon.FileOf(path)
+		if err != nil {
+			return f, err
+		}
+		f.ID = len(byPath)
+		byPath[path] = f
 		return f, nil
 	}
 	if job.PreloadBinary {

@@ -16,16 +16,15 @@ import (
 func ServeNamedV2(rw io.ReadWriteCloser, r *bufio.Reader, init string, job Job, allow Versions, claim func(rank int) error) error {
 	c := &conn{rw: rw, r: r, rank: -1, job: job, allow: allow}
 	cmd, err := ParseV1(init)
-	if err != nil || cmd.Name != "init" || allow&V2 == 0 {
+	version := ""
+	if err == nil && cmd.Name == "init" {
+		version, _ = cmd.Get("pmi_version")
+	}
+	if version != "2" || allow&V2 == 0 {
 		rw.Close()
 		return fmt.Errorf("want a PMI-2 init first, got %q", init)
 	}
-	if v, _ := cmd.Get("pmi_version"); v != "2" {
-		rw.Close()
-		return fmt.Errorf("want a PMI-2 init first, got %q", init)
-	}
-	c.write(FormatV1("response_to_init", Field{"pmi_version", "2"}, Field{"pmi_subversion", "0"}, ok1()))
-	c.version = 2
+	c.acceptV2()
 	body, err := c.readV2()
 	if err != nil {
 		rw.Close()

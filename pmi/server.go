@@ -167,6 +167,13 @@ func (c *conn) serveV1() error {
 
 func ok1() Field { return Field{"rc", "0"} }
 
+// acceptV2 answers a PMI-1 style init that asked for PMI-2: from here on
+// the connection speaks PMI-2.
+func (c *conn) acceptV2() {
+	c.write(FormatV1("response_to_init", Field{"pmi_version", "2"}, Field{"pmi_subversion", "0"}, ok1()))
+	c.version = 2
+}
+
 // fail1 answers a failed request and reports it when the client is at fault.
 func (c *conn) fail1(reply string, err error, fields ...Field) error {
 	c.job.ProtocolError(c.rank, err)
@@ -192,8 +199,7 @@ func (c *conn) handleV1(cmd *Command) error {
 			c.write(FormatV1("response_to_init", Field{"pmi_version", "1"}, Field{"pmi_subversion", "1"}, ok1()))
 		case v == "2" && c.allow&V2 != 0:
 			c.job.Connected(c.rank)
-			c.write(FormatV1("response_to_init", Field{"pmi_version", "2"}, Field{"pmi_subversion", "0"}, ok1()))
-			c.version = 2
+			c.acceptV2()
 		default:
 			return c.fail1("response_to_init", fmt.Errorf("PMI version %q not offered", v),
 				Field{"pmi_version", "1"}, Field{"pmi_subversion", "1"})
