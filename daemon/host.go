@@ -87,9 +87,11 @@ func isDirective(key string) bool { return strings.HasPrefix(key, "pmix.") }
 
 func (h host) Publish(p pmixsrv.Proc, info []pmixsrv.Info, done func(error)) error {
 	var entries []names.Entry
+	v, _ := pmixsrv.Lookup(info, pmixsrv.KeyPersistence)
+	firstRead := v == pmixsrv.PersistFirstRead
 	for _, in := range info {
 		if !isDirective(in.Key) {
-			entries = append(entries, names.Entry{Key: in.Key, Value: in.Value, Publisher: publisher(p)})
+			entries = append(entries, names.Entry{Key: in.Key, Value: in.Value, Publisher: publisher(p), FirstRead: firstRead})
 		}
 	}
 	if len(entries) == 0 {

@@ -21,6 +21,10 @@ type Entry struct {
 	Key       string
 	Value     any
 	Publisher string // who may unpublish it, e.g. "nspace:rank"
+	// FirstRead entries (PMIX_PERSIST_FIRST_READ) go with the first lookup
+	// that returns them: Open MPI's connect/accept publishes each side's
+	// half under the port's keys that way, again for every connection.
+	FirstRead bool
 }
 
 // Service stores published names and wakes lookups that wait for them.
@@ -65,6 +69,7 @@ func (s *Service) Lookup(keys []string, wait bool, timeout time.Duration, done f
 	s.mu.Lock()
 	found := s.find(keys)
 	if !wait || len(found) == len(keys) {
+		s.consume(found)
 		s.mu.Unlock()
 		if len(found) == 0 {
 			done(nil, ErrNotFound)
@@ -136,6 +141,16 @@ func (s *Service) find(keys []string) []Entry {
 	return out
 }
 
+// consume removes the first-read entries among found, which a lookup is
+// about to return.
+func (s *Service) consume(found []Entry) {
+	for _, e := range found {
+		if e.FirstRead {
+			delete(s.data, e.Key)
+		}
+	}
+}
+
 // takeReady removes the waiters whose keys are all present and returns their
 // completions, to be run without the lock.
 func (s *Service) takeReady() []func() {
@@ -150,6 +165,7 @@ func (s *Service) takeReady() []func() {
 		if w.t != nil {
 			w.t.Stop()
 		}
+		s.consume(found) // before the next waiter looks
 		done := w.done
 		ready = append(ready, func() { done(found, nil) })
 	}

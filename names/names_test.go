@@ -61,3 +61,37 @@ func TestLookupTimeoutAndClose(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 }
+
+// First-read entries (PMIX_PERSIST_FIRST_READ) go with the first lookup
+// that returns them, immediate or waiting, and may then be published again.
+func TestFirstRead(t *testing.T) {
+	s := New()
+	var got [][]Entry
+	record := func(e []Entry, err error) { got = append(got, e) }
+	s.Lookup([]string{"k"}, true, 0, record)
+	s.Lookup([]string{"k"}, true, 0, record)
+	if err := s.Publish([]Entry{{Key: "k", Value: 1, FirstRead: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got[0]) != 1 || got[0][0].Value != 1 {
+		t.Fatalf("after the publish: %+v, want one waiter served", got)
+	}
+	if err := s.Publish([]Entry{{Key: "k", Value: 2, FirstRead: true}}); err != nil {
+		t.Fatalf("publishing a consumed key again: %v", err)
+	}
+	if len(got) != 2 || got[1][0].Value != 2 {
+		t.Fatalf("second waiter: %+v", got)
+	}
+	var lerr error
+	s.Lookup([]string{"k"}, false, 0, func(e []Entry, err error) { lerr = err })
+	if !errors.Is(lerr, ErrNotFound) {
+		t.Fatalf("lookup of a consumed key: %v", lerr)
+	}
+	s.Publish([]Entry{{Key: "k", Value: 3, FirstRead: true}, {Key: "kept", Value: 4}})
+	s.Lookup([]string{"k", "kept"}, false, 0, func(e []Entry, err error) {})
+	s.Lookup([]string{"k", "kept"}, false, 0, func(e []Entry, err error) {
+		if len(e) != 1 || e[0].Key != "kept" {
+			t.Errorf("second immediate lookup: %+v, want only the lasting entry", e)
+		}
+	})
+}

@@ -96,3 +96,7 @@ const (
 	RangeLocal     DataRange = C.PMIX_RANGE_LOCAL      // this node's clients
 	RangeProcLocal DataRange = C.PMIX_RANGE_PROC_LOCAL // the source process alone
 )
+
+// PersistFirstRead is the PMIX_PERSISTENCE of published data that goes with
+// its first lookup.
+const PersistFirstRead Persistence = C.PMIX_PERSIST_FIRST_READ
