@@ -696,6 +696,11 @@ func (sh *shell) pmiEnv(pr mapper.Proc) []string {
 	if sh.pmiLn != nil {
 		conn = []string{"PMI_PORT=" + sh.pmiLn.Addr().String(), "PMI_ID=" + strconv.Itoa(pr.Rank)}
 	}
+	if p.ParentKVS != "" {
+		// MPICH's PMI-1 client learns that it was spawned (and must
+		// connect to its parents) from this alone, as Hydra tells it.
+		conn = append(conn, "PMI_SPAWNED=1")
+	}
 	return append(conn,
 		"PMI_JOBID="+sh.pmi.kvsname(),
 		"MPI_LOCALNRANKS="+strconv.Itoa(len(node.Procs)),

@@ -24,6 +24,7 @@ type fakeJob struct {
 	finalized bool
 	connected bool
 	spawns    []SpawnRequest
+	spawner   string // the parent job's id when this job was spawned
 }
 
 func newFake() *fakeJob {
@@ -31,7 +32,7 @@ func newFake() *fakeJob {
 }
 
 func (f *fakeJob) Info(rank int) RankInfo {
-	return RankInfo{Rank: rank, Size: 4, Appnum: 1, UniverseSize: 8, Kvsname: "kvs_x"}
+	return RankInfo{Rank: rank, Size: 4, Appnum: 1, UniverseSize: 8, Kvsname: "kvs_x", Spawner: f.spawner}
 }
 func (f *fakeJob) Put(rank int, k, v string) error {
 	f.mu.Lock()
@@ -148,6 +149,16 @@ func (cl *client) v2(body string) string {
 	return string(b)
 }
 
+// v2junk sends body as MPICH's simple PMI-2 client does: its length
+// counts the 6-byte header, and 6 bytes of stale buffer (junk) follow.
+func (cl *client) v2junk(body, junk string) string {
+	cl.t.Helper()
+	if len(junk) != 6 {
+		cl.t.Fatalf("junk must be 6 bytes, not %q", junk)
+	}
+	return cl.v2(body + junk)
+}
+
 func expect(t *testing.T, got string, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -199,11 +210,53 @@ func TestPMI1Spawn(t *testing.T) {
 	}
 }
 
+// MPICH's simple PMI-2 client counts the length header into each command's
+// length; its fullinit, ending with the threaded field, tells it apart, and
+// the 6 bytes after each of its commands are dropped, whatever they hold.
+func TestPMI2HeaderCounted(t *testing.T) {
+	job := newFake()
+	cl := start(t, job, Both)
+	expect(t, cl.v1("cmd=init pmi_version=2 pmi_subversion=0"), "pmi_version=2", "rc=0")
+	expect(t, cl.v2junk("cmd=fullinit;pmijobid=kvs_x;pmirank=1;threaded=FALSE;", "\x00\x00\x00\x00\x00\x00"), "cmd=fullinit-response;", "rc=0;")
+	// A stale ';' would have escaped the command's last ';' into its value;
+	// stale text would have been a field without '='.
+	expect(t, cl.v2junk("cmd=kvs-put;key=k;value=v;", ";k=v;x"), "cmd=kvs-put-response;rc=0;")
+	expect(t, cl.v2junk("cmd=kvs-get;jobid=kvs_x;srcid=0;key=k;", "\x7f\x00abcd"), "found=TRUE;", "value=v;")
+	if job.kvs["k"] != "v" {
+		t.Errorf("kvs k = %q, want v", job.kvs["k"])
+	}
+
+	// A client that counts right is read as it sends, even with a last
+	// field 6 bytes long after its threaded one.
+	exact := newFake()
+	cl = start(t, exact, Both)
+	expect(t, cl.v1("cmd=init pmi_version=2 pmi_subversion=0"), "pmi_version=2", "rc=0")
+	expect(t, cl.v2("cmd=fullinit;pmirank=2;threaded=FALSE;abcd=;"), "rank=2;", "rc=0;")
+	expect(t, cl.v2("cmd=kvs-put;key=k;value=v;"), "cmd=kvs-put-response;rc=0;")
+	if exact.kvs["k"] != "v" || len(job.errs)+len(exact.errs) != 0 {
+		t.Errorf("kvs k = %q; protocol errors: %v %v", exact.kvs["k"], job.errs, exact.errs)
+	}
+}
+
+// A spawned job's PMI-2 clients learn their parent's job id at fullinit.
+func TestPMI2Spawned(t *testing.T) {
+	job := newFake()
+	job.spawner = "kvs_parent"
+	cl := start(t, job, Both)
+	expect(t, cl.v1("cmd=init pmi_version=2 pmi_subversion=0"), "pmi_version=2", "rc=0")
+	expect(t, cl.v2("cmd=fullinit;pmirank=0;threaded=FALSE;"), "spawner-jobid=kvs_parent;", "rc=0;")
+}
+
 func TestPMI2Session(t *testing.T) {
 	job := newFake()
 	cl := start(t, job, Both)
 	expect(t, cl.v1("cmd=init pmi_version=2 pmi_subversion=0"), "pmi_version=2", "rc=0")
-	expect(t, cl.v2("cmd=fullinit;pmirank=2;threaded=FALSE;"), "cmd=fullinit-response;", "rank=2;", "size=4;", "appnum=1;", "rc=0;")
+	reply := cl.v2("cmd=fullinit;pmirank=2;threaded=FALSE;")
+	expect(t, reply, "cmd=fullinit-response;", "rank=2;", "size=4;", "appnum=1;", "rc=0;")
+	if strings.Contains(reply, "spawner-jobid") {
+		// MPICH's client would take itself for a spawned process.
+		t.Errorf("a job nobody spawned answered with a spawner: %q", reply)
+	}
 	expect(t, cl.v2("cmd=job-getid;"), "jobid=kvs_x;")
 	expect(t, cl.v2("cmd=kvs-put;key=k;value=a;;b;"), "cmd=kvs-put-response;rc=0;")
 	expect(t, cl.v2("cmd=kvs-fence;"), "cmd=kvs-fence-response;rc=0;")
@@ -213,7 +266,7 @@ func TestPMI2Session(t *testing.T) {
 	expect(t, cl.v2("cmd=info-getnodeattr;key=n;wait=TRUE;"), "found=TRUE;value=1;")
 	expect(t, cl.v2("cmd=info-getjobattr;key=PMI_process_mapping;"), "found=TRUE;value=(vector,(0,1,4));")
 	expect(t, cl.v2("cmd=name-publish;name=svc;port=p;"), "rc=0;")
-	expect(t, cl.v2("cmd=name-lookup;name=svc;"), "value=p;found=TRUE;")
+	expect(t, cl.v2("cmd=name-lookup;name=svc;"), "port=p;found=TRUE;")
 	expect(t, cl.v2("cmd=name-unpublish;name=svc;"), "rc=0;")
 	expect(t, cl.v2("cmd=spawn;ncmds=1;preputcount=1;ppkey0=k;ppval0=v;subcmd=./c;maxprocs=2;argc=1;argv0=z;infokeycount=0;"),
 		"cmd=spawn-response;", "rc=0;", "jobid=kvs_child;", "errcodes=0,0;")

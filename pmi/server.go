@@ -76,6 +76,10 @@ type conn struct {
 	allow     Versions
 	version   int // 0 until init
 	finalized bool
+	// v2seen counts PMI-2 commands read; headerCounted is true for a
+	// client that counts the length header into each command's length.
+	v2seen        int
+	headerCounted bool
 
 	wmu sync.Mutex
 

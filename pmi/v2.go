@@ -28,7 +28,33 @@ func (c *conn) readV2() (string, error) {
 	if Trace != nil {
 		fmt.Fprintf(Trace, "pmi: rank %d -> %q\n", c.rank, body)
 	}
+	if c.v2seen++; c.v2seen == 1 {
+		c.headerCounted = countsHeader(string(body))
+	}
+	if c.headerCounted {
+		body = body[:len(body)-6]
+	}
 	return string(body), nil
+}
+
+// countsHeader tells, from its first command (fullinit), a client that
+// counts the 6-byte length header into every command's length, as MPICH's
+// simple PMI-2 client does (MPICH 4.0, and clients copied from it): 6 bytes
+// of stale buffer then follow each command (Hydra's parser skips them as
+// fields without '=' or as empty ones). That fullinit ends with its threaded
+// field 6 bytes before the length given, and those 6 bytes are not a field
+// of their own ("key=v;"), as they would be from a client that counts right.
+func countsHeader(body string) bool {
+	if len(body) <= 6 {
+		return false
+	}
+	head, tail := body[:len(body)-6], body[len(body)-6:]
+	if !strings.HasPrefix(head, "cmd=fullinit;") ||
+		!(strings.HasSuffix(head, ";threaded=FALSE;") || strings.HasSuffix(head, ";threaded=TRUE;")) {
+		return false
+	}
+	field := strings.HasSuffix(tail, ";") && strings.IndexByte(tail, '=') > 0 && strings.Count(tail, ";") == 1
+	return !field
 }
 
 func ok2() Field { return Field{"rc", "0"} }
@@ -70,10 +96,14 @@ func (c *conn) handleV2(cmd *Command) error {
 	info := c.job.Info(c.rank)
 	switch cmd.Name {
 	case "fullinit":
-		c.write(FormatV2(reply, Field{"pmi-version", "2"}, Field{"pmi-subversion", "0"},
-			Field{"rank", strconv.Itoa(info.Rank)}, Field{"size", strconv.Itoa(info.Size)},
-			Field{"appnum", strconv.Itoa(info.Appnum)}, Field{"spawner-jobid", info.Spawner},
-			Field{"debugged", "FALSE"}, Field{"pmiverbose", "FALSE"}, ok2()))
+		fields := []Field{{"pmi-version", "2"}, {"pmi-subversion", "0"},
+			{"rank", strconv.Itoa(info.Rank)}, {"size", strconv.Itoa(info.Size)}, {"appnum", strconv.Itoa(info.Appnum)}}
+		if info.Spawner != "" {
+			// MPICH's client takes the key's presence, empty or not, for
+			// "I was spawned" and then looks for a parent to connect to.
+			fields = append(fields, Field{"spawner-jobid", info.Spawner})
+		}
+		c.write(FormatV2(reply, append(fields, Field{"debugged", "FALSE"}, Field{"pmiverbose", "FALSE"}, ok2())...))
 	case "job-getid":
 		c.write(FormatV2(reply, Field{"jobid", info.Kvsname}, ok2()))
 	case "kvs-put":
@@ -145,7 +175,8 @@ func (c *conn) handleV2(cmd *Command) error {
 				c.write(FormatV2(reply, Field{"found", "FALSE"}, Field{"rc", "-1"}, Field{"errmsg", "name not published"}))
 				return
 			}
-			c.write(FormatV2(reply, Field{"value", port}, Field{"found", "TRUE"}, ok2()))
+			// "port", as MPICH's client reads it and Hydra answers.
+			c.write(FormatV2(reply, Field{"port", port}, Field{"found", "TRUE"}, ok2()))
 		})
 	case "job-connect":
 		c.write(FormatV2(reply, Field{"kvscopy", "FALSE"}, ok2()))

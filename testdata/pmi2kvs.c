@@ -176,7 +176,7 @@ int main(void)
         expect("cmd=name-publish;name=pmi2svc;port=p#2;", "name-publish-response", buf, sizeof buf);
     expect("cmd=kvs-fence;", "kvs-fence-response", buf, sizeof buf);
     expect("cmd=name-lookup;name=pmi2svc;", "name-lookup-response", buf, sizeof buf);
-    if (!val(buf, "value", v, sizeof v) || strcmp(v, "p#2") != 0)
+    if (!val(buf, "port", v, sizeof v) || strcmp(v, "p#2") != 0)
         die("name-lookup", buf);
     expect("cmd=kvs-fence;", "kvs-fence-response", buf, sizeof buf);
     if (rank == 0)
