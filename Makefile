@@ -6,8 +6,15 @@ BIN      := bin/prun
 DEB_PKGS := libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev mpich libmpich-dev hwloc libhwloc-dev gcc pkg-config \
             openssh-server openssh-client iproute2 gdb
 EXAMPLES := bin/examples
+# MPICH built with ch3 (PMI-1, and its PMI-2 twin) for the tests of dynamic
+# processes, once per machine: Debian's ch4:ucx MPICH cannot spawn here.
+CACHE           := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/prun
+MPICH_CH3       ?= $(CACHE)/mpich-ch3
+MPICH_CH3_PMI2  ?= $(CACHE)/mpich-ch3-pmi2
+export PRUN_MPICH_CH3 := $(MPICH_CH3)
+export PRUN_MPICH_CH3_PMI2 := $(MPICH_CH3_PMI2)
 
-.PHONY: all deps build demo test bench fuzz vet clean leakcheck
+.PHONY: all deps build demo test bench fuzz vet clean leakcheck mpich-ch3
 
 all: build
 
@@ -44,7 +51,12 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
-test: deps vet
+# Each build returns at once when already done (its stamp in the prefix).
+mpich-ch3: deps
+	testdata/mpich-ch3.sh $(MPICH_CH3) simple
+	testdata/mpich-ch3.sh $(MPICH_CH3_PMI2) pmi2/simple
+
+test: deps vet mpich-ch3
 	$(GO) test -count=1 -timeout 60m ./...
 
 # prun built with AddressSanitizer runs an Open MPI job and a PMIx tool's

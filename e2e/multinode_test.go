@@ -305,6 +305,47 @@ func TestMultiNode(t *testing.T) {
 		})
 	}
 
+	// Open MPI's connect/accept between hosts: the name service is the
+	// launcher's, the connect a collective of two nodes' servers.
+	t.Run("ompi-connect", func(t *testing.T) {
+		dir, prog := ompi(t, "connect.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog}, dir: dir})
+		expectCode(t, r, 0)
+		for i := 1; i < 4; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("connect: client %d got %d\n", i, i*10))
+		}
+	})
+
+	// MPICH built with ch3, a PMI-1 and a PMI-2 client (testdata/mpich-ch3.sh):
+	// a ring over TCP between hosts (PMI-2's fences cross the daemons), a
+	// spawn whose children start on the next host, connect/accept by a
+	// published name with every rank on a host of its own.
+	for _, tc := range []ctest.Toolchain{ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
+		build := func(t *testing.T, src string) (string, string) {
+			bin := ctest.Build(t, tc, src)
+			return filepath.Dir(bin), "./" + filepath.Base(bin)
+		}
+		t.Run(tc.String()+"-ring", func(t *testing.T) {
+			dir, ring := build(t, "ring.c")
+			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
+		})
+		t.Run(tc.String()+"-spawn", func(t *testing.T) {
+			dir, prog := build(t, "spawn.c")
+			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--tag-output", "-n", "2", prog, "2"}, dir: dir, timeout: 20 * time.Second})
+			expectSpawned(t, r)
+		})
+		t.Run(tc.String()+"-connect", func(t *testing.T) {
+			dir, prog := build(t, "connect.c")
+			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog}, dir: dir})
+			expectCode(t, r, 0)
+			for i := 1; i < 4; i++ {
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("connect: client %d got %d\n", i, i*10))
+			}
+		})
+	}
+
 	// -pmi-port on every node: each daemon serves its ranks at its own port.
 	t.Run("mpich-pmi-port", func(t *testing.T) {
 		dir, ring := mpich(t, "ring.c")

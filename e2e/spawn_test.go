@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"testing"
 
+	"prun/internal/cluster"
 	"prun/internal/ctest"
 )
 
@@ -13,7 +15,28 @@ import (
 func TestSpawnOpenMPI(t *testing.T) {
 	t.Parallel()
 	dir, prog := ompi(t, "spawn.c")
-	r := run(t, opts{args: []string{"--tag-output", "-n", "2", prog, "2"}, dir: dir})
+	expectSpawned(t, run(t, opts{args: []string{"--tag-output", "-n", "2", prog, "2"}, dir: dir}))
+}
+
+// MPICH's MPI_Comm_spawn goes through PMI-1's mcmd=spawn (or PMI-2's spawn)
+// with the parents' port as a preput key; the children, told that they were
+// spawned (PMI_SPAWNED, or spawner-jobid at PMI-2's fullinit), connect
+// back. Built with ch3: Debian's MPICH cannot spawn (testdata/mpich-ch3.sh).
+func TestSpawnMPICH(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []ctest.Toolchain{ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
+		t.Run(tc.String(), func(t *testing.T) {
+			t.Parallel()
+			cluster.Quiet(t)
+			bin := ctest.Build(t, tc, "spawn.c")
+			expectSpawned(t, run(t, opts{args: []string{"--tag-output", "-n", "2", "./spawn", "2"}, dir: filepath.Dir(bin)}))
+		})
+	}
+}
+
+// expectSpawned checks a tagged run of spawn.c with 2 parents and 2 children.
+func expectSpawned(t *testing.T, r *result) {
+	t.Helper()
 	expectCode(t, r, 0)
 	got := lines(r.stdout)
 	if len(got) != 4 {
@@ -34,6 +57,31 @@ func TestSpawnOpenMPI(t *testing.T) {
 	}
 	if parents != 2 || children != 2 {
 		t.Errorf("parents=%d children=%d\n%s", parents, children, r)
+	}
+}
+
+// MPI_Comm_accept/MPI_Comm_connect through a published name, rank 0
+// accepting each other rank in turn. Open MPI publishes each side's half of
+// every connection under the port's keys, to be read once
+// (PMIX_PERSIST_FIRST_READ): the second connection needs the first's gone.
+// MPICH publishes the port with PMI-1's publish_name or PMI-2's
+// name-publish and connects over its own sockets.
+func TestConnectAccept(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []ctest.Toolchain{ctest.OpenMPI, ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
+		t.Run(tc.String(), func(t *testing.T) {
+			t.Parallel()
+			if tc != ctest.OpenMPI {
+				cluster.Quiet(t)
+			}
+			bin := ctest.Build(t, tc, "connect.c")
+			r := run(t, opts{args: []string{"-n", "4", "./connect"}, dir: filepath.Dir(bin)})
+			expectCode(t, r, 0)
+			for i := 1; i < 4; i++ {
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("connect: server got %d\n", i))
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("connect: client %d got %d\n", i, i*10))
+			}
+		})
 	}
 }
 

@@ -31,7 +31,30 @@ const (
 	MPICH                    // mpicc.mpich (MPICH 4.0)
 	PMIx                     // gcc + `pkg-config --cflags --libs pmix`
 	Plain                    // gcc
+	// MPICHCh3 is the same MPICH release built with the ch3 device and
+	// PMI-1 by `make mpich-ch3` (testdata/mpich-ch3.sh): Debian's build
+	// cannot spawn or open ports here. MPICHCh3PMI2 is its PMI-2 twin.
+	MPICHCh3
+	MPICHCh3PMI2
 )
+
+// MPICHCh3Dir is where `make mpich-ch3` installs the ch3 build (or its PMI-2
+// twin): $PRUN_MPICH_CH3 (or $PRUN_MPICH_CH3_PMI2), else under the user's
+// cache directory, as the Makefile does.
+func MPICHCh3Dir(pmi2 bool) string {
+	env, name := "PRUN_MPICH_CH3", "mpich-ch3"
+	if pmi2 {
+		env, name = "PRUN_MPICH_CH3_PMI2", "mpich-ch3-pmi2"
+	}
+	if d := os.Getenv(env); d != "" {
+		return d
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	return filepath.Join(cache, "prun", name)
+}
 
 // commonFlags are passed to every compile.
 var commonFlags = []string{"-O2", "-Wall"}
@@ -47,6 +70,10 @@ func (tc Toolchain) String() string {
 		return "pmix"
 	case Plain:
 		return "plain"
+	case MPICHCh3:
+		return "mpich-ch3"
+	case MPICHCh3PMI2:
+		return "mpich-ch3-pmi2"
 	}
 	return fmt.Sprintf("toolchain(%d)", int(tc))
 }
@@ -64,6 +91,12 @@ func (tc Toolchain) compiler() (cc string, pre, post []string, err error) {
 		return "gcc", cflags, libs, err
 	case Plain:
 		return "gcc", nil, nil, nil
+	case MPICHCh3, MPICHCh3PMI2:
+		cc := filepath.Join(MPICHCh3Dir(tc == MPICHCh3PMI2), "bin", "mpicc")
+		if _, err := os.Stat(cc); err != nil {
+			return "", nil, nil, fmt.Errorf("%s not found: run `make mpich-ch3` (or `make test`), which builds it once", cc)
+		}
+		return cc, nil, nil, nil
 	}
 	return "", nil, nil, fmt.Errorf("ctest: unknown toolchain %d", int(tc))
 }
