@@ -349,6 +349,10 @@ func FuzzServe(f *testing.F) {
 	f.Add([]byte("cmd=init pmi_version=2 pmi_subversion=0\n27    cmd=fullinit;pmirank=0;abc"))
 	f.Add([]byte("cmd=init pmi_version=1 pmi_subversion=1\nmcmd=spawn\nnprocs=1\nexecname=x\ntotspawns=1\nspawnssofar=1\nargcnt=0\nendcmd\n"))
 	f.Add([]byte("cmd=init pmi_version=2 pmi_subversion=0\n36    cmd=fullinit;pmiid=1;threaded=FALSE;"))
+	// MPICH's client: lengths that count the header, 6 stale bytes after.
+	f.Add([]byte("cmd=init pmi_version=2 pmi_subversion=0\n" +
+		"59    cmd=fullinit;pmijobid=kvs_x;pmirank=0;threaded=FALSE;\x00\x00\x00\x00\x00\x00" +
+		"32    cmd=kvs-put;key=k;value=v;;k=v;x" + "20    cmd=kvs-fence;\x7f\x00abcd"))
 	f.Fuzz(func(t *testing.T, input []byte) {
 		job := newFake()
 		a, b := net.Pipe()

@@ -32,6 +32,9 @@ func (c *conn) readV2() (string, error) {
 		c.headerCounted = countsHeader(string(body))
 	}
 	if c.headerCounted {
+		if len(body) <= 6 {
+			return "", fmt.Errorf("PMI-2 command of %d bytes from a client that counts the header into the length", len(body))
+		}
 		body = body[:len(body)-6]
 	}
 	return string(body), nil
