@@ -163,6 +163,19 @@ func TestMPICHPMIPort(t *testing.T) {
 	expectCode(t, r, 0)
 	expectContains(t, "stdout", r.stdout, "ring: 4 ranks, 10 laps, sum ok\n")
 
+	// MPICH's own PMI-2 client (a ch3 build) at the port: a ring, and a
+	// spawn whose children reach the port as well.
+	for _, src := range []string{"ring.c", "spawn.c"} {
+		bin := ctest.Build(t, ctest.MPICHCh3PMI2, src)
+		r := run(t, opts{args: []string{"-pmi-port", "--tag-output", "-n", "2", "./" + filepath.Base(bin), "2"}, dir: filepath.Dir(bin)})
+		if src == "ring.c" {
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
+		} else {
+			expectSpawned(t, r)
+		}
+	}
+
 	_, mpmd := mpichHere(t, "mpmd.c")
 	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", mpmd, "0,1,1", ":", "-n", "2", mpmd, "0,1,1"}, dir: dir})
 	expectCode(t, r, 0)

@@ -68,6 +68,29 @@ func (m *mn) checkClean(t *testing.T, d time.Duration) {
 	}
 }
 
+// waitStaging waits until a daemon on some host writes a preloaded file
+// into its staging area (has a "preload.N" file open): the files are being
+// sent.
+func (m *mn) waitStaging(t *testing.T, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		for _, h := range m.hosts {
+			for _, pid := range netnsPids(h) {
+				fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+				for _, fd := range fds {
+					dest, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+					if strings.HasPrefix(filepath.Base(dest), "preload.") {
+						return
+					}
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no host received preloaded data within %v", d)
+}
+
 func (m *mn) leftovers() []string {
 	var left []string
 	for _, h := range m.hosts {
@@ -535,7 +558,7 @@ exec sleep 30
 		// Ctrl-C while sending gives it up as well, at once.
 		p := startPrun(t, opts{args: []string{"--preload-files", big, "--hostfile", m.hostfile, "-n", "4", "--map-by", "node",
 			"touch", started}, env: m.env()})
-		time.Sleep(500 * time.Millisecond)
+		m.waitStaging(t, 10*time.Second) // not a fixed wait: daemons start slower on a busy machine
 		sent := time.Now()
 		p.signal(syscall.SIGINT)
 		r = p.wait()
