@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Versions says which protocol versions a connection may use.
@@ -38,6 +39,10 @@ type SpawnApp struct {
 type SpawnRequest struct {
 	Apps   []SpawnApp
 	Preput []Field // keys put into the children's KVS before they start
+	// Unheard is set for PMI-2 clients: MPICH's ignores the rc of its
+	// spawn's response, so a refused spawn would leave it waiting for
+	// children that never come.
+	Unheard bool
 }
 
 // Job is what a rank's PMI connection may ask of its job. Methods that take
@@ -108,7 +113,9 @@ func (c *conn) serve() {
 		if err == nil {
 			continue
 		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, errClosed) {
+		// A reset is a client that died with our answer unread: its end
+		// is reported as such, not as a protocol error.
+		if !errors.Is(err, io.EOF) && !errors.Is(err, errClosed) && !errors.Is(err, syscall.ECONNRESET) {
 			job.ProtocolError(rank, err)
 		}
 		return
