@@ -115,6 +115,9 @@ type SpawnRequest struct {
 	Apps   []SpawnApp
 	Preput [][2]string
 	Done   func(nspace string, err error)
+	// FailJobOnRefusal: the client cannot learn of a refusal (pmi's
+	// Unheard), so a refused spawn ends the job rather than hang it.
+	FailJobOnRefusal bool
 }
 
 // SpawnApp is one application of a spawn request.
@@ -124,6 +127,10 @@ type SpawnApp struct {
 	Env  []string
 	Cwd  string
 	NP   int
+	// Where the processes may go and where Cmd is, from the spawn's info
+	// (MPI's "host", "hostfile", "path"; PMIX_HOST, PMIX_HOSTFILE): a
+	// --host style list, a hostfile's path, a colon list of directories.
+	Hosts, Hostfile, Path string
 }
 
 // StdinStopper is a Config.Stdin whose writer waits on its reader (a pipe

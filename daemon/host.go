@@ -289,6 +289,23 @@ func (h host) Spawn(p pmixsrv.Proc, jobInfo []pmixsrv.Info, apps []pmixsrv.App, 
 		if v, ok := pmixsrv.Lookup(a.Info, pmixsrv.KeyWDir); ok && sa.Cwd == "" {
 			sa.Cwd, _ = v.(string)
 		}
+		// Open MPI passes MPI_Info's "host" and "hostfile" (and
+		// "add-host"/"add-hostfile", which can name only hosts prun already
+		// has here) as these, per app or for the whole spawn.
+		str := func(keys ...string) string {
+			for _, info := range [][]pmixsrv.Info{a.Info, jobInfo} {
+				for _, k := range keys {
+					if v, ok := pmixsrv.Lookup(info, k); ok {
+						if s, ok := v.(string); ok && s != "" {
+							return s
+						}
+					}
+				}
+			}
+			return ""
+		}
+		sa.Hosts = str(pmixsrv.KeyHost, pmixsrv.KeyAddHost)
+		sa.Hostfile = str(pmixsrv.KeyHostfile, pmixsrv.KeyAddHostfile)
 		req.Apps = append(req.Apps, sa)
 	}
 	if len(req.Apps) == 0 {

@@ -200,12 +200,19 @@ func (j *pmiJob) Lookup(service string, done func(string, bool)) {
 }
 
 func (j *pmiJob) Spawn(rank int, req pmi.SpawnRequest, done func(string, error)) {
-	sr := SpawnRequest{Parent: pmixsrv.Proc{Nspace: j.sh.plan.Nspace, Rank: pmixsrv.Rank(rank)}}
+	sr := SpawnRequest{Parent: pmixsrv.Proc{Nspace: j.sh.plan.Nspace, Rank: pmixsrv.Rank(rank)}, FailJobOnRefusal: req.Unheard}
 	for _, a := range req.Apps {
 		sa := SpawnApp{Cmd: a.Cmd, Argv: append([]string{a.Cmd}, a.Argv...), NP: a.MaxProcs}
-		for _, f := range a.Info {
-			if f.Key == "wdir" {
+		for _, f := range a.Info { // the info keys Hydra honours
+			switch f.Key {
+			case "wdir":
 				sa.Cwd = f.Value
+			case "host", "hosts":
+				sa.Hosts = f.Value
+			case "hostfile":
+				sa.Hostfile = f.Value
+			case "path":
+				sa.Path = f.Value
 			}
 		}
 		sr.Apps = append(sr.Apps, sa)

@@ -68,6 +68,26 @@ func (m *mn) checkClean(t *testing.T, d time.Duration) {
 	}
 }
 
+// expectSpawnedOn checks a run of spawn.c with 2 parents on parents' host
+// and 2 children on children's.
+func expectSpawnedOn(t *testing.T, r *result, parents, children string) {
+	t.Helper()
+	expectCode(t, r, 0)
+	for i := 0; i < 2; i++ {
+		expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawn: parent %d of 2: merged sum 4 ", i))
+		expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawn: child %d of 2: merged sum 4 ", i))
+	}
+	for _, l := range lines(r.stdout) {
+		want := children
+		if strings.Contains(l, "parent") {
+			want = parents
+		}
+		if !strings.HasSuffix(l, " on "+want) {
+			t.Errorf("%q: not on %s", l, want)
+		}
+	}
+}
+
 // waitStaging waits until a daemon on some host writes a preloaded file
 // into its staging area (has a "preload.N" file open): the files are being
 // sent.
@@ -328,6 +348,14 @@ func TestMultiNode(t *testing.T) {
 		})
 	}
 
+	// MPI_Comm_spawn's "host" info (PMIX_HOST): the children start on the
+	// host named, not on the next free slots.
+	t.Run("ompi-spawn-host", func(t *testing.T) {
+		dir, prog := ompi(t, "spawn.c")
+		expectSpawnedOn(t, m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "2", prog, "2", "prun-h4"}, dir: dir,
+			timeout: 20 * time.Second}), "prun-h1", "prun-h4")
+	})
+
 	// Open MPI's connect/accept between hosts: the name service is the
 	// launcher's, the connect a collective of two nodes' servers.
 	t.Run("ompi-connect", func(t *testing.T) {
@@ -358,6 +386,11 @@ func TestMultiNode(t *testing.T) {
 			dir, prog := build(t, "spawn.c")
 			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--tag-output", "-n", "2", prog, "2"}, dir: dir, timeout: 20 * time.Second})
 			expectSpawned(t, r)
+		})
+		t.Run(tc.String()+"-spawn-host", func(t *testing.T) {
+			dir, prog := build(t, "spawn.c")
+			expectSpawnedOn(t, m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "2", prog, "2", "prun-h3"}, dir: dir,
+				timeout: 20 * time.Second}), "prun-h1", "prun-h3")
 		})
 		t.Run(tc.String()+"-connect", func(t *testing.T) {
 			dir, prog := build(t, "connect.c")

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"prun/internal/cluster"
 	"prun/internal/ctest"
@@ -30,6 +32,35 @@ func TestSpawnMPICH(t *testing.T) {
 			cluster.Quiet(t)
 			bin := ctest.Build(t, tc, "spawn.c")
 			expectSpawned(t, run(t, opts{args: []string{"--tag-output", "-n", "2", "./spawn", "2"}, dir: filepath.Dir(bin)}))
+		})
+	}
+}
+
+// A spawn that asks for a host outside the allocation is refused with one
+// line naming the rank and the host. Open MPI and MPICH's PMI-1 client see
+// the refusal and abort; MPICH's PMI-2 client cannot (it ignores the
+// response's rc), so prun ends the job rather than leave it waiting.
+func TestSpawnRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []ctest.Toolchain{ctest.OpenMPI, ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
+		t.Run(tc.String(), func(t *testing.T) {
+			t.Parallel()
+			if tc != ctest.OpenMPI {
+				cluster.Quiet(t)
+			}
+			bin := ctest.Build(t, tc, "spawn.c")
+			r := run(t, opts{args: []string{"-n", "1", "./spawn", "1", "nosuch"}, dir: filepath.Dir(bin), timeout: 20 * time.Second})
+			if r.code == 0 {
+				t.Fatalf("a refused spawn exited 0\n%s", r)
+			}
+			expectContains(t, "stderr", r.stderr, "prun: spawn by rank 0 (./spawn) on ")
+			expectContains(t, "stderr", r.stderr, " refused: spawn of ./spawn: host nosuch is not in the allocation\n")
+			if strings.Contains(r.stdout, "child") {
+				t.Errorf("a child ran\n%s", r)
+			}
+			if r.dur > 10*time.Second {
+				t.Errorf("took %v to end", r.dur)
+			}
 		})
 	}
 }

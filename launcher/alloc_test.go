@@ -1,8 +1,10 @@
 package launcher
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,5 +55,67 @@ func TestIsLocal(t *testing.T) {
 	}
 	if !isLocal("Front-End", "front-end") || isLocal("other", "front-end") {
 		t.Error("-localhost's alias not honoured")
+	}
+}
+
+// A spawn's "host"/"hostfile" info narrows the free slots to those hosts, in
+// the order given; a count narrows a host's slots; hosts outside the
+// allocation and bad lists are errors.
+func TestSpawnAllocation(t *testing.T) {
+	free := hostfile.Allocation{Hosts: []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 0}, {Name: "c", Slots: 4, User: "u"}}}
+	show := func(al hostfile.Allocation) string {
+		var s []string
+		for _, h := range al.Hosts {
+			s = append(s, fmt.Sprintf("%s:%d%s", h.Name, h.Slots, h.User))
+		}
+		return strings.Join(s, ",")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hf"), []byte("# two\nc slots=1\na\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ hosts, hostfile, want, err string }{
+		{"", "", "a:2,b:0,c:4u", ""},
+		{"c", "", "c:4u", ""},
+		{"c,a", "", "c:4u,a:2", ""},
+		{"c:3", "", "c:3u", ""},
+		{"c:5", "", "", "only 4 slots"},
+		{"d", "", "", "host d is not in the allocation"},
+		{"a,,", "", "", "host info"},
+		{"", "hf", "c:1u,a:2", ""},
+		{"", "missing", "", "no such file"},
+	} {
+		got, err := spawnAllocation(free, tc.hosts, tc.hostfile, dir)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("hosts %q hostfile %q: err %v, want %q", tc.hosts, tc.hostfile, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || show(got) != tc.want {
+			t.Errorf("hosts %q hostfile %q: %s, %v; want %s", tc.hosts, tc.hostfile, show(got), err, tc.want)
+		}
+	}
+}
+
+// A spawn's "path" info is where a bare program name is looked for.
+func TestSpawnProgram(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	if err := os.WriteFile(filepath.Join(bin, "child"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := spawnProgram("child", "/nonexistent:"+bin, dir); err != nil || got != filepath.Join(bin, "child") {
+		t.Errorf("in path: %q, %v", got, err)
+	}
+	if _, err := spawnProgram("child", "/nonexistent", dir); err == nil || !strings.Contains(err.Error(), "child not found in path /nonexistent") {
+		t.Errorf("not in path: %v", err)
+	}
+	if got, err := spawnProgram("./bin/child", "/nonexistent", dir); err != nil || got != filepath.Join(bin, "child") {
+		t.Errorf("a name with a slash ignores path: %q, %v", got, err)
+	}
+	if got, err := spawnProgram("sh", "", dir); err != nil || !strings.HasSuffix(got, "/sh") {
+		t.Errorf("no path: PATH: %q, %v", got, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"prun/internal/trace"
 	"slices"
 	"sort"
@@ -668,6 +669,19 @@ func (r *run) launchWatched(plan *daemon.Plan, sigs <-chan os.Signal, deadline t
 // mapped onto the allocation's free slots; an implicit allocation lets it
 // oversubscribe, as it does the user's job.
 func (r *run) onSpawn(req daemon.SpawnRequest) {
+	done := req.Done
+	req.Done = func(nspace string, err error) {
+		if err != nil && r.fail == nil && r.signaled == 0 {
+			msg := fmt.Sprintf("spawn by %s refused: %v", r.rankDesc(req.Parent.Nspace, int(req.Parent.Rank)), err)
+			if req.FailJobOnRefusal {
+				r.failJob(msg, ExitFailure)
+			} else {
+				// The MPI library reports only that its spawn failed.
+				r.errorf("%s", msg)
+			}
+		}
+		done(nspace, err)
+	}
 	if r.fail != nil || r.signaled != 0 {
 		req.Done("", errors.New("the job is ending"))
 		return
@@ -680,15 +694,30 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 	pj := parent.plan.Job
 	job := &jobspec.Job{TagOutput: pj.TagOutput, PMI: pj.PMI}
 	var cmdline []string
-	for _, a := range req.Apps {
+	free := r.freeSlots()
+	var where *daemon.SpawnApp // the app whose info says where the job goes
+	for i, a := range req.Apps {
 		wdir := a.Cwd
 		if wdir == "" {
 			wdir = pj.Apps[parent.plan.Map.Procs[int(req.Parent.Rank)%len(parent.plan.Map.Procs)].App].Wdir
 		}
-		exe, err := cli.ResolveProgram(a.Cmd, wdir)
+		exe, err := spawnProgram(a.Cmd, a.Path, wdir)
 		if err != nil {
 			req.Done("", err)
 			return
+		}
+		if a.Hosts != "" || a.Hostfile != "" {
+			// One map places the whole job: apps may not each go their own way.
+			if where != nil && (where.Hosts != a.Hosts || where.Hostfile != a.Hostfile) {
+				req.Done("", fmt.Errorf("spawn: the apps name different hosts (%q, %q); prun places a spawn's apps together",
+					where.Hosts+where.Hostfile, a.Hosts+a.Hostfile))
+				return
+			}
+			where = &req.Apps[i]
+			if free, err = spawnAllocation(r.freeSlots(), a.Hosts, a.Hostfile, wdir); err != nil {
+				req.Done("", fmt.Errorf("spawn of %s: %v", a.Cmd, err))
+				return
+			}
 		}
 		if a.NP <= 0 {
 			req.Done("", fmt.Errorf("spawn of %s: %d processes", a.Cmd, a.NP))
@@ -698,7 +727,7 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		cmdline = append(cmdline, jobspec.ArgvString(a.Argv))
 	}
 	job.CmdLine = strings.Join(cmdline, " : ")
-	m, err := mapper.PlaceWith(job, r.freeSlots(), r.topos.of, mapper.Options{LocalHost: r.mapOpts.LocalHost,
+	m, err := mapper.PlaceWith(job, free, r.topos.of, mapper.Options{LocalHost: r.mapOpts.LocalHost,
 		SlotsFromCores: r.mapOpts.SlotsFromCores})
 	if err != nil {
 		req.Done("", err)
@@ -718,11 +747,26 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		Preput:    req.Preput,
 	}
 	if err := r.launch(plan); err != nil {
-		req.Done("", err)
 		r.failJob(fmt.Sprintf("spawn of %s failed: %v", job.CmdLine, err), ExitFailure)
+		req.Done("", err) // after failJob: its message is the one line
 		return
 	}
 	req.Done(plan.Nspace, nil)
+}
+
+// spawnProgram finds a spawned program: in the directories of path (the
+// spawn's "path" info, a colon list) when given and the name has no slash,
+// else as on the command line.
+func spawnProgram(cmd, path, wdir string) (string, error) {
+	if path == "" || strings.Contains(cmd, "/") {
+		return cli.ResolveProgram(cmd, wdir)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if exe, err := cli.ResolveProgram(filepath.Join(dir, cmd), wdir); err == nil {
+			return exe, nil
+		}
+	}
+	return "", fmt.Errorf("spawn: %s not found in path %s", cmd, path)
 }
 
 // freeSlots is the allocation less the ranks that still run on it.

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -411,4 +413,35 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A client that dies with an answer unread resets its connection: that is
+// its end (reported by its exit), not a protocol error.
+func TestResetIsNoProtocolError(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := newFake()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Serve(os.NewFile(uintptr(fds[0]), "server"), 0, job, Both)
+	}()
+	if _, err := syscall.Write(fds[1], []byte("cmd=init pmi_version=1 pmi_subversion=1\n")); err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	if _, _, err := syscall.Recvfrom(fds[1], b[:], syscall.MSG_PEEK); err != nil { // the answer is there
+		t.Fatal(err)
+	}
+	syscall.Close(fds[1])
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("server still serving a closed connection")
+	}
+	if len(job.errs) != 0 {
+		t.Errorf("protocol errors: %v", job.errs)
+	}
 }

@@ -190,6 +190,7 @@ func (c *conn) handleV2(cmd *Command) error {
 		if err != nil {
 			return c.fail2(reply, err)
 		}
+		req.Unheard = true
 		c.job.Spawn(c.rank, req, func(jobid string, err error) {
 			if err != nil {
 				c.write(FormatV2(reply, Field{"rc", "-1"}, Field{"errmsg", err.Error()}))

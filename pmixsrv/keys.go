@@ -44,6 +44,10 @@ const (
 	KeyAppLdr              = C.PMIX_APPLDR
 	KeyAppArgv             = C.PMIX_APP_ARGV
 	KeyWDir                = C.PMIX_WDIR
+	KeyHost                = C.PMIX_HOST
+	KeyAddHost             = C.PMIX_ADD_HOST
+	KeyHostfile            = C.PMIX_HOSTFILE
+	KeyAddHostfile         = C.PMIX_ADD_HOSTFILE
 	KeyAppMapType          = C.PMIX_APP_MAP_TYPE
 	KeyNodeInfoArray       = C.PMIX_NODE_INFO_ARRAY
 	KeyHostname            = C.PMIX_HOSTNAME
