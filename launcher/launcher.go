@@ -672,7 +672,12 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 	done := req.Done
 	req.Done = func(nspace string, err error) {
 		if err != nil && r.fail == nil && r.signaled == 0 {
-			msg := fmt.Sprintf("spawn by %s refused: %v", r.rankDesc(req.Parent.Nspace, int(req.Parent.Rank)), err)
+			var cmds []string
+			for _, a := range req.Apps {
+				cmds = append(cmds, a.Cmd)
+			}
+			msg := fmt.Sprintf("spawn of %s by %s refused: %v", strings.Join(cmds, " : "),
+				r.rankDesc(req.Parent.Nspace, int(req.Parent.Rank)), err)
 			if req.FailJobOnRefusal {
 				r.failJob(msg, ExitFailure)
 			} else {
@@ -709,18 +714,20 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		if a.Hosts != "" || a.Hostfile != "" {
 			// One map places the whole job: apps may not each go their own way.
 			if where != nil && (where.Hosts != a.Hosts || where.Hostfile != a.Hostfile) {
-				req.Done("", fmt.Errorf("spawn: the apps name different hosts (%q, %q); prun places a spawn's apps together",
+				req.Done("", fmt.Errorf("its apps name different hosts (%q, %q); prun places a spawn's apps together",
 					where.Hosts+where.Hostfile, a.Hosts+a.Hostfile))
 				return
 			}
-			where = &req.Apps[i]
-			if free, err = spawnAllocation(r.freeSlots(), a.Hosts, a.Hostfile, wdir); err != nil {
-				req.Done("", fmt.Errorf("spawn of %s: %v", a.Cmd, err))
-				return
+			if where == nil {
+				where = &req.Apps[i]
+				if free, err = spawnAllocation(free, a.Hosts, a.Hostfile, wdir); err != nil {
+					req.Done("", err)
+					return
+				}
 			}
 		}
 		if a.NP <= 0 {
-			req.Done("", fmt.Errorf("spawn of %s: %d processes", a.Cmd, a.NP))
+			req.Done("", fmt.Errorf("%d processes of %s asked for", a.NP, a.Cmd))
 			return
 		}
 		job.Apps = append(job.Apps, jobspec.App{Argv: a.Argv, Exe: exe, NP: a.NP, Env: a.Env, Wdir: wdir})
@@ -766,7 +773,7 @@ func spawnProgram(cmd, path, wdir string) (string, error) {
 			return exe, nil
 		}
 	}
-	return "", fmt.Errorf("spawn: %s not found in path %s", cmd, path)
+	return "", fmt.Errorf("%s not found in path %s", cmd, path)
 }
 
 // freeSlots is the allocation less the ranks that still run on it.
