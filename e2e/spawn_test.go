@@ -26,12 +26,25 @@ func TestSpawnOpenMPI(t *testing.T) {
 // back. Built with ch3: Debian's MPICH cannot spawn (testdata/mpich-ch3.sh).
 func TestSpawnMPICH(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []ctest.Toolchain{ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
+	eachMPI(t, "spawn.c", []ctest.Toolchain{ctest.MPICHCh3, ctest.MPICHCh3PMI2}, func(t *testing.T, dir string) {
+		expectSpawned(t, run(t, opts{args: []string{"--tag-output", "-n", "2", "./spawn", "2"}, dir: dir}))
+	})
+}
+
+// allMPIs are the MPI builds whose dynamic processes work here: Open MPI
+// and MPICH built with ch3, with a PMI-1 and with a PMI-2 client.
+var allMPIs = []ctest.Toolchain{ctest.OpenMPI, ctest.MPICHCh3, ctest.MPICHCh3PMI2}
+
+// eachMPI runs f as a parallel subtest per toolchain, in the directory of
+// src built with it; MPICH's runs keep test clusters away (cluster.Quiet).
+func eachMPI(t *testing.T, src string, tcs []ctest.Toolchain, f func(t *testing.T, dir string)) {
+	for _, tc := range tcs {
 		t.Run(tc.String(), func(t *testing.T) {
 			t.Parallel()
-			cluster.Quiet(t)
-			bin := ctest.Build(t, tc, "spawn.c")
-			expectSpawned(t, run(t, opts{args: []string{"--tag-output", "-n", "2", "./spawn", "2"}, dir: filepath.Dir(bin)}))
+			if tc != ctest.OpenMPI {
+				cluster.Quiet(t)
+			}
+			f(t, filepath.Dir(ctest.Build(t, tc, src)))
 		})
 	}
 }
@@ -42,27 +55,20 @@ func TestSpawnMPICH(t *testing.T) {
 // response's rc), so prun ends the job rather than leave it waiting.
 func TestSpawnRefused(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []ctest.Toolchain{ctest.OpenMPI, ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
-		t.Run(tc.String(), func(t *testing.T) {
-			t.Parallel()
-			if tc != ctest.OpenMPI {
-				cluster.Quiet(t)
-			}
-			bin := ctest.Build(t, tc, "spawn.c")
-			r := run(t, opts{args: []string{"-n", "1", "./spawn", "1", "nosuch"}, dir: filepath.Dir(bin), timeout: 20 * time.Second})
-			if r.code == 0 {
-				t.Fatalf("a refused spawn exited 0\n%s", r)
-			}
-			expectContains(t, "stderr", r.stderr, "prun: spawn of ./spawn by rank 0 (./spawn) on ")
-			expectContains(t, "stderr", r.stderr, " refused: host nosuch is not in the allocation\n")
-			if strings.Contains(r.stdout, "child") {
-				t.Errorf("a child ran\n%s", r)
-			}
-			if r.dur > 10*time.Second {
-				t.Errorf("took %v to end", r.dur)
-			}
-		})
-	}
+	eachMPI(t, "spawn.c", allMPIs, func(t *testing.T, dir string) {
+		r := run(t, opts{args: []string{"-n", "1", "./spawn", "1", "nosuch"}, dir: dir, timeout: 20 * time.Second})
+		if r.code == 0 {
+			t.Fatalf("a refused spawn exited 0\n%s", r)
+		}
+		expectContains(t, "stderr", r.stderr, "prun: spawn of ./spawn by rank 0 (./spawn) on ")
+		expectContains(t, "stderr", r.stderr, " refused: host nosuch is not in the allocation\n")
+		if strings.Contains(r.stdout, "child") {
+			t.Errorf("a child ran\n%s", r)
+		}
+		if r.dur > 10*time.Second {
+			t.Errorf("took %v to end", r.dur)
+		}
+	})
 }
 
 // expectSpawned checks a tagged run of spawn.c with 2 parents and 2 children.
@@ -99,21 +105,14 @@ func expectSpawned(t *testing.T, r *result) {
 // name-publish and connects over its own sockets.
 func TestConnectAccept(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []ctest.Toolchain{ctest.OpenMPI, ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
-		t.Run(tc.String(), func(t *testing.T) {
-			t.Parallel()
-			if tc != ctest.OpenMPI {
-				cluster.Quiet(t)
-			}
-			bin := ctest.Build(t, tc, "connect.c")
-			r := run(t, opts{args: []string{"-n", "4", "./connect"}, dir: filepath.Dir(bin)})
-			expectCode(t, r, 0)
-			for i := 1; i < 4; i++ {
-				expectContains(t, "stdout", r.stdout, fmt.Sprintf("connect: server got %d\n", i))
-				expectContains(t, "stdout", r.stdout, fmt.Sprintf("connect: client %d got %d\n", i, i*10))
-			}
-		})
-	}
+	eachMPI(t, "connect.c", allMPIs, func(t *testing.T, dir string) {
+		r := run(t, opts{args: []string{"-n", "4", "./connect"}, dir: dir})
+		expectCode(t, r, 0)
+		for i := 1; i < 4; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("connect: server got %d\n", i))
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("connect: client %d got %d\n", i, i*10))
+		}
+	})
 }
 
 // PMI-1 spawn on the wire (MPICH's mcmd=spawn): preput keys reach the new
