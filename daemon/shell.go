@@ -70,6 +70,8 @@ type rankState struct {
 	exitCode  int
 	aborted   bool  // it called PMIx_Abort: its failure is not restarted
 	child     *proc // the started process, a zombie from its exit until finish reaps it
+	// pmiServed is closed when its PMI connection's server returns.
+	pmiServed <-chan struct{}
 
 	// --max-restarts: how many times it started again, the earlier
 	// incarnations (zombies too, until finish), and the output streams of
@@ -393,8 +395,13 @@ func (sh *shell) start(rank int, pmixEnv []string, again bool) error {
 		}
 		return fmt.Errorf("%s: %w", app.Argv[0], err)
 	}
+	var pmiServed chan struct{}
 	if pmiServer != nil {
-		go pmi.Serve(pmiServer, rank, sh.pmi, pmiVersions)
+		pmiServed = make(chan struct{})
+		go func() {
+			defer close(pmiServed)
+			pmi.Serve(pmiServer, rank, sh.pmi, pmiVersions)
+		}()
 	}
 	src := iof.Source{Job: p.Index, App: pr.App, Rank: rank}
 	if is, ok := sh.d.up.(iof.InfoSink); ok {
@@ -407,6 +414,7 @@ func (sh *shell) start(rank int, pmixEnv []string, again bool) error {
 	}
 	sh.ranks[rank].pid = child.pid
 	sh.ranks[rank].child = &child
+	sh.ranks[rank].pmiServed = pmiServed
 	sh.pipes = append(sh.pipes, outR)
 	if errR != nil {
 		sh.pipes = append(sh.pipes, errR)
@@ -448,7 +456,30 @@ func (sh *shell) wait(rank int, p *proc) {
 	case ws.Exited():
 		code = ws.ExitStatus()
 	}
+	if code != 0 || sig != 0 {
+		sh.drainPMI(rank)
+	}
 	sh.reaped(rank, code, sig, usage{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Maxrss})
+}
+
+// drainPMI lets a failed rank's last PMI words be heard before its exit is
+// reported: MPICH's PMI-2 client sends its abort and exits at once (with
+// 255: the abort's message has MPI_Abort's code), so the exit could
+// otherwise win and the abort be lost. The connection ends with the
+// process, unless a child inherited it: then 100 ms at most.
+func (sh *shell) drainPMI(rank int) {
+	sh.mu.Lock()
+	served := sh.ranks[rank].pmiServed
+	sh.mu.Unlock()
+	if served == nil {
+		return
+	}
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-served:
+	case <-t.C:
+	}
 }
 
 // usage is what a process used, from wait4.

@@ -70,6 +70,34 @@ func TestMPICHAbortAndExit(t *testing.T) {
 	expectFaster(t, r, 10*time.Second)
 }
 
+// The same with MPICH's own PMI-1 and PMI-2 clients (ch3 builds). PMI-2's
+// abort command carries no status and the client exits 255 at once: prun
+// hears the abort before the exit and takes MPI_Abort's code from its
+// message.
+func TestMPICHCh3AbortAndExit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []ctest.Toolchain{ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
+		t.Run(tc.String(), func(t *testing.T) {
+			cluster.Quiet(t)
+			abort := ctest.Build(t, tc, "abort.c")
+			for i := 0; i < 3; i++ { // the abort and the exit race in each run
+				r, d := abortLatency(t, filepath.Dir(abort), []string{"-n", "4", "./abort"}, "abort: rank 1 aborting with 17")
+				expectCode(t, r, 17)
+				expectContains(t, "stderr", r.stderr, "rank 1 (./abort)")
+				expectContains(t, "stderr", r.stderr, "called abort with status 17")
+				if d > time.Second {
+					t.Errorf("prun exited %v after MPI_Abort, want within 1 s\n%s", d, r)
+				}
+			}
+			exitcode := ctest.Build(t, tc, "exitcode.c")
+			r := run(t, opts{args: []string{"-n", "4", "./exitcode", "2", "3"}, dir: filepath.Dir(exitcode)})
+			expectCode(t, r, 3)
+			expectContains(t, "stderr", r.stderr, "rank 2 (./exitcode)")
+			expectContains(t, "stderr", r.stderr, "exited with status 3")
+		})
+	}
+}
+
 // Both MPI implementations in one MPMD job would need one MPI library; but
 // each alone must run under plain prun, in the same session of tests.
 func TestBothMPIsWithoutFlags(t *testing.T) {

@@ -445,3 +445,38 @@ func TestResetIsNoProtocolError(t *testing.T) {
 		t.Errorf("protocol errors: %v", job.errs)
 	}
 }
+
+// A PMI-2 abort has no status field: MPI_Abort's code comes from MPICH's
+// message, else 1.
+func TestAbortCode(t *testing.T) {
+	for msg, want := range map[string]int{
+		"application called MPI_Abort(MPI_COMM_WORLD, 17) - process 1": 17,
+		"application called MPI_Abort(comm=0x84000002, 3) - process 0": 3,
+		"Fatal error in internal_Init: Other MPI error":                1,
+		"": 1,
+		"application called MPI_Abort(MPI_COMM_WORLD, 99999999999999999999) - process 0": 1,
+	} {
+		if got := abortCode(msg); got != want {
+			t.Errorf("abortCode(%q) = %d, want %d", msg, got, want)
+		}
+	}
+	job := newFake()
+	cl := start(t, job, Both)
+	cl.v1("cmd=init pmi_version=2 pmi_subversion=0")
+	cl.v2("cmd=fullinit;pmirank=0;threaded=FALSE;")
+	abort := "cmd=abort;isworld=TRUE;msg=application called MPI_Abort(MPI_COMM_WORLD, 17) - x;"
+	fmt.Fprintf(cl.c, "%-6d%s", len(abort), abort)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		job.mu.Lock()
+		code := job.aborted
+		job.mu.Unlock()
+		if code == 17 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("abort status %d, want 17", code)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

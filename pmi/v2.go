@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -206,7 +207,7 @@ func (c *conn) handleV2(cmd *Command) error {
 		})
 	case "abort":
 		msg, _ := cmd.Get("msg")
-		c.job.Abort(c.rank, 1, msg)
+		c.job.Abort(c.rank, abortCode(msg), msg)
 	case "finalize":
 		c.finalized = true
 		c.job.Finalize(c.rank)
@@ -215,6 +216,22 @@ func (c *conn) handleV2(cmd *Command) error {
 		return c.fail2(reply, fmt.Errorf("unknown PMI-2 command %q", clip(cmd.Name)))
 	}
 	return nil
+}
+
+// mpiAbort is how MPICH words an MPI_Abort: "application called
+// MPI_Abort(MPI_COMM_WORLD, 17) - process 1".
+var mpiAbort = regexp.MustCompile(`MPI_Abort\([^,()]*, (-?[0-9]+)\)`)
+
+// abortCode is the status of a PMI-2 abort, whose command has no field for
+// it (MPICH's client then exits 255): MPI_Abort's code from the message, as
+// a PMI-1 abort or mpirun would give it, else 1.
+func abortCode(msg string) int {
+	if m := mpiAbort.FindStringSubmatch(msg); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			return n
+		}
+	}
+	return 1
 }
 
 // parseSpawnV2 reads "spawn;ncmds=N;subcmd=CMD;maxprocs=M;argc=A;argv0=..;
