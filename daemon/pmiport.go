@@ -49,6 +49,8 @@ func (sh *shell) listenPMI(versions pmi.Versions) error {
 // servePMIPort takes a connection through the handshake that names its
 // rank and serves it as that rank's PMI connection.
 func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
+	served := make(chan struct{}) // for drainPMI, once a rank is claimed
+	defer close(served)
 	r := bufio.NewReaderSize(c, 4096)
 	c.SetReadDeadline(time.Now().Add(initackTimeout))
 	b, err := r.ReadSlice('\n') // a first line longer than the buffer is refused, not gathered
@@ -59,7 +61,7 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 	if err == nil && strings.HasPrefix(line, "cmd=init ") {
 		err := pmi.ServeNamedV2(c, r, strings.TrimRight(line, "\r\n"), sh.pmi, versions, func(rank int) error {
 			c.SetReadDeadline(time.Time{})
-			return sh.claimPMIRank(rank)
+			return sh.claimPMIRank(rank, served)
 		})
 		if err != nil && !errors.Is(err, io.EOF) {
 			sh.pmi.ProtocolError(-1, fmt.Errorf("PMI port: %w", err))
@@ -72,7 +74,7 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 		rank, err = parseInitack(line)
 	}
 	if err == nil {
-		err = sh.claimPMIRank(rank)
+		err = sh.claimPMIRank(rank, served)
 	}
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
@@ -103,7 +105,7 @@ func parseInitack(line string) (int, error) {
 }
 
 // claimPMIRank lets rank connect once, if it runs here.
-func (sh *shell) claimPMIRank(rank int) error {
+func (sh *shell) claimPMIRank(rank int, served <-chan struct{}) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	st, ok := sh.ranks[rank]
@@ -114,6 +116,7 @@ func (sh *shell) claimPMIRank(rank int) error {
 		return fmt.Errorf("pmiid %d: that rank is connected already", rank)
 	}
 	st.pmiPort = true
+	st.pmiServed = served
 	return nil
 }
 

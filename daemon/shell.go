@@ -502,6 +502,7 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 			st.child = nil
 		}
 		st.connected, st.finalized, st.endsHeld = false, false, nil
+		st.pmiPort, st.pmiServed = false, nil // the next incarnation connects anew
 		sh.mu.Unlock()
 		sh.d.srv.DeregisterClient(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
 		sh.d.up.Event(Event{Kind: ProcRestarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,

@@ -204,6 +204,18 @@ func TestMPICHPMIPort(t *testing.T) {
 		}
 	}
 
+	// A rank started again (--max-restarts) connects to the port anew:
+	// the first incarnation claimed rank 0 and failed after MPI_Finalize.
+	_, hello := mpichHere(t, "hello.c")
+	_, exitcode := mpichHere(t, "exitcode.c")
+	once := filepath.Join(t.TempDir(), "once")
+	r = run(t, opts{args: []string{"-pmi-port", "--max-restarts", "1", "-n", "1", "sh", "-c",
+		`[ -e ` + once + ` ] && exec ` + hello + `; touch ` + once + `; exec ` + exitcode + ` 0 3`}, dir: dir})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "exitcode: rank 0 exiting with 3\n")
+	expectContains(t, "stdout", r.stdout, "hello from rank 0 of 1")
+	expectContains(t, "stderr", r.stderr, "starting it again (1 of 1)")
+
 	_, mpmd := mpichHere(t, "mpmd.c")
 	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", mpmd, "0,1,1", ":", "-n", "2", mpmd, "0,1,1"}, dir: dir})
 	expectCode(t, r, 0)
