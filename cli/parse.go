@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,7 +173,8 @@ type contextOpts struct {
 	wdir    string
 	path    string // --path: where to look for the program instead of PATH
 	envNone bool
-	envAll  bool // Hydra's -envall: this context keeps the environment despite -genvnone
+	envAll  bool     // Hydra's -envall: this context keeps the environment despite -genvnone
+	hosts   []string // --host given in a context after the first (mpirun's per-context -H)
 }
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
@@ -220,7 +222,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVarP(&p.hostfile, "hostfile", "f", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
 	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
 	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "hostfile used when no --hostfile is given (also PRUN_HOSTFILE)")
-	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it")
+	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it; given in a later context too (after ':'), each context's processes go to its own hosts")
 	fs.Var(appendValue{&p.hosts}, "hosts", "same as --host (Hydra's -hosts)")
 	_ = fs.MarkHidden("hosts")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
@@ -440,6 +442,11 @@ func newFlagSet(g *globalOpts, c *contextOpts) *pflag.FlagSet {
 	fs.SetOutput(discard{})
 	if g != nil {
 		addGlobalFlags(fs, g)
+	} else {
+		// The first context's --host is the global one (its hosts are
+		// also that app's own once a later context names hosts).
+		fs.VarP(appendValue{&c.hosts}, "host", "H", "run this context's processes on `HOSTS`")
+		fs.Var(appendValue{&c.hosts}, "hosts", "same as --host")
 	}
 	addContextFlags(fs, c)
 	return fs
@@ -453,6 +460,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 func Parse(args []string, env Env) (*Request, error) {
 	segs := splitContexts(args)
 	var envAll, wdirGiven []bool // by application: -envall, --wdir given
+	var appHosts []string        // by application: its context's own --host, once a later context gives one
 	var g globalOpts
 	job := &jobspec.Job{CmdLine: "prun " + jobspec.ArgvString(args)}
 	for i, seg := range segs {
@@ -511,8 +519,21 @@ func Parse(args []string, env Env) (*Request, error) {
 			return nil, usagef("-envall and -envnone%s: give one", contextWhere(i, len(segs)))
 		}
 		job.Apps = append(job.Apps, app)
+		appHosts = append(appHosts, strings.Join(c.hosts, ","))
 		envAll = append(envAll, c.envAll)
 		wdirGiven = append(wdirGiven, c.wdir != "")
+	}
+	// mpirun's per-context --host: once a context after the first names
+	// hosts, each context's --host (the first's included) keeps its app on
+	// those hosts, and all of them together are the job's --host.
+	if slices.ContainsFunc(appHosts[min(1, len(appHosts)):], func(h string) bool { return h != "" }) {
+		appHosts[0] = strings.Join(job.Place.Hosts, ",")
+		for i, h := range appHosts {
+			job.Apps[i].Hosts = h
+			if i > 0 && h != "" {
+				job.Place.Hosts = append(job.Place.Hosts, h)
+			}
+		}
 	}
 	// --mca and -genv values go first: a context's own -x of the same
 	// variable wins.

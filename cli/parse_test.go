@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -549,5 +550,34 @@ func TestRemoteShellFromEnvironment(t *testing.T) {
 	req, err := Parse(strings.Fields("-n 1 ./app"), envWith(map[string]string{"HYDRA_HOST_FILE": "/h"}))
 	if err != nil || req.Job.Place.Hostfile != "/h" {
 		t.Errorf("HYDRA_HOST_FILE: %v %+v", err, req)
+	}
+}
+
+// mpirun's per-context --host: a later context's -H makes each context's
+// hosts its app's own, and all of them the job's --host; a first context's
+// -H alone stays the job's, for every app.
+func TestPerContextHosts(t *testing.T) {
+	env, _ := testEnv(t)
+	for _, tc := range []struct {
+		args, place string
+		apps        []string
+	}{
+		{"-H a:1 -n 1 ./app : -n 2 -H b:2 ./app2", "a:1|b:2", []string{"a:1", "b:2"}},
+		{"-n 1 ./app : -n 2 --host b,c ./app2 : -n 1 -H d -H e ./app", "b,c|d,e", []string{"", "b,c", "d,e"}},
+		{"-H a -n 1 ./app : -n 1 ./app2", "a", []string{"", ""}},
+		{"--hostfile hf -H a -n 1 ./app : -n 1 -hosts b ./app2", "a|b", []string{"a", "b"}},
+	} {
+		req, err := Parse(strings.Fields(tc.args), env)
+		if err != nil {
+			t.Errorf("%s: %v", tc.args, err)
+			continue
+		}
+		var apps []string
+		for _, a := range req.Job.Apps {
+			apps = append(apps, a.Hosts)
+		}
+		if got := strings.Join(req.Job.Place.Hosts, "|"); got != tc.place || !slices.Equal(apps, tc.apps) {
+			t.Errorf("%s: job hosts %q, apps %q; want %q, %q", tc.args, got, apps, tc.place, tc.apps)
+		}
 	}
 }

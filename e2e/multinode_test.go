@@ -348,6 +348,22 @@ func TestMultiNode(t *testing.T) {
 		})
 	}
 
+	// mpirun's per-context --host: each app on its own hosts of the
+	// hostfile (Open MPI hello prints where it runs).
+	t.Run("per-context-hosts", func(t *testing.T) {
+		dir, hello := ompi(t, "hello.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "1", "-H", "prun-h4", hello, ":",
+			"-n", "3", "-H", "prun-h2,prun-h3", hello}, dir: dir})
+		expectCode(t, r, 0)
+		for _, want := range []string{"hello from rank 0 of 4 on prun-h4 (app 0)", "hello from rank 1 of 4 on prun-h2 (app 1)",
+			"hello from rank 2 of 4 on prun-h2 (app 1)", "hello from rank 3 of 4 on prun-h3 (app 1)"} {
+			expectContains(t, "stdout", r.stdout, want)
+		}
+		r = m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "1", "hostname", ":", "-n", "1", "-H", "prun-h9", "hostname"}})
+		expectCode(t, r, 2)
+		expectContains(t, "stderr", r.stderr, "host prun-h9 is not in the allocation")
+	})
+
 	// MPI_Comm_spawn's "host" info (PMIX_HOST): the children start on the
 	// host named, not on the next free slots.
 	t.Run("ompi-spawn-host", func(t *testing.T) {

@@ -21,6 +21,10 @@ type App struct {
 	// (-x, -env, --mca...) and what the launch adds (PMI, PMIx) (Hydra's
 	// -envnone/-genvnone).
 	EnvNone bool
+	// Hosts is this context's own --host list when the contexts name hosts
+	// apart (mpirun's per-context -H): its processes go only to those hosts
+	// of the allocation. Empty: anywhere in the allocation.
+	Hosts string
 }
 
 // UnivInfinite is Job.UnivSize (and daemon.Plan.UnivSize) for Hydra's

@@ -102,7 +102,12 @@ type placer struct {
 	slab     []int32
 	seqLen   int // entries of the seq host list
 	byRank   []*hostfile.RankEntry
+	// appHosts[a] marks the hosts app a may use (its own --host); nil: all.
+	appHosts [][]bool
 }
+
+// allowed reports whether app a may place processes on host i.
+func (p *placer) allowed(a, i int) bool { return p.appHosts[a] == nil || p.appHosts[a][i] }
 
 // PlaceWith places the job on the allocation following opts (see
 // POLICY.md for the rules). topo answers each host's topology; hosts with
@@ -221,6 +226,9 @@ func (p *placer) setup(job *jobspec.Job, alloc hostfile.Allocation, topo func(st
 			}
 			h.info, last = in, in
 		}
+	}
+	if err := p.resolveAppHosts(job); err != nil {
+		return err
 	}
 	if err := p.resolveCounts(job); err != nil {
 		return err
@@ -472,6 +480,56 @@ func (p *placer) unionID(t *topology.Topology, unit topology.ObjType, units []in
 
 // resolveCounts gives apps without -n their default count and checks that
 // the job fits.
+// resolveAppHosts finds the hosts each app's own --host names among the
+// allocation's (hostfile.Select's matching; a count narrows nothing here:
+// the allocation already holds every context's slots).
+func (p *placer) resolveAppHosts(job *jobspec.Job) error {
+	p.appHosts = make([][]bool, len(job.Apps))
+	base := make([]hostfile.Entry, len(p.hosts))
+	for i, h := range p.hosts {
+		base[i] = hostfile.Entry{Kind: hostfile.Named, Name: h.name, Slots: max(h.slots, 0)}
+	}
+	for a, app := range job.Apps {
+		if app.Hosts == "" {
+			continue
+		}
+		if p.mp.By == MapSeq || p.mp.By == MapRankfile {
+			return fmt.Errorf("app %d: a context's own --host cannot be combined with --map-by %s", a+1, p.mp.By)
+		}
+		sel, err := hostfile.ParseHostList(app.Hosts)
+		if err == nil {
+			for i := range sel {
+				sel[i].SlotsGiven = false
+			}
+			sel, err = hostfile.Select(base, sel)
+		}
+		if err != nil {
+			return fmt.Errorf("app %d: %v", a+1, err)
+		}
+		mask := make([]bool, len(p.hosts))
+		for _, e := range sel {
+			// Select answers with base's names: the first host of that name.
+			mask[p.byName[strings.ToLower(e.Name)]] = true
+		}
+		p.appHosts[a] = mask
+	}
+	return nil
+}
+
+// appSlotsError says that app a's own hosts cannot take its processes.
+func (p *placer) appSlotsError(a int) error {
+	var hosts []int
+	slots := 0
+	for i := range p.hosts {
+		if p.allowed(a, i) {
+			hosts = append(hosts, i)
+			slots += max(p.hosts[i].slots, 0)
+		}
+	}
+	return fmt.Errorf("app %d: %d processes requested but its hosts %s have %d slots (the other apps' processes included)",
+		a+1, p.np[a], p.hostList(hosts), slots)
+}
+
 func (p *placer) resolveCounts(job *jobspec.Job) error {
 	p.np = make([]int, len(job.Apps))
 	for a, app := range job.Apps {
@@ -634,6 +692,9 @@ func (p *placer) mapFill(a int) error {
 		if rem == 0 {
 			return nil
 		}
+		if !p.allowed(a, i) {
+			continue
+		}
 		h := &p.hosts[i]
 		for k := min(h.slots-h.used, rem); k > 0; k-- {
 			if err := p.put(h, i, -1); err != nil {
@@ -644,11 +705,14 @@ func (p *placer) mapFill(a int) error {
 	}
 	for rem > 0 {
 		if !p.oversub {
+			if p.appHosts[a] != nil {
+				return p.appSlotsError(a)
+			}
 			return p.slotsError()
 		}
 		var elig []int
 		for i := range p.hosts {
-			if p.hosts[i].roomOver() {
+			if p.allowed(a, i) && p.hosts[i].roomOver() {
 				elig = append(elig, i)
 			}
 		}
@@ -685,7 +749,7 @@ func (p *placer) mapRoundRobin(a int) error {
 	active := make([]int, 0, n)
 	for k := range n {
 		i := (p.rrNext + k) % n
-		if p.hosts[i].used < p.hosts[i].slots {
+		if p.allowed(a, i) && p.hosts[i].used < p.hosts[i].slots {
 			active = append(active, i)
 		}
 	}
@@ -693,15 +757,18 @@ func (p *placer) mapRoundRobin(a int) error {
 	for rem > 0 {
 		if len(active) == 0 {
 			if over || !p.oversub {
-				if over {
+				switch {
+				case over:
 					return p.maxSlotsError()
+				case p.appHosts[a] != nil:
+					return p.appSlotsError(a)
 				}
 				return p.slotsError()
 			}
 			over = true
 			for k := range n {
 				i := (p.rrNext + k) % n
-				if p.hosts[i].roomOver() {
+				if p.allowed(a, i) && p.hosts[i].roomOver() {
 					active = append(active, i)
 				}
 			}
@@ -735,6 +802,9 @@ func (p *placer) mapPPR(a int) error {
 		if rem == 0 {
 			break
 		}
+		if !p.allowed(a, i) {
+			continue
+		}
 		h := &p.hosts[i]
 		nobj, err := p.pprObjects(h)
 		if err != nil {
@@ -751,6 +821,9 @@ func (p *placer) mapPPR(a int) error {
 		if err := p.checkSlots(h, "--map-by ppr"); err != nil {
 			return err
 		}
+	}
+	if rem > 0 { // only when the app's own hosts hold fewer resources
+		return fmt.Errorf("app %d: --map-by %s places %d of its %d processes on its hosts", a+1, p.mp, p.np[a]-rem, p.np[a])
 	}
 	return nil
 }

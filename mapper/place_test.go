@@ -264,6 +264,8 @@ func FuzzPlaceWith(f *testing.F) {
 		j := job(int(np % 150))
 		if kind%2 == 1 {
 			j = job(int(np%40)+1, int(slots%9)+1)
+			// The second app's own hosts (a later context's -H).
+			j.Apps[1].Hosts = [...]string{"", "n2", "n1,n3", "n3:2,n9"}[kind/4%4]
 		}
 		m, err := PlaceWith(j, alloc, topo, opts)
 		if err != nil {
@@ -271,8 +273,79 @@ func FuzzPlaceWith(f *testing.F) {
 			return
 		}
 		checkMap(t, m, j)
+		if own := j.Apps[len(j.Apps)-1].Hosts; own != "" {
+			for _, p := range m.Procs {
+				if h := m.Nodes[p.Node].Name; p.App == 1 && !slices.Contains(strings.Split(own, ","), h) {
+					t.Fatalf("app 1 (hosts %s) placed on %s", own, h)
+				}
+			}
+		}
 		if _, err := m.JSON(); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A context's own --host (mpirun's per-context -H) keeps its app on those
+// hosts, whatever the policy; the other apps use the whole allocation.
+func TestAppHosts(t *testing.T) {
+	where := func(m *Map) string {
+		var s []string
+		for _, p := range m.Procs {
+			s = append(s, fmt.Sprintf("%d:%s", p.App, m.Nodes[p.Node].Name))
+		}
+		return strings.Join(s, " ")
+	}
+	for _, tc := range []struct {
+		name  string
+		hosts []string // per app
+		nps   []int
+		mp    MapPolicy
+		want  string
+	}{
+		{"slot", []string{"n3", "n1,n2"}, []int{1, 3}, MapPolicy{By: MapSlot}, "0:n3 1:n1 1:n1 1:n2"},
+		{"node", []string{"n2,n3", ""}, []int{3, 3}, MapPolicy{By: MapNode}, "0:n2 0:n3 0:n2 1:n1 1:n3 1:n1"},
+		{"ppr", []string{"n3", ""}, []int{2, 2}, MapPolicy{By: MapPPR, PPR: 1, PPRObject: topology.Machine}, "0:n3"},
+		{"short name", []string{"n3.example.org", ""}, []int{1, 1}, MapPolicy{By: MapSlot}, "0:n3 1:n1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := job(tc.nps...)
+			for a, h := range tc.hosts {
+				j.Apps[a].Hosts = h
+			}
+			m, err := PlaceWith(j, hosts(3, 2), nil, Options{MapBy: tc.mp})
+			if tc.name == "ppr" {
+				// n3 has one node object: 1 of app 1's 2 processes fits there.
+				if err == nil || !strings.Contains(err.Error(), "app 1: --map-by ppr:1:node places 1 of its 2 processes on its hosts") {
+					t.Fatalf("ppr: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := where(m); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+	// Errors: a host outside the allocation, too few slots on the app's
+	// hosts (the job as a whole fits), seq.
+	j := job(1, 1)
+	j.Apps[0].Hosts = "n9"
+	if _, err := PlaceWith(j, hosts(3, 2), nil, Options{}); err == nil || err.Error() != "app 1: host n9 is not in the allocation" {
+		t.Errorf("unknown host: %v", err)
+	}
+	j = job(3, 1)
+	j.Apps[0].Hosts = "n1"
+	if _, err := PlaceWith(j, hosts(3, 2), nil, Options{MapBy: MapPolicy{By: MapSlot}}); err == nil ||
+		err.Error() != "app 1: 3 processes requested but its hosts n1 have 2 slots (the other apps' processes included)" {
+		t.Errorf("too few slots: %v", err)
+	}
+	if _, err := PlaceWith(j, hosts(3, 2), nil, Options{MapBy: MapPolicy{By: MapSlot, Oversubscribe: true}}); err != nil {
+		t.Errorf("oversubscribing its own hosts: %v", err)
+	}
+	if _, err := PlaceWith(j, hosts(3, 2), nil, Options{MapBy: MapPolicy{By: MapSeq}}); err == nil || !strings.Contains(err.Error(), "cannot be combined with --map-by seq") {
+		t.Errorf("seq: %v", err)
+	}
 }
