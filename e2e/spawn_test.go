@@ -61,7 +61,7 @@ func TestSpawnRefused(t *testing.T) {
 			t.Fatalf("a refused spawn exited 0\n%s", r)
 		}
 		expectContains(t, "stderr", r.stderr, "prun: spawn of ./spawn by rank 0 (./spawn) on ")
-		expectContains(t, "stderr", r.stderr, " refused: host nosuch is not in the allocation\n")
+		expectContains(t, "stderr", r.stderr, " refused: app 1: host nosuch is not in the allocation\n")
 		if strings.Contains(r.stdout, "child") {
 			t.Errorf("a child ran\n%s", r)
 		}

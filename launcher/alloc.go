@@ -188,46 +188,30 @@ func readHostfile(name string) ([]hostfile.Entry, error) {
 	return hostfile.ParseHostfile(name, f)
 }
 
-// spawnAllocation narrows the free slots to the hosts a spawn's info names:
-// hosts as a --host list, hostfile (relative to wdir) as a hostfile, as
-// Hydra and mpirun honour them. A named host must be in the allocation (prun
-// starts no daemon during a run) and keeps its free slots unless a count is
-// given (host:N). Without either, free is returned as it is.
-func spawnAllocation(free hostfile.Allocation, hosts, hostfilePath, wdir string) (hostfile.Allocation, error) {
-	if hosts == "" && hostfilePath == "" {
-		return free, nil
-	}
-	base := make([]hostfile.Entry, len(free.Hosts))
-	for i, h := range free.Hosts {
-		base[i] = hostfile.Entry{Kind: hostfile.Named, Name: h.Name, Slots: h.Slots, User: h.User, Port: h.Port}
-	}
-	var sel []hostfile.Entry
+// spawnHosts is where a spawn's info asks its app to go, in --host syntax
+// for the mapper (jobspec.App.Hosts): the hosts of hostfile (relative to
+// wdir) and then hosts, each a host of the allocation ("" for anywhere).
+func spawnHosts(hosts, hostfilePath, wdir string) (string, error) {
+	var lists []string
 	if hostfilePath != "" {
 		if !filepath.IsAbs(hostfilePath) {
 			hostfilePath = filepath.Join(wdir, hostfilePath)
 		}
 		entries, err := readHostfile(hostfilePath)
 		if err != nil {
-			return hostfile.Allocation{}, err
+			return "", err
 		}
-		sel = append(sel, entries...)
+		if len(entries) > 0 {
+			lists = append(lists, hostfile.FormatHostList(entries))
+		}
 	}
 	if hosts != "" {
-		entries, err := hostfile.ParseHostList(hosts)
-		if err != nil {
-			return hostfile.Allocation{}, fmt.Errorf("host info %q: %v", hosts, strings.TrimPrefix(err.Error(), "--host: "))
+		if _, err := hostfile.ParseHostList(hosts); err != nil {
+			return "", fmt.Errorf("host info %q: %v", hosts, strings.TrimPrefix(err.Error(), "--host: "))
 		}
-		sel = append(sel, entries...)
+		lists = append(lists, hosts)
 	}
-	picked, err := hostfile.Select(base, sel)
-	if err != nil {
-		return hostfile.Allocation{}, err
-	}
-	out := hostfile.Allocation{Implicit: free.Implicit}
-	for _, e := range picked {
-		out.Hosts = append(out.Hosts, hostfile.Host{Name: e.Name, Slots: e.Slots, User: e.User, Port: e.Port})
-	}
-	return out, nil
+	return strings.Join(lists, ","), nil
 }
 
 // isLocal reports whether a host name is the node prun runs on: its host

@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -58,42 +57,30 @@ func TestIsLocal(t *testing.T) {
 	}
 }
 
-// A spawn's "host"/"hostfile" info narrows the free slots to those hosts, in
-// the order given; a count narrows a host's slots; hosts outside the
-// allocation and bad lists are errors.
-func TestSpawnAllocation(t *testing.T) {
-	free := hostfile.Allocation{Hosts: []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 0}, {Name: "c", Slots: 4, User: "u"}}}
-	show := func(al hostfile.Allocation) string {
-		var s []string
-		for _, h := range al.Hosts {
-			s = append(s, fmt.Sprintf("%s:%d%s", h.Name, h.Slots, h.User))
-		}
-		return strings.Join(s, ",")
-	}
+// A spawn's "host" and "hostfile" info become its app's own --host list
+// (the mapper keeps the app on those hosts of the allocation).
+func TestSpawnHosts(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "hf"), []byte("# two\nc slots=1\na\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ hosts, hostfile, want, err string }{
-		{"", "", "a:2,b:0,c:4u", ""},
-		{"c", "", "c:4u", ""},
-		{"c,a", "", "c:4u,a:2", ""},
-		{"c:3", "", "c:3u", ""},
-		{"c:5", "", "", "only 4 slots"},
-		{"d", "", "", "host d is not in the allocation"},
+		{"", "", "", ""},
+		{"c,a:2", "", "c,a:2", ""},
+		{"", "hf", "c:1,a:*", ""},
+		{"b", "hf", "c:1,a:*,b", ""},
 		{"a,,", "", "", "host info"},
-		{"", "hf", "c:1u,a:2", ""},
 		{"", "missing", "", "no such file"},
 	} {
-		got, err := spawnAllocation(free, tc.hosts, tc.hostfile, dir)
+		got, err := spawnHosts(tc.hosts, tc.hostfile, dir)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("hosts %q hostfile %q: err %v, want %q", tc.hosts, tc.hostfile, err, tc.err)
 			}
 			continue
 		}
-		if err != nil || show(got) != tc.want {
-			t.Errorf("hosts %q hostfile %q: %s, %v; want %s", tc.hosts, tc.hostfile, show(got), err, tc.want)
+		if err != nil || got != tc.want {
+			t.Errorf("hosts %q hostfile %q: %q, %v; want %q", tc.hosts, tc.hostfile, got, err, tc.want)
 		}
 	}
 }

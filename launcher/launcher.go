@@ -699,9 +699,7 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 	pj := parent.plan.Job
 	job := &jobspec.Job{TagOutput: pj.TagOutput, PMI: pj.PMI}
 	var cmdline []string
-	free := r.freeSlots()
-	var where *daemon.SpawnApp // the app whose info says where the job goes
-	for i, a := range req.Apps {
+	for _, a := range req.Apps {
 		wdir := a.Cwd
 		if wdir == "" {
 			wdir = pj.Apps[parent.plan.Map.Procs[int(req.Parent.Rank)%len(parent.plan.Map.Procs)].App].Wdir
@@ -711,30 +709,20 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 			req.Done("", err)
 			return
 		}
-		if a.Hosts != "" || a.Hostfile != "" {
-			// One map places the whole job: apps may not each go their own way.
-			if where != nil && (where.Hosts != a.Hosts || where.Hostfile != a.Hostfile) {
-				req.Done("", fmt.Errorf("its apps name different hosts (%q, %q); prun places a spawn's apps together",
-					where.Hosts+where.Hostfile, a.Hosts+a.Hostfile))
-				return
-			}
-			if where == nil {
-				where = &req.Apps[i]
-				if free, err = spawnAllocation(free, a.Hosts, a.Hostfile, wdir); err != nil {
-					req.Done("", err)
-					return
-				}
-			}
+		hosts, err := spawnHosts(a.Hosts, a.Hostfile, wdir) // each app its own, as a context's --host
+		if err != nil {
+			req.Done("", err)
+			return
 		}
 		if a.NP <= 0 {
 			req.Done("", fmt.Errorf("%d processes of %s asked for", a.NP, a.Cmd))
 			return
 		}
-		job.Apps = append(job.Apps, jobspec.App{Argv: a.Argv, Exe: exe, NP: a.NP, Env: a.Env, Wdir: wdir})
+		job.Apps = append(job.Apps, jobspec.App{Argv: a.Argv, Exe: exe, NP: a.NP, Env: a.Env, Wdir: wdir, Hosts: hosts})
 		cmdline = append(cmdline, jobspec.ArgvString(a.Argv))
 	}
 	job.CmdLine = strings.Join(cmdline, " : ")
-	m, err := mapper.PlaceWith(job, free, r.topos.of, mapper.Options{LocalHost: r.mapOpts.LocalHost,
+	m, err := mapper.PlaceWith(job, r.freeSlots(), r.topos.of, mapper.Options{LocalHost: r.mapOpts.LocalHost,
 		SlotsFromCores: r.mapOpts.SlotsFromCores})
 	if err != nil {
 		req.Done("", err)
