@@ -60,6 +60,31 @@ func TestMPIR(t *testing.T) {
 		expectContains(t, "stdout", r.stdout, "mpir: state 2, 3 processes\nmpir: aborting: rank 1 (./abort) on "+host+" called abort with status 17\n")
 	})
 
+	t.Run("spawn", func(t *testing.T) {
+		// The spawned job's processes join the table at its end, and the
+		// debugger stops at the breakpoint again, its new ranks held in
+		// PMIx_Init (when they got there: a rank may still be starting);
+		// the release goes to them alone (Open MPI's running parents would
+		// abort on it).
+		dir, spawn := ompi(t, "spawn.c")
+		r := run(t, opts{args: []string{"--debug", "--debugger", mpirDebugger(), "-n", "2", spawn, "2"}, dir: dir,
+			env: []string{"MPIR_TEST_ALLSTOP=1"}})
+		expectContains(t, "stdout", r.stdout, "mpir: state 1, 2 processes\n")
+		expectContains(t, "stdout", r.stdout, "mpir: state 1, 4 processes\n")
+		ranks := mpirRank.FindAllStringSubmatch(r.stdout, -1)
+		if len(ranks) != 6 {
+			t.Fatalf("the debugger found %d processes at its two stops, want 2 and 4\n%s", len(ranks), r)
+		}
+		for i, m := range ranks[2:] {
+			if m[1] != strconv.Itoa(i) || m[3] != filepath.Join(dir, "spawn") || i < 2 && m[4] != ranks[i][4] {
+				t.Errorf("entry %d at the second stop: %q (first stop: %q)", i, m[0], ranks[min(i, 1)][0])
+			}
+		}
+		if n := strings.Count(r.stdout, "merged sum 4"); n != 4 || strings.Contains(r.stdout, "mpir: state 2") {
+			t.Errorf("%d of 4 processes finished, or the job aborted\n%s", n, r)
+		}
+	})
+
 	t.Run("attach", func(t *testing.T) {
 		// Not started by a debugger: the table is there all the same, and
 		// nothing waits for a debugger.

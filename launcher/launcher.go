@@ -166,6 +166,7 @@ type run struct {
 	local       *daemon.Daemon // this node's daemon, when ranks run here
 	tree        *remote.Tree   // the other nodes' daemons (r.up holds every node's)
 	jobs        []*jobRun      // the user's job first, then the jobs its ranks spawned
+	mpirProcs   []mpir.Proc    // the MPIR table published so far: each job once it has started whole
 	univ        int
 
 	mapOpts        mapper.Options // for spawned jobs
@@ -203,6 +204,7 @@ type jobRun struct {
 	started     int          // ProcStarted events so far
 	pendingNode int          // daemons that have not reported NodeJobDone
 	doneNodes   map[int]bool // ... and those that have (by node index)
+	mpirBase    int          // where its ranks start in the MPIR table; -1 until they are in it
 }
 
 func (r *run) job(nspace string) *jobRun {
@@ -613,7 +615,7 @@ func (r *run) nspace(index int) string {
 // launch hands a plan to the daemons and starts tracking the job.
 func (r *run) launch(plan *daemon.Plan) error {
 	r.up.addJob(plan)
-	j := &jobRun{plan: plan, running: len(plan.Map.Procs), doneNodes: map[int]bool{}}
+	j := &jobRun{plan: plan, running: len(plan.Map.Procs), doneNodes: map[int]bool{}, mpirBase: -1}
 	r.jobs = append(r.jobs, j)
 	for _, n := range plan.Map.Nodes {
 		if len(n.Procs) > 0 {
@@ -740,6 +742,7 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		Parent:    &req.Parent,
 		ParentKVS: "kvs_" + req.Parent.Nspace,
 		Preput:    req.Preput,
+		DebugStop: mpir.BeingDebugged(), // held for the debugger, as the user's job
 	}
 	if err := r.launch(plan); err != nil {
 		r.failJob(fmt.Sprintf("spawn of %s failed: %v", job.CmdLine, err), ExitFailure)
@@ -842,8 +845,9 @@ func (r *run) onEvent(ev daemon.Event) {
 			r.reportBinding(j, ev)
 		}
 		if again {
-			if j == r.jobs[0] {
-				mpir.SetPid(ev.Rank, ev.Pid)
+			if j.mpirBase >= 0 {
+				r.mpirProcs[j.mpirBase+ev.Rank].Pid = ev.Pid
+				mpir.SetPid(j.mpirBase+ev.Rank, ev.Pid)
 			}
 			return
 		}
@@ -851,8 +855,8 @@ func (r *run) onEvent(ev daemon.Event) {
 		if r.showProgress && j == r.jobs[0] && progressStep(j.started, len(j.plan.Map.Procs)) {
 			r.out.Printf("prun: %d of %d processes started\n", j.started, len(j.plan.Map.Procs))
 		}
-		if j == r.jobs[0] && j.started == len(j.plan.Map.Procs) {
-			if r.proctable != "" {
+		if j.started == len(j.plan.Map.Procs) {
+			if r.proctable != "" && j == r.jobs[0] {
 				r.outputProctable(j)
 			}
 			r.debuggerAcquire(j)
@@ -1286,30 +1290,38 @@ func (r *run) outputProctable(j *jobRun) {
 	}
 }
 
-// debuggerAcquire hands a parallel debugger the job's processes (MPIR): the
-// table it reads from prun's memory (also when it attaches later), and,
+// debuggerAcquire hands a parallel debugger the processes of job j, once
+// all have started (MPIR): the table it reads from prun's memory (also when
+// it attaches later; a spawned job's processes are added at its end), and,
 // when it started prun, the breakpoint at which it attaches to them, after
 // which the ranks it holds in PMIx_Init are released.
 func (r *run) debuggerAcquire(j *jobRun) {
-	procs := make([]mpir.Proc, len(j.plan.Map.Procs))
+	j.mpirBase = len(r.mpirProcs)
 	r.up.mu.Lock()
 	jr := r.up.jobs[j.plan.Nspace]
 	for rank, p := range j.plan.Map.Procs {
-		procs[rank] = mpir.Proc{Host: j.plan.Map.Nodes[p.Node].Name, Exe: j.plan.Job.Apps[p.App].Exe}
+		proc := mpir.Proc{Host: j.plan.Map.Nodes[p.Node].Name, Exe: j.plan.Job.Apps[p.App].Exe}
 		if jr != nil && rank < len(jr.procs) {
-			procs[rank].Pid = jr.procs[rank].pid
+			proc.Pid = jr.procs[rank].pid
 		}
+		r.mpirProcs = append(r.mpirProcs, proc)
 	}
 	r.up.mu.Unlock()
-	mpir.Publish(procs)
+	mpir.Publish(r.mpirProcs)
 	if !j.plan.DebugStop {
 		return
 	}
 	mpir.Spawned()
-	// From each node's server to its own clients: the ranks waiting for
-	// the debugger (no other job's are).
+	// From each node's server to its own clients of this job, the ranks
+	// waiting for the debugger: Open MPI's running ranks abort on a release
+	// they do not wait for.
+	rng, info := pmixsrv.RangeLocal, []pmixsrv.Info(nil) // the user's job: no other runs yet
+	if j != r.jobs[0] {
+		rng, info = pmixsrv.RangeCustom, []pmixsrv.Info{{Key: pmixsrv.KeyEventCustomRange,
+			Value: []pmixsrv.Proc{{Nspace: j.plan.Nspace, Rank: pmixsrv.RankWildcard}}}}
+	}
 	for _, n := range r.up.nodes() {
-		go n.DeliverEvent(pmixsrv.DebuggerRelease, pmixsrv.Proc{}, pmixsrv.RangeLocal, nil)
+		go n.DeliverEvent(pmixsrv.DebuggerRelease, pmixsrv.Proc{}, rng, info)
 	}
 }
 

@@ -2,10 +2,12 @@
 // Acquisition Interface", 2018): symbols a parallel debugger (TotalView,
 // Linaro DDT, STAT, a gdb script) reads and sets in the starter's memory.
 // They must keep these exact names and C types.
+#include <stdlib.h>
+
 #include "mpir.h"
 
-struct MPIR_PROCDESC *MPIR_proctable = 0;
-int MPIR_proctable_size = 0;
+struct MPIR_PROCDESC *volatile MPIR_proctable = 0;
+volatile int MPIR_proctable_size = 0;
 volatile int MPIR_being_debugged = 0; // set by a debugger that starts prun
 volatile int MPIR_debug_state = 0;
 char *MPIR_debug_abort_string = 0;
@@ -24,9 +26,15 @@ __attribute__((noinline, used)) void MPIR_Breakpoint(void) { __asm__ __volatile_
 
 int prun_mpir_being_debugged(void) { return MPIR_being_debugged; }
 
+// A table grows as jobs are spawned: a debugger that stops prun at any
+// instruction here sees the old table whole, or the new one (empty for a
+// moment), never freed memory.
 void prun_mpir_publish(struct MPIR_PROCDESC *table, int n) {
+    struct MPIR_PROCDESC *old = MPIR_proctable;
+    MPIR_proctable_size = 0;
     MPIR_proctable = table;
     MPIR_proctable_size = n;
+    free(old);
 }
 
 void prun_mpir_set_pid(int i, int pid) {

@@ -22,15 +22,19 @@ type Proc struct {
 	Pid       int
 }
 
-var mu sync.Mutex
+var (
+	mu    sync.Mutex
+	names = map[string]*C.char{} // host and program names, each stored once for good
+)
 
 // BeingDebugged says whether a debugger started prun and asked (by setting
 // MPIR_being_debugged) to be told when the processes have started.
 func BeingDebugged() bool { return C.prun_mpir_being_debugged() != 0 }
 
-// Publish makes procs the table a debugger reads (once a launch: the table
-// and its strings stay for the process's lifetime, since a debugger may read
-// them at any time). Host and program names are stored once each.
+// Publish makes procs the table a debugger reads: the job's processes,
+// then those of each job they spawned. It replaces the table published
+// before; host and program names are stored once each, for the process's
+// lifetime.
 func Publish(procs []Proc) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -39,7 +43,6 @@ func Publish(procs []Proc) {
 	}
 	size := C.size_t(unsafe.Sizeof(C.struct_MPIR_PROCDESC{}))
 	table := unsafe.Slice((*C.struct_MPIR_PROCDESC)(C.calloc(C.size_t(len(procs)), size)), len(procs))
-	names := map[string]*C.char{}
 	intern := func(s string) *C.char {
 		c, ok := names[s]
 		if !ok {
@@ -56,17 +59,18 @@ func Publish(procs []Proc) {
 	C.prun_mpir_publish(&table[0], C.int(len(procs)))
 }
 
-// SetPid updates the table's entry of a process started again
-// (--max-restarts), once the table is published.
-func SetPid(rank, pid int) {
+// SetPid updates entry i of the table, a process started again
+// (--max-restarts).
+func SetPid(i, pid int) {
 	mu.Lock()
 	defer mu.Unlock()
-	C.prun_mpir_set_pid(C.int(rank), C.int(pid))
+	C.prun_mpir_set_pid(C.int(i), C.int(pid))
 }
 
-// Spawned tells a debugger that started prun that the table is complete:
-// it stops prun at MPIR_Breakpoint, attaches to the processes and lets prun
-// go on, when this returns.
+// Spawned tells a debugger that started prun that the table is complete
+// (again after a spawn, with the new processes at its end): it stops prun
+// at MPIR_Breakpoint, attaches to the processes and lets prun go on, when
+// this returns.
 func Spawned() {
 	C.prun_mpir_breakpoint(C.MPIR_DEBUG_SPAWNED, nil)
 }

@@ -92,6 +92,7 @@ const (
 	KeyLocalCPUSets        = C.PMIX_LOCAL_CPUSETS
 	KeyLocalityString      = C.PMIX_LOCALITY_STRING
 	KeyDebugStopInInit     = C.PMIX_DEBUG_STOP_IN_INIT
+	KeyEventCustomRange    = C.PMIX_EVENT_CUSTOM_RANGE
 )
 
 // Event ranges.
@@ -99,6 +100,7 @@ const (
 	RangeRM        DataRange = C.PMIX_RANGE_RM         // the host (resource manager) alone
 	RangeLocal     DataRange = C.PMIX_RANGE_LOCAL      // this node's clients
 	RangeProcLocal DataRange = C.PMIX_RANGE_PROC_LOCAL // the source process alone
+	RangeCustom    DataRange = C.PMIX_RANGE_CUSTOM     // the processes of KeyEventCustomRange
 )
 
 // PersistFirstRead is the PMIX_PERSISTENCE of published data that goes with
