@@ -39,6 +39,10 @@ $(EXAMPLES)/hello: testdata/hello.c | deps
 	@mkdir -p $(EXAMPLES)
 	mpicc.openmpi -O2 -o $@ $<
 
+$(EXAMPLES)/spawn: testdata/spawn.c | deps
+	@mkdir -p $(EXAMPLES)
+	mpicc.openmpi -O2 -o $@ $<
+
 $(EXAMPLES)/hello2: testdata/hello2.c | deps
 	@mkdir -p $(EXAMPLES)
 	mpicc.openmpi -O2 -o $@ $<
@@ -62,10 +66,10 @@ test: deps vet mpich-ch3
 # prun built with AddressSanitizer runs an Open MPI job and a PMIx tool's
 # connection under LeakSanitizer; it fails when prun's own C code leaked
 # (libpmix's own leaks are listed, not counted).
-leakcheck: build $(EXAMPLES)/hello
+leakcheck: build $(EXAMPLES)/hello $(EXAMPLES)/spawn
 	$(GO) build -asan -o bin/prun-asan ./cmd/prun
 	gcc -O2 -o bin/pmixtool testdata/pmixtool.c $$(pkg-config --cflags --libs pmix)
-	testdata/leakcheck.sh bin/prun-asan $(EXAMPLES)/hello bin/pmixtool
+	testdata/leakcheck.sh bin/prun-asan $(EXAMPLES)/hello bin/pmixtool $(EXAMPLES)/spawn
 
 # Short fuzzing of every parser (FUZZTIME each); crashers land in the
 # packages' testdata/fuzz, where `make test` replays them for ever.

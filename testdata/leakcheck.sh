@@ -1,11 +1,13 @@
 #!/bin/sh
-# leakcheck.sh PRUN HELLO TOOL — run jobs under LeakSanitizer with a prun
+# leakcheck.sh PRUN HELLO TOOL SPAWN — run jobs under LeakSanitizer with a prun
 # built with `go build -asan`, and fail when a leaked block was allocated by
 # prun's own C code (the allocating frame, #1, is pmixsrv's shim: prun_* or
 # tr_*, or a cgo stub); leaks that libpmix makes and keeps itself are listed
-# for the record. HELLO is an Open MPI program; TOOL is testdata/pmixtool.c.
+# for the record. HELLO is an Open MPI program; TOOL is testdata/pmixtool.c;
+# SPAWN is testdata/spawn.c built with Open MPI (a second job, a second MPIR
+# table).
 set -u
-prun=$1 hello=$2 tool=$3
+prun=$1 hello=$2 tool=$3 spawn=$4
 out=$(mktemp)
 trap 'rm -f "$out" "$out.uri"' EXIT
 # exitcode=0: a leak report must not change the status the script checks.
@@ -13,6 +15,8 @@ export ASAN_OPTIONS=detect_leaks=1:exitcode=0:fast_unwind_on_malloc=0:malloc_con
 
 echo "== $prun -n 4 $hello"
 "$prun" --oversubscribe -n 4 "$hello" >/dev/null 2>>"$out" || { cat "$out"; exit 1; }
+echo "== $prun -n 2 $spawn 2"
+"$prun" --oversubscribe -n 2 "$spawn" 2 >/dev/null 2>>"$out" || { cat "$out"; exit 1; }
 echo "== $prun --report-uri FILE -n 1 sleep 1, and a tool attached by that URI"
 "$prun" --report-uri "$out.uri" -n 1 sleep 1 2>>"$out" &
 pid=$!
