@@ -130,6 +130,7 @@ type globalOpts struct {
 	launch      launchOpts
 	mca         []string // "KEY=VALUE" of --mca KEY VALUE
 	pmixMCA     []string // of --pmixmca KEY VALUE
+	prteMCA     []string // of --prtemca KEY VALUE
 	genv        []string // "VAR=VALUE" of -genv VAR VALUE
 	genvList    []string // VAR of -genvlist VAR,VAR
 	launcher    string   // Hydra's -launcher/-bootstrap: ssh or rsh
@@ -181,7 +182,7 @@ type contextOpts struct {
 type placeOpts struct {
 	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, memBind, topology, cpuSet, ppr, localHost, rmk, orderNodes string
 	hosts, addHosts, display                                                                                               []string
-	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo                                                     bool
+	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo, rankMap                                            bool
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -203,7 +204,7 @@ var compatFlags = []compatFlag{
 	{name: "nolocal", usage: "do not run processes on the launcher's node"},
 	{name: "skip-launch-node", usage: "same as --nolocal (Hydra's -skip-launch-node)", hidden: true, as: "nolocal"},
 	{name: "npernode", short: "N", usage: "`N` processes per node (--map-by ppr:N:node)", n: true},
-	{name: "ppn", usage: "same as -N (Hydra's -ppn)", n: true, hidden: true, as: "npernode"},
+	{name: "ppn", usage: "`N` processes on each host in turn, then again from the first (Hydra's -ppn)", n: true, hidden: true},
 	{name: "npersocket", usage: "`N` processes per package (--map-by ppr:N:package)", n: true, hidden: true},
 	{name: "pernode", usage: "one process per node"},
 	{name: "use-hwthread-cpus", usage: "count hardware threads as slots"},
@@ -230,6 +231,8 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVar(&p.orderNodes, "order-nodes", "", "map onto the hosts in `ASCENDING` or DESCENDING order of their slots (Hydra's -order-nodes)")
 	fs.StringVar(&p.localHost, "localhost", "", "the launching node is `NAME` in the host list (Hydra's -localhost; its host name, localhost and its own addresses always are)")
 	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
+	fs.StringVar(&p.rankfile, "rf", "", "same as --rankfile (mpirun's -rf)")
+	_ = fs.MarkHidden("rf")
 	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
 	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span, or (as Open MPI 4) an object hwthread, core, l1cache, l2cache, l3cache, numa, package with :span or :fill")
 	fs.StringVar(&p.bindTo, "bind-to", "", "bind each process to `OBJECT`: none, hwthread, core, l1cache, l2cache, l3cache, numa, package, with :overload-allowed :if-supported :REPORT")
@@ -240,7 +243,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVar(&p.ppr, "ppr", "", "`N:RESOURCE` processes per resource (--map-by ppr:N:RESOURCE)")
 	_ = fs.MarkHidden("ppr")
 	fs.StringVar(&p.topology, "topology", "", "use `SPEC` as every node's topology: hwloc synthetic (\"pack:2 core:8 pu:2\") or an XML file")
-	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation, topo (each node's topology)")
+	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation, topo (each node's topology), rank-map (Hydra's (host:ranks) lines)")
 	fs.BoolVar(&p.doNotLaunch, "do-not-launch", false, "map and display, then exit without starting anything")
 	fs.BoolVar(&p.reportBindings, "report-bindings", false, "print each rank's binding as it starts")
 	fs.BoolVar(&p.displayMap, "display-map", false, "same as --display map")
@@ -251,7 +254,8 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.BoolVar(&p.displayMap, "display-diffable-map", false, "same as --display map")
 	fs.BoolVar(&p.displayAlloc, "display-devel-allocation", false, "same as --display allocation")
 	fs.BoolVar(&p.displayTopo, "display-topo", false, "same as --display topo")
-	for _, f := range []string{"display-map", "display-allocation", "display-devel-map", "display-diffable-map", "display-devel-allocation", "display-topo"} {
+	fs.BoolVar(&p.rankMap, "print-rank-map", false, "same as --display rank-map: (host:ranks) per host, as Hydra prints it")
+	for _, f := range []string{"display-map", "display-allocation", "display-devel-map", "display-diffable-map", "display-devel-allocation", "display-topo", "print-rank-map"} {
 		_ = fs.MarkHidden(f)
 	}
 	p.compatSet, p.compatN = map[string]*bool{}, map[string]*int{}
@@ -297,6 +301,9 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	}
 	if p.displayTopo {
 		pl.Display = append(pl.Display, "topo")
+	}
+	if p.rankMap {
+		pl.Display = append(pl.Display, "rank-map")
 	}
 	for _, c := range compatFlags {
 		name := c.name
@@ -362,12 +369,15 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.Var(appendValue{&g.mca}, "gmca", "same as --mca")
 	_ = fs.MarkHidden("gmca")
 	fs.Var(appendValue{&g.pmixMCA}, "pmixmca", "set a PMIx MCA parameter: `KEY VALUE` becomes PMIX_MCA_KEY=VALUE for the processes (repeatable)")
+	fs.Var(appendValue{&g.prteMCA}, "prtemca", "set a PRRTE MCA parameter: `KEY VALUE` becomes PRTE_MCA_KEY=VALUE for the processes (prterun's; repeatable)")
+	fs.String("personality", "", "accepted for prterun compatibility: prun runs Open MPI and MPICH programs alike")
+	_ = fs.MarkHidden("personality")
 	fs.Var(appendValue{&g.genv}, "genv", "set `VAR VALUE` for every process (Hydra's -genv; a context's own -x or -env wins)")
 	fs.Bool("genvall", false, "accepted for Hydra compatibility: prun passes its environment anyway")
 	_ = fs.MarkHidden("genvall")
 	fs.Var(listValue{&g.genvList}, "genvlist", "export the variables of `LIST` (VAR,VAR...) to every process (Hydra's -genvlist)")
 	_ = fs.MarkHidden("genvlist")
-	fs.StringVar(&g.launcher, "launcher", "", "Hydra's -launcher: `ssh` (the built-in client) or rsh (--rsh rsh)")
+	fs.StringVar(&g.launcher, "launcher", "", "Hydra's -launcher: `ssh` (the built-in client), rsh (--rsh rsh) or fork (this node only)")
 	fs.StringVar(&g.launcher, "bootstrap", "", "same as -launcher")
 	fs.StringVar(&g.launch.rsh, "launcher-exec", "", "same as --rsh (Hydra's -launcher-exec)")
 	fs.StringVar(&g.launch.rsh, "bootstrap-exec", "", "same as --rsh")
@@ -562,6 +572,9 @@ func Parse(args []string, env Env) (*Request, error) {
 	for _, kv := range g.pmixMCA {
 		globalEnv = append(globalEnv, "PMIX_MCA_"+kv)
 	}
+	for _, kv := range g.prteMCA {
+		globalEnv = append(globalEnv, "PRTE_MCA_"+kv)
+	}
 	if len(globalEnv) > 0 {
 		for i := range job.Apps {
 			job.Apps[i].Env = append(append([]string(nil), globalEnv...), job.Apps[i].Env...)
@@ -650,16 +663,20 @@ func Parse(args []string, env Env) (*Request, error) {
 	if g.launch.rsh == "" && g.launcher == "" {
 		g.launcher, g.launch.rsh = remoteShell(g.mca, env)
 	}
+	localOnly := false
 	switch g.launcher {
+	case "fork":
+		localOnly = true
 	case "", "ssh":
 	case "rsh":
 		if g.launch.rsh == "" {
 			g.launch.rsh = "rsh"
 		}
 	default:
-		return nil, usagef("-launcher %s: prun starts daemons with ssh, rsh or --rsh CMD", g.launcher)
+		return nil, usagef("-launcher %s: prun starts daemons with ssh, rsh or --rsh CMD (fork: this node only)", g.launcher)
 	}
-	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude}
+	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude,
+		LocalOnly: localOnly}
 	switch g.stdin {
 	case "all", "none":
 	default:
@@ -716,9 +733,9 @@ func checkPlacement(p *jobspec.Placement) error {
 	}
 	for _, d := range p.Display {
 		switch d {
-		case "map", "map:json", "allocation", "topo":
+		case "map", "map:json", "allocation", "topo", "rank-map":
 		default:
-			return usagef("--display %s: want map, map:json, allocation or topo", d)
+			return usagef("--display %s: want map, map:json, allocation, topo or rank-map", d)
 		}
 	}
 	for _, c := range p.Compat {
@@ -874,7 +891,7 @@ var (
 )
 
 // twoValued are the flags that take two arguments, like mpirun's --mca.
-var twoValued = map[string]keyRule{"mca": paramKey, "gmca": paramKey, "pmixmca": paramKey, "genv": envKey, "env": envKey}
+var twoValued = map[string]keyRule{"mca": paramKey, "gmca": paramKey, "pmixmca": paramKey, "prtemca": paramKey, "genv": envKey, "env": envKey}
 
 // looksLikeFlag reports whether s is one of prun's flags (a value such as
 // -1 is not).

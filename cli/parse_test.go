@@ -240,7 +240,7 @@ func TestHydraFlags(t *testing.T) {
 		t.Errorf("launch %+v, output %q", j.Launch, j.Output)
 	}
 	if j.Place.Hostfile != hosts || strings.Join(j.Place.Hosts, " ") != "a,b c" ||
-		len(j.Place.Compat) != 1 || j.Place.Compat[0] != [2]string{"npernode", "2"} {
+		len(j.Place.Compat) != 1 || j.Place.Compat[0] != [2]string{"ppn", "2"} {
 		t.Errorf("placement = %+v", j.Place)
 	}
 	// -genvlist and -envlist export variables by name; -launcher and

@@ -134,6 +134,38 @@ func TestPrintAllExitCodes(t *testing.T) {
 	}
 }
 
+// Hydra's -ppn goes round the hosts again when the job is larger than one
+// round (it was Open MPI's -N, which refuses), its ranks in the order
+// placed; -print-rank-map prints where they go; -launcher fork keeps the job
+// on this node. prterun's --personality and --prtemca, mpirun's -rf.
+func TestHydraSpellings(t *testing.T) {
+	t.Parallel()
+	host, _ := os.Hostname()
+	r := run(t, opts{args: []string{"-n", "4", "-ppn", "1", "-hosts", host, "-print-rank-map", "sh", "-c", "echo $PRUN_RANK"}})
+	expectCode(t, r, 0)
+	if got := lines(r.stdout); len(got) != 5 || got[0] != "("+host+":0,1,2,3)" {
+		t.Errorf("stdout %q, want the rank map, then 4 ranks", got)
+	}
+	r = run(t, opts{args: []string{"-n", "8", "-ppn", "2", "-hosts", host + ",otherhost", "-print-rank-map", "--do-not-launch", "true"}})
+	expectCode(t, r, 0)
+	if r.stdout != "("+host+":0,1,4,5)\n(otherhost:2,3,6,7)\n" {
+		t.Errorf("-ppn 2 on two hosts: %q", r.stdout)
+	}
+	r = run(t, opts{args: []string{"-n", "2", "-launcher", "fork", "-hosts", host + ",otherhost:1", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "-launcher fork starts processes on this node only, and the map puts some on otherhost\n")
+	r = run(t, opts{args: []string{"-n", "1", "-launcher", "fork", "--personality", "ompi", "--prtemca", "plm", "x", "sh", "-c", "echo $PRTE_MCA_plm"}})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "x\n")
+	rf := filepath.Join(t.TempDir(), "rf")
+	if err := os.WriteFile(rf, []byte("rank 0="+host+" slot=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, opts{args: []string{"-n", "1", "-rf", rf, "--display", "map", "true"}})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "   0    0  "+host)
+}
+
 // mpirun's -q, --report-pid and --path, Hydra's -envnone: what each
 // changes in a real run.
 func TestMpirunExtras(t *testing.T) {

@@ -75,6 +75,7 @@ type Launch struct {
 	Rsh       string // --rsh: an external remote shell command
 	Fanout    int    // --launch-fanout (0: the default)
 	IfInclude string // --if-include: the control network, CIDR or interface
+	LocalOnly bool   // Hydra's -launcher fork: no node but this one
 }
 
 // Placement is what the user said about hosts, mapping, ranking and

@@ -525,6 +525,8 @@ func (r *run) display(job *jobspec.Job, m *mapper.Map) int {
 			fmt.Fprintf(r.opts.Stdout, "%s\n", b)
 		case "topo":
 			fmt.Fprint(r.opts.Stdout, r.displayTopologies(m))
+		case "rank-map":
+			fmt.Fprint(r.opts.Stdout, m.RankMap())
 		}
 	}
 	return 0
@@ -560,6 +562,14 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 		return nil, ExitUsage
 	}
 	r.reportBindings = m.BindTo.Report
+	if job.Launch.LocalOnly {
+		for _, n := range m.Nodes {
+			if len(n.Procs) > 0 && !isLocal(n.Name, job.Place.LocalHost) {
+				r.errorf("-launcher fork starts processes on this node only, and the map puts some on %s", n.Name)
+				return nil, ExitUsage
+			}
+		}
+	}
 	return m, 0
 }
 

@@ -131,6 +131,22 @@ func (m *Map) JSON() ([]byte, error) {
 
 // Table writes the map for humans: one line per rank with its app, host,
 // local rank and CPUs ("-" when unbound), numbers right-aligned.
+// RankMap is the map as Hydra's -print-rank-map prints it: a line per host,
+// "(host:0,1,4)", hosts in map order.
+func (m *Map) RankMap() string {
+	ranks := make([][]string, len(m.Nodes))
+	for r, p := range m.Procs {
+		ranks[p.Node] = append(ranks[p.Node], strconv.Itoa(r))
+	}
+	var b strings.Builder
+	for i, n := range m.Nodes {
+		if len(ranks[i]) > 0 {
+			fmt.Fprintf(&b, "(%s:%s)\n", n.Name, strings.Join(ranks[i], ","))
+		}
+	}
+	return b.String()
+}
+
 func (m *Map) Table() string {
 	host := func(p *Proc) string {
 		if p.Node >= 0 && p.Node < len(m.Nodes) {

@@ -370,6 +370,10 @@ func (p *placer) resolveRanking() error {
 		p.user = true
 		return nil
 	}
+	if mp.Cycle && p.rank.By == RankDefault {
+		p.user = true // Hydra ranks -ppn's processes as placed, round after round
+		return nil
+	}
 	if p.rank.By == RankDefault {
 		switch {
 		case mp.By == MapNode:
@@ -563,6 +567,9 @@ func (p *placer) resolveCounts(job *jobspec.Job) error {
 			}
 		}
 	case MapPPR:
+		if p.mp.Cycle {
+			break // -ppn goes round the hosts again
+		}
 		objs := 0
 		for i := range p.hosts {
 			n, err := p.pprObjects(&p.hosts[i])
@@ -798,28 +805,38 @@ func (p *placer) mapRoundRobin(a int) error {
 // mapPPR puts N processes on each resource, host after host.
 func (p *placer) mapPPR(a int) error {
 	rem := p.np[a]
-	for i := range p.hosts {
-		if rem == 0 {
-			break
-		}
-		if !p.allowed(a, i) {
-			continue
-		}
-		h := &p.hosts[i]
-		nobj, err := p.pprObjects(h)
-		if err != nil {
-			return err
-		}
-		for o := 0; o < nobj && rem > 0; o++ {
-			for k := 0; k < p.mp.PPR && rem > 0; k++ {
-				if err := p.put(h, i, int32(o)); err != nil {
-					return err
+	for round := 0; rem > 0 && (round == 0 || p.mp.Cycle); round++ {
+		placed := false
+		for i := range p.hosts {
+			if rem == 0 {
+				break
+			}
+			if !p.allowed(a, i) {
+				continue
+			}
+			h := &p.hosts[i]
+			nobj, err := p.pprObjects(h)
+			if err != nil {
+				return err
+			}
+			for o := 0; o < nobj && rem > 0; o++ {
+				for k := 0; k < p.mp.PPR && rem > 0; k++ {
+					if err := p.put(h, i, int32(o)); err != nil {
+						return err
+					}
+					rem--
+					placed = true
 				}
-				rem--
+			}
+			if p.mp.Cycle {
+				continue // Hydra's -ppn places beyond a host's slots
+			}
+			if err := p.checkSlots(h, "--map-by ppr"); err != nil {
+				return err
 			}
 		}
-		if err := p.checkSlots(h, "--map-by ppr"); err != nil {
-			return err
+		if !placed {
+			break
 		}
 	}
 	if rem > 0 { // only when the app's own hosts hold fewer resources

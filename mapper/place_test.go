@@ -349,3 +349,30 @@ func TestAppHosts(t *testing.T) {
 		t.Errorf("seq: %v", err)
 	}
 }
+
+// Hydra's -ppn: N on each host in turn, round after round beyond the
+// slots, ranked as placed; Open MPI's -N refuses what does not fit.
+func TestPPNCycle(t *testing.T) {
+	var opts Options
+	if err := opts.ApplyCompat("ppn", "2"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := PlaceWith(job(7), hosts(2, 1), nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.RankMap(), "(n1:0,1,4,5)\n(n2:2,3,6)\n"; got != want {
+		t.Errorf("rank map %q, want %q", got, want)
+	}
+	opts = Options{}
+	if err := opts.ApplyCompat("N", "2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PlaceWith(job(7), hosts(2, 2), nil, opts); err == nil {
+		t.Error("-N 2 placed 7 processes on 2 hosts")
+	}
+	opts = Options{}
+	if err := opts.ApplyCompat("ppn", "0"); err == nil {
+		t.Error("-ppn 0 accepted")
+	}
+}

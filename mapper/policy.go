@@ -68,6 +68,9 @@ type MapPolicy struct {
 	// for "node".
 	PPR       int
 	PPRObject topology.ObjType
+	// Cycle is Hydra's -ppn: PPR on each host in turn, then again from the
+	// first host while processes remain, whatever the slots.
+	Cycle bool
 	// PEList is pe-list=: logical core indices (hwthread indices with
 	// HWTCPUS), as in a rankfile.
 	PEList topology.CPUSet
@@ -646,7 +649,7 @@ func (b BindPolicy) String() string {
 func (o *Options) ApplyCompat(name, value string) error {
 	opt := strings.TrimLeft(name, "-")
 	takes := map[string]bool{"npernode": true, "N": true, "npersocket": true, "cpus-per-proc": true, "cpus-per-rank": true,
-		"ppr": true}
+		"ppr": true, "ppn": true}
 	if takes[opt] != (value != "") {
 		if value != "" {
 			return fmt.Errorf("--%s takes no value", opt)
@@ -658,7 +661,7 @@ func (o *Options) ApplyCompat(name, value string) error {
 		if cur.By != MapDefault && (cur.By != p.By || cur.PPR != p.PPR || cur.PPRObject != p.PPRObject) {
 			return fmt.Errorf("--%s conflicts with --map-by %s", opt, cur)
 		}
-		cur.By, cur.PPR, cur.PPRObject = p.By, p.PPR, p.PPRObject
+		cur.By, cur.PPR, cur.PPRObject, cur.Cycle = p.By, p.PPR, p.PPRObject, p.Cycle
 		if err := cur.check(); err != nil {
 			return fmt.Errorf("--%s: %v", opt, err)
 		}
@@ -691,6 +694,12 @@ func (o *Options) ApplyCompat(name, value string) error {
 			obj = topology.Package
 		}
 		return setMap(MapPolicy{By: MapPPR, PPR: n, PPRObject: obj})
+	case "ppn": // Hydra's: N per host, host after host, round after round
+		n, err := count("-ppn", value)
+		if err != nil {
+			return err
+		}
+		return setMap(MapPolicy{By: MapPPR, PPR: n, PPRObject: topology.Machine, Cycle: true})
 	case "ppr": // Open MPI 4's --ppr N:RESOURCE
 		p, err := ParseMapBy("ppr:" + value)
 		if err != nil || p.By != MapPPR || strings.Count(value, ":") != 1 {
