@@ -1323,12 +1323,16 @@ func (r *run) debuggerAcquire(j *jobRun) {
 	}
 	mpir.Spawned()
 	// From each node's server to its own clients of this job, the ranks
-	// waiting for the debugger: Open MPI's running ranks abort on a release
-	// they do not wait for.
-	rng, info := pmixsrv.RangeLocal, []pmixsrv.Info(nil) // the user's job: no other runs yet
+	// waiting for the debugger, and to no default handler: Open MPI's
+	// default handler aborts on a release (-54) it was not waiting for, as
+	// in a running parent, or in a released rank that registers its default
+	// handler after the release (libpmix hands it the cached event).
+	rng := pmixsrv.RangeLocal // the user's job: no other runs yet
+	info := []pmixsrv.Info{{Key: pmixsrv.KeyEventNonDefault, Value: true}}
 	if j != r.jobs[0] {
-		rng, info = pmixsrv.RangeCustom, []pmixsrv.Info{{Key: pmixsrv.KeyEventCustomRange,
-			Value: []pmixsrv.Proc{{Nspace: j.plan.Nspace, Rank: pmixsrv.RankWildcard}}}}
+		rng = pmixsrv.RangeCustom
+		info = append(info, pmixsrv.Info{Key: pmixsrv.KeyEventCustomRange,
+			Value: []pmixsrv.Proc{{Nspace: j.plan.Nspace, Rank: pmixsrv.RankWildcard}}})
 	}
 	for _, n := range r.up.nodes() {
 		go n.DeliverEvent(pmixsrv.DebuggerRelease, pmixsrv.Proc{}, rng, info)
