@@ -300,3 +300,16 @@ func TestRankByMatchesOpenMPI(t *testing.T) {
 		}
 	}
 }
+
+// This node by two names (-H node:1,localhost:1) is one host with both
+// slots, as under mpirun: one daemon, one set of local ranks. It was two
+// hosts, and prun failed with "no daemon on" the first.
+func TestLocalAliasesMerge(t *testing.T) {
+	t.Parallel()
+	host, _ := os.Hostname()
+	dir, ring := ompi(t, "ring.c")
+	r := run(t, opts{args: []string{"-H", host + ":1,localhost:1", "--display", "allocation", "-n", "2", ring}, dir: dir})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "allocation (--host): 1 hosts, 2 slots\n")
+	expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
+}

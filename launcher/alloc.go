@@ -33,8 +33,40 @@ func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc
 	if entries == nil { // the implicit local node: one slot per core
 		fromCores[alloc.Hosts[0].Name] = true
 	}
+	if len(alloc.Hosts) > 1 {
+		alloc.Hosts = mergeLocal(alloc.Hosts, pl.LocalHost, fromCores)
+	}
 	orderHosts(alloc.Hosts, pl.OrderNodes)
 	return alloc, source, fromCores, nil
+}
+
+// mergeLocal makes the names of this node (its host name, localhost, an
+// address of its own: -H node1,localhost) one host, under the first of them,
+// with their slots added, as mpirun does: one node has one daemon, and its
+// ranks one set of local ranks.
+func mergeLocal(hosts []hostfile.Host, alias string, fromCores map[string]bool) []hostfile.Host {
+	first := -1
+	out := hosts[:0]
+	for _, h := range hosts {
+		if !isLocal(h.Name, alias) {
+			out = append(out, h)
+			continue
+		}
+		if first < 0 {
+			first = len(out)
+			out = append(out, h)
+			continue
+		}
+		m := &out[first]
+		m.Slots += h.Slots
+		if m.MaxSlots > 0 && h.MaxSlots > 0 {
+			m.MaxSlots += h.MaxSlots
+		} else {
+			m.MaxSlots = 0
+		}
+		fromCores[m.Name] = fromCores[m.Name] && fromCores[h.Name]
+	}
+	return out
 }
 
 var rmNames = map[string]string{hostfile.Slurm: "Slurm", hostfile.PBS: "PBS", hostfile.LSF: "LSF"}

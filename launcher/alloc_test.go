@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,5 +105,25 @@ func TestSpawnProgram(t *testing.T) {
 	}
 	if got, err := spawnProgram("sh", "", dir); err != nil || !strings.HasSuffix(got, "/sh") {
 		t.Errorf("no path: PATH: %q, %v", got, err)
+	}
+}
+
+// The names of this node in one allocation are one host, under the first,
+// with their slots added; other hosts stay as they are.
+func TestMergeLocal(t *testing.T) {
+	me, err := hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []hostfile.Host{{Name: "a", Slots: 2}, {Name: "localhost", Slots: 1, MaxSlots: 2}, {Name: me, Slots: 3, MaxSlots: 4},
+		{Name: "127.0.0.1", Slots: 1}, {Name: "b", Slots: 5}}
+	fromCores := map[string]bool{"localhost": true, me: true}
+	got := mergeLocal(hosts, "", fromCores)
+	want := []hostfile.Host{{Name: "a", Slots: 2}, {Name: "localhost", Slots: 5}, {Name: "b", Slots: 5}}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if fromCores["localhost"] {
+		t.Error("slots counted from cores, though 127.0.0.1 gave its own")
 	}
 }
