@@ -164,6 +164,17 @@ func TestHydraSpellings(t *testing.T) {
 	r = run(t, opts{args: []string{"-n", "1", "-rf", rf, "--display", "map", "true"}})
 	expectCode(t, r, 0)
 	expectContains(t, "stdout", r.stdout, "   0    0  "+host)
+
+	// -f with Hydra's host:N lines (this node twice: one host, 3 slots).
+	hf := filepath.Join(t.TempDir(), "machinefile")
+	if err := os.WriteFile(hf, []byte(host+":2\nlocalhost:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, opts{args: []string{"-f", hf, "-n", "3", "-print-rank-map", "true"}})
+	expectCode(t, r, 0)
+	if r.stdout != "("+host+":0,1,2)\n" {
+		t.Errorf("-f %s: %q", hf, r.stdout)
+	}
 }
 
 // mpirun's -q, --report-pid and --path, Hydra's -envnone: what each

@@ -18,6 +18,9 @@ import (
 // comment anywhere; blank lines are skipped. host is a name, an IPv4
 // address, or an IPv6 address bare (fe80::1) or in brackets ([::1]).
 //
+// Hydra's machinefile form "host:N" (mpiexec -f) is host slots=N: one
+// colon and a count cannot be an IPv6 address, which has two or more.
+//
 // Slots follow PRRTE so that users' files mean what they meant there:
 // a host on one line without slots= gets the node's core count
 // (SlotsFromCores, resolved later from topology); max_slots= alone sets
@@ -102,6 +105,11 @@ func (p *hostfileParser) line(text string) string {
 		}
 		e.User, hostTok = user, host
 	}
+	colonSlots := ""
+	if !exclude && hintColon(hostTok) { // Hydra's host:N
+		i := strings.LastIndexByte(hostTok, ':')
+		hostTok, colonSlots = hostTok[:i], hostTok[i+1:]
+	}
 	h, msg := checkHost(hostTok)
 	if msg != "" {
 		if hintColon(hostTok) {
@@ -126,7 +134,11 @@ func (p *hostfileParser) line(text string) string {
 
 	var slotsSet, maxSet bool
 	var slotsTok, maxTok string
-	for _, t := range toks[1:] {
+	attrs := toks[1:]
+	if colonSlots != "" {
+		attrs = append([]string{"slots=" + colonSlots}, attrs...) // slots= too: "given twice"
+	}
+	for _, t := range attrs {
 		k, v, ok := strings.Cut(t, "=")
 		if !ok {
 			return quote(t) + ": expected key=value (slots=, max_slots=, port=)"
