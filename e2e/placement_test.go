@@ -114,6 +114,7 @@ func TestPlacementErrors(t *testing.T) {
 		{[]string{"-membind", "bind:7", "-n", "1", "true"}, "prun: -membind bind:7: "},
 		{[]string{"--topology", "pack:2 core:x", "-n", "1", "true"}, "--topology"},
 		{[]string{"--host", "ghost:1", "-n", "1", "true"}, "prun: ghost: cannot connect to ghost:22"},
+		{[]string{"-H", ":4", "-n", "1", "true"}, "prun: --host: :4: empty host name\n"},
 	} {
 		r := run(t, opts{args: tc.args})
 		want := 2

@@ -110,7 +110,7 @@ func resolveHosts(pl jobspec.Placement, cores func(host string) (int, error)) (a
 	if len(pl.Hosts) > 0 {
 		sel, err := hostfile.ParseHostList(strings.Join(pl.Hosts, ","))
 		if err != nil {
-			return alloc, "", nil, fmt.Errorf("--host: %w", err)
+			return alloc, "", nil, err // it names --host itself
 		}
 		if base != nil {
 			if base, err = hostfile.Select(base, sel); err != nil {
