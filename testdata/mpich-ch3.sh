@@ -23,6 +23,14 @@ want="mpich $(dpkg-query -W -f='${source:Version}' mpich 2>/dev/null || echo unk
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	exit 0
 fi
+# Two checkouts testing at once build it once: the second waits, then finds
+# the stamp.
+mkdir -p "$(dirname "$prefix")"
+exec 9>"$prefix.lock"
+flock 9
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+	exit 0
+fi
 echo "== building $want into $prefix (once; Debian's MPICH cannot spawn here)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/prun-mpich.XXXXXX")
