@@ -408,6 +408,13 @@ func TestMultiNode(t *testing.T) {
 			expectSpawnedOn(t, m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "2", prog, "2", "prun-h3"}, dir: dir,
 				timeout: 20 * time.Second}), "prun-h1", "prun-h3")
 		})
+		t.Run(tc.String()+"-abort", func(t *testing.T) {
+			// Rank 1 on prun-h2: its daemon hears the abort before the exit.
+			dir, prog := build(t, "abort.c")
+			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog}, dir: dir})
+			expectCode(t, r, 17)
+			expectContains(t, "stderr", r.stderr, "rank 1 ("+prog+") on prun-h2 called abort with status 17")
+		})
 		t.Run(tc.String()+"-connect", func(t *testing.T) {
 			dir, prog := build(t, "connect.c")
 			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog}, dir: dir})
