@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -218,20 +217,26 @@ func (c *conn) handleV2(cmd *Command) error {
 	return nil
 }
 
-// mpiAbort is how MPICH words an MPI_Abort: "application called
-// MPI_Abort(MPI_COMM_WORLD, 17) - process 1".
-var mpiAbort = regexp.MustCompile(`MPI_Abort\([^,()]*, (-?[0-9]+)\)`)
-
 // abortCode is the status of a PMI-2 abort, whose command has no field for
-// it (MPICH's client then exits 255): MPI_Abort's code from the message, as
-// a PMI-1 abort or mpirun would give it, else 1.
+// it (MPICH's client then exits 255): MPI_Abort's code from MPICH's message,
+// "application called MPI_Abort(MPI_COMM_WORLD, 17) - process 1", as a
+// PMI-1 abort or mpirun would give it, else 1. (No regexp: its package
+// would add to every prun's start.)
 func abortCode(msg string) int {
-	if m := mpiAbort.FindStringSubmatch(msg); m != nil {
-		if n, err := strconv.Atoi(m[1]); err == nil {
-			return n
-		}
+	_, rest, ok := strings.Cut(msg, "MPI_Abort(")
+	if !ok {
+		return 1
 	}
-	return 1
+	args, _, ok := strings.Cut(rest, ")")
+	i := strings.LastIndex(args, ", ")
+	if !ok || i < 0 || strings.ContainsAny(args[:i], ",(") {
+		return 1
+	}
+	n, err := strconv.Atoi(args[i+2:])
+	if err != nil {
+		return 1
+	}
+	return n
 }
 
 // parseSpawnV2 reads "spawn;ncmds=N;subcmd=CMD;maxprocs=M;argc=A;argv0=..;
