@@ -38,6 +38,16 @@ func TestAppFile(t *testing.T) {
 		os.WriteFile(p, []byte(text), 0o644)
 		return p
 	}
+	// A line's own -H keeps its app there (mpirun's appfiles), and joins
+	// the job's --host.
+	req, err = Parse([]string{"-H", "c", "--app", write("h", "-n 1 -H a:1 ./app\n-n 2 ./app2\n-n 2 --host b:2 ./app\n")}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := req.Job; j.Apps[0].Hosts != "a:1" || j.Apps[1].Hosts != "" || j.Apps[2].Hosts != "b:2" ||
+		strings.Join(j.Place.Hosts, "|") != "c|a:1|b:2" {
+		t.Errorf("app hosts %q %q %q, job hosts %q", j.Apps[0].Hosts, j.Apps[1].Hosts, j.Apps[2].Hosts, j.Place.Hosts)
+	}
 	for args, want := range map[string]string{
 		"--app " + write("g", "-n 1 ./app\n--timeout 3 ./app\n"): ":2: --timeout is a global option: give it on the command line",
 		"--app " + write("q", "-n 1 './app\n"):                   ":1: unterminated single quote",

@@ -519,6 +519,11 @@ func Parse(args []string, env Env) (*Request, error) {
 			if job.Apps, err = appsFromFile(g.appFile, c.env, env); err != nil {
 				return nil, err
 			}
+			for _, a := range job.Apps { // a line's own -H, as a later context's
+				if a.Hosts != "" {
+					job.Place.Hosts = append(job.Place.Hosts, a.Hosts)
+				}
+			}
 			break
 		}
 		app, err := buildApp(i, len(segs), rest, &c, env)
@@ -1015,6 +1020,7 @@ func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) 
 			return nil, usagef("%s:%d: %v", path, seg.line, err)
 		}
 		app.Env = append(append([]string(nil), pre...), app.Env...)
+		app.Hosts = strings.Join(c.hosts, ",")
 		apps = append(apps, app)
 	}
 	return apps, nil
