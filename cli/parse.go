@@ -131,6 +131,8 @@ type globalOpts struct {
 	mca         []string // "KEY=VALUE" of --mca KEY VALUE
 	pmixMCA     []string // of --pmixmca KEY VALUE
 	prteMCA     []string // of --prtemca KEY VALUE
+	noHostProp  bool     // Hydra's -disable-hostname-propagation
+	enableX     bool     // Hydra's -enable-x: refused
 	genv        []string // "VAR=VALUE" of -genv VAR VALUE
 	genvList    []string // VAR of -genvlist VAR,VAR
 	launcher    string   // Hydra's -launcher/-bootstrap: ssh or rsh
@@ -405,6 +407,15 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.IntVar(&g.maxRestarts, "max-restarts", 0, "start a rank that fails (exits non-zero or is killed, not by prun, nor after MPI_Abort) again, up to `N` times, on its node, before its failure counts")
 	fs.Var(clearValue{&g.recovery}, "disable-recovery", "a failed rank ends the job (the default; undoes an --enable-recovery before it)")
 	fs.Lookup("disable-recovery").NoOptDefVal = "true"
+	fs.BoolVar(&g.recovery, "disable-auto-cleanup", false, "same as --enable-recovery (Hydra's)")
+	_ = fs.MarkHidden("disable-auto-cleanup")
+	fs.BoolVar(&g.noHostProp, "disable-hostname-propagation", false, "let MPICH find its host name itself: no MPIR_CVAR_CH3_INTERFACE_HOSTNAME (Hydra's)")
+	_ = fs.MarkHidden("disable-hostname-propagation")
+	fs.BoolVar(&g.enableX, "enable-x", false, "X forwarding (Hydra's): not done by prun's SSH client; refused")
+	fs.Bool("disable-x", false, "no X forwarding (Hydra's; prun never forwards X)")
+	for _, f := range []string{"enable-x", "disable-x"} {
+		_ = fs.MarkHidden(f)
+	}
 	fs.BoolVar(&g.recovery, "enable-recovery", false, "a rank that fails (exits non-zero, is killed, exits without finalize) does not end the job: the others go on, and the first failure is prun's exit status (MPI_Abort still ends the job)")
 	fs.BoolVar(&g.progress, "show-progress", false, "report the launch's progress on stderr: daemons up, processes started (each tenth of them)")
 	fs.BoolVarP(&g.preloadBin, "preload-binary", "s", false, "send the programs to the other nodes: where a node's copy differs or is missing, the processes run one from the node's session directory")
@@ -622,6 +633,10 @@ func Parse(args []string, env Env) (*Request, error) {
 		return nil, usagef("--max-restarts %d: want 0 or more", g.maxRestarts)
 	}
 	job.MaxRestarts = g.maxRestarts
+	job.NoHostnamePropagation = g.noHostProp
+	if g.enableX {
+		return nil, usagef("-enable-x: prun's SSH client forwards no X connections (run the X client with DISPLAY set by -x, or through your own ssh -X)")
+	}
 	if g.preloadList != "" {
 		files, err := preloadFiles(g.preloadList, env)
 		if err != nil {

@@ -287,7 +287,11 @@ func (sh *shell) start(rank int, pmixEnv []string, again bool) error {
 	if app.EnvNone {
 		base = nil
 	}
-	env := rankEnv(base, userEnv, pmixEnv, sh.mpiEnv(pr), sh.d.tuning)
+	tuning := sh.d.tuning
+	if p.Job.NoHostnamePropagation {
+		tuning = slices.DeleteFunc(slices.Clone(tuning), isHostnamePropagation)
+	}
+	env := rankEnv(base, userEnv, pmixEnv, sh.mpiEnv(pr), tuning)
 	var pmiServer, pmiClient *os.File
 	if pmiVersions != 0 && sh.pmiLn == nil { // else it connects to the job's -pmi-port
 		var err error
@@ -733,12 +737,21 @@ func (sh *shell) pmiEnv(pr mapper.Proc) []string {
 		// connect to its parents) from this alone, as Hydra tells it.
 		conn = append(conn, "PMI_SPAWNED=1")
 	}
-	return append(conn,
+	conn = append(conn,
 		"PMI_JOBID="+sh.pmi.kvsname(),
 		"MPI_LOCALNRANKS="+strconv.Itoa(len(node.Procs)),
 		"MPI_LOCALRANKID="+strconv.Itoa(pr.LocalRank),
-		"MPIR_CVAR_CH3_INTERFACE_HOSTNAME="+node.Name,
 	)
+	if !p.Job.NoHostnamePropagation {
+		conn = append(conn, "MPIR_CVAR_CH3_INTERFACE_HOSTNAME="+node.Name)
+	}
+	return conn
+}
+
+// isHostnamePropagation tells the variable by which prun gives MPICH its
+// node's name (Hydra's hostname propagation).
+func isHostnamePropagation(kv string) bool {
+	return strings.HasPrefix(kv, "MPIR_CVAR_CH3_INTERFACE_HOSTNAME=")
 }
 
 // socketPair makes a connected pair of close-on-exec unix stream sockets.

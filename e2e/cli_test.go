@@ -165,6 +165,21 @@ func TestHydraSpellings(t *testing.T) {
 	expectCode(t, r, 0)
 	expectContains(t, "stdout", r.stdout, "   0    0  "+host)
 
+	// -disable-hostname-propagation: MPICH finds its own host name;
+	// -disable-auto-cleanup: a failed rank leaves the others running;
+	// -enable-x: one line, prun forwards no X.
+	show := `echo "h=${MPIR_CVAR_CH3_INTERFACE_HOSTNAME-none}"`
+	r = run(t, opts{args: []string{"-n", "1", "sh", "-c", show}})
+	expectContains(t, "stdout", r.stdout, "h="+host+"\n")
+	r = run(t, opts{args: []string{"-n", "1", "-disable-hostname-propagation", "sh", "-c", show}})
+	expectContains(t, "stdout", r.stdout, "h=none\n")
+	r = run(t, opts{args: []string{"-disable-auto-cleanup", "-n", "2", "sh", "-c", `[ $PRUN_RANK = 1 ] && exit 3; sleep 0.3; echo done`}})
+	expectCode(t, r, 3)
+	expectContains(t, "stdout", r.stdout, "done\n")
+	r = run(t, opts{args: []string{"-enable-x", "-n", "1", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "prun: -enable-x: prun's SSH client forwards no X connections")
+
 	// -f with Hydra's host:N lines (this node twice: one host, 3 slots).
 	hf := filepath.Join(t.TempDir(), "machinefile")
 	if err := os.WriteFile(hf, []byte(host+":2\nlocalhost:1\n"), 0o644); err != nil {

@@ -56,17 +56,20 @@ type Job struct {
 	PreloadFiles         []string // --preload-files: absolute paths, copied into every process's working directory on every node
 	ShowProgress         bool     // --show-progress: daemons up and processes started, as they come, on stderr
 	EnableRecovery       bool     // --enable-recovery: a failed rank does not end the job; the first failure is its exit status
-	MaxRestarts          int      // --max-restarts: a rank that fails is started again, up to this many times
-	IndexArgv            bool     // --index-argv-by-rank: argv[0] becomes "argv[0]-RANK"
-	CwdSessionDir        bool     // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
-	DebugDaemons         bool     // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)
-	Verbose              bool     // -v: the launch's milestones and every PMI/PMIx request on stderr
-	Profile              bool     // Hydra's -profile: the launch's milestones with their times (PRUN_DEBUG_TIMING)
-	OutputPrefix         string   // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
-	OutfilePattern       string   // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)
-	ErrfilePattern       string   // -errfile-pattern: ... their stderr
-	UnivSize             int      // -usize: the universe size; 0: the allocation's slots; UnivInfinite: none
-	Launch               Launch
+	// NoHostnamePropagation is Hydra's -disable-hostname-propagation: MPICH
+	// finds its host name itself (no MPIR_CVAR_CH3_INTERFACE_HOSTNAME).
+	NoHostnamePropagation bool
+	MaxRestarts           int    // --max-restarts: a rank that fails is started again, up to this many times
+	IndexArgv             bool   // --index-argv-by-rank: argv[0] becomes "argv[0]-RANK"
+	CwdSessionDir         bool   // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
+	DebugDaemons          bool   // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)
+	Verbose               bool   // -v: the launch's milestones and every PMI/PMIx request on stderr
+	Profile               bool   // Hydra's -profile: the launch's milestones with their times (PRUN_DEBUG_TIMING)
+	OutputPrefix          string // -prepend-pattern: a Hydra pattern before every output line (iof.Options.Prefix)
+	OutfilePattern        string // -outfile-pattern: the ranks' stdout goes to the files it names (iof.Options.OutPattern)
+	ErrfilePattern        string // -errfile-pattern: ... their stderr
+	UnivSize              int    // -usize: the universe size; 0: the allocation's slots; UnivInfinite: none
+	Launch                Launch
 }
 
 // Launch says how daemons are started on other nodes.
