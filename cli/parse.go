@@ -354,10 +354,14 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	// Accepted for mpirun's and Hydra's command lines; nothing in prun for
 	// them to change (no VM, no prefix guessing, one I/O engine, hwloc, no
 	// host name resolved to map a job).
-	for _, f := range []string{"noprefix", "novm", "use-regexp", "do-not-resolve"} {
+	// Also Open MPI 4.1's own dead ones: its cartography files and
+	// "instant on" do nothing there either.
+	for _, f := range []string{"noprefix", "novm", "use-regexp", "do-not-resolve", "enable-instant-on-support"} {
 		fs.Bool(f, false, "accepted for mpirun compatibility; changes nothing")
 		_ = fs.MarkHidden(f)
 	}
+	fs.String("cartofile", "", "accepted for mpirun compatibility; changes nothing")
+	_ = fs.MarkHidden("cartofile")
 	for _, f := range []string{"demux", "topolib"} {
 		fs.String(f, "", "accepted for Hydra compatibility; changes nothing")
 		_ = fs.MarkHidden(f)
@@ -394,6 +398,10 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.indexArgv, "index-argv-by-rank", false, "each process's argv[0] ends in -RANK (ps tells the ranks apart)")
 	fs.BoolVar(&g.cwdSession, "set-cwd-to-session-dir", false, "each process starts in its own session directory (PMIX_PROCDIR)")
 	fs.BoolVar(&g.debugDaemon, "debug-daemons", false, "show what the other nodes' daemons write to stderr (PRUN_DEBUG_REMOTE=1)")
+	for _, f := range []string{"debug-daemons-file", "debug-devel"} {
+		fs.BoolVar(&g.debugDaemon, f, false, "same as --debug-daemons (mpirun's)")
+		_ = fs.MarkHidden(f)
+	}
 	fs.BoolVar(&g.debugDaemon, "leave-session-attached", false, "same as --debug-daemons")
 	_ = fs.MarkHidden("leave-session-attached")
 	fs.StringVar(&g.reportURI, "report-uri", "", "print this node's PMIx server URI (by which PMIx tools attach) to `WHERE` as it starts: - (stdout), + (stderr) or a file")
@@ -429,10 +437,14 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 }
 
 // npGiven reports whether the context gave its number of processes (-n, -c).
-func npGiven(fs *pflag.FlagSet) bool { return fs.Changed("np") || fs.Changed("count") }
+func npGiven(fs *pflag.FlagSet) bool {
+	return fs.Changed("np") || fs.Changed("n") || fs.Changed("count")
+}
 
 func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	fs.IntVarP(&c.np, "np", "n", 0, "number of processes of this application (default: one per slot)")
+	fs.IntVar(&c.np, "n", 0, "same as -n (mpirun's --n)")
+	_ = fs.MarkHidden("n")
 	fs.IntVarP(&c.np, "count", "c", 0, "same as -n (mpirun's -c)")
 	_ = fs.MarkHidden("count")
 	fs.VarP(appendValue{&c.env}, "x", "x", "export `VAR` or VAR=value to the processes (repeatable)")

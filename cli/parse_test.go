@@ -581,3 +581,19 @@ func TestPerContextHosts(t *testing.T) {
 		}
 	}
 }
+
+// mpirun 4.1's remaining spellings: --n, -debug-devel/-debug-daemons-file,
+// and the dead --cartofile and -enable-instant-on-support.
+func TestMpirunLeftovers(t *testing.T) {
+	env, _ := testEnv(t)
+	req, err := Parse(strings.Fields("--n 3 -debug-devel --cartofile x -enable-instant-on-support ./app"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Job.Apps[0].NP != 3 || !req.Job.DebugDaemons {
+		t.Errorf("np %d, debug daemons %v", req.Job.Apps[0].NP, req.Job.DebugDaemons)
+	}
+	if _, err := Parse(strings.Fields("--n 0 ./app"), env); err == nil {
+		t.Error("--n 0 accepted")
+	}
+}
