@@ -220,6 +220,40 @@ func readHostfile(name string) ([]hostfile.Entry, error) {
 	return hostfile.ParseHostfile(name, f)
 }
 
+// localAppHosts writes this node's names in the apps' own host lists (a
+// context's -H, a spawn's host info: "localhost", an address of its own)
+// as the allocation names it, for the mapper to find them there.
+func localAppHosts(apps []jobspec.App, alloc hostfile.Allocation, alias string) {
+	local := ""
+	for _, h := range alloc.Hosts {
+		if isLocal(h.Name, alias) {
+			local = h.Name
+			break
+		}
+	}
+	if local == "" {
+		return
+	}
+	for i := range apps {
+		if apps[i].Hosts == "" {
+			continue
+		}
+		entries, err := hostfile.ParseHostList(apps[i].Hosts)
+		if err != nil {
+			continue // the mapper reports it
+		}
+		changed := false
+		for j := range entries {
+			if e := &entries[j]; e.Kind == hostfile.Named && e.Name != local && isLocal(e.Name, alias) {
+				e.Name, changed = local, true
+			}
+		}
+		if changed {
+			apps[i].Hosts = hostfile.FormatHostList(entries)
+		}
+	}
+}
+
 // spawnHosts is where a spawn's info asks its app to go, in --host syntax
 // for the mapper (jobspec.App.Hosts): the hosts of hostfile (relative to
 // wdir) and then hosts, each a host of the allocation ("" for anywhere).

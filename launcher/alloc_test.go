@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"prun/hostfile"
+	"prun/jobspec"
 )
 
 func TestOrderHosts(t *testing.T) {
@@ -125,5 +126,21 @@ func TestMergeLocal(t *testing.T) {
 	}
 	if fromCores["localhost"] {
 		t.Error("slots counted from cores, though 127.0.0.1 gave its own")
+	}
+}
+
+// This node's other names in an app's own hosts become the allocation's
+// name for it; other hosts and unparsable lists stay.
+func TestLocalAppHosts(t *testing.T) {
+	me, err := hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := []jobspec.App{{Hosts: "localhost:2,b"}, {Hosts: ""}, {Hosts: "127.0.0.1," + me}, {Hosts: "a,,"}}
+	localAppHosts(apps, hostfile.Allocation{Hosts: []hostfile.Host{{Name: "b"}, {Name: me}}}, "")
+	for i, want := range []string{me + ":2,b", "", me + "," + me, "a,,"} {
+		if apps[i].Hosts != want {
+			t.Errorf("app %d: %q, want %q", i, apps[i].Hosts, want)
+		}
 	}
 }

@@ -556,6 +556,7 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 		return nil, ExitUsage
 	}
 	r.mapOpts = opts
+	localAppHosts(job.Apps, alloc, job.Place.LocalHost)
 	m, err := mapper.PlaceWith(job, alloc, topos.of, opts)
 	if err != nil {
 		r.errorf("%v", err)
@@ -734,7 +735,9 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		cmdline = append(cmdline, jobspec.ArgvString(a.Argv))
 	}
 	job.CmdLine = strings.Join(cmdline, " : ")
-	m, err := mapper.PlaceWith(job, r.freeSlots(), r.topos.of, mapper.Options{LocalHost: r.mapOpts.LocalHost,
+	free := r.freeSlots()
+	localAppHosts(job.Apps, free, pj.Place.LocalHost)
+	m, err := mapper.PlaceWith(job, free, r.topos.of, mapper.Options{LocalHost: r.mapOpts.LocalHost,
 		SlotsFromCores: r.mapOpts.SlotsFromCores})
 	if err != nil {
 		req.Done("", err)
