@@ -68,6 +68,20 @@ func (m *mn) checkClean(t *testing.T, d time.Duration) {
 	}
 }
 
+// spawnMultiple runs testdata/spawnmulti.c built by build: its two spawned
+// apps go to the hosts their "host" info names, prun-h3 and prun-h4.
+func (m *mn) spawnMultiple(t *testing.T, build func(*testing.T, string) (string, string)) {
+	t.Helper()
+	dir, prog := build(t, "spawnmulti.c")
+	r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "2", prog, "prun-h3", "prun-h4"}, dir: dir,
+		timeout: 20 * time.Second})
+	expectCode(t, r, 0)
+	for _, want := range []string{"parent 0: merged sum 5 on prun-h1", "child-a 0: merged sum 5 on prun-h3",
+		"child-b 1: merged sum 5 on prun-h4", "child-b 2: merged sum 5 on prun-h4"} {
+		expectContains(t, "stdout", r.stdout, "spawnmulti: "+want+"\n")
+	}
+}
+
 // expectSpawnedOn checks a run of spawn.c with 2 parents on parents' host
 // and 2 children on children's.
 func expectSpawnedOn(t *testing.T, r *result, parents, children string) {
@@ -372,6 +386,10 @@ func TestMultiNode(t *testing.T) {
 			timeout: 20 * time.Second}), "prun-h1", "prun-h4")
 	})
 
+	t.Run("ompi-spawn-multiple", func(t *testing.T) {
+		m.spawnMultiple(t, ompi)
+	})
+
 	// Open MPI's connect/accept between hosts: the name service is the
 	// launcher's, the connect a collective of two nodes' servers.
 	t.Run("ompi-connect", func(t *testing.T) {
@@ -407,6 +425,9 @@ func TestMultiNode(t *testing.T) {
 			dir, prog := build(t, "spawn.c")
 			expectSpawnedOn(t, m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "2", prog, "2", "prun-h3"}, dir: dir,
 				timeout: 20 * time.Second}), "prun-h1", "prun-h3")
+		})
+		t.Run(tc.String()+"-spawn-multiple", func(t *testing.T) {
+			m.spawnMultiple(t, build)
 		})
 		t.Run(tc.String()+"-abort", func(t *testing.T) {
 			// Rank 1 on prun-h2: its daemon hears the abort before the exit.

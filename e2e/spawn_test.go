@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -67,6 +68,20 @@ func TestSpawnRefused(t *testing.T) {
 		}
 		if r.dur > 10*time.Second {
 			t.Errorf("took %v to end", r.dur)
+		}
+	})
+}
+
+// MPI_Comm_spawn_multiple with a "host" per app; here both are this node,
+// by its name and as localhost (which the allocation knows by the name).
+func TestSpawnMultiple(t *testing.T) {
+	t.Parallel()
+	host, _ := os.Hostname()
+	eachMPI(t, "spawnmulti.c", allMPIs, func(t *testing.T, dir string) {
+		r := run(t, opts{args: []string{"-n", "2", "./spawnmulti", host, "localhost"}, dir: dir})
+		expectCode(t, r, 0)
+		for _, want := range []string{"parent 0", "parent 1", "child-a 0", "child-b 1", "child-b 2"} {
+			expectContains(t, "stdout", r.stdout, "spawnmulti: "+want+": merged sum 5 on "+host+"\n")
 		}
 	})
 }
