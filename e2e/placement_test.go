@@ -313,4 +313,9 @@ func TestLocalAliasesMerge(t *testing.T) {
 	expectCode(t, r, 0)
 	expectContains(t, "stdout", r.stdout, "allocation (--host): 1 hosts, 2 slots\n")
 	expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
+
+	// The same names in two contexts' own -H.
+	r = run(t, opts{args: []string{"-n", "1", "-H", host + ":1", ring, ":", "-n", "1", "-H", "localhost:1", ring}, dir: dir})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
 }
