@@ -185,6 +185,7 @@ type placeOpts struct {
 	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, memBind, topology, cpuSet, ppr, localHost, rmk, orderNodes string
 	hosts, addHosts, display                                                                                               []string
 	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo, rankMap                                            bool
+	maxNodes                                                                                                               int
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -230,6 +231,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	_ = fs.MarkHidden("hosts")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
 	fs.StringVar(&p.rmk, "rmk", "", "read the allocation of resource manager `RM` only: slurm, pbs, lsf, or user (none: the hosts given) (Hydra's -rmk)")
+	fs.IntVar(&p.maxNodes, "max-vm-size", 0, "use the allocation's first `N` hosts only (mpirun's)")
 	fs.StringVar(&p.orderNodes, "order-nodes", "", "map onto the hosts in `ASCENDING` or DESCENDING order of their slots (Hydra's -order-nodes)")
 	fs.StringVar(&p.localHost, "localhost", "", "the launching node is `NAME` in the host list (Hydra's -localhost; its host name, localhost and its own addresses always are)")
 	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
@@ -281,7 +283,7 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 		MemBind:  p.memBind,
 		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch, ReportBindings: p.reportBindings,
 		AddHosts: p.addHosts, LocalHost: p.localHost,
-		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes),
+		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes), MaxNodes: p.maxNodes,
 	}
 	if p.ppr != "" {
 		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})
@@ -757,6 +759,9 @@ func checkPlacement(p *jobspec.Placement) error {
 	case "", "user", "slurm", "pbs", "lsf": // hostfile.User, Slurm, PBS, LSF
 	default:
 		return usagef("-rmk %s: prun reads Slurm, PBS and LSF allocations: want slurm, pbs, lsf or user", p.RM)
+	}
+	if p.MaxNodes < 0 {
+		return usagef("-max-vm-size %d: want a number of hosts", p.MaxNodes)
 	}
 	switch p.OrderNodes {
 	case "", "ascending", "descending":

@@ -596,4 +596,10 @@ func TestMpirunLeftovers(t *testing.T) {
 	if _, err := Parse(strings.Fields("--n 0 ./app"), env); err == nil {
 		t.Error("--n 0 accepted")
 	}
+	if req, err := Parse(strings.Fields("-max-vm-size 2 ./app"), env); err != nil || req.Job.Place.MaxNodes != 2 {
+		t.Errorf("-max-vm-size 2: %v", err)
+	}
+	if _, err := Parse(strings.Fields("-max-vm-size -1 ./app"), env); err == nil || !strings.Contains(err.Error(), "want a number of hosts") {
+		t.Errorf("-max-vm-size -1: %v", err)
+	}
 }

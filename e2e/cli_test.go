@@ -180,6 +180,13 @@ func TestHydraSpellings(t *testing.T) {
 	expectCode(t, r, 2)
 	expectContains(t, "stderr", r.stderr, "prun: -enable-x: prun's SSH client forwards no X connections")
 
+	// mpirun's -max-vm-size: the allocation's first N hosts.
+	r = run(t, opts{args: []string{"-H", "a:1,b:1,c:1", "-max-vm-size", "2", "-n", "2", "--do-not-launch", "-print-rank-map", "true"}})
+	expectCode(t, r, 0)
+	if r.stdout != "(a:0)\n(b:1)\n" {
+		t.Errorf("-max-vm-size 2: %q", r.stdout)
+	}
+
 	// -f with Hydra's host:N lines (this node twice: one host, 3 slots).
 	hf := filepath.Join(t.TempDir(), "machinefile")
 	if err := os.WriteFile(hf, []byte(host+":2\nlocalhost:1\n"), 0o644); err != nil {

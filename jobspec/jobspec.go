@@ -100,6 +100,7 @@ type Placement struct {
 	LocalHost      string // Hydra's -localhost: this node's name in the host list
 	RM             string // Hydra's -rmk: the resource manager to read (slurm, pbs, lsf), "user" for none, "" any
 	OrderNodes     string // Hydra's -order-nodes: "ascending" or "descending" slots, "" as given
+	MaxNodes       int    // mpirun's -max-vm-size: the allocation's first N hosts only (0: all)
 }
 
 // PMI interface choices for Job.PMI.

@@ -37,6 +37,9 @@ func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc
 		alloc.Hosts = mergeLocal(alloc.Hosts, pl.LocalHost, fromCores)
 	}
 	orderHosts(alloc.Hosts, pl.OrderNodes)
+	if pl.MaxNodes > 0 && len(alloc.Hosts) > pl.MaxNodes {
+		alloc.Hosts = alloc.Hosts[:pl.MaxNodes]
+	}
 	return alloc, source, fromCores, nil
 }
 
