@@ -418,7 +418,9 @@ func (sh *shell) start(rank int, pmixEnv []string, again bool) error {
 	}
 	sh.ranks[rank].pid = child.pid
 	sh.ranks[rank].child = &child
-	sh.ranks[rank].pmiServed = pmiServed
+	if pmiServed != nil { // else a -pmi-port claim sets it, maybe already
+		sh.ranks[rank].pmiServed = pmiServed
+	}
 	sh.pipes = append(sh.pipes, outR)
 	if errR != nil {
 		sh.pipes = append(sh.pipes, errR)
