@@ -13,11 +13,17 @@ import (
 	"prun/internal/ctest"
 )
 
-// ompi builds an Open MPI test program and returns its directory and "./name".
+// built builds a test program with tc and returns its directory and "./name".
+func built(t *testing.T, tc ctest.Toolchain, src string) (dir, prog string) {
+	t.Helper()
+	bin := ctest.Build(t, tc, src)
+	return filepath.Dir(bin), "./" + filepath.Base(bin)
+}
+
+// ompi builds an Open MPI test program (built).
 func ompi(t *testing.T, src string) (dir, prog string) {
 	t.Helper()
-	bin := ctest.Build(t, ctest.OpenMPI, src)
-	return filepath.Dir(bin), "./" + filepath.Base(bin)
+	return built(t, ctest.OpenMPI, src)
 }
 
 func TestRing(t *testing.T) {

@@ -16,8 +16,7 @@ import (
 
 func mpich(t *testing.T, src string) (dir, prog string) {
 	t.Helper()
-	bin := ctest.Build(t, ctest.MPICH, src)
-	return filepath.Dir(bin), "./" + filepath.Base(bin)
+	return built(t, ctest.MPICH, src)
 }
 
 // mpichHere is mpich for a test that runs the program on this node only:
@@ -79,9 +78,9 @@ func TestMPICHCh3AbortAndExit(t *testing.T) {
 	for _, tc := range []ctest.Toolchain{ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
 		t.Run(tc.String(), func(t *testing.T) {
 			cluster.Quiet(t)
-			abort := ctest.Build(t, tc, "abort.c")
+			dir, abort := built(t, tc, "abort.c")
 			for i := 0; i < 3; i++ { // the abort and the exit race in each run
-				r, d := abortLatency(t, filepath.Dir(abort), []string{"-n", "4", "./abort"}, "abort: rank 1 aborting with 17")
+				r, d := abortLatency(t, dir, []string{"-n", "4", abort}, "abort: rank 1 aborting with 17")
 				expectCode(t, r, 17)
 				expectContains(t, "stderr", r.stderr, "rank 1 (./abort)")
 				expectContains(t, "stderr", r.stderr, "called abort with status 17")
@@ -89,8 +88,8 @@ func TestMPICHCh3AbortAndExit(t *testing.T) {
 					t.Errorf("prun exited %v after MPI_Abort, want within 1 s\n%s", d, r)
 				}
 			}
-			exitcode := ctest.Build(t, tc, "exitcode.c")
-			r := run(t, opts{args: []string{"-n", "4", "./exitcode", "2", "3"}, dir: filepath.Dir(exitcode)})
+			dir, exitcode := built(t, tc, "exitcode.c")
+			r := run(t, opts{args: []string{"-n", "4", exitcode, "2", "3"}, dir: dir})
 			expectCode(t, r, 3)
 			expectContains(t, "stderr", r.stderr, "rank 2 (./exitcode)")
 			expectContains(t, "stderr", r.stderr, "exited with status 3")

@@ -406,10 +406,8 @@ func TestMultiNode(t *testing.T) {
 	// spawn whose children start on the next host, connect/accept by a
 	// published name with every rank on a host of its own.
 	for _, tc := range []ctest.Toolchain{ctest.MPICHCh3, ctest.MPICHCh3PMI2} {
-		build := func(t *testing.T, src string) (string, string) {
-			bin := ctest.Build(t, tc, src)
-			return filepath.Dir(bin), "./" + filepath.Base(bin)
-		}
+		build := func(t *testing.T, src string) (string, string) { return built(t, tc, src) }
+
 		t.Run(tc.String()+"-ring", func(t *testing.T) {
 			dir, ring := build(t, "ring.c")
 			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "8", ring}, dir: dir})
