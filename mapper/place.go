@@ -489,13 +489,16 @@ func (p *placer) unionID(t *topology.Topology, unit topology.ObjType, units []in
 // the allocation already holds every context's slots).
 func (p *placer) resolveAppHosts(job *jobspec.Job) error {
 	p.appHosts = make([][]bool, len(job.Apps))
-	base := make([]hostfile.Entry, len(p.hosts))
-	for i, h := range p.hosts {
-		base[i] = hostfile.Entry{Kind: hostfile.Named, Name: h.name, Slots: max(h.slots, 0)}
-	}
+	var base []hostfile.Entry // the allocation as Select takes it, made for the first app that needs it
 	for a, app := range job.Apps {
 		if app.Hosts == "" {
 			continue
+		}
+		if base == nil {
+			base = make([]hostfile.Entry, len(p.hosts))
+			for i, h := range p.hosts {
+				base[i] = hostfile.Entry{Kind: hostfile.Named, Name: h.name, Slots: max(h.slots, 0)}
+			}
 		}
 		if p.mp.By == MapSeq || p.mp.By == MapRankfile {
 			return fmt.Errorf("app %d: a context's own --host cannot be combined with --map-by %s", a+1, p.mp.By)
