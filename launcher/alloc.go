@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -227,6 +228,9 @@ func readHostfile(name string) ([]hostfile.Entry, error) {
 // context's -H, a spawn's host info: "localhost", an address of its own)
 // as the allocation names it, for the mapper to find them there.
 func localAppHosts(apps []jobspec.App, alloc hostfile.Allocation, alias string) {
+	if !slices.ContainsFunc(apps, func(a jobspec.App) bool { return a.Hosts != "" }) {
+		return // the usual job: no host list to look through
+	}
 	local := ""
 	for _, h := range alloc.Hosts {
 		if isLocal(h.Name, alias) {
