@@ -170,14 +170,15 @@ type launchOpts struct {
 
 // contextOpts are flags that apply to one application context.
 type contextOpts struct {
-	np      int
-	npSet   bool
-	env     []string
-	wdir    string
-	path    string // --path: where to look for the program instead of PATH
-	envNone bool
-	envAll  bool     // Hydra's -envall: this context keeps the environment despite -genvnone
-	hosts   []string // --host given in a context after the first (mpirun's per-context -H)
+	np       int
+	npSet    bool
+	env      []string
+	wdir     string
+	path     string // --path: where to look for the program instead of PATH
+	envNone  bool
+	envAll   bool     // Hydra's -envall: this context keeps the environment despite -genvnone
+	hosts    []string // --host given in a context after the first (mpirun's per-context -H)
+	hostfile string   // --hostfile given in a context after the first (mpirun's per-context hostfile)
 }
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
@@ -289,12 +290,7 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})
 	}
 	if pl.Hostfile == "" {
-		pl.Hostfile = p.defaultHostfile
-	}
-	for _, v := range []string{"PRUN_HOSTFILE", "HYDRA_HOST_FILE"} {
-		if pl.Hostfile == "" {
-			pl.Hostfile, _ = env.LookupEnv(v)
-		}
+		pl.Hostfile = p.fallbackHostfile(env)
 	}
 	pl.Hosts = p.hosts
 	if p.displayMap {
@@ -322,6 +318,19 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 		}
 	}
 	return pl
+}
+
+// fallbackHostfile is the job's hostfile when no --hostfile gives one.
+func (p *placeOpts) fallbackHostfile(env Env) string {
+	if p.defaultHostfile != "" {
+		return p.defaultHostfile
+	}
+	for _, v := range []string{"PRUN_HOSTFILE", "HYDRA_HOST_FILE"} {
+		if f, _ := env.LookupEnv(v); f != "" {
+			return f
+		}
+	}
+	return ""
 }
 
 func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
@@ -482,6 +491,8 @@ func newFlagSet(g *globalOpts, c *contextOpts) *pflag.FlagSet {
 		// also that app's own once a later context names hosts).
 		fs.VarP(appendValue{&c.hosts}, "host", "H", "run this context's processes on `HOSTS`")
 		fs.Var(appendValue{&c.hosts}, "hosts", "same as --host")
+		fs.StringVarP(&c.hostfile, "hostfile", "f", "", "run this context's processes on the hosts of `FILE`")
+		fs.StringVar(&c.hostfile, "machinefile", "", "same as --hostfile")
 	}
 	addContextFlags(fs, c)
 	return fs
@@ -545,7 +556,7 @@ func Parse(args []string, env Env) (*Request, error) {
 				return nil, err
 			}
 			for _, a := range job.Apps { // a line's own -H, as a later context's
-				if a.Hosts != "" {
+				if a.Hosts != "" && a.Hostfile == "" {
 					job.Place.Hosts = append(job.Place.Hosts, a.Hosts)
 				}
 			}
@@ -558,23 +569,13 @@ func Parse(args []string, env Env) (*Request, error) {
 		if c.envAll && c.envNone {
 			return nil, usagef("-envall and -envnone%s: give one", contextWhere(i, len(segs)))
 		}
+		app.Hostfile = c.hostfile
 		job.Apps = append(job.Apps, app)
 		appHosts = append(appHosts, strings.Join(c.hosts, ","))
 		envAll = append(envAll, c.envAll)
 		wdirGiven = append(wdirGiven, c.wdir != "")
 	}
-	// mpirun's per-context --host: once a context after the first names
-	// hosts, each context's --host (the first's included) keeps its app on
-	// those hosts, and all of them together are the job's --host.
-	if slices.ContainsFunc(appHosts[min(1, len(appHosts)):], func(h string) bool { return h != "" }) {
-		appHosts[0] = strings.Join(job.Place.Hosts, ",")
-		for i, h := range appHosts {
-			job.Apps[i].Hosts = h
-			if i > 0 && h != "" {
-				job.Place.Hosts = append(job.Place.Hosts, h)
-			}
-		}
-	}
+	perContextHosts(job, appHosts, &g.place, env)
 	// --mca and -genv values go first: a context's own -x of the same
 	// variable wins.
 	var globalEnv []string
@@ -1053,9 +1054,41 @@ func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) 
 		}
 		app.Env = append(append([]string(nil), pre...), app.Env...)
 		app.Hosts = strings.Join(c.hosts, ",")
+		app.Hostfile = c.hostfile
 		apps = append(apps, app)
 	}
 	return apps, nil
+}
+
+// perContextHosts applies mpirun's per-context --host and --hostfile: once
+// a context after the first names hosts, each context's --host (the first's
+// included) keeps its app on those hosts, and all of them together are the
+// job's --host. A context's own hostfile keeps its app on that file's hosts
+// (its --host selects among them) and joins the allocation (the launcher
+// reads it); once a later context has one, the first context's --hostfile
+// is that app's own too, and the job's is --default-hostfile's, if any.
+// appHosts holds each context's --host (an --app file's lines set theirs).
+func perContextHosts(job *jobspec.Job, appHosts []string, p *placeOpts, env Env) {
+	if len(appHosts) == 0 {
+		return // an --app file: each line's own hosts are already its app's
+	}
+	later := job.Apps[min(1, len(job.Apps)):]
+	laterFile := slices.ContainsFunc(later, func(a jobspec.App) bool { return a.Hostfile != "" })
+	if !laterFile && !slices.ContainsFunc(appHosts[min(1, len(appHosts)):], func(h string) bool { return h != "" }) {
+		return
+	}
+	if laterFile && p.hostfile != "" {
+		job.Apps[0].Hostfile = p.hostfile
+		job.Place.Hostfile = p.fallbackHostfile(env)
+	}
+	appHosts[0] = strings.Join(job.Place.Hosts, ",")
+	job.Place.Hosts = nil
+	for i, h := range appHosts {
+		job.Apps[i].Hosts = h
+		if h != "" && job.Apps[i].Hostfile == "" {
+			job.Place.Hosts = append(job.Place.Hosts, h)
+		}
+	}
 }
 
 // outputFiles reports whether --output forms name per-rank files.

@@ -582,6 +582,51 @@ func TestPerContextHosts(t *testing.T) {
 	}
 }
 
+// mpirun's per-context --hostfile: a later context's file is its app's
+// own; the first context's --hostfile then is app 0's, and the job's
+// hostfile is --default-hostfile's; a context's -H selects within its own
+// file and does not narrow the job's hosts.
+func TestPerContextHostfiles(t *testing.T) {
+	env, _ := testEnv(t)
+	for _, tc := range []struct {
+		args, hostfile, place string
+		files, apps           []string
+	}{
+		{"-n 1 ./app : --hostfile h2 -n 2 ./app2", "", "", []string{"", "h2"}, []string{"", ""}},
+		{"--hostfile h1 -n 1 ./app : -f h2 -n 2 ./app2", "", "", []string{"h1", "h2"}, []string{"", ""}},
+		{"--default-hostfile d --hostfile h1 -n 1 ./app : --machinefile h2 -n 2 ./app2", "d", "", []string{"h1", "h2"}, []string{"", ""}},
+		{"-H a -n 1 ./app : --hostfile h2 -H b -n 2 ./app2 : -H c ./app", "", "a|c", []string{"", "h2", ""}, []string{"a", "b", "c"}},
+		{"--hostfile h1 -n 1 ./app : -H b -n 2 ./app2", "h1", "b", []string{"", ""}, []string{"", "b"}},
+	} {
+		req, err := Parse(strings.Fields(tc.args), env)
+		if err != nil {
+			t.Errorf("%s: %v", tc.args, err)
+			continue
+		}
+		var files, apps []string
+		for _, a := range req.Job.Apps {
+			files, apps = append(files, a.Hostfile), append(apps, a.Hosts)
+		}
+		pl := req.Job.Place
+		if got := strings.Join(pl.Hosts, "|"); pl.Hostfile != tc.hostfile || got != tc.place || !slices.Equal(files, tc.files) || !slices.Equal(apps, tc.apps) {
+			t.Errorf("%s: hostfile %q, job hosts %q, app files %q, app hosts %q; want %q, %q, %q, %q",
+				tc.args, pl.Hostfile, got, files, apps, tc.hostfile, tc.place, tc.files, tc.apps)
+		}
+	}
+	dir := t.TempDir()
+	app := filepath.Join(dir, "app")
+	if err := os.WriteFile(app, []byte("-n 1 ./app\n--hostfile h2 -H b -n 1 ./app\n-H c -n 1 ./app\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req, err := Parse([]string{"--app", app}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(req.Job.Place.Hosts, "|"); got != "c" || req.Job.Apps[1].Hostfile != "h2" || req.Job.Apps[1].Hosts != "b" {
+		t.Errorf("--app: job hosts %q, app 2 %+v", got, req.Job.Apps[1])
+	}
+}
+
 // mpirun 4.1's remaining spellings: --n, -debug-devel/-debug-daemons-file,
 // and the dead --cartofile and -enable-instant-on-support.
 func TestMpirunLeftovers(t *testing.T) {

@@ -378,6 +378,29 @@ func TestMultiNode(t *testing.T) {
 		expectContains(t, "stderr", r.stderr, "host prun-h9 is not in the allocation")
 	})
 
+	// mpirun's per-context --hostfile: each app on its own file's hosts,
+	// the job on all of them.
+	t.Run("per-context-hostfiles", func(t *testing.T) {
+		dir, hello := ompi(t, "hello.c")
+		h4, h23 := filepath.Join(t.TempDir(), "h4"), filepath.Join(t.TempDir(), "h23")
+		if err := os.WriteFile(h4, []byte("prun-h4 slots=1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(h23, []byte("prun-h2\nprun-h3\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// (rank 3 would go to prun-h3's second slot if its app were not kept on prun-h4)
+		r := m.run(t, opts{args: []string{"--hostfile", h23, "-n", "3", hello, ":", "--hostfile", h4, "-n", "1", hello}, dir: dir})
+		expectCode(t, r, 0)
+		for _, want := range []string{"hello from rank 0 of 4 on prun-h2 (app 0)", "hello from rank 1 of 4 on prun-h2 (app 0)",
+			"hello from rank 2 of 4 on prun-h3 (app 0)", "hello from rank 3 of 4 on prun-h4 (app 1)"} {
+			expectContains(t, "stdout", r.stdout, want)
+		}
+		r = m.run(t, opts{args: []string{"-n", "1", "hostname", ":", "--hostfile", h23, "-H", "prun-h4", "-n", "1", "hostname"}})
+		expectCode(t, r, 2)
+		expectContains(t, "stderr", r.stderr, "--host within its hostfile "+h23+": host prun-h4 is not in the allocation")
+	})
+
 	// MPI_Comm_spawn's "host" info (PMIX_HOST): the children start on the
 	// host named, not on the next free slots.
 	t.Run("ompi-spawn-host", func(t *testing.T) {

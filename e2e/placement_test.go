@@ -319,3 +319,34 @@ func TestLocalAliasesMerge(t *testing.T) {
 	expectCode(t, r, 0)
 	expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
 }
+
+// mpirun's per-context --hostfile: each context's file names its app's
+// hosts and joins the allocation (here this node under two names, one host
+// with the slots of both); a context without one shares them, and mpirun's
+// "all nodes are filled" is prun's one-line refusal.
+func TestPerContextHostfile(t *testing.T) {
+	t.Parallel()
+	host, _ := os.Hostname()
+	dir, mpmd := ompi(t, "mpmd.c")
+	hfA, hfB := filepath.Join(dir, "hfA"), filepath.Join(dir, "hfB")
+	if err := os.WriteFile(hfA, []byte("localhost slots=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hfB, []byte(host+" slots=2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, opts{args: []string{"--display", "allocation", "--hostfile", hfA, "-n", "1", mpmd, "0,1,1", ":",
+		"--hostfile", hfB, "-n", "2", mpmd, "0,1,1"}, dir: dir})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "allocation (the contexts' hostfiles): 1 hosts, 3 slots\n")
+	for i, a := range []int{0, 1, 1} {
+		expectContains(t, "stdout", r.stdout, fmt.Sprintf("mpmd: rank %d appnum %d\n", i, a))
+	}
+
+	r = run(t, opts{args: []string{"-n", "2", "true", ":", "--hostfile", hfB, "-n", "1", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "prun: 3 processes requested but only 2 slots are available on "+host+"\n")
+	r = run(t, opts{args: []string{"-n", "1", "true", ":", "--hostfile", hfB, "-H", "elsewhere", "-n", "1", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "prun: app 2: --host within its hostfile "+hfB+": host elsewhere is not in the allocation\n")
+}

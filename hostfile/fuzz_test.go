@@ -86,6 +86,18 @@ func FuzzHostfile(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(again, es) {
 			t.Fatalf("round trip of %q via %q: %+v, %v; had %+v", in, b.String(), again, err, es)
 		}
+		// a context's hostfile joining another's (or itself)
+		for _, other := range [][]Entry{es, {named("a", 3), cores("b"), {Name: "c", Slots: 1, MaxSlots: 2, User: "u", Port: 22}}} {
+			u, err := Union(es, other)
+			if err != nil {
+				oneLineErr(t, err)
+				continue
+			}
+			checkEntries(t, u)
+			if len(u) > len(es)+len(other) {
+				t.Fatalf("Union grew: %+v", u)
+			}
+		}
 	})
 }
 

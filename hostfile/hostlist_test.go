@@ -195,3 +195,27 @@ func TestSelectHostfileFromAllocation(t *testing.T) {
 		t.Fatalf("got %+v, %v", got, err)
 	}
 }
+
+// Union: lists that describe the same machines name a host once, with the
+// most slots any gives; a user or port given twice must agree.
+func TestUnion(t *testing.T) {
+	a := []Entry{named("n0", 2), {Name: "n1", Slots: 4, SlotsGiven: true, MaxSlots: 4, User: "u"}, {Kind: RelNode, Index: 3}}
+	b := []Entry{named("N0", 3), {Name: "n1", Slots: 8, SlotsGiven: true, Port: 2222}, named("n2", 1), {Name: "x", Exclude: true}}
+	got, err := Union(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{named("n0", 3), {Name: "n1", Slots: 8, SlotsGiven: true, MaxSlots: 8, User: "u", Port: 2222},
+		{Kind: RelNode, Index: 3}, named("n2", 1), {Name: "x", Exclude: true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Union:\n got %+v\nwant %+v", got, want)
+	}
+	if got, err := Union([]Entry{cores("n0"), cores("n1")}, []Entry{named("n0", 2), cores("n1")}); err != nil || !reflect.DeepEqual(got, []Entry{named("n0", 2), cores("n1")}) {
+		t.Errorf("slots from cores: %+v %v", got, err)
+	}
+	for _, bad := range [][]Entry{{{Name: "n1", Slots: 1, User: "v"}}, {{Name: "n1", Slots: 1, Port: 23}}} {
+		if _, err := Union([]Entry{{Name: "n1", Slots: 1, User: "u", Port: 22}}, bad); err == nil || !strings.Contains(err.Error(), `host n1 is given`) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}

@@ -119,3 +119,55 @@ func Select(base, sel []Entry) ([]Entry, error) {
 	}
 	return out, nil
 }
+
+// Union joins host lists that describe the same machines (the hostfiles of
+// several application contexts, their --host lists): a host named in more
+// than one is one host, with the most slots (and max_slots) any list gives
+// it, since the lists name its slots, not more of them; a count given wins
+// over a count from its cores. A user or port
+// given in two lists must agree. Relative specs and exclusions are kept, in
+// order, for Select.
+func Union(lists ...[]Entry) ([]Entry, error) {
+	var out []Entry
+	var at hostIndex
+	for _, list := range lists {
+		for _, e := range list {
+			if e.Kind != Named || e.Exclude {
+				out = append(out, e)
+				continue
+			}
+			i := at.find(e.Name)
+			if i < 0 {
+				at.add(e.Name, len(out))
+				out = append(out, e)
+				continue
+			}
+			a := &out[i]
+			switch {
+			case e.User != "" && a.User != "" && e.User != a.User:
+				return nil, fmt.Errorf("host %s is given user %s and user %s", quote(a.Name), quote(a.User), quote(e.User))
+			case e.Port != 0 && a.Port != 0 && e.Port != a.Port:
+				return nil, fmt.Errorf("host %s is given port %d and port %d", quote(a.Name), a.Port, e.Port)
+			}
+			if a.User == "" {
+				a.User = e.User
+			}
+			if a.Port == 0 {
+				a.Port = e.Port
+			}
+			switch {
+			case e.SlotsFromCores: // a count given elsewhere says more than "its cores"
+			case a.SlotsFromCores:
+				a.Slots, a.SlotsFromCores = e.Slots, false
+			default:
+				a.Slots = max(a.Slots, e.Slots)
+			}
+			a.SlotsGiven = a.SlotsGiven || e.SlotsGiven
+			a.MaxSlots = max(a.MaxSlots, e.MaxSlots)
+			if a.MaxSlots > 0 && !a.SlotsFromCores && a.Slots > a.MaxSlots {
+				a.MaxSlots = a.Slots // one list's slots are more than another's max_slots
+			}
+		}
+	}
+	return out, nil
+}

@@ -25,6 +25,10 @@ type App struct {
 	// apart (mpirun's per-context -H): its processes go only to those hosts
 	// of the allocation. Empty: anywhere in the allocation.
 	Hosts string
+	// Hostfile is this context's own --hostfile (mpirun's per-context
+	// hostfile): its processes go only to that file's hosts (Hosts, when
+	// set, selects among them), and the file's hosts join the allocation.
+	Hostfile string
 }
 
 // UnivInfinite is Job.UnivSize (and daemon.Plan.UnivSize) for Hydra's

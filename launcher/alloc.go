@@ -20,8 +20,15 @@ import (
 // manager's allocation (narrowed by a hostfile given inside it), else the
 // hostfile, each narrowed by --host; else --host alone; else the local node.
 // --add-host extends the result. source says where it came from.
-func allocate(pl jobspec.Placement, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, fromCores map[string]bool, err error) {
-	alloc, source, entries, err := resolveHosts(pl, cores)
+//
+// The contexts' own hostfiles (jobspec.App.Hostfile) join --host: apps
+// without their own host list get the hosts of their file.
+func allocate(pl jobspec.Placement, apps []jobspec.App, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, fromCores map[string]bool, err error) {
+	own, err := appHostfiles(apps)
+	if err != nil {
+		return alloc, "", nil, err
+	}
+	alloc, source, entries, err := resolveHosts(pl, own, cores)
 	if err != nil {
 		return alloc, "", nil, err
 	}
@@ -86,7 +93,53 @@ func orderHosts(hosts []hostfile.Host, order string) {
 	}
 }
 
-func resolveHosts(pl jobspec.Placement, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, entries []hostfile.Entry, err error) {
+// appHostfiles reads the contexts' own hostfiles, each once, and returns
+// their hosts together (hostfile.Union: the files describe the same
+// machines). An app's own --host must be among its file's hosts; an app
+// without one is given them.
+func appHostfiles(apps []jobspec.App) ([]hostfile.Entry, error) {
+	read := map[string][]hostfile.Entry{}
+	var lists [][]hostfile.Entry
+	for i := range apps {
+		a := &apps[i]
+		if a.Hostfile == "" {
+			continue
+		}
+		entries, ok := read[a.Hostfile]
+		if !ok {
+			var err error
+			if entries, err = readHostfile(a.Hostfile); err != nil {
+				return nil, err
+			}
+			if len(entries) == 0 {
+				return nil, fmt.Errorf("hostfile %s (app %d): no hosts", a.Hostfile, i+1)
+			}
+			read[a.Hostfile] = entries
+			lists = append(lists, entries)
+		}
+		if a.Hosts == "" {
+			a.Hosts = hostfile.FormatHostList(entries)
+			continue
+		}
+		sel, err := hostfile.ParseHostList(a.Hosts)
+		if err == nil {
+			_, err = hostfile.Select(entries, sel)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("app %d: --host within its hostfile %s: %w", i+1, a.Hostfile, err)
+		}
+	}
+	if len(lists) == 0 {
+		return nil, nil
+	}
+	own, err := hostfile.Union(lists...)
+	if err != nil {
+		return nil, fmt.Errorf("the contexts' hostfiles: %w", err)
+	}
+	return own, nil
+}
+
+func resolveHosts(pl jobspec.Placement, own []hostfile.Entry, cores func(host string) (int, error)) (alloc hostfile.Allocation, source string, entries []hostfile.Entry, err error) {
 	var base []hostfile.Entry
 	rm, rmSource, ok, err := hostfile.DetectRM(pl.RM, nil, nil)
 	if err != nil {
@@ -111,17 +164,29 @@ func resolveHosts(pl jobspec.Placement, cores func(host string) (int, error)) (a
 			base, source = hf, "hostfile "+pl.Hostfile
 		}
 	}
-	if len(pl.Hosts) > 0 {
-		sel, err := hostfile.ParseHostList(strings.Join(pl.Hosts, ","))
-		if err != nil {
-			return alloc, "", nil, err // it names --host itself
+	if len(pl.Hosts) > 0 || len(own) > 0 {
+		var sel []hostfile.Entry
+		what := "the contexts' hostfiles"
+		if len(pl.Hosts) > 0 {
+			if sel, err = hostfile.ParseHostList(strings.Join(pl.Hosts, ",")); err != nil {
+				return alloc, "", nil, err // it names --host itself
+			}
+			what = "--host"
+			if len(own) > 0 {
+				if sel, err = hostfile.Union(sel, own); err != nil {
+					return alloc, "", nil, fmt.Errorf("--host and the contexts' hostfiles: %w", err)
+				}
+				what = "--host and the contexts' hostfiles"
+			}
+		} else {
+			sel = own
 		}
 		if base != nil {
 			if base, err = hostfile.Select(base, sel); err != nil {
-				return alloc, "", nil, fmt.Errorf("--host within the %s: %w", source, err)
+				return alloc, "", nil, fmt.Errorf("%s within the %s: %w", what, source, err)
 			}
 		} else {
-			base, source = sel, "--host"
+			base, source = sel, what
 		}
 	}
 	for _, h := range pl.AddHosts {

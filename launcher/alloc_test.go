@@ -144,3 +144,61 @@ func TestLocalAppHosts(t *testing.T) {
 		}
 	}
 }
+
+// The contexts' own hostfiles join the allocation (a host in two files
+// once, with the most slots either gives) and give their apps their hosts;
+// an app's -H must be among its file's hosts.
+func TestAllocateAppHostfiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f1 := write("f1", "a slots=2\nb\n")
+	f2 := write("f2", "b slots=4\nc port=2222\n")
+	cores := func(string) (int, error) { return 2, nil }
+	apps := []jobspec.App{{Hostfile: f1}, {Hostfile: f2, Hosts: "c"}, {}}
+	alloc, source, _, err := allocate(jobspec.Placement{}, apps, cores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a line without slots= has one per core (2 here)
+	want := []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 4}, {Name: "c", Slots: 2, Port: 2222}}
+	if !slices.Equal(alloc.Hosts, want) || source != "the contexts' hostfiles" {
+		t.Errorf("allocation %+v from %q", alloc.Hosts, source)
+	}
+	if apps[0].Hosts != "a:2,b:*" || apps[1].Hosts != "c" || apps[2].Hosts != "" {
+		t.Errorf("app hosts %q %q %q", apps[0].Hosts, apps[1].Hosts, apps[2].Hosts)
+	}
+
+	// with --host for the others, and from the job's hostfile
+	job := write("job", "a slots=8\nb slots=8\nc slots=8\nd slots=8\n")
+	apps = []jobspec.App{{Hostfile: f1}, {}}
+	alloc, _, _, err = allocate(jobspec.Placement{Hostfile: job, Hosts: []string{"d:3"}}, apps, cores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []hostfile.Host{{Name: "d", Slots: 3}, {Name: "a", Slots: 2}, {Name: "b", Slots: 8}}
+	if !slices.Equal(alloc.Hosts, want) {
+		t.Errorf("within the job's hostfile: %+v", alloc.Hosts)
+	}
+
+	for _, tc := range []struct {
+		pl   jobspec.Placement
+		apps []jobspec.App
+		want string
+	}{
+		{jobspec.Placement{}, []jobspec.App{{}, {Hostfile: f2, Hosts: "a"}}, "app 2: --host within its hostfile " + f2 + ": host a is not"},
+		{jobspec.Placement{}, []jobspec.App{{}, {Hostfile: filepath.Join(dir, "nosuch")}}, "nosuch: no such file"},
+		{jobspec.Placement{}, []jobspec.App{{}, {Hostfile: write("empty", "# none\n")}}, "(app 2): no hosts"},
+		{jobspec.Placement{Hostfile: f1}, []jobspec.App{{}, {Hostfile: f2}}, "the contexts' hostfiles within the hostfile " + f1 + ": host c is not"},
+		{jobspec.Placement{}, []jobspec.App{{Hostfile: f2}, {Hostfile: write("f3", "c port=23\n")}}, "the contexts' hostfiles: host c is given port 2222 and port 23"},
+	} {
+		if _, _, _, err := allocate(tc.pl, tc.apps, cores); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v %+v: %v, want %q", tc.pl, tc.apps, err, tc.want)
+		}
+	}
+}

@@ -544,7 +544,7 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 		r.topos = topos
 	}
 	topos := r.topos
-	alloc, source, fromCores, err := allocate(job.Place, topos.cores)
+	alloc, source, fromCores, err := allocate(job.Place, job.Apps, topos.cores)
 	if err != nil {
 		r.errorf("%v", err)
 		return nil, ExitUsage
