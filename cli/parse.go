@@ -101,10 +101,11 @@ type Env struct {
 	LookupEnv func(string) (string, bool)
 	Getwd     func() (string, error)
 	LookPath  func(string) (string, error)
+	ReadFile  func(string) ([]byte, error) // Open MPI's MCA parameter files; nil: none
 }
 
 // OSEnv is the real process environment.
-var OSEnv = Env{LookupEnv: os.LookupEnv, Getwd: os.Getwd, LookPath: exec.LookPath}
+var OSEnv = Env{LookupEnv: os.LookupEnv, Getwd: os.Getwd, LookPath: exec.LookPath, ReadFile: os.ReadFile}
 
 // globalOpts are flags that apply to the whole job.
 type globalOpts struct {
@@ -508,6 +509,7 @@ func Parse(args []string, env Env) (*Request, error) {
 	var envAll, wdirGiven []bool // by application: -envall, --wdir given
 	var appHosts []string        // by application: its context's own --host, once a later context gives one
 	var g globalOpts
+	var mca *mcaParams // Open MPI's launcher parameters (cli/mca.go)
 	job := &jobspec.Job{CmdLine: "prun " + jobspec.ArgvString(args)}
 	for i, seg := range segs {
 		var c contextOpts
@@ -537,6 +539,10 @@ func Parse(args []string, env Env) (*Request, error) {
 				g.place.mapBy = "pe-list=" + g.place.cpuSet
 			}
 			job.Place = g.place.placement(fs, env)
+			mca = &mcaParams{cmd: append(append([]string(nil), g.mca...), g.prteMCA...), env: env}
+			if err := applyMCA(mca, &g, &job.Place, fs.Changed); err != nil {
+				return nil, err
+			}
 			if err := checkPlacement(&job.Place); err != nil {
 				return nil, err
 			}
@@ -696,7 +702,7 @@ func Parse(args []string, env Env) (*Request, error) {
 		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
 	}
 	if g.launch.rsh == "" && g.launcher == "" {
-		g.launcher, g.launch.rsh = remoteShell(g.mca, env)
+		g.launcher, g.launch.rsh = remoteShell(mca, env)
 	}
 	localOnly := false
 	switch g.launcher {
@@ -1276,21 +1282,14 @@ func lookPathIn(dirs, wdir string) func(string) (string, error) {
 
 // remoteShell reads the remote shell that users of Open MPI and Hydra name
 // outside the command line: Open MPI's plm_rsh_agent and plm_rsh_args (from
-// --mca, else OMPI_MCA_*), else Hydra's HYDRA_LAUNCHER_EXEC. Plain ssh is
+// --mca, else OMPI_MCA_*, else its parameter files), else Hydra's
+// HYDRA_LAUNCHER_EXEC. Plain ssh is
 // prun's built-in client; anything else becomes --rsh. It returns the
 // -launcher word and the --rsh command.
-func remoteShell(mca []string, env Env) (launcher, rsh string) {
+func remoteShell(mca *mcaParams, env Env) (launcher, rsh string) {
 	param := func(name string) string {
-		v, found := "", false
-		for _, kv := range mca {
-			if k, val, _ := strings.Cut(kv, "="); k == name {
-				v, found = val, true // the last one counts, as with mpirun
-			}
-		}
-		if !found {
-			v, _ = env.LookupEnv("OMPI_MCA_" + name)
-		}
-		return strings.TrimSpace(v)
+		v, _, _ := mca.get(name)
+		return v
 	}
 	agent, args := param("plm_rsh_agent"), param("plm_rsh_args")
 	if agent == "" {

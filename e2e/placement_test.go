@@ -350,3 +350,57 @@ func TestPerContextHostfile(t *testing.T) {
 	expectCode(t, r, 2)
 	expectContains(t, "stderr", r.stderr, "prun: app 2: --host within its hostfile "+hfB+": host elsewhere is not in the allocation\n")
 }
+
+// Open MPI's launcher MCA parameters, as CI setups give them: with
+// OMPI_MCA_rmaps_base_oversubscribe=1 (or the same --mca, or a parameter
+// file named by OMPI_MCA_mca_base_param_files) a job larger than the
+// hostfile's slots runs, under prun as under mpirun.openmpi; without it
+// both refuse. A bad policy in a parameter names where it came from.
+func TestOpenMPILauncherMCA(t *testing.T) {
+	t.Parallel()
+	host, _ := os.Hostname()
+	dir, ring := ompi(t, "ring.c")
+	hf, conf := filepath.Join(dir, "hf1"), filepath.Join(dir, "mca.conf")
+	if err := os.WriteFile(hf, []byte(host+" slots=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("# CI\nrmaps_base_oversubscribe = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mpirun := func(env []string, args ...string) int {
+		cmd := exec.Command("mpirun.openmpi", append([]string{"--allow-run-as-root", "--hostfile", hf, "-n", "2"}, append(args, ring)...)...)
+		cmd.Env, cmd.Dir = append(append(os.Environ(), "TMPDIR="+t.TempDir()), env...), dir
+		out, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); err != nil && code <= 0 {
+			t.Fatalf("mpirun.openmpi: %v\n%s", err, out)
+		}
+		return cmd.ProcessState.ExitCode()
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		ok   bool
+	}{
+		{"none", nil, nil, false},
+		{"env", []string{"OMPI_MCA_rmaps_base_oversubscribe=1"}, nil, true},
+		{"--mca", nil, []string{"--mca", "rmaps_base_oversubscribe", "true"}, true},
+		{"param file", []string{"OMPI_MCA_mca_base_param_files=" + conf}, nil, true},
+		{"--mca over env", []string{"OMPI_MCA_rmaps_base_oversubscribe=1"}, []string{"--mca", "rmaps_base_oversubscribe", "0"}, false},
+	} {
+		r := run(t, opts{args: append(append([]string{"--hostfile", hf, "-n", "2"}, c.args...), ring), env: c.env, dir: dir})
+		if c.ok {
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
+		} else {
+			expectCode(t, r, 2)
+			expectContains(t, "stderr", r.stderr, "prun: 2 processes requested but only 1 slots are available on "+host+"\n")
+		}
+		if code := mpirun(c.env, c.args...); (code == 0) != c.ok {
+			t.Errorf("%s: mpirun.openmpi exited %d, prun %d", c.name, code, r.code)
+		}
+	}
+	r := run(t, opts{args: []string{"-n", "1", ring}, env: []string{"OMPI_MCA_rmaps_base_mapping_policy=bycore"}, dir: dir})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, `prun: OMPI_MCA_rmaps_base_mapping_policy=bycore: --map-by "bycore": unknown policy`)
+}

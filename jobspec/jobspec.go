@@ -88,13 +88,17 @@ type Launch struct {
 // Placement is what the user said about hosts, mapping, ranking and
 // binding, as given: the hostfile and mapper packages interpret it.
 type Placement struct {
-	Hostfile       string   // --hostfile/--machinefile, else --default-hostfile, else PRUN_HOSTFILE
-	Hosts          []string // --host (comma lists, repeatable)
-	AddHosts       []string // --add-host
-	Rankfile       string
-	MapBy          string
-	RankBy         string
-	BindTo         string
+	Hostfile string   // --hostfile/--machinefile, else --default-hostfile, else PRUN_HOSTFILE
+	Hosts    []string // --host (comma lists, repeatable)
+	AddHosts []string // --add-host
+	Rankfile string
+	MapBy    string
+	RankBy   string
+	BindTo   string
+	// Origin names where MapBy, RankBy or BindTo came from when not the
+	// command line ("map-by": "OMPI_MCA_rmaps_base_mapping_policy=node"),
+	// for their errors.
+	Origin         map[string]string
 	MemBind        string      // Hydra's -membind: firsttouch, bind[:NODES], interleave[:NODES]
 	Compat         [][2]string // mpirun spellings in order: {"npernode","2"}, {"oversubscribe",""}, ...
 	Display        []string    // map, map:json, allocation

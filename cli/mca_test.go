@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+// Open MPI's launcher MCA parameters steer prun where its flags say
+// nothing: from --mca (or --prtemca), else the environment, else the
+// user's parameter file, else the system's.
+func TestLauncherMCA(t *testing.T) {
+	base, _ := testEnv(t)
+	with := func(vars, files map[string]string) Env {
+		env := base
+		env.LookupEnv = func(k string) (string, bool) {
+			v, ok := vars[k]
+			if !ok {
+				return base.LookupEnv(k)
+			}
+			return v, ok
+		}
+		env.ReadFile = func(p string) ([]byte, error) {
+			if text, ok := files[p]; ok {
+				return []byte(text), nil
+			}
+			return nil, fs.ErrNotExist
+		}
+		return env
+	}
+	sys := "/etc/openmpi/openmpi-mca-params.conf"
+	user := "/home/u/.openmpi/mca-params.conf"
+	home := map[string]string{"HOME": "/home/u"}
+	for _, tc := range []struct {
+		name, args   string
+		vars, files  map[string]string
+		mapBy, bind  string
+		compat       string
+		origin, host string
+		tag          bool
+	}{
+		{name: "nothing", args: "./app"},
+		{name: "env", args: "./app", vars: map[string]string{"OMPI_MCA_rmaps_base_oversubscribe": "1"}, compat: "oversubscribe"},
+		{name: "env false", args: "./app", vars: map[string]string{"OMPI_MCA_rmaps_base_oversubscribe": "no"}},
+		{name: "--mca wins over env", args: "--mca rmaps_base_oversubscribe 0 ./app", vars: map[string]string{"OMPI_MCA_rmaps_base_oversubscribe": "true"}},
+		{name: "system file", args: "./app", files: map[string]string{sys: "# c\nbtl = ^openib\nrmaps_base_mapping_policy = node # by node\nhwloc_base_binding_policy=\"core\"\n"},
+			mapBy: "node", bind: "core", origin: sys + ": rmaps_base_mapping_policy=node"},
+		{name: "user file first", args: "./app", vars: home, files: map[string]string{sys: "rmaps_base_mapping_policy = node\n", user: "rmaps_base_mapping_policy = slot\n"},
+			mapBy: "slot", origin: user + ": rmaps_base_mapping_policy=slot"},
+		{name: "env over files", args: "./app", vars: map[string]string{"OMPI_MCA_rmaps_base_mapping_policy": "core"}, files: map[string]string{sys: "rmaps_base_mapping_policy = node\n"},
+			mapBy: "core", origin: "OMPI_MCA_rmaps_base_mapping_policy=core"},
+		{name: "param files named", args: "./app", vars: map[string]string{"OMPI_MCA_mca_base_param_files": "/x.conf"}, files: map[string]string{sys: "rmaps_base_mapping_policy = node\n", "/x.conf": "orte_tag_output = 1\n"},
+			tag: true},
+		{name: "flag wins", args: "--map-by core --bind-to none ./app", vars: map[string]string{"OMPI_MCA_rmaps_base_mapping_policy": "node", "OMPI_MCA_hwloc_base_binding_policy": "core"},
+			mapBy: "core", bind: "none"},
+		{name: "old spellings win", args: "--npernode 1 --bind-to-core ./app", vars: map[string]string{"OMPI_MCA_rmaps_base_mapping_policy": "node", "OMPI_MCA_hwloc_base_binding_policy": "none"},
+			compat: "npernode,bind-to-core"},
+		{name: "PRRTE's", args: "--prtemca rmaps_default_mapping_policy :oversubscribe ./app", mapBy: ":oversubscribe",
+			origin: "--mca rmaps_default_mapping_policy=:oversubscribe"},
+		{name: "PRRTE's env", args: "./app", vars: map[string]string{"PRTE_MCA_hwloc_default_binding_policy": "package"}, bind: "package"},
+		{name: "hwthreads, default hostfile", args: "./app", vars: map[string]string{"OMPI_MCA_hwloc_base_use_hwthreads_as_cpus": "yes", "OMPI_MCA_orte_default_hostfile": "/hf"},
+			compat: "use-hwthread-cpus", host: "/hf"},
+	} {
+		req, err := Parse(strings.Fields(tc.args), with(tc.vars, tc.files))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		pl := req.Job.Place
+		var compat []string
+		for _, c := range pl.Compat {
+			compat = append(compat, c[0])
+		}
+		if pl.MapBy != tc.mapBy || pl.BindTo != tc.bind || strings.Join(compat, ",") != tc.compat || pl.Origin["map-by"] != tc.origin ||
+			pl.Hostfile != tc.host || req.Job.TagOutput != tc.tag {
+			t.Errorf("%s: map-by %q bind-to %q compat %q origin %q hostfile %q tag %v", tc.name, pl.MapBy, pl.BindTo, compat, pl.Origin, pl.Hostfile, req.Job.TagOutput)
+		}
+	}
+	_, err := Parse([]string{"./app"}, with(map[string]string{"OMPI_MCA_rmaps_base_oversubscribe": "maybe"}, nil))
+	if err == nil || err.Error() != "OMPI_MCA_rmaps_base_oversubscribe=maybe: want a boolean (1, 0, true, false, yes, no)" {
+		t.Errorf("bad boolean: %v", err)
+	}
+	// plm_rsh_agent from the user's file: prun's --rsh
+	req, err := Parse([]string{"./app"}, with(home, map[string]string{user: "plm_rsh_agent = sh -x\n"}))
+	if err != nil || req.Job.Launch.Rsh != "sh -x" {
+		t.Errorf("plm_rsh_agent from a file: %v %+v", err, req)
+	}
+	for v, want := range map[string]bool{"true": true, "1": true, "Yes": true, "enabled": true, "0": false, "false": false, "N": false, "": false, "2": true} {
+		if got, ok := mcaBool(v); !ok || got != want {
+			t.Errorf("mcaBool(%q) = %v, %v", v, got, ok)
+		}
+	}
+}
