@@ -206,3 +206,31 @@ func applyMCA(m *mcaParams, g *globalOpts, pl *jobspec.Placement, changed func(s
 	}
 	return nil
 }
+
+// portRange is where the control plane may listen: --port-range, else
+// Hydra's MPIEXEC_PORT_RANGE (or MPIEXEC_PORTRANGE), else Open MPI's
+// oob_tcp_dynamic_ipv4_ports or oob_tcp_static_ipv4_ports.
+func portRange(flag string, m *mcaParams, env Env) ([][2]int, error) {
+	spec, from := flag, "--port-range "
+	for _, v := range []string{"MPIEXEC_PORT_RANGE", "MPIEXEC_PORTRANGE"} {
+		if spec == "" {
+			spec, _ = env.LookupEnv(v)
+			from = v + "="
+		}
+	}
+	if spec == "" {
+		var ok bool
+		if spec, from, ok = m.get("oob_tcp_dynamic_ipv4_ports", "oob_tcp_static_ipv4_ports"); !ok {
+			return nil, nil
+		}
+		from += "="
+	}
+	if spec = strings.TrimSpace(spec); spec == "" {
+		return nil, nil
+	}
+	ports, err := jobspec.ParsePorts(spec)
+	if err != nil {
+		return nil, usagef("%s%s: %v", from, spec, err)
+	}
+	return ports, nil
+}

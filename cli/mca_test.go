@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -88,6 +89,54 @@ func TestLauncherMCA(t *testing.T) {
 	for v, want := range map[string]bool{"true": true, "1": true, "Yes": true, "enabled": true, "0": false, "false": false, "N": false, "": false, "2": true} {
 		if got, ok := mcaBool(v); !ok || got != want {
 			t.Errorf("mcaBool(%q) = %v, %v", v, got, ok)
+		}
+	}
+}
+
+// The control plane's ports: --port-range, else Hydra's MPIEXEC_PORT_RANGE,
+// else Open MPI's oob_tcp_dynamic_ipv4_ports; MPICH's processes get a
+// single range as MPIR_CVAR_CH3_PORT_RANGE unless it is set.
+func TestPortRange(t *testing.T) {
+	base, _ := testEnv(t)
+	with := func(vars map[string]string) Env {
+		env := base
+		env.LookupEnv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+		return env
+	}
+	for _, tc := range []struct {
+		args  string
+		vars  map[string]string
+		ports string
+		cvar  string
+	}{
+		{"./app", nil, "[]", ""},
+		{"--port-range 50000:50010 ./app", map[string]string{"MPIEXEC_PORT_RANGE": "1:2"}, "[[50000 50010]]", "50000:50010"},
+		{"./app", map[string]string{"MPIEXEC_PORT_RANGE": "1:2", "OMPI_MCA_oob_tcp_dynamic_ipv4_ports": "3-4"}, "[[1 2]]", "1:2"},
+		{"./app", map[string]string{"MPIEXEC_PORTRANGE": "5-6"}, "[[5 6]]", "5:6"},
+		{"--mca oob_tcp_dynamic_ipv4_ports 3-4,8 ./app", nil, "[[3 4] [8 8]]", ""},
+		{"--port-range 7:9 ./app", map[string]string{"MPIR_CVAR_CH3_PORT_RANGE": "10:20"}, "[[7 9]]", ""},
+	} {
+		req, err := Parse(strings.Fields(tc.args), with(tc.vars))
+		if err != nil {
+			t.Errorf("%s %v: %v", tc.args, tc.vars, err)
+			continue
+		}
+		cvar := ""
+		for _, kv := range req.Job.Apps[0].Env {
+			if v, ok := strings.CutPrefix(kv, "MPIR_CVAR_CH3_PORT_RANGE="); ok {
+				cvar = v
+			}
+		}
+		if got := fmt.Sprint(req.Job.Launch.Ports); got != tc.ports || cvar != tc.cvar {
+			t.Errorf("%s %v: ports %s, MPICH's %q; want %s, %q", tc.args, tc.vars, got, cvar, tc.ports, tc.cvar)
+		}
+	}
+	for args, want := range map[string]string{
+		"--port-range 9:1 ./app":                  "--port-range 9:1: want ports from 1 to 65535, the lower first",
+		"--mca oob_tcp_static_ipv4_ports x ./app": "--mca oob_tcp_static_ipv4_ports=x: want LOW:HIGH, LOW-HIGH or a port",
+	} {
+		if _, err := Parse(strings.Fields(args), with(nil)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", args, err, want)
 		}
 	}
 }

@@ -165,8 +165,8 @@ type globalOpts struct {
 
 // launchOpts say how daemons reach other nodes.
 type launchOpts struct {
-	prefix, rsh, ifInclude string
-	fanout                 int
+	prefix, rsh, ifInclude, ports string
+	fanout                        int
 }
 
 // contextOpts are flags that apply to one application context.
@@ -445,6 +445,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.IntVar(&g.launch.fanout, "launch-fanout", 0, "each daemon starts at most `K` others (tree spawn; default 32)")
 	fs.StringVar(&g.launch.ifInclude, "if-include", "", "control traffic (and the MPI libraries) use the network `CIDR|IFACE` (default: the one SSH used)")
 	fs.StringVar(&g.launch.ifInclude, "iface", "", "same as --if-include (Hydra's -iface)")
+	fs.StringVar(&g.launch.ports, "port-range", "", "the control plane listens on ports of `LOW:HIGH` only (LOW-HIGH, or a comma list), for a firewall; MPICH's processes too (also Hydra's MPIEXEC_PORT_RANGE, Open MPI's oob_tcp_dynamic_ipv4_ports)")
 	_ = fs.MarkHidden("iface")
 }
 
@@ -585,6 +586,14 @@ func Parse(args []string, env Env) (*Request, error) {
 	// --mca and -genv values go first: a context's own -x of the same
 	// variable wins.
 	var globalEnv []string
+	ports, err := portRange(g.launch.ports, mca, env)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := env.LookupEnv("MPIR_CVAR_CH3_PORT_RANGE"); len(ports) == 1 && !set {
+		// MPICH's own listeners in the range too, as under Hydra
+		globalEnv = append(globalEnv, fmt.Sprintf("MPIR_CVAR_CH3_PORT_RANGE=%d:%d", ports[0][0], ports[0][1]))
+	}
 	if g.tune != "" {
 		vars, err := tuneEnv(g.tune, env)
 		if err != nil {
@@ -717,7 +726,7 @@ func Parse(args []string, env Env) (*Request, error) {
 		return nil, usagef("-launcher %s: prun starts daemons with ssh, rsh or --rsh CMD (fork: this node only)", g.launcher)
 	}
 	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude,
-		LocalOnly: localOnly}
+		LocalOnly: localOnly, Ports: ports}
 	switch g.stdin {
 	case "all", "none":
 	default:

@@ -3,8 +3,10 @@ package ctl
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -135,4 +137,64 @@ func FuzzReadFrame(f *testing.F) {
 		}
 		_ = io.Discard
 	})
+}
+
+// A listener given port ranges takes a free port of them, skipping taken
+// ones, and says so when none is left.
+func TestListenPorts(t *testing.T) {
+	secret, err := NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// three free ports in a row, found by the kernel
+	var base int
+	for try := 0; try < 50 && base == 0; try++ {
+		probe, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := probe.Addr().(*net.TCPAddr).Port
+		probe.Close()
+		if p+2 > 65535 {
+			continue
+		}
+		ok := true
+		for q := p; q <= p+2 && ok; q++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(q)))
+			if ok = err == nil; ok {
+				l.Close()
+			}
+		}
+		if ok {
+			base = p
+		}
+	}
+	if base == 0 {
+		t.Fatal("no three free ports in a row")
+	}
+	taken, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var got []*Listener
+	for range 2 {
+		l, err := Listen("127.0.0.1:0", [][2]int{{base, base + 2}}, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		got = append(got, l)
+	}
+	ports := map[int]bool{}
+	for _, l := range got {
+		ports[l.Addr().(*net.TCPAddr).Port] = true
+	}
+	if !ports[base] || !ports[base+2] {
+		t.Errorf("listeners on %v, want %d and %d", ports, base, base+2)
+	}
+	_, err = Listen("127.0.0.1:0", [][2]int{{base, base + 2}}, secret)
+	if want := fmt.Sprintf("no free port in %d-%d", base, base+2); err == nil || err.Error() != want {
+		t.Errorf("full range: %v, want %q", err, want)
+	}
 }

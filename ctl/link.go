@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -132,18 +136,51 @@ type Listener struct {
 	links  chan *Link
 }
 
-// Listen opens a listener on addr ("ip:0" or ":0").
-func Listen(addr string, secret []byte) (*Listener, error) {
+// Listen opens a listener on addr ("ip:0" or ":0"), on a port of ports
+// (ranges lo to hi, as jobspec.Launch.Ports) when given: a firewall may
+// let only those through.
+func Listen(addr string, ports [][2]int, secret []byte) (*Listener, error) {
 	if len(secret) != SecretSize {
 		return nil, fmt.Errorf("ctl: secret of %d bytes, want %d", len(secret), SecretSize)
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenIn(addr, ports)
 	if err != nil {
 		return nil, err
 	}
 	l := &Listener{ln: ln, secret: secret, links: make(chan *Link, 64)}
 	go l.serve()
 	return l, nil
+}
+
+// listenIn binds the first free port of ports, trying them from a random
+// one on, so that jobs started together do not all race for the lowest.
+func listenIn(addr string, ports [][2]int) (net.Listener, error) {
+	if len(ports) == 0 {
+		return net.Listen("tcp", addr)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	var all []int
+	var names []string
+	for _, r := range ports {
+		for p := r[0]; p <= r[1] && len(all) < 65536; p++ {
+			all = append(all, p)
+		}
+		names = append(names, fmt.Sprintf("%d-%d", r[0], r[1]))
+	}
+	start := rand.IntN(len(all))
+	for i := range all {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(all[(start+i)%len(all)])))
+		if err == nil {
+			return ln, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("no free port in %s", strings.Join(names, ","))
 }
 
 func (l *Listener) serve() {

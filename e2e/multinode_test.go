@@ -951,6 +951,45 @@ exec sleep 60
 		m.checkClean(t, 10*time.Second)
 	})
 
+	t.Run("port-range", func(t *testing.T) {
+		// A firewall lets 41000-41009 through: the launcher's and
+		// prun-h1's listeners take ports of the range (Hydra's
+		// MPIEXEC_PORT_RANGE here, --port-range the same).
+		p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "--launch-fanout", "2", "-n", "8", waiter},
+			env: append(m.env(), "MPIEXEC_PORT_RANGE=41000:41009")})
+		var want []string
+		for i := 0; i < 8; i++ {
+			want = append(want, fmt.Sprintf("ready %d on %s", i, m.hosts[i/2]))
+		}
+		p.waitOutput(20*time.Second, want...)
+		listeners := m.listeners(t, p.cmd.Process.Pid)
+		if len(listeners) != 2 {
+			t.Errorf("found listeners %v, want the launcher's and prun-h1's", listeners)
+		}
+		for _, addr := range listeners {
+			_, port, _ := net.SplitHostPort(addr)
+			if n, _ := strconv.Atoi(port); n < 41000 || n > 41009 {
+				t.Errorf("listener %s is outside 41000-41009", addr)
+			}
+		}
+		p.signal(syscall.SIGINT)
+		expectCode(t, p.wait(), 130)
+		m.checkClean(t, 10*time.Second)
+
+		// The range's only port taken: one line, nothing started.
+		taken, err := net.Listen("tcp", ":41010")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--port-range", "41010", "-n", "4", "hostname"}})
+		if r.code == 0 || len(lines(r.stderr)) != 1 {
+			t.Errorf("exit %d, want a failure in one line\n%s", r.code, r)
+		}
+		expectContains(t, "stderr", r.stderr, "no free port in 41010-41010")
+		m.checkClean(t, 10*time.Second)
+	})
+
 	t.Run("launcher-killed", func(t *testing.T) {
 		p := startWaiter(t)
 		// The launcher's own session directory (on this machine, not a

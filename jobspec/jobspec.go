@@ -5,6 +5,7 @@ package jobspec
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -83,6 +84,44 @@ type Launch struct {
 	Fanout    int    // --launch-fanout (0: the default)
 	IfInclude string // --if-include: the control network, CIDR or interface
 	LocalOnly bool   // Hydra's -launcher fork: no node but this one
+	// Ports: the control plane's listeners (the launcher's and the
+	// daemons' that start others) take a port of these ranges, lo to hi
+	// (--port-range, Hydra's MPIEXEC_PORT_RANGE, Open MPI's
+	// oob_tcp_dynamic_ipv4_ports); nil: any port.
+	Ports [][2]int
+}
+
+// ParsePorts reads a port range list: "lo:hi" (Hydra's), "lo-hi" (Open
+// MPI's), single ports, comma-separated.
+func ParsePorts(spec string) ([][2]int, error) {
+	var out [][2]int
+	items := strings.Split(spec, ",")
+	for _, item := range items {
+		item = strings.TrimSpace(item)
+		where := "" // which item, in a list
+		if len(items) > 1 {
+			where = strconv.Quote(item) + ": "
+		}
+		lo, hi, isRange := strings.Cut(item, ":")
+		if !isRange {
+			lo, hi, isRange = strings.Cut(item, "-")
+		}
+		if !isRange {
+			hi = lo
+		}
+		a, errA := strconv.Atoi(strings.TrimSpace(lo))
+		b, errB := strconv.Atoi(strings.TrimSpace(hi))
+		switch {
+		case item == "":
+			return nil, fmt.Errorf("empty port range")
+		case errA != nil || errB != nil:
+			return nil, fmt.Errorf("%swant LOW:HIGH, LOW-HIGH or a port", where)
+		case a < 1 || b > 65535 || a > b:
+			return nil, fmt.Errorf("%swant ports from 1 to 65535, the lower first", where)
+		}
+		out = append(out, [2]int{a, b})
+	}
+	return out, nil
 }
 
 // Placement is what the user said about hosts, mapping, ranking and

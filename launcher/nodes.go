@@ -167,6 +167,7 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 		ConnectTimeout: 5 * time.Second,
 		Fanout:         job.Launch.Fanout,
 		IfInclude:      job.Launch.IfInclude,
+		Ports:          job.Launch.Ports,
 		Env:            forwardedEnv(r.opts.Env),
 		OnHello: func(up, of int) {
 			if r.showProgress && progressStep(up, of) {

@@ -81,7 +81,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		listen, advertise, err := listenAddrs(b.IfInclude)
 		var ln *ctl.Listener
 		if err == nil {
-			ln, err = ctl.Listen(listen, b.Secret)
+			ln, err = ctl.Listen(listen, b.Ports, b.Secret)
 		}
 		if err != nil {
 			n.sendUp(tFailed, &msg{Host: n.host, Err: "cannot listen for its children: " + err.Error()})

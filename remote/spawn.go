@@ -39,6 +39,7 @@ type Bootstrap struct {
 	Rsh            string
 	ConnectTimeout time.Duration
 	IfInclude      string   // the control network, when the user chose one
+	Ports          [][2]int // the listeners' port ranges, when the user chose some
 	Env            []string // the launcher's settings for daemons and ranks (MCA variables, ...)
 }
 

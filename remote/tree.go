@@ -35,8 +35,9 @@ type Config struct {
 	Home           string   // for SSH settings ($HOME/.ssh)
 	Rsh            string   // --rsh: an external remote shell command
 	ConnectTimeout time.Duration
-	Fanout         int    // children per vertex
-	IfInclude      string // the control network (CIDR or interface)
+	Fanout         int      // children per vertex
+	IfInclude      string   // the control network (CIDR or interface)
+	Ports          [][2]int // the listeners' port ranges (jobspec.Launch.Ports)
 	Env            []string
 	// StartTimeout bounds the whole start-up (every daemon's hello).
 	StartTimeout time.Duration
@@ -106,7 +107,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	if err != nil {
 		return nil, err
 	}
-	ln, err := ctl.Listen(listen, secret)
+	ln, err := ctl.Listen(listen, cfg.Ports, secret)
 	if err != nil {
 		return nil, fmt.Errorf("control plane: %v", err)
 	}
@@ -119,7 +120,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	}
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
-		IfInclude: cfg.IfInclude, Env: cfg.Env}
+		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.kids.start()
 	select {

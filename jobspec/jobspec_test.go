@@ -1,0 +1,59 @@
+package jobspec
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParsePorts(t *testing.T) {
+	for spec, want := range map[string][][2]int{
+		"50000:50010":       {{50000, 50010}},
+		"50000-50010":       {{50000, 50010}},
+		"7":                 {{7, 7}},
+		" 1-2 , 9:9,65535 ": {{1, 2}, {9, 9}, {65535, 65535}},
+	} {
+		got, err := ParsePorts(spec)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: %v, %v; want %v", spec, got, err, want)
+		}
+	}
+	for spec, msg := range map[string]string{
+		"":                     "empty port range",
+		"a:b":                  "want LOW:HIGH, LOW-HIGH or a port",
+		"5:3":                  "the lower first",
+		"0-10":                 "want ports from 1 to 65535",
+		"1,70000":              `"70000": want ports from 1 to 65535`,
+		"1,,2":                 "empty port range",
+		"1:2:3":                "want LOW:HIGH",
+		"-5":                   "want LOW:HIGH",
+		"99999999999999999999": "want LOW:HIGH",
+	} {
+		if _, err := ParsePorts(spec); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want %q", spec, err, msg)
+		}
+	}
+}
+
+func FuzzParsePorts(f *testing.F) {
+	for _, s := range []string{"50000:50010", "1-2,3", "5:3", "", "a", "1,,2", "-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		ports, err := ParsePorts(spec)
+		if err != nil {
+			if strings.ContainsRune(err.Error(), '\n') {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if len(ports) == 0 {
+			t.Fatalf("%q: no ranges and no error", spec)
+		}
+		for _, r := range ports {
+			if r[0] < 1 || r[1] > 65535 || r[0] > r[1] {
+				t.Fatalf("%q: bad range %v", spec, r)
+			}
+		}
+	})
+}
