@@ -135,21 +135,28 @@ func mcaBool(v string) (bool, bool) {
 	return n != 0, err == nil
 }
 
-// applyMCA sets what the launcher MCA parameters say, where the command
-// line's own flags left it unset: mapping, ranking and binding policies
-// (Placement.Origin names the parameter for their errors),
-// oversubscription, hardware threads as CPUs, the map and binding reports,
-// tagged and timestamped output, and the default hostfile.
-func applyMCA(m *mcaParams, g *globalOpts, pl *jobspec.Placement, changed func(string) bool) error {
-	// mpirun's older spellings on the command line say it too
-	mapsGiven := pl.Rankfile != "" || slices.ContainsFunc(pl.Compat, func(c [2]string) bool {
+// policiesGiven reports whether mpirun's older spellings on the command
+// line (--npernode, --bind-to-core, a rankfile...) already say how to map
+// and bind: then no parameter or environment variable does.
+func policiesGiven(pl *jobspec.Placement) (maps, binds bool) {
+	maps = pl.Rankfile != "" || slices.ContainsFunc(pl.Compat, func(c [2]string) bool {
 		switch c[0] {
 		case "npernode", "npersocket", "ppn", "ppr", "pernode", "bynode", "byslot", "bycore", "bysocket":
 			return true
 		}
 		return false
 	})
-	bindsGiven := slices.ContainsFunc(pl.Compat, func(c [2]string) bool { return strings.HasPrefix(c[0], "bind-to-") })
+	binds = slices.ContainsFunc(pl.Compat, func(c [2]string) bool { return strings.HasPrefix(c[0], "bind-to-") })
+	return maps, binds
+}
+
+// applyMCA sets what the launcher MCA parameters say, where the command
+// line's own flags left it unset: mapping, ranking and binding policies
+// (Placement.Origin names the parameter for their errors),
+// oversubscription, hardware threads as CPUs, the map and binding reports,
+// tagged and timestamped output, and the default hostfile.
+func applyMCA(m *mcaParams, g *globalOpts, pl *jobspec.Placement, changed func(string) bool) error {
+	mapsGiven, bindsGiven := policiesGiven(pl)
 	for _, p := range []struct {
 		flag  string
 		names []string

@@ -140,3 +140,40 @@ func TestPortRange(t *testing.T) {
 		}
 	}
 }
+
+// Hydra's environment variables, as mpiexec.hydra reads them, where flags
+// say nothing.
+func TestHydraEnv(t *testing.T) {
+	base, _ := testEnv(t)
+	with := func(vars map[string]string) Env {
+		env := base
+		env.LookupEnv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+		return env
+	}
+	req, err := Parse([]string{"./app"}, with(map[string]string{"HYDRA_LAUNCHER": "fork", "HYDRA_IFACE": "eth1",
+		"HYDRA_MAPPING": "core", "HYDRA_BINDING": "socket", "HYDRA_MEMBIND": "firsttouch", "HYDRA_RMK": "user", "HYDRA_DEBUG": "1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := req.Job
+	if !j.Launch.LocalOnly || j.Launch.IfInclude != "eth1" || j.Place.MapBy != "core" || j.Place.BindTo != "socket" ||
+		j.Place.MemBind != "firsttouch" || j.Place.RM != "user" || !j.Verbose || j.Place.Origin["bind-to"] != "HYDRA_BINDING=socket" {
+		t.Errorf("%+v %+v verbose %v", j.Launch, j.Place, j.Verbose)
+	}
+	// flags win; Hydra's launchers that prun has no use for change nothing
+	req, err = Parse(strings.Fields("-launcher ssh -iface eth0 --map-by slot -ppn 1 ./app"), with(map[string]string{"HYDRA_BOOTSTRAP": "fork",
+		"HYDRA_IFACE": "eth1", "HYDRA_MAPPING": "core", "HYDRA_BINDING": "none"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := req.Job; j.Launch.LocalOnly || j.Launch.IfInclude != "eth0" || j.Place.MapBy != "slot" || j.Place.BindTo != "none" {
+		t.Errorf("flags: %+v %+v", j.Launch, j.Place)
+	}
+	req, err = Parse(strings.Fields("-ppn 1 ./app"), with(map[string]string{"HYDRA_LAUNCHER": "slurm", "HYDRA_MAPPING": "core", "HYDRA_BOOTSTRAP_EXEC": "/usr/bin/rsh -x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := req.Job; j.Launch.LocalOnly || j.Place.MapBy != "" || j.Launch.Rsh != "/usr/bin/rsh -x" {
+		t.Errorf("slurm, -ppn: %+v %+v", j.Launch, j.Place)
+	}
+}

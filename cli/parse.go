@@ -541,6 +541,7 @@ func Parse(args []string, env Env) (*Request, error) {
 			}
 			job.Place = g.place.placement(fs, env)
 			mca = &mcaParams{cmd: append(append([]string(nil), g.mca...), g.prteMCA...), env: env}
+			applyHydraEnv(&g, &job.Place, env)
 			if err := applyMCA(mca, &g, &job.Place, fs.Changed); err != nil {
 				return nil, err
 			}
@@ -1292,7 +1293,7 @@ func lookPathIn(dirs, wdir string) func(string) (string, error) {
 // remoteShell reads the remote shell that users of Open MPI and Hydra name
 // outside the command line: Open MPI's plm_rsh_agent and plm_rsh_args (from
 // --mca, else OMPI_MCA_*, else its parameter files), else Hydra's
-// HYDRA_LAUNCHER_EXEC. Plain ssh is
+// HYDRA_LAUNCHER_EXEC (or HYDRA_BOOTSTRAP_EXEC). Plain ssh is
 // prun's built-in client; anything else becomes --rsh. It returns the
 // -launcher word and the --rsh command.
 func remoteShell(mca *mcaParams, env Env) (launcher, rsh string) {
@@ -1302,8 +1303,10 @@ func remoteShell(mca *mcaParams, env Env) (launcher, rsh string) {
 	}
 	agent, args := param("plm_rsh_agent"), param("plm_rsh_args")
 	if agent == "" {
-		if v, _ := env.LookupEnv("HYDRA_LAUNCHER_EXEC"); strings.TrimSpace(v) != "" {
-			return "", strings.TrimSpace(v)
+		for _, name := range []string{"HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC"} {
+			if v, _ := env.LookupEnv(name); strings.TrimSpace(v) != "" {
+				return "", strings.TrimSpace(v)
+			}
 		}
 		if args == "" {
 			return "", ""

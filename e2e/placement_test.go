@@ -404,3 +404,25 @@ func TestOpenMPILauncherMCA(t *testing.T) {
 	expectCode(t, r, 2)
 	expectContains(t, "stderr", r.stderr, `prun: OMPI_MCA_rmaps_base_mapping_policy=bycore: --map-by "bycore": unknown policy`)
 }
+
+// Hydra's environment variables steer prun as they steer mpiexec.hydra:
+// HYDRA_BINDING=none leaves the ranks unbound (prun binds -n 2 to cores
+// otherwise), a bad one names itself, HYDRA_LAUNCHER=fork keeps the job on
+// this node.
+func TestHydraEnvironment(t *testing.T) {
+	t.Parallel()
+	if runtime.NumCPU() != 2 {
+		t.Fatalf("this test expects the 2-CPU machine, found %d CPUs", runtime.NumCPU())
+	}
+	r := run(t, opts{args: []string{"-n", "2", "sh", "-c", `grep Cpus_allowed_list /proc/self/status`}, env: []string{"HYDRA_BINDING=none"}})
+	expectCode(t, r, 0)
+	if got := strings.Count(r.stdout, "Cpus_allowed_list:\t0-1\n"); got != 2 {
+		t.Errorf("HYDRA_BINDING=none: %d of 2 ranks unbound\n%s", got, r)
+	}
+	r = run(t, opts{args: []string{"-n", "1", "true"}, env: []string{"HYDRA_BINDING=bogus"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, `prun: HYDRA_BINDING=bogus: --bind-to "bogus": unknown policy`)
+	r = run(t, opts{args: []string{"-H", "ghost", "-n", "1", "true"}, env: []string{"HYDRA_LAUNCHER=fork"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "prun: -launcher fork starts processes on this node only, and the map puts some on ghost\n")
+}

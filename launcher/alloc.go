@@ -228,17 +228,17 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 	}
 	if pl.MapBy != "" {
 		if opts.MapBy, err = mapper.ParseMapBy(pl.MapBy); err != nil {
-			return opts, fromMCA(err, pl.Origin["map-by"])
+			return opts, policyOrigin(err, pl.Origin["map-by"])
 		}
 	}
 	if pl.RankBy != "" {
 		if opts.RankBy, err = mapper.ParseRankBy(pl.RankBy); err != nil {
-			return opts, fromMCA(err, pl.Origin["rank-by"])
+			return opts, policyOrigin(err, pl.Origin["rank-by"])
 		}
 	}
 	if pl.BindTo != "" {
 		if opts.BindTo, err = mapper.ParseBindTo(pl.BindTo); err != nil {
-			return opts, fromMCA(err, pl.Origin["bind-to"])
+			return opts, policyOrigin(err, pl.Origin["bind-to"])
 		}
 	}
 	if pl.MemBind != "" {
@@ -280,9 +280,10 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 	return opts, nil
 }
 
-// fromMCA says where a policy came from when no flag gave it (an Open MPI
-// MCA parameter); the mapper's error names the flag.
-func fromMCA(err error, origin string) error {
+// policyOrigin says where a policy came from when no flag gave it (an Open
+// MPI MCA parameter, a Hydra environment variable); the mapper's error
+// names the flag.
+func policyOrigin(err error, origin string) error {
 	if origin == "" {
 		return err
 	}
