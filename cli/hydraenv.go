@@ -11,7 +11,7 @@ import (
 // HYDRA_LAUNCHER (or HYDRA_BOOTSTRAP) ssh, rsh or fork (Hydra's other
 // launchers, slurm and the like, start its proxies; prun's daemons start
 // over SSH whatever they say), HYDRA_IFACE, HYDRA_MAPPING, HYDRA_BINDING,
-// HYDRA_MEMBIND, HYDRA_RMK and HYDRA_DEBUG. Containers running MPICH set
+// HYDRA_MEMBIND, HYDRA_RMK, HYDRA_DEBUG and HYDRA_ENV=all. Containers running MPICH set
 // HYDRA_LAUNCHER=fork, for one.
 func applyHydraEnv(g *globalOpts, pl *jobspec.Placement, env Env) {
 	get := func(name string) string {
@@ -56,5 +56,8 @@ func applyHydraEnv(g *globalOpts, pl *jobspec.Placement, env Env) {
 	}
 	if v := get("HYDRA_DEBUG"); v != "" && v != "0" {
 		g.verbose = true
+	}
+	if strings.EqualFold(get("HYDRA_ENV"), "all") && !g.genvNone {
+		g.genvAll = true
 	}
 }

@@ -177,3 +177,21 @@ func TestHydraEnv(t *testing.T) {
 		t.Errorf("slurm, -ppn: %+v %+v", j.Launch, j.Place)
 	}
 }
+
+func TestGenvAll(t *testing.T) {
+	env, _ := testEnv(t)
+	if req, err := Parse(strings.Fields("-genvall ./app"), env); err != nil || !req.Job.EnvAll {
+		t.Errorf("-genvall: %v", err)
+	}
+	if _, err := Parse(strings.Fields("-genvall -genvnone ./app"), env); err == nil || err.Error() != "-genvall and -genvnone: give one" {
+		t.Errorf("-genvall -genvnone: %v", err)
+	}
+	hydra := env
+	hydra.LookupEnv = func(k string) (string, bool) { return map[string]string{"HYDRA_ENV": "all"}[k], k == "HYDRA_ENV" }
+	if req, err := Parse(strings.Fields("./app"), hydra); err != nil || !req.Job.EnvAll {
+		t.Errorf("HYDRA_ENV=all: %v", err)
+	}
+	if req, err := Parse(strings.Fields("-genvnone ./app"), hydra); err != nil || req.Job.EnvAll {
+		t.Errorf("HYDRA_ENV=all -genvnone: %v", err)
+	}
+}

@@ -153,6 +153,7 @@ type globalOpts struct {
 	cwdSession  bool
 	debugDaemon bool
 	genvNone    bool // Hydra's -genvnone: every context as -envnone
+	genvAll     bool // Hydra's -genvall: other nodes' processes get the whole environment
 	verbose     bool
 	profile     bool
 	prefixPat   string // Hydra's -prepend-pattern
@@ -391,8 +392,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.String("personality", "", "accepted for prterun compatibility: prun runs Open MPI and MPICH programs alike")
 	_ = fs.MarkHidden("personality")
 	fs.Var(appendValue{&g.genv}, "genv", "set `VAR VALUE` for every process (Hydra's -genv; a context's own -x or -env wins)")
-	fs.Bool("genvall", false, "accepted for Hydra compatibility: prun passes its environment anyway")
-	_ = fs.MarkHidden("genvall")
+	fs.BoolVar(&g.genvAll, "genvall", false, "the processes on other nodes get prun's whole environment, not only -x and the MPI libraries' settings (Hydra's -genvall; also HYDRA_ENV=all)")
 	fs.Var(listValue{&g.genvList}, "genvlist", "export the variables of `LIST` (VAR,VAR...) to every process (Hydra's -genvlist)")
 	_ = fs.MarkHidden("genvlist")
 	fs.StringVar(&g.launcher, "launcher", "", "Hydra's -launcher: `ssh` (the built-in client), rsh (--rsh rsh) or fork (this node only)")
@@ -708,6 +708,10 @@ func Parse(args []string, env Env) (*Request, error) {
 	}
 	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
 	job.PrintExitCodes = g.exitCodes
+	if g.genvAll && g.genvNone {
+		return nil, usagef("-genvall and -genvnone: give one")
+	}
+	job.EnvAll = g.genvAll
 	if g.launch.prefix != "" && !filepath.IsAbs(g.launch.prefix) {
 		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
 	}

@@ -772,9 +772,9 @@ func socketPair() (server, client *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "pmi-server"), os.NewFile(uintptr(fds[1]), "pmi-client"), nil
 }
 
-// inherited reports whether a launcher variable may pass to ranks: variables
+// Inherited reports whether a launcher variable may pass to ranks: variables
 // that describe the launcher's own place in some outer job must not.
-func inherited(kv string) bool {
+func Inherited(kv string) bool {
 	for _, pre := range []string{"PMIX_", "PMI_", "OMPI_COMM_WORLD_", "OMPI_MCA_orte_", "OMPI_MCA_ess_base_",
 		"OMPI_UNIVERSE_SIZE=", "OMPI_FIRST_RANKS=", "OMPI_APP_CTX_NUM_PROCS=", "OMPI_NUM_APP_CTX=",
 		"MPI_LOCALNRANKS=", "MPI_LOCALRANKID="} {
@@ -788,7 +788,7 @@ func inherited(kv string) bool {
 func filterInherited(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if inherited(kv) {
+		if Inherited(kv) {
 			out = append(out, kv)
 		}
 	}
@@ -813,7 +813,7 @@ func rankEnv(base, user, pmix, mpi, tuning []string) []string {
 		add(kv)
 	}
 	for _, kv := range base {
-		if inherited(kv) {
+		if Inherited(kv) {
 			add(kv)
 		}
 	}

@@ -378,6 +378,39 @@ func TestMultiNode(t *testing.T) {
 		expectContains(t, "stderr", r.stderr, "host prun-h9 is not in the allocation")
 	})
 
+	// The launcher's environment on other nodes: the MPI libraries'
+	// settings (as mpirun forwards them), or with Hydra's -genvall (or
+	// HYDRA_ENV=all) all of it but the launcher's host's own.
+	t.Run("genvall", func(t *testing.T) {
+		show := []string{"sh", "-c", `echo "$(hostname) [$GENVALL_FOO] [$OMPI_MCA_prun_test] [$HOSTNAME]"`}
+		for _, c := range []struct {
+			flags []string
+			env   string
+			want  string
+		}{
+			{nil, "", "[] [x]"},
+			{[]string{"-genvall"}, "", "[bar] [x]"},
+			{nil, "HYDRA_ENV=all", "[bar] [x]"},
+		} {
+			args := append(append([]string{"--hostfile", m.hostfile}, c.flags...), "-n", "8")
+			env := []string{"GENVALL_FOO=bar", "OMPI_MCA_prun_test=x", "HOSTNAME=launcher"}
+			if c.env != "" {
+				env = append(env, c.env)
+			}
+			r := m.run(t, opts{args: append(args, show...), env: env})
+			expectCode(t, r, 0)
+			for _, h := range m.hosts {
+				// a rank's HOSTNAME is its node's login shell's, if any, never the launcher's
+				if want := h + " " + c.want; !strings.Contains(r.stdout, want) {
+					t.Errorf("%v %s: no %q in\n%s", c.flags, c.env, want, r.stdout)
+				}
+			}
+			if strings.Contains(r.stdout, "[launcher]") {
+				t.Errorf("%v %s: the launcher's HOSTNAME reached another node\n%s", c.flags, c.env, r.stdout)
+			}
+		}
+	})
+
 	// mpirun's per-context --hostfile: each app on its own file's hosts,
 	// the job on all of them.
 	t.Run("per-context-hostfiles", func(t *testing.T) {

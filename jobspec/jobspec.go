@@ -47,20 +47,24 @@ type Job struct {
 	PMIPort   bool          // Hydra's -pmi-port: PMI-1 clients connect to PMI_PORT and name themselves with PMI_ID
 	Place     Placement
 
-	Stdin                string   // --stdin: a rank number, "all" or "none"
-	PTY                  string   // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
-	Report               string   // --report: write the run's JSON report here
-	ReportStateOnTimeout bool     // --report-state-on-timeout
-	PrintExitCodes       bool     // --print-all-exitcodes: every rank's ending, after the job
-	GetStackTraces       bool     // --get-stack-traces (on timeout)
-	Quiet                bool     // -q: no notices about how ranks ended or Open MPI's help messages
-	ReportPID            string   // --report-pid: "-" stdout, "+" stderr, else a file
-	ReportURI            string   // --report-uri: the PMIx server's URI, to the same places
-	OutputProctable      string   // --output-proctable: every rank's host, program and pid once all started, to the same places
-	PreloadBinary        bool     // -s/--preload-binary: nodes where a program differs or is missing run a copy sent from here
-	PreloadFiles         []string // --preload-files: absolute paths, copied into every process's working directory on every node
-	ShowProgress         bool     // --show-progress: daemons up and processes started, as they come, on stderr
-	EnableRecovery       bool     // --enable-recovery: a failed rank does not end the job; the first failure is its exit status
+	Stdin                string // --stdin: a rank number, "all" or "none"
+	PTY                  string // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
+	Report               string // --report: write the run's JSON report here
+	ReportStateOnTimeout bool   // --report-state-on-timeout
+	PrintExitCodes       bool   // --print-all-exitcodes: every rank's ending, after the job
+	// EnvAll (Hydra's -genvall, HYDRA_ENV=all): the ranks on other nodes
+	// get the launcher's whole environment (but for its host's and its
+	// session's own variables), not only -x and the MPI libraries' settings.
+	EnvAll          bool
+	GetStackTraces  bool     // --get-stack-traces (on timeout)
+	Quiet           bool     // -q: no notices about how ranks ended or Open MPI's help messages
+	ReportPID       string   // --report-pid: "-" stdout, "+" stderr, else a file
+	ReportURI       string   // --report-uri: the PMIx server's URI, to the same places
+	OutputProctable string   // --output-proctable: every rank's host, program and pid once all started, to the same places
+	PreloadBinary   bool     // -s/--preload-binary: nodes where a program differs or is missing run a copy sent from here
+	PreloadFiles    []string // --preload-files: absolute paths, copied into every process's working directory on every node
+	ShowProgress    bool     // --show-progress: daemons up and processes started, as they come, on stderr
+	EnableRecovery  bool     // --enable-recovery: a failed rank does not end the job; the first failure is its exit status
 	// NoHostnamePropagation is Hydra's -disable-hostname-propagation: MPICH
 	// finds its host name itself (no MPIR_CVAR_CH3_INTERFACE_HOSTNAME).
 	NoHostnamePropagation bool

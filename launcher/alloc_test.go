@@ -202,3 +202,16 @@ func TestAllocateAppHostfiles(t *testing.T) {
 		}
 	}
 }
+
+// Other nodes get the MPI libraries' settings, or with -genvall everything
+// but the launcher's host, session and outer-job variables.
+func TestForwardedEnv(t *testing.T) {
+	env := []string{"PATH=/opt/bin", "OMPI_MCA_btl=tcp", "HOSTNAME=head", "HOME=/root", "TMPDIR=/scratch", "SSH_CONNECTION=a b",
+		"PMIX_NAMESPACE=outer", "PMIX_MCA_gds=hash", "PRUN_RANK=3", "PRUN_DEBUG_REMOTE=1", "FOO=bar=baz", "OMPI_COMM_WORLD_RANK=1"}
+	if got, want := forwardedEnv(env, false), []string{"OMPI_MCA_btl=tcp", "PMIX_MCA_gds=hash", "PRUN_DEBUG_REMOTE=1"}; !slices.Equal(got, want) {
+		t.Errorf("default: %q, want %q", got, want)
+	}
+	if got, want := forwardedEnv(env, true), []string{"PATH=/opt/bin", "OMPI_MCA_btl=tcp", "PMIX_MCA_gds=hash", "PRUN_DEBUG_REMOTE=1", "FOO=bar=baz"}; !slices.Equal(got, want) {
+		t.Errorf("-genvall: %q, want %q", got, want)
+	}
+}

@@ -50,10 +50,20 @@ func remoteHosts(a hostfile.Allocation, alias string) []string {
 // forwardedEnv is what the launcher's environment passes to remote daemons
 // and their ranks besides -x: the MPI libraries' and PMIx's settings, as
 // mpirun forwards OMPI_MCA_*; everything else is the node's own login
-// environment.
-func forwardedEnv(env []string) []string {
+// environment. With all (Hydra's -genvall), every variable but those of
+// the launcher's host, login session and place in an outer job.
+func forwardedEnv(env []string, all bool) []string {
 	prefixes := []string{"OMPI_MCA_", "PMIX_MCA_", "PRTE_MCA_", "MPIR_CVAR_", "UCX_", "FI_", "PRUN_DEBUG_"}
 	var out []string
+	if all {
+		for _, kv := range env {
+			if k, _, _ := strings.Cut(kv, "="); !hostOwn[k] && !strings.HasPrefix(k, "SSH_") &&
+				(!strings.HasPrefix(k, "PRUN_") || strings.HasPrefix(k, "PRUN_DEBUG_")) && daemon.Inherited(kv) {
+				out = append(out, kv)
+			}
+		}
+		return out
+	}
 	for _, kv := range env {
 		for _, p := range prefixes {
 			if strings.HasPrefix(kv, p) {
@@ -64,6 +74,11 @@ func forwardedEnv(env []string) []string {
 	}
 	return out
 }
+
+// hostOwn are the variables that describe the launcher's host and login
+// session: another node has its own.
+var hostOwn = map[string]bool{"HOSTNAME": true, "HOST": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true,
+	"HOME": true, "TMPDIR": true, "DISPLAY": true, "XAUTHORITY": true, "TERM": true, "TERMCAP": true, "MAIL": true}
 
 // startupAbort is why the other nodes' start was given up.
 type startupAbort struct {
@@ -168,7 +183,7 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 		Fanout:         job.Launch.Fanout,
 		IfInclude:      job.Launch.IfInclude,
 		Ports:          job.Launch.Ports,
-		Env:            forwardedEnv(r.opts.Env),
+		Env:            forwardedEnv(r.opts.Env, job.EnvAll),
 		OnHello: func(up, of int) {
 			if r.showProgress && progressStep(up, of) {
 				r.out.Printf("prun: %d of %d daemons up\n", up, of)
