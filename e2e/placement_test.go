@@ -338,7 +338,7 @@ func TestPerContextHostfile(t *testing.T) {
 	r := run(t, opts{args: []string{"--display", "allocation", "--hostfile", hfA, "-n", "1", mpmd, "0,1,1", ":",
 		"--hostfile", hfB, "-n", "2", mpmd, "0,1,1"}, dir: dir})
 	expectCode(t, r, 0)
-	expectContains(t, "stdout", r.stdout, "allocation (the contexts' hostfiles): 1 hosts, 3 slots\n")
+	expectContains(t, "stdout", r.stdout, "allocation (contexts' hostfiles): 1 hosts, 3 slots\n")
 	for i, a := range []int{0, 1, 1} {
 		expectContains(t, "stdout", r.stdout, fmt.Sprintf("mpmd: rank %d appnum %d\n", i, a))
 	}

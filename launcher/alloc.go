@@ -166,7 +166,7 @@ func resolveHosts(pl jobspec.Placement, own []hostfile.Entry, cores func(host st
 	}
 	if len(pl.Hosts) > 0 || len(own) > 0 {
 		var sel []hostfile.Entry
-		what := "the contexts' hostfiles"
+		what := "contexts' hostfiles"
 		if len(pl.Hosts) > 0 {
 			if sel, err = hostfile.ParseHostList(strings.Join(pl.Hosts, ",")); err != nil {
 				return alloc, "", nil, err // it names --host itself
@@ -176,7 +176,7 @@ func resolveHosts(pl jobspec.Placement, own []hostfile.Entry, cores func(host st
 				if sel, err = hostfile.Union(sel, own); err != nil {
 					return alloc, "", nil, fmt.Errorf("--host and the contexts' hostfiles: %w", err)
 				}
-				what = "--host and the contexts' hostfiles"
+				what = "--host and contexts' hostfiles"
 			}
 		} else {
 			sel = own
@@ -208,7 +208,7 @@ func resolveHosts(pl jobspec.Placement, own []hostfile.Entry, cores func(host st
 		return alloc, "", nil, err
 	}
 	if len(alloc.Hosts) == 0 {
-		return alloc, "", nil, fmt.Errorf("the %s leaves no hosts", source)
+		return alloc, "", nil, fmt.Errorf("no hosts are left of the %s", source)
 	}
 	return alloc, source, base, nil
 }

@@ -167,7 +167,7 @@ func TestAllocateAppHostfiles(t *testing.T) {
 	}
 	// a line without slots= has one per core (2 here)
 	want := []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 4}, {Name: "c", Slots: 2, Port: 2222}}
-	if !slices.Equal(alloc.Hosts, want) || source != "the contexts' hostfiles" {
+	if !slices.Equal(alloc.Hosts, want) || source != "contexts' hostfiles" {
 		t.Errorf("allocation %+v from %q", alloc.Hosts, source)
 	}
 	if apps[0].Hosts != "a:2,b:*" || apps[1].Hosts != "c" || apps[2].Hosts != "" {
@@ -194,7 +194,7 @@ func TestAllocateAppHostfiles(t *testing.T) {
 		{jobspec.Placement{}, []jobspec.App{{}, {Hostfile: f2, Hosts: "a"}}, "app 2: --host within its hostfile " + f2 + ": host a is not"},
 		{jobspec.Placement{}, []jobspec.App{{}, {Hostfile: filepath.Join(dir, "nosuch")}}, "nosuch: no such file"},
 		{jobspec.Placement{}, []jobspec.App{{}, {Hostfile: write("empty", "# none\n")}}, "(app 2): no hosts"},
-		{jobspec.Placement{Hostfile: f1}, []jobspec.App{{}, {Hostfile: f2}}, "the contexts' hostfiles within the hostfile " + f1 + ": host c is not"},
+		{jobspec.Placement{Hostfile: f1}, []jobspec.App{{}, {Hostfile: f2}}, "contexts' hostfiles within the hostfile " + f1 + ": host c is not"},
 		{jobspec.Placement{}, []jobspec.App{{Hostfile: f2}, {Hostfile: write("f3", "c port=23\n")}}, "the contexts' hostfiles: host c is given port 2222 and port 23"},
 	} {
 		if _, _, _, err := allocate(tc.pl, tc.apps, cores); err == nil || !strings.Contains(err.Error(), tc.want) {
