@@ -150,6 +150,7 @@ type globalOpts struct {
 	maxRestarts int
 	preloadList string
 	indexArgv   bool
+	xterm       string // --xterm RANKS[!]
 	cwdSession  bool
 	debugDaemon bool
 	genvNone    bool // Hydra's -genvnone: every context as -envnone
@@ -408,6 +409,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices about the ranks (how a failed rank ended, Open MPI's help messages): the exit status tells")
 	fs.StringVar(&g.reportPID, "report-pid", "", "print prun's process id to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.BoolVar(&g.indexArgv, "index-argv-by-rank", false, "each process's argv[0] ends in -RANK (ps tells the ranks apart)")
+	fs.StringVar(&g.xterm, "xterm", "", "run the `RANKS` (0,2-3, or -1 for all) each in an xterm window of its own (xterm -e; its node needs xterm and a DISPLAY, -x DISPLAY=...); a trailing ! keeps the windows open after the rank ends (mpirun's)")
 	fs.BoolVar(&g.cwdSession, "set-cwd-to-session-dir", false, "each process starts in its own session directory (PMIX_PROCDIR)")
 	fs.BoolVar(&g.debugDaemon, "debug-daemons", false, "show what the other nodes' daemons write to stderr (PRUN_DEBUG_REMOTE=1)")
 	for _, f := range []string{"debug-daemons-file", "debug-devel"} {
@@ -676,6 +678,13 @@ func Parse(args []string, env Env) (*Request, error) {
 		job.PreloadFiles = files
 	}
 	job.IndexArgv, job.CwdSessionDir, job.DebugDaemons = g.indexArgv, g.cwdSession, g.debugDaemon
+	if g.xterm != "" {
+		x, err := jobspec.ParseXterm(g.xterm)
+		if err != nil {
+			return nil, usagef("--xterm %s: %v", g.xterm, err)
+		}
+		job.Xterm = x
+	}
 	if g.cwdSession {
 		for i, given := range wdirGiven {
 			if given {

@@ -360,8 +360,19 @@ func (sh *shell) start(rank int, pmixEnv []string, again bool) error {
 	if pmiClient != nil {
 		files = append(files, pmiClient) // PMI_FD=3
 	}
+	path := sh.exe(pr.App)
+	if p.Index == 0 && p.Job.Xterm.Has(rank) {
+		if path, argv, err = xtermArgv(path, argv, rank, sh.nodeName(), p.Job.Xterm.Hold, env); err != nil {
+			for _, f := range []*os.File{stdin, outR, outW, errR, errW, stdinW, pmiServer} {
+				if f != nil {
+					f.Close()
+				}
+			}
+			return err
+		}
+	}
 	cmd := command{
-		path:  sh.exe(pr.App),
+		path:  path,
 		argv:  argv,
 		env:   env,
 		dir:   dir,

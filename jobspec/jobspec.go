@@ -5,6 +5,7 @@ package jobspec
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +71,7 @@ type Job struct {
 	NoHostnamePropagation bool
 	MaxRestarts           int    // --max-restarts: a rank that fails is started again, up to this many times
 	IndexArgv             bool   // --index-argv-by-rank: argv[0] becomes "argv[0]-RANK"
+	Xterm                 Xterm  // --xterm: ranks that run in an xterm window of their own
 	CwdSessionDir         bool   // --set-cwd-to-session-dir: each rank starts in its PMIX_PROCDIR
 	DebugDaemons          bool   // --debug-daemons: the other nodes' daemons' stderr shows (PRUN_DEBUG_REMOTE)
 	Verbose               bool   // -v: the launch's milestones and every PMI/PMIx request on stderr
@@ -93,6 +95,48 @@ type Launch struct {
 	// (--port-range, Hydra's MPIEXEC_PORT_RANGE, Open MPI's
 	// oob_tcp_dynamic_ipv4_ports); nil: any port.
 	Ports [][2]int
+}
+
+// Xterm is mpirun's --xterm: the ranks listed (or all) run as `xterm -T
+// TITLE [-hold] -e PROGRAM ARGS`, their terminal I/O in that window.
+type Xterm struct {
+	All   bool  `json:",omitempty"`
+	Ranks []int `json:",omitempty"`
+	Hold  bool  `json:",omitempty"` // the window stays open after the rank ends ("!")
+}
+
+// Has reports whether rank runs in an xterm.
+func (x Xterm) Has(rank int) bool {
+	return x.All || slices.Contains(x.Ranks, rank)
+}
+
+// ParseXterm reads --xterm's value: ranks as "0,2-3", or -1 for all, and a
+// trailing "!" to keep the windows open.
+func ParseXterm(spec string) (Xterm, error) {
+	var x Xterm
+	spec, x.Hold = strings.CutSuffix(strings.TrimSpace(spec), "!")
+	if strings.TrimSpace(spec) == "-1" {
+		x.All = true
+		return x, nil
+	}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		lo, hi, isRange := strings.Cut(item, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, errA := strconv.Atoi(lo)
+		b, errB := strconv.Atoi(hi)
+		if errA != nil || errB != nil || a < 0 || a > b || b-a >= 1<<20 {
+			return Xterm{}, fmt.Errorf("%q: want ranks (0,2-3), or -1 for all, with ! to keep the windows open", item)
+		}
+		for r := a; r <= b; r++ {
+			if !slices.Contains(x.Ranks, r) {
+				x.Ranks = append(x.Ranks, r)
+			}
+		}
+	}
+	return x, nil
 }
 
 // ParsePorts reads a port range list: "lo:hi" (Hydra's), "lo-hi" (Open

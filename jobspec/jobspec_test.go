@@ -57,3 +57,27 @@ func FuzzParsePorts(f *testing.F) {
 		}
 	})
 }
+
+func TestParseXterm(t *testing.T) {
+	for spec, want := range map[string]Xterm{
+		"-1":      {All: true},
+		"-1!":     {All: true, Hold: true},
+		"0":       {Ranks: []int{0}},
+		"0,2-3!":  {Ranks: []int{0, 2, 3}, Hold: true},
+		" 3, 1-3": {Ranks: []int{3, 1, 2}},
+	} {
+		got, err := ParseXterm(spec)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: %+v, %v; want %+v", spec, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "!", "a", "3-1", "-2", "1,,2", "0-99999999"} {
+		if _, err := ParseXterm(bad); err == nil || !strings.Contains(err.Error(), "want ranks") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	x := Xterm{Ranks: []int{2}}
+	if x.Has(1) || !x.Has(2) || !(Xterm{All: true}).Has(7) || (Xterm{}).Has(0) {
+		t.Error("Has")
+	}
+}

@@ -563,6 +563,12 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 		return nil, ExitUsage
 	}
 	r.reportBindings = m.BindTo.Report
+	for _, x := range job.Xterm.Ranks {
+		if x >= len(m.Procs) {
+			r.errorf("--xterm: no rank %d in a job of %d", x, len(m.Procs))
+			return nil, ExitUsage
+		}
+	}
 	if job.Launch.LocalOnly {
 		for _, n := range m.Nodes {
 			if len(n.Procs) > 0 && !isLocal(n.Name, job.Place.LocalHost) {
