@@ -119,6 +119,7 @@ func ParseXterm(spec string) (Xterm, error) {
 		x.All = true
 		return x, nil
 	}
+	seen := map[int]bool{}
 	for _, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
 		lo, hi, isRange := strings.Cut(item, "-")
@@ -127,11 +128,12 @@ func ParseXterm(spec string) (Xterm, error) {
 		}
 		a, errA := strconv.Atoi(lo)
 		b, errB := strconv.Atoi(hi)
-		if errA != nil || errB != nil || a < 0 || a > b || b-a >= 1<<20 {
+		if errA != nil || errB != nil || a < 0 || a > b || b-a+len(x.Ranks) > 1<<16 {
 			return Xterm{}, fmt.Errorf("%q: want ranks (0,2-3), or -1 for all, with ! to keep the windows open", item)
 		}
 		for r := a; r <= b; r++ {
-			if !slices.Contains(x.Ranks, r) {
+			if !seen[r] {
+				seen[r] = true
 				x.Ranks = append(x.Ranks, r)
 			}
 		}

@@ -71,7 +71,7 @@ func TestParseXterm(t *testing.T) {
 			t.Errorf("%q: %+v, %v; want %+v", spec, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "!", "a", "3-1", "-2", "1,,2", "0-99999999"} {
+	for _, bad := range []string{"", "!", "a", "3-1", "-2", "1,,2", "0-99999999", "0-65536"} {
 		if _, err := ParseXterm(bad); err == nil || !strings.Contains(err.Error(), "want ranks") {
 			t.Errorf("%q: %v", bad, err)
 		}
@@ -80,4 +80,29 @@ func TestParseXterm(t *testing.T) {
 	if x.Has(1) || !x.Has(2) || !(Xterm{All: true}).Has(7) || (Xterm{}).Has(0) {
 		t.Error("Has")
 	}
+}
+
+func FuzzParseXterm(f *testing.F) {
+	for _, s := range []string{"-1", "-1!", "0,2-3!", "3-1", "a", "", "0-5,5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		x, err := ParseXterm(spec)
+		if err != nil {
+			if strings.ContainsRune(err.Error(), '\n') {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if x.All == (len(x.Ranks) > 0) {
+			t.Fatalf("%q: %+v", spec, x)
+		}
+		seen := map[int]bool{}
+		for _, r := range x.Ranks {
+			if r < 0 || seen[r] {
+				t.Fatalf("%q: ranks %v", spec, x.Ranks)
+			}
+			seen[r] = true
+		}
+	})
 }
