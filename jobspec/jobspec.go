@@ -128,7 +128,7 @@ func ParseXterm(spec string) (Xterm, error) {
 		}
 		a, errA := strconv.Atoi(lo)
 		b, errB := strconv.Atoi(hi)
-		if errA != nil || errB != nil || a < 0 || a > b || b-a+len(x.Ranks) > 1<<16 {
+		if errA != nil || errB != nil || a < 0 || a > b || b-a+1+len(x.Ranks) > 1<<16 {
 			return Xterm{}, fmt.Errorf("%q: want ranks (0,2-3), or -1 for all, with ! to keep the windows open", item)
 		}
 		for r := a; r <= b; r++ {
