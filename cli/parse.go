@@ -186,10 +186,10 @@ type contextOpts struct {
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
 type placeOpts struct {
-	hostfile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, memBind, topology, cpuSet, ppr, localHost, rmk, orderNodes string
-	hosts, addHosts, display                                                                                               []string
-	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo, rankMap                                            bool
-	maxNodes                                                                                                               int
+	hostfile, hydraFile, defaultHostfile, rankfile, mapBy, rankBy, bindTo, memBind, topology, cpuSet, ppr, localHost, rmk, orderNodes string
+	hosts, addHosts, display                                                                                                          []string
+	doNotLaunch, reportBindings, displayMap, displayAlloc, displayTopo, rankMap                                                       bool
+	maxNodes                                                                                                                          int
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
@@ -227,7 +227,11 @@ var compatFlags = []compatFlag{
 }
 
 func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
-	fs.StringVarP(&p.hostfile, "hostfile", "f", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
+	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
+	// Hydra's -f is its machinefile: a job larger than its slots goes
+	// round its hosts again, as under Hydra (mpirun has no -f).
+	fs.StringVarP(&p.hydraFile, "hydra-machinefile", "f", "", "Hydra's machinefile: --hostfile, and a job larger than its slots goes round its hosts again (host:N lines)")
+	_ = fs.MarkHidden("hydra-machinefile")
 	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
 	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "hostfile used when no --hostfile is given (also PRUN_HOSTFILE)")
 	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it; given in a later context too (after ':'), each context's processes go to its own hosts")
@@ -292,8 +296,17 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	if p.ppr != "" {
 		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})
 	}
+	// Hydra's host lists (-f, -hosts, HYDRA_HOST_FILE) are placed as Hydra
+	// places them: round after round when the job is larger.
+	hydra := p.hydraFile != "" || fs.Changed("hosts")
+	if pl.Hostfile == "" {
+		pl.Hostfile = p.hydraFile
+	}
 	if pl.Hostfile == "" {
 		pl.Hostfile = p.fallbackHostfile(env)
+		if f, _ := env.LookupEnv("HYDRA_HOST_FILE"); pl.Hostfile != "" && pl.Hostfile == f && len(p.hosts) == 0 {
+			hydra = true
+		}
 	}
 	pl.Hosts = p.hosts
 	if p.displayMap {
@@ -319,6 +332,9 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 		case !c.n && *p.compatSet[c.name]:
 			pl.Compat = append(pl.Compat, [2]string{name, ""})
 		}
+	}
+	if hydra {
+		pl.Compat = append(pl.Compat, [2]string{"hydra-hosts", ""})
 	}
 	return pl
 }

@@ -240,7 +240,7 @@ func TestHydraFlags(t *testing.T) {
 		t.Errorf("launch %+v, output %q", j.Launch, j.Output)
 	}
 	if j.Place.Hostfile != hosts || strings.Join(j.Place.Hosts, " ") != "a,b c" ||
-		len(j.Place.Compat) != 1 || j.Place.Compat[0] != [2]string{"ppn", "2"} {
+		!slices.Equal(j.Place.Compat, [][2]string{{"ppn", "2"}, {"hydra-hosts", ""}}) {
 		t.Errorf("placement = %+v", j.Place)
 	}
 	// -genvlist and -envlist export variables by name; -launcher and
@@ -578,6 +578,43 @@ func TestPerContextHosts(t *testing.T) {
 		}
 		if got := strings.Join(req.Job.Place.Hosts, "|"); got != tc.place || !slices.Equal(apps, tc.apps) {
 			t.Errorf("%s: job hosts %q, apps %q; want %q, %q", tc.args, got, apps, tc.place, tc.apps)
+		}
+	}
+}
+
+// Hydra's host lists (-hosts, -f, HYDRA_HOST_FILE) are placed as Hydra
+// places them; mpirun's (--host, -H, --hostfile, -machinefile) are not.
+func TestHydraHostLists(t *testing.T) {
+	env, _ := testEnv(t)
+	hydraEnv := env
+	hydraEnv.LookupEnv = func(k string) (string, bool) {
+		if k == "HYDRA_HOST_FILE" {
+			return "/hf", true
+		}
+		return "", false
+	}
+	for _, tc := range []struct {
+		args  string
+		env   Env
+		hydra bool
+	}{
+		{"-hosts a,b -n 4 ./app", env, true},
+		{"-f /hf -n 4 ./app", env, true},
+		{"-n 4 ./app", hydraEnv, true},
+		{"-H a,b -n 4 ./app", hydraEnv, false},
+		{"--host a,b -n 4 ./app", env, false},
+		{"--hostfile /hf -n 4 ./app", env, false},
+		{"-machinefile /hf -n 4 ./app", env, false},
+		{"-n 4 ./app", env, false},
+	} {
+		req, err := Parse(strings.Fields(tc.args), tc.env)
+		if err != nil {
+			t.Errorf("%s: %v", tc.args, err)
+			continue
+		}
+		got := slices.Contains(req.Job.Place.Compat, [2]string{"hydra-hosts", ""})
+		if got != tc.hydra || req.Job.Place.Hostfile == "" && strings.Contains(tc.args, "/hf") {
+			t.Errorf("%s: hydra placement %v, hostfile %q", tc.args, got, req.Job.Place.Hostfile)
 		}
 	}
 }

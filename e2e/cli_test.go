@@ -187,6 +187,23 @@ func TestHydraSpellings(t *testing.T) {
 		t.Errorf("-max-vm-size 2: %q", r.stdout)
 	}
 
+	// Hydra's host lists take more processes than slots, as under Hydra
+	// (round after round, each host its slots): -hosts and -f here, where
+	// mpirun's --host refuses.
+	r = run(t, opts{args: []string{"-n", "3", "-hosts", host, "sh", "-c", "echo r$PRUN_RANK"}})
+	expectCode(t, r, 0)
+	for _, want := range []string{"r0\n", "r1\n", "r2\n"} {
+		expectContains(t, "stdout", r.stdout, want)
+	}
+	r = run(t, opts{args: []string{"-n", "5", "-hosts", "a,b:2", "-print-rank-map", "--do-not-launch", "true"}})
+	expectCode(t, r, 0)
+	if r.stdout != "(a:0,3)\n(b:1,2,4)\n" {
+		t.Errorf("-n 5 -hosts a,b:2: %q, want Hydra's (a:0,3) (b:1,2,4)", r.stdout)
+	}
+	r = run(t, opts{args: []string{"-n", "3", "--host", host, "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "3 processes requested but only 1 slots are available on "+host)
+
 	// -f with Hydra's host:N lines (this node twice: one host, 3 slots).
 	hf := filepath.Join(t.TempDir(), "machinefile")
 	if err := os.WriteFile(hf, []byte(host+":2\nlocalhost:1\n"), 0o644); err != nil {
@@ -196,6 +213,11 @@ func TestHydraSpellings(t *testing.T) {
 	expectCode(t, r, 0)
 	if r.stdout != "("+host+":0,1,2)\n" {
 		t.Errorf("-f %s: %q", hf, r.stdout)
+	}
+	r = run(t, opts{args: []string{"-f", hf, "-n", "5", "-print-rank-map", "true"}})
+	expectCode(t, r, 0)
+	if r.stdout != "("+host+":0,1,2,3,4)\n" {
+		t.Errorf("-f %s -n 5: %q", hf, r.stdout)
 	}
 }
 

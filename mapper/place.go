@@ -713,6 +713,26 @@ func (p *placer) mapFill(a int) error {
 			rem--
 		}
 	}
+	for rem > 0 && p.mp.Cycle {
+		// Hydra: round after round, each host its slots again
+		placed := false
+		for i := range p.hosts {
+			h := &p.hosts[i]
+			if !p.allowed(a, i) {
+				continue
+			}
+			for k := min(max(h.slots, 1), rem); k > 0 && h.roomOver(); k-- {
+				if err := p.put(h, i, -1); err != nil {
+					return err
+				}
+				rem--
+				placed = true
+			}
+		}
+		if !placed {
+			return p.maxSlotsError()
+		}
+	}
 	for rem > 0 {
 		if !p.oversub {
 			if p.appHosts[a] != nil {

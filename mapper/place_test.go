@@ -218,6 +218,7 @@ func FuzzPlaceWith(f *testing.F) {
 	f.Add("hwthread", "l2:span", "", uint8(3), uint8(5), uint8(14), uint8(1), false)
 	f.Add("ppr:3:package", "core:fill", "", uint8(2), uint8(64), uint8(0), uint8(2), true)
 	f.Add("slot", "numa", "", uint8(4), uint8(2), uint8(7), uint8(3), false)
+	f.Add("", "", "", uint8(2), uint8(2), uint8(9), uint8(16), false)
 	topos := []*topology.Topology{}
 	for _, s := range []string{refNode, cacheNode, "core:2 pu:2", "pack:2 pu:3"} {
 		t, err := topology.ParseSynthetic(s)
@@ -242,6 +243,11 @@ func FuzzPlaceWith(f *testing.F) {
 		if bindTo != "" {
 			if opts.BindTo, err = ParseBindTo(bindTo); err != nil {
 				return
+			}
+		}
+		if kind&16 != 0 { // Hydra's host lists
+			if err := opts.ApplyCompat("hydra-hosts", ""); err != nil {
+				t.Fatal(err)
 			}
 		}
 		alloc := hosts(int(nhosts%5)+1, int(slots%70))
@@ -374,5 +380,43 @@ func TestPPNCycle(t *testing.T) {
 	opts = Options{}
 	if err := opts.ApplyCompat("ppn", "0"); err == nil {
 		t.Error("-ppn 0 accepted")
+	}
+}
+
+// Hydra's host lists: a job larger than the slots goes round the hosts
+// again, each its slots per round, ranked as placed (mpiexec.hydra -n 5
+// -hosts a,b:2 is a:0,3 b:1,2,4); an explicit mapping or
+// NOOVERSUBSCRIBE keeps Open MPI's rules.
+func TestHydraHostsCycle(t *testing.T) {
+	alloc := hostfile.Allocation{Hosts: []hostfile.Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 2}}}
+	var opts Options
+	if err := opts.ApplyCompat("hydra-hosts", ""); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[int]string{5: "(a:0,3)\n(b:1,2,4)\n", 3: "(a:0)\n(b:1,2)\n", 7: "(a:0,3,6)\n(b:1,2,4,5)\n"} {
+		m, err := PlaceWith(job(n), alloc, nil, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.RankMap(); got != want {
+			t.Errorf("-n %d: %q, want %q", n, got, want)
+		}
+	}
+	for _, first := range [][2]string{{"nooversubscribe", ""}, {"bynode", ""}} {
+		opts := Options{}
+		if err := opts.ApplyCompat(first[0], first[1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := opts.ApplyCompat("hydra-hosts", ""); err != nil {
+			t.Fatal(err)
+		}
+		if opts.MapBy.Cycle {
+			t.Errorf("--%s then hydra-hosts: cycles", first[0])
+		}
+	}
+	// max_slots still caps a host
+	capped := hostfile.Allocation{Hosts: []hostfile.Host{{Name: "a", Slots: 1, MaxSlots: 1}, {Name: "b", Slots: 1, MaxSlots: 2}}}
+	if _, err := PlaceWith(job(4), capped, nil, opts); err == nil || !strings.Contains(err.Error(), "max_slots caps") {
+		t.Errorf("max_slots: %v", err)
 	}
 }

@@ -69,7 +69,8 @@ type MapPolicy struct {
 	PPR       int
 	PPRObject topology.ObjType
 	// Cycle is Hydra's -ppn: PPR on each host in turn, then again from the
-	// first host while processes remain, whatever the slots.
+	// first host while processes remain, whatever the slots. With the
+	// default placement, Hydra's host lists: each host its slots per round.
 	Cycle bool
 	// PEList is pe-list=: logical core indices (hwthread indices with
 	// HWTCPUS), as in a rankfile.
@@ -716,6 +717,14 @@ func (o *Options) ApplyCompat(name, value string) error {
 		return setMap(MapPolicy{By: MapCore})
 	case "bysocket":
 		return setMap(MapPolicy{By: MapPackage})
+	case "hydra-hosts":
+		// Hydra's host list (-hosts, -f): a job larger than the hosts'
+		// slots goes round them again, each its slots per round, ranked
+		// as placed; only under the default placement.
+		if (o.MapBy.By == MapDefault || o.MapBy.By == MapSlot) && !o.MapBy.NoOversubscribe && !o.MapBy.Span {
+			o.MapBy.Cycle, o.MapBy.Oversubscribe = true, true
+		}
+		return nil
 	case "oversubscribe":
 		return setFlag(&o.MapBy.Oversubscribe)
 	case "nooversubscribe":
