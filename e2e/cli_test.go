@@ -132,6 +132,17 @@ func TestPrintAllExitCodes(t *testing.T) {
 	if r = run(t, opts{args: []string{"-n", "2", "true"}}); r.stderr != "" {
 		t.Errorf("without the flag, stderr = %q", r.stderr)
 	}
+	// nothing started: no lines (it was a nil pointer dereference)
+	r = run(t, opts{args: []string{"-print-all-exitcodes", "--do-not-launch", "-n", "1", "true"}})
+	expectCode(t, r, 0)
+	if r.stderr != "" {
+		t.Errorf("--do-not-launch: stderr %q", r.stderr)
+	}
+	r = run(t, opts{args: []string{"-print-all-exitcodes", "-n", "3", "--host", "a", "true"}})
+	expectCode(t, r, 2)
+	if r.stderr != "prun: 3 processes requested but only 1 slots are available on a\n" {
+		t.Errorf("a usage error: stderr %q", r.stderr)
+	}
 }
 
 // Hydra's -ppn goes round the hosts again when the job is larger than one

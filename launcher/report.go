@@ -115,6 +115,9 @@ func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
 // that had it ("ranks 0-2,5 exited with status 0"), for
 // --print-all-exitcodes; spawned jobs' lines name their job.
 func (r *run) exitCodes() []string {
+	if r.up == nil {
+		return nil // nothing started: a usage error, --do-not-launch
+	}
 	var lines []string
 	r.up.mu.Lock()
 	defer r.up.mu.Unlock()
