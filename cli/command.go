@@ -57,6 +57,9 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for _, w := range req.Warnings {
+				fmt.Fprintf(os.Stderr, "prun: warning: %s\n", w)
+			}
 			switch {
 			case req.Help:
 				// The flags are for the help text alone (prun parses its

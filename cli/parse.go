@@ -94,6 +94,8 @@ type Request struct {
 	Help    bool     // -h/--help: print usage, run nothing
 	Version bool     // --version
 	Exec    []string // --debug: run this debugger command (which runs prun) instead
+	// Warnings are for stderr before the job runs ("-x FOO: not set...").
+	Warnings []string
 }
 
 // Env is how the parser sees the launcher's environment; tests substitute it.
@@ -102,6 +104,13 @@ type Env struct {
 	Getwd     func() (string, error)
 	LookPath  func(string) (string, error)
 	ReadFile  func(string) ([]byte, error) // Open MPI's MCA parameter files; nil: none
+	warn      func(string)                 // Parse's: collects Request.Warnings
+}
+
+func (e Env) warnf(format string, a ...any) {
+	if e.warn != nil {
+		e.warn(fmt.Sprintf(format, a...))
+	}
 }
 
 // OSEnv is the real process environment.
@@ -524,6 +533,16 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // Parse reads a command line (without argv[0]).
 func Parse(args []string, env Env) (*Request, error) {
+	var warnings []string
+	env.warn = func(w string) { warnings = append(warnings, w) }
+	req, err := parse(args, env)
+	if req != nil {
+		req.Warnings = warnings
+	}
+	return req, err
+}
+
+func parse(args []string, env Env) (*Request, error) {
 	segs := splitContexts(args)
 	var envAll, wdirGiven []bool // by application: -envall, --wdir given
 	var appHosts []string        // by application: its context's own --host, once a later context gives one
@@ -627,7 +646,8 @@ func Parse(args []string, env Env) (*Request, error) {
 	for _, v := range g.genvList {
 		val, ok := env.LookupEnv(v)
 		if !ok {
-			return nil, usagef("-genvlist: %s is not set", v)
+			env.warnf("-genvlist: %s is not set in prun's environment, not exported", v)
+			continue
 		}
 		globalEnv = append(globalEnv, v+"="+val)
 	}
@@ -1079,7 +1099,9 @@ func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) 
 		if err != nil {
 			return nil, err
 		}
-		pre = append(pre, kv)
+		if kv != "" {
+			pre = append(pre, kv)
+		}
 	}
 	apps := make([]jobspec.App, 0, len(segs))
 	for _, seg := range segs {
@@ -1181,7 +1203,9 @@ func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, er
 		if err != nil {
 			return app, err
 		}
-		app.Env = append(app.Env, kv)
+		if kv != "" {
+			app.Env = append(app.Env, kv)
+		}
 	}
 	cwd, err := env.Getwd()
 	if err != nil {
@@ -1221,7 +1245,10 @@ func exportVar(x string, env Env) (string, error) {
 	}
 	v, set := env.LookupEnv(name)
 	if !set {
-		return "", usagef("-x %s: %s is not set in prun's environment", x, name)
+		// as mpirun: a warning, and the job runs (CI scripts pass -x
+		// LD_LIBRARY_PATH whether it is set or not)
+		env.warnf("-x %s: not set in prun's environment, not exported", name)
+		return "", nil
 	}
 	return name + "=" + v, nil
 }

@@ -122,7 +122,6 @@ func TestUsageErrors(t *testing.T) {
 		{"--tiemout 3 ./app", "did you mean --timeout"},
 		{"--tag-ouput ./app", "did you mean --tag-output"},
 		{"-n 1 ./app : --timeout 3 ./app", "--timeout is a global option"},
-		{"-x NOT_SET ./app", "NOT_SET is not set"},
 		{"-x 1BAD=3 ./app", "not a valid environment variable name"},
 		{"--timeout abc ./app", "--timeout abc: want a positive number"},
 		{"--timeout -3 ./app", "want a positive number"},
@@ -260,14 +259,13 @@ func TestHydraFlags(t *testing.T) {
 		t.Errorf("-bootstrap-exec myssh: %v %+v", err, req)
 	}
 	for args, want := range map[string]string{
-		"-genv 1X y ./app":             `"1X" is not a valid environment variable name`,
-		"-n 1 -env X":                  "--env needs a KEY and a VALUE",
-		"-genvlist SET_VAR,NOPE ./app": "-genvlist: NOPE is not set",
-		"-envlist A,,B ./app":          `--envlist "A,,B": "" is not a valid environment variable name`,
-		"-launcher slurm ./app":        "-launcher slurm: prun starts daemons with ssh, rsh or --rsh CMD",
-		"-launchr ssh ./app":           "unknown flag -launchr",
-		"-lh ./app":                    "unknown flag -lh",
-		"-rsh=x -launch ./app":         "unknown flag -launch (did you mean --launch-agent?)",
+		"-genv 1X y ./app":      `"1X" is not a valid environment variable name`,
+		"-n 1 -env X":           "--env needs a KEY and a VALUE",
+		"-envlist A,,B ./app":   `--envlist "A,,B": "" is not a valid environment variable name`,
+		"-launcher slurm ./app": "-launcher slurm: prun starts daemons with ssh, rsh or --rsh CMD",
+		"-launchr ssh ./app":    "unknown flag -launchr",
+		"-lh ./app":             "unknown flag -lh",
+		"-rsh=x -launch ./app":  "unknown flag -launch (did you mean --launch-agent?)",
 	} {
 		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", args, err, want)
@@ -616,6 +614,29 @@ func TestHydraHostLists(t *testing.T) {
 		if got != tc.hydra || req.Job.Place.Hostfile == "" && strings.Contains(tc.args, "/hf") {
 			t.Errorf("%s: hydra placement %v, hostfile %q", tc.args, got, req.Job.Place.Hostfile)
 		}
+	}
+}
+
+// A variable -x (or -genvlist, or a tune file) names that prun's
+// environment lacks is a warning, as under mpirun, and the job runs.
+func TestUnsetExportWarns(t *testing.T) {
+	env, dir := testEnv(t)
+	tune := filepath.Join(dir, "t.tune")
+	if err := os.WriteFile(tune, []byte("-x NOT_IN_TUNE -x T=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req, err := Parse(strings.Fields("-tune "+tune+" -genvlist SET_VAR,NOPE -x NOT_SET -x SET_VAR ./app"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"-x NOT_SET: not set in prun's environment, not exported",
+		"-x NOT_IN_TUNE: not set in prun's environment, not exported",
+		"-genvlist: NOPE is not set in prun's environment, not exported"}
+	if !slices.Equal(req.Warnings, want) {
+		t.Errorf("warnings %q, want %q", req.Warnings, want)
+	}
+	if got := strings.Join(req.Job.Apps[0].Env, " "); !strings.HasSuffix(got, " T=1 SET_VAR=v1 SET_VAR=v1") {
+		t.Errorf("env %q", got)
 	}
 }
 

@@ -59,7 +59,9 @@ func parseTune(text string, env Env) ([]string, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%d: %v", i+1, err)
 				}
-				vars = append(vars, kv)
+				if kv != "" {
+					vars = append(vars, kv)
+				}
 				j++
 			case "-mca", "--mca", "-gmca", "--gmca":
 				if j+2 >= len(words) {
