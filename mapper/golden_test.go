@@ -112,6 +112,10 @@ var goldenCases = []goldenCase{
 	{name: "rank-socket-mpmd", topo: "pack:2 core:4 pu:1", hosts: "n1:8", np: []int{3, 3}, mapBy: "core", rankBy: "socket"},
 	{name: "rank-core-no-cores", topo: "pack:2 pu:2", hosts: "n1:4", np: []int{4}, mapBy: "package", rankBy: "core"},
 	{name: "rank-l2cache", topo: "pack:1 l2:2 core:2 pu:1", hosts: "n1:4", np: []int{4}, mapBy: "core", rankBy: "l2cache"},
+	// Bound to the larger object that holds the mapped one, as mpirun and
+	// Hydra bind (--map-by core --bind-to package).
+	{name: "core-bind-package", topo: "pack:2 core:2 pu:2", hosts: "n1:4", np: []int{4}, mapBy: "core", bindTo: "package"},
+	{name: "hwthread-bind-core", topo: "pack:1 core:2 pu:2", hosts: "n1:4", np: []int{3}, mapBy: "hwthread", bindTo: "core"},
 	// Oversubscription.
 	{name: "oversubscribe-3nodes", hosts: "n1:2,n2:2,n3:2", np: []int{8}, mapBy: ":OVERSUBSCRIBE"},
 	{name: "oversubscribe-implicit", hosts: "n1:4", implicit: true, np: []int{6}},
@@ -124,7 +128,6 @@ var goldenCases = []goldenCase{
 	{hosts: "n1:2:2", implicit: true, np: []int{3}, err: "3 processes requested but only 2 slots are available on n1 (max_slots caps oversubscription)"},
 	{hosts: three, np: []int{13}, mapBy: "ppr:2:package", err: "--map-by ppr:2:package places at most 12 processes (2 on each of 6 packages) but app 1 asks for 13"},
 	{hosts: "n1:2", np: []int{0}, mapBy: "ppr:4:node", err: "--map-by ppr:4:node places 4 processes on n1 but it has only 2 slots"},
-	{hosts: one, np: []int{2}, mapBy: "core", bindTo: "package", err: "--bind-to package cannot be used with --map-by core: a process is bound to the object it is mapped to or to one inside it"},
 	{hosts: one, np: []int{2}, mapBy: "slot", rankBy: "fill", err: "--rank-by fill needs --map-by hwthread, core, l1cache, l2cache, l3cache, numa, package or ppr, not slot"},
 	{hosts: one, np: []int{2}, mapBy: "core:PE=2", err: "--map-by core:PE=2: a core is one CPU, so it cannot hold PE=2 (map by slot, numa or package, or add HWTCPUS to map by core)"},
 	{hosts: one, np: []int{2}, mapBy: "hwthread:PE=2", err: "--map-by hwthread:PE=2: an hwthread is one CPU, so it cannot hold PE=2 (map by slot, numa or package, or add HWTCPUS to map by core)"},

@@ -333,10 +333,10 @@ func (p *placer) resolveBinding() error {
 			p.kind = bindNone
 			break
 		}
+		// An object larger than the one mapped to (--map-by core --bind-to
+		// package) binds each process to the one that holds its object,
+		// as mpirun and Hydra do (addBindInfo).
 		p.kind, p.bindObj = bindObject, b.To.object()
-		if (p.byObject || (mp.By == MapPPR && p.mapObj != topology.Machine)) && p.bindObj < p.mapObj {
-			return fmt.Errorf("--bind-to %s cannot be used with --map-by %s: a process is bound to the object it is mapped to or to one inside it", b.To, mp)
-		}
 	case mp.Oversubscribe:
 		b.To, p.kind = BindNone, bindNone // PRRTE: asking to oversubscribe means no default binding
 	case p.byObject || (mp.By == MapPPR && p.mapObj != topology.Machine):
@@ -441,6 +441,15 @@ func (p *placer) addBindInfo(in *topoInfo) {
 		in.bLo, in.bHi = make([]int32, in.nobj), make([]int32, in.nobj)
 		for o := range in.nobj {
 			lo, hi := t.Inside(in.mapObj, int(o), in.bindObj)
+			if lo == hi && in.mapObj != topology.Machine {
+				// a larger object: the one that holds o
+				for b := range nb {
+					if l, h := t.Inside(in.bindObj, b, in.mapObj); l <= int(o) && int(o) < h {
+						lo, hi = b, b+1
+						break
+					}
+				}
+			}
 			in.bLo[o], in.bHi[o] = int32(lo), int32(hi)
 		}
 		in.bCap = make([]int32, nb)
