@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -425,4 +426,37 @@ func TestHydraEnvironment(t *testing.T) {
 	r = run(t, opts{args: []string{"-H", "ghost", "-n", "1", "true"}, env: []string{"HYDRA_LAUNCHER=fork"}})
 	expectCode(t, r, 2)
 	expectContains(t, "stderr", r.stderr, "prun: -launcher fork starts processes on this node only, and the map puts some on ghost\n")
+}
+
+// Hydra's -bind-to spellings on this 2-CPU machine: user:LIST gives a
+// node's k-th process the k-th set, rr the processors by OS number, core:N
+// N cores each, machine the whole node.
+func TestHydraBinding(t *testing.T) {
+	t.Parallel()
+	if runtime.NumCPU() != 2 {
+		t.Fatalf("this test expects the 2-CPU machine, found %d CPUs", runtime.NumCPU())
+	}
+	show := `echo "$PRUN_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"`
+	for _, c := range []struct {
+		bind string
+		np   string
+		want []string
+	}{
+		{"user:1,0", "3", []string{"0 1", "1 0", "2 1"}},
+		{"user:0+1", "1", []string{"0 0-1"}},
+		{"rr", "2", []string{"0 0", "1 1"}},
+		{"core:2", "1", []string{"0 0-1"}},
+		{"machine", "2", []string{"0 0-1", "1 0-1"}},
+	} {
+		r := run(t, opts{args: []string{"-bind-to", c.bind, "-n", c.np, "sh", "-c", show}})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("-bind-to %s -n %s: %q, want %q", c.bind, c.np, got, c.want)
+		}
+	}
+	r := run(t, opts{args: []string{"-bind-to", "user:5", "-n", "1", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "--bind-to user: CPU 5 does not exist on ")
 }

@@ -116,6 +116,13 @@ var goldenCases = []goldenCase{
 	// Hydra bind (--map-by core --bind-to package).
 	{name: "core-bind-package", topo: "pack:2 core:2 pu:2", hosts: "n1:4", np: []int{4}, mapBy: "core", bindTo: "package"},
 	{name: "hwthread-bind-core", topo: "pack:1 core:2 pu:2", hosts: "n1:4", np: []int{3}, mapBy: "hwthread", bindTo: "core"},
+	// Hydra's -bind-to spellings: user:LIST (a node's k-th process to the
+	// k-th set, round again), rr (processors by OS number), core:N.
+	{name: "hydra-bind-user", topo: "pack:1 core:4 pu:1", hosts: "n1:4", np: []int{3}, bindTo: "user:0+2,1+3"},
+	{name: "hydra-bind-rr", topo: "pack:1 core:2 pu:2", hosts: "n1:4,n2:4", np: []int{6}, bindTo: "rr"},
+	{name: "hydra-bind-core2", topo: "pack:1 core:4 pu:1", hosts: "n1:4", np: []int{2}, bindTo: "core:2"},
+	{hosts: "n1:4", topo: "pack:1 core:4 pu:1", np: []int{1}, bindTo: "user:0,7", err: "--bind-to user: CPU 7 does not exist on n1"},
+	{hosts: "n1:4", topo: "pack:1 core:4 pu:1", np: []int{1}, mapBy: "slot:PE=2", bindTo: "user:0", err: "--bind-to user:0 names each process's CPUs: it cannot be combined with --map-by slot:PE=2"},
 	// Oversubscription.
 	{name: "oversubscribe-3nodes", hosts: "n1:2,n2:2,n3:2", np: []int{8}, mapBy: ":OVERSUBSCRIBE"},
 	{name: "oversubscribe-implicit", hosts: "n1:4", implicit: true, np: []int{6}},

@@ -2,6 +2,7 @@ package mapper
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ const (
 	bindList              // pe-list: all the listed CPUs
 	bindOrdered           // pe-list:ORDERED: the k-th listed CPU of its node
 	bindRankfile          // the CPUs its rankfile line names
+	bindUser              // Hydra's user:LIST and rr: a node's k-th process to the k-th CPU set
 )
 
 // placement is one process before ranking, in mapping order.
@@ -46,6 +48,7 @@ type host struct {
 	bcur            []int32   // per mapped object: first bind object that may have room
 	ucur            []int32   // per mapped object: first free CPU unit
 	uwrap           []int32   // per mapped object: next unit when overloading PE
+	userNext        int32     // bindUser: processes bound so far
 }
 
 // topoInfo is what placement needs of one topology, computed once for all
@@ -61,7 +64,7 @@ type topoInfo struct {
 	bBase    int32   // bindObject: binds index of bind object 0
 	uLo, uHi []int32 // per mapped object, the CPU units inside
 	listID   int32   // bindList: binds index of the whole list
-	listIDs  []int32 // bindOrdered: binds index of each listed CPU
+	listIDs  []int32 // bindOrdered: binds index of each listed CPU; bindUser: of each set
 	mapErr   string  // why this topology cannot be mapped as asked ("%s" is the host)
 	bindErr  string  // why it cannot be bound as asked
 }
@@ -201,6 +204,13 @@ func (p *placer) setup(job *jobspec.Job, alloc hostfile.Allocation, topo func(st
 		}
 		return fmt.Errorf("the allocation has no slots")
 	}
+	// Hydra's core:N and hwthread:N: N CPUs for each process, as PE=N
+	if c := p.bind.Count; c > 1 {
+		if p.mp.PE > 0 && p.mp.PE != c {
+			return fmt.Errorf("--bind-to %s and --map-by %s: PE=%d and %d CPUs for each process contradict each other", p.bind, p.mp, p.mp.PE, c)
+		}
+		p.mp.PE = c
+	}
 	if err := p.resolveMapping(allTopo); err != nil {
 		return err
 	}
@@ -250,7 +260,7 @@ func (p *placer) resolveMapping(allTopo bool) error {
 	mp := &p.mp
 	if mp.By == MapDefault {
 		switch {
-		case mp.PE > 1, !allTopo, p.bind.To == BindNone:
+		case mp.PE > 1, !allTopo, p.bind.To == BindNone, p.bind.To == BindUser, p.bind.To == BindRR:
 			mp.By = MapSlot
 		case p.bind.To != BindDefault:
 			mp.By = map[BindTarget]MapBy{BindHWThread: MapHWThread, BindCore: MapCore, BindL1Cache: MapL1Cache,
@@ -306,6 +316,11 @@ func (p *placer) resolveBinding() error {
 		} else {
 			b.To = BindDefault
 		}
+	case b.To == BindUser || b.To == BindRR:
+		if mp.PE > 0 || mp.By == MapPEList {
+			return fmt.Errorf("--bind-to %s names each process's CPUs: it cannot be combined with --map-by %s", b, mp)
+		}
+		p.kind, p.explicit = bindUser, true
 	case mp.PE > 0:
 		switch b.To {
 		case BindDefault:
@@ -469,6 +484,31 @@ func (p *placer) addBindInfo(in *topoInfo) {
 		for _, u := range p.mp.PEList {
 			in.listIDs = append(in.listIDs, int32(len(p.binds)))
 			p.binds = append(p.binds, t.CPUs(in.unit, u))
+		}
+	case bindUser:
+		have := map[int]bool{}
+		for _, c := range t.LogicalCPUs() {
+			have[c] = true
+		}
+		var sets []topology.CPUSet
+		if p.bind.To == BindRR { // each processor by its OS number
+			for _, c := range slices.Sorted(maps.Keys(have)) {
+				sets = append(sets, topology.CPUSet{c})
+			}
+		} else {
+			sets, _ = ParseUserBinding(p.bind.User) // parsed before
+			for _, set := range sets {
+				for _, c := range set {
+					if !have[c] {
+						in.bindErr = fmt.Sprintf("CPU %d does not exist on %%s", c)
+						return
+					}
+				}
+			}
+		}
+		for _, set := range sets {
+			in.listIDs = append(in.listIDs, int32(len(p.binds)))
+			p.binds = append(p.binds, set)
 		}
 	}
 }
@@ -1205,6 +1245,10 @@ func (p *placer) bindOn(h *host, o int32, rr bool) (int32, error) {
 			return in.listID, nil
 		}
 		return in.listIDs[k%len(p.mp.PEList)], nil
+	case bindUser: // Hydra wraps round the list
+		k := h.userNext
+		h.userNext++
+		return in.listIDs[int(k)%len(in.listIDs)], nil
 	}
 	return -1, nil
 }

@@ -219,6 +219,9 @@ func FuzzPlaceWith(f *testing.F) {
 	f.Add("ppr:3:package", "core:fill", "", uint8(2), uint8(64), uint8(0), uint8(2), true)
 	f.Add("slot", "numa", "", uint8(4), uint8(2), uint8(7), uint8(3), false)
 	f.Add("", "", "", uint8(2), uint8(2), uint8(9), uint8(16), false)
+	f.Add("", "", "user:0+1,3", uint8(2), uint8(4), uint8(9), uint8(0), false)
+	f.Add("", "", "rr", uint8(2), uint8(4), uint8(9), uint8(1), false)
+	f.Add("core", "", "core:2", uint8(1), uint8(8), uint8(3), uint8(0), false)
 	topos := []*topology.Topology{}
 	for _, s := range []string{refNode, cacheNode, "core:2 pu:2", "pack:2 pu:3"} {
 		t, err := topology.ParseSynthetic(s)

@@ -2,6 +2,7 @@ package mapper
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,9 +146,14 @@ const (
 	BindL3Cache
 	BindNUMA
 	BindPackage
+	// Hydra's: each process of a node to the next of the CPU sets of
+	// BindPolicy.User (user:0+2,1+4), or of the node's processors in the
+	// order of their OS numbers (rr).
+	BindUser
+	BindRR
 )
 
-var bindNames = [...]string{"", "none", "hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "package"}
+var bindNames = [...]string{"", "none", "hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "package", "user", "rr"}
 
 func (b BindTarget) String() string {
 	if int(b) < len(bindNames) {
@@ -198,7 +204,12 @@ func bindTargetOf(t topology.ObjType) BindTarget {
 
 // BindPolicy is a parsed --bind-to.
 type BindPolicy struct {
-	To              BindTarget
+	To BindTarget
+	// Count is Hydra's core:N and hwthread:N: N of them for each process
+	// (PE=N); 0 when not given.
+	Count int
+	// User is BindUser's list, "0+2,1+4,3": OS processor numbers.
+	User            string
 	OverloadAllowed bool // more processes on an object than it has CPUs
 	NoOverload      bool // the default, said explicitly
 	IfSupported     bool // bind when possible, else run unbound
@@ -583,6 +594,19 @@ func parseBindTo(s string) (BindPolicy, error) {
 	if s == "" {
 		return b, fmt.Errorf("empty policy")
 	}
+	// Hydra's spellings: machine (no narrower than the node), rr, user:LIST
+	switch low := strings.ToLower(s); {
+	case low == "machine":
+		return BindPolicy{To: BindNone}, nil
+	case low == "rr":
+		return BindPolicy{To: BindRR}, nil
+	case strings.HasPrefix(low, "user:"):
+		sets, err := ParseUserBinding(s[5:])
+		if err != nil {
+			return b, err
+		}
+		return BindPolicy{To: BindUser, User: formatUserBinding(sets)}, nil
+	}
 	fields := strings.Split(s, ":")
 	if fields[0] != "" {
 		t, err := match("policy", fields[0], bindVocab)
@@ -592,9 +616,21 @@ func parseBindTo(s string) (BindPolicy, error) {
 		b.To = BindTarget(t)
 	}
 	seen := map[int]bool{}
-	for _, q := range fields[1:] {
+	for i, q := range fields[1:] {
 		if q == "" {
 			return b, fmt.Errorf("empty qualifier")
+		}
+		if i == 0 && strings.Trim(q, "0123456789") == "" {
+			// Hydra's OBJ:N, N objects for each process
+			n, err := count(b.To.String()+":N", q)
+			if err != nil {
+				return b, err
+			}
+			if n > 1 && b.To != BindCore && b.To != BindHWThread {
+				return b, fmt.Errorf("%s:%d: prun binds a process to %d cores (core:%d) or hwthreads (hwthread:%d), or to one %s", b.To, n, n, n, n, b.To)
+			}
+			b.Count = n
+			continue
 		}
 		k, err := match("qualifier", q, bindQualVocab)
 		if err != nil {
@@ -624,6 +660,12 @@ func parseBindTo(s string) (BindPolicy, error) {
 // String writes the policy so that ParseBindTo reads it back.
 func (b BindPolicy) String() string {
 	s := b.To.String()
+	if b.To == BindUser {
+		return s + ":" + b.User
+	}
+	if b.Count > 0 {
+		s += ":" + strconv.Itoa(b.Count)
+	}
 	if b.OverloadAllowed {
 		s += ":overload-allowed"
 	}
@@ -637,6 +679,43 @@ func (b BindPolicy) String() string {
 		s += ":report"
 	}
 	return s
+}
+
+// ParseUserBinding reads Hydra's -bind-to user: list: CPU sets separated
+// by ",", each OS processor numbers joined by "+" ("0+2,1+4,3").
+func ParseUserBinding(s string) ([]topology.CPUSet, error) {
+	if s == "" {
+		return nil, fmt.Errorf("user: needs CPU numbers (user:0+2,1+3)")
+	}
+	var sets []topology.CPUSet
+	for _, item := range strings.Split(s, ",") {
+		var set topology.CPUSet
+		for _, c := range strings.Split(item, "+") {
+			n, err := strconv.Atoi(strings.TrimSpace(c))
+			if err != nil || n < 0 || n >= maxCount {
+				return nil, fmt.Errorf("user:%s: %q is not a CPU number", s, c)
+			}
+			set = append(set, n)
+		}
+		slices.Sort(set)
+		sets = append(sets, slices.Compact(set))
+		if len(sets) > maxCount {
+			return nil, fmt.Errorf("user:%s: more than %d CPU sets", s, maxCount)
+		}
+	}
+	return sets, nil
+}
+
+func formatUserBinding(sets []topology.CPUSet) string {
+	items := make([]string, len(sets))
+	for i, set := range sets {
+		cpus := make([]string, len(set))
+		for j, c := range set {
+			cpus[j] = strconv.Itoa(c)
+		}
+		items[i] = strings.Join(cpus, "+")
+	}
+	return strings.Join(items, ",")
 }
 
 // ApplyCompat applies one of mpirun's older options to o, so that the CLI

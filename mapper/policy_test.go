@@ -140,6 +140,13 @@ func TestParseRankByAndBindTo(t *testing.T) {
 		"core:no-overload":             {To: BindCore, NoOverload: true},
 		"l3cache:o:i:r":                {To: BindL3Cache, OverloadAllowed: true, IfSupported: true, Report: true},
 		"numa:overload-allowed:report": {To: BindNUMA, OverloadAllowed: true, Report: true},
+		// Hydra's
+		"machine":           {To: BindNone},
+		"rr":                {To: BindRR},
+		"user:2+0, 1,3+3":   {To: BindUser, User: "0+2,1,3"},
+		"core:2":            {To: BindCore, Count: 2},
+		"hwthread:4:report": {To: BindHWThread, Count: 4, Report: true},
+		"socket:1":          {To: BindPackage, Count: 1},
 	} {
 		got, err := ParseBindTo(in)
 		if err != nil || got != want {
@@ -147,6 +154,20 @@ func TestParseRankByAndBindTo(t *testing.T) {
 		}
 		if back, err := ParseBindTo(got.String()); err != nil || back != got {
 			t.Errorf("%q: String() = %q reads back as %+v, %v", in, got.String(), back, err)
+		}
+	}
+}
+
+func TestParseHydraBindErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		"socket:2":  `--bind-to "socket:2": package:2: prun binds a process to 2 cores (core:2) or hwthreads (hwthread:2), or to one package`,
+		"user:":     `--bind-to "user:": user: needs CPU numbers (user:0+2,1+3)`,
+		"user:0,x":  `--bind-to "user:0,x": user:0,x: "x" is not a CPU number`,
+		"user:0,,1": `--bind-to "user:0,,1": user:0,,1: "" is not a CPU number`,
+		"core:0":    `--bind-to "core:0": core:N "0": want a number from 1 to 1048576`,
+	} {
+		if _, err := ParseBindTo(in); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %q", in, err, want)
 		}
 	}
 }
