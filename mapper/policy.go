@@ -402,6 +402,9 @@ func parseMapBy(s string) (MapPolicy, error) {
 		return p, fmt.Errorf("empty policy")
 	}
 	fields := strings.Split(s, ":")
+	if strings.EqualFold(fields[0], "machine") { // Hydra's: no object
+		fields[0] = "slot"
+	}
 	quals := fields[1:]
 	if fields[0] != "" {
 		word, val, hasVal := strings.Cut(fields[0], "=")
@@ -439,10 +442,27 @@ func parseMapBy(s string) (MapPolicy, error) {
 		}
 	}
 	seen := map[int]bool{}
-	for _, q := range quals {
+	for i, q := range quals {
 		name, val, hasVal := strings.Cut(q, "=")
 		if q == "" {
 			return p, fmt.Errorf("empty qualifier")
+		}
+		if i == 0 && fields[0] != "" && p.By != MapPPR && strings.Trim(q, "0123456789") == "" {
+			// Hydra's OBJ:N: N cores or hwthreads for each process (PE=N)
+			n, err := count(p.By.String()+":N", q)
+			if err != nil {
+				return p, err
+			}
+			switch {
+			case n == 1:
+			case p.By == MapCore || p.By == MapHWThread:
+				// PE=N over the slots, its CPUs the object's kind
+				p.PE, p.HWTCPUS, p.By = n, p.By == MapHWThread, MapSlot
+				seen[qPE] = true
+			default:
+				return p, fmt.Errorf("%s:%d: prun maps %d cores (core:%d) or hwthreads (hwthread:%d) to a process, or one %s", p.By, n, n, n, n, p.By)
+			}
+			continue
 		}
 		k, err := match("qualifier", name, mapQualVocab)
 		if err != nil {
@@ -620,7 +640,7 @@ func parseBindTo(s string) (BindPolicy, error) {
 		if q == "" {
 			return b, fmt.Errorf("empty qualifier")
 		}
-		if i == 0 && strings.Trim(q, "0123456789") == "" {
+		if i == 0 && fields[0] != "" && strings.Trim(q, "0123456789") == "" {
 			// Hydra's OBJ:N, N objects for each process
 			n, err := count(b.To.String()+":N", q)
 			if err != nil {

@@ -21,6 +21,11 @@ func TestParseMapBy(t *testing.T) {
 		{"L1", MapPolicy{By: MapL1Cache}},
 		{"l3cache", MapPolicy{By: MapL3Cache}},
 		{"socket", MapPolicy{By: MapPackage}},
+		// Hydra's
+		{"machine", MapPolicy{By: MapSlot}},
+		{"core:1", MapPolicy{By: MapCore}},
+		{"core:2", MapPolicy{By: MapSlot, PE: 2}},
+		{"hwthread:3:OVERSUBSCRIBE", MapPolicy{By: MapSlot, PE: 3, HWTCPUS: true, Oversubscribe: true}},
 		{"hwt", MapPolicy{By: MapHWThread}},
 		{"seq", MapPolicy{By: MapSeq}},
 		{"se:file=/tmp/Hosts", MapPolicy{By: MapSeq, File: "/tmp/Hosts"}},
@@ -167,6 +172,14 @@ func TestParseHydraBindErrors(t *testing.T) {
 		"core:0":    `--bind-to "core:0": core:N "0": want a number from 1 to 1048576`,
 	} {
 		if _, err := ParseBindTo(in); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"socket:2":    `--map-by "socket:2": package:2: prun maps 2 cores (core:2) or hwthreads (hwthread:2) to a process, or one package`,
+		"core:2:PE=3": `--map-by "core:2:PE=3": qualifier PE given twice`,
+	} {
+		if _, err := ParseMapBy(in); err == nil || err.Error() != want {
 			t.Errorf("%q: %v, want %q", in, err, want)
 		}
 	}
