@@ -7,20 +7,19 @@ import (
 	"testing"
 )
 
+// withVars is testEnv with exactly vars for an environment.
+func withVars(t *testing.T, vars map[string]string) Env {
+	env, _ := testEnv(t)
+	env.LookupEnv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	return env
+}
+
 // Open MPI's launcher MCA parameters steer prun where its flags say
 // nothing: from --mca (or --prtemca), else the environment, else the
 // user's parameter file, else the system's.
 func TestLauncherMCA(t *testing.T) {
-	base, _ := testEnv(t)
 	with := func(vars, files map[string]string) Env {
-		env := base
-		env.LookupEnv = func(k string) (string, bool) {
-			v, ok := vars[k]
-			if !ok {
-				return base.LookupEnv(k)
-			}
-			return v, ok
-		}
+		env := withVars(t, vars)
 		env.ReadFile = func(p string) ([]byte, error) {
 			if text, ok := files[p]; ok {
 				return []byte(text), nil
@@ -97,12 +96,6 @@ func TestLauncherMCA(t *testing.T) {
 // else Open MPI's oob_tcp_dynamic_ipv4_ports; MPICH's processes get a
 // single range as MPIR_CVAR_CH3_PORT_RANGE unless it is set.
 func TestPortRange(t *testing.T) {
-	base, _ := testEnv(t)
-	with := func(vars map[string]string) Env {
-		env := base
-		env.LookupEnv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-		return env
-	}
 	for _, tc := range []struct {
 		args  string
 		vars  map[string]string
@@ -116,7 +109,7 @@ func TestPortRange(t *testing.T) {
 		{"--mca oob_tcp_dynamic_ipv4_ports 3-4,8 ./app", nil, "[[3 4] [8 8]]", ""},
 		{"--port-range 7:9 ./app", map[string]string{"MPIR_CVAR_CH3_PORT_RANGE": "10:20"}, "[[7 9]]", ""},
 	} {
-		req, err := Parse(strings.Fields(tc.args), with(tc.vars))
+		req, err := Parse(strings.Fields(tc.args), withVars(t, tc.vars))
 		if err != nil {
 			t.Errorf("%s %v: %v", tc.args, tc.vars, err)
 			continue
@@ -135,7 +128,7 @@ func TestPortRange(t *testing.T) {
 		"--port-range 9:1 ./app":                  "--port-range 9:1: want ports from 1 to 65535, the lower first",
 		"--mca oob_tcp_static_ipv4_ports x ./app": "--mca oob_tcp_static_ipv4_ports=x: want LOW:HIGH, LOW-HIGH or a port",
 	} {
-		if _, err := Parse(strings.Fields(args), with(nil)); err == nil || err.Error() != want {
+		if _, err := Parse(strings.Fields(args), withVars(t, nil)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", args, err, want)
 		}
 	}
@@ -144,13 +137,7 @@ func TestPortRange(t *testing.T) {
 // Hydra's environment variables, as mpiexec.hydra reads them, where flags
 // say nothing.
 func TestHydraEnv(t *testing.T) {
-	base, _ := testEnv(t)
-	with := func(vars map[string]string) Env {
-		env := base
-		env.LookupEnv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-		return env
-	}
-	req, err := Parse([]string{"./app"}, with(map[string]string{"HYDRA_LAUNCHER": "fork", "HYDRA_IFACE": "eth1",
+	req, err := Parse([]string{"./app"}, withVars(t, map[string]string{"HYDRA_LAUNCHER": "fork", "HYDRA_IFACE": "eth1",
 		"HYDRA_MAPPING": "core", "HYDRA_BINDING": "socket", "HYDRA_MEMBIND": "firsttouch", "HYDRA_RMK": "user", "HYDRA_DEBUG": "1"}))
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +148,7 @@ func TestHydraEnv(t *testing.T) {
 		t.Errorf("%+v %+v verbose %v", j.Launch, j.Place, j.Verbose)
 	}
 	// flags win; Hydra's launchers that prun has no use for change nothing
-	req, err = Parse(strings.Fields("-launcher ssh -iface eth0 --map-by slot -ppn 1 ./app"), with(map[string]string{"HYDRA_BOOTSTRAP": "fork",
+	req, err = Parse(strings.Fields("-launcher ssh -iface eth0 --map-by slot -ppn 1 ./app"), withVars(t, map[string]string{"HYDRA_BOOTSTRAP": "fork",
 		"HYDRA_IFACE": "eth1", "HYDRA_MAPPING": "core", "HYDRA_BINDING": "none"}))
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +156,7 @@ func TestHydraEnv(t *testing.T) {
 	if j := req.Job; j.Launch.LocalOnly || j.Launch.IfInclude != "eth0" || j.Place.MapBy != "slot" || j.Place.BindTo != "none" {
 		t.Errorf("flags: %+v %+v", j.Launch, j.Place)
 	}
-	req, err = Parse(strings.Fields("-ppn 1 ./app"), with(map[string]string{"HYDRA_LAUNCHER": "slurm", "HYDRA_MAPPING": "core", "HYDRA_BOOTSTRAP_EXEC": "/usr/bin/rsh -x"}))
+	req, err = Parse(strings.Fields("-ppn 1 ./app"), withVars(t, map[string]string{"HYDRA_LAUNCHER": "slurm", "HYDRA_MAPPING": "core", "HYDRA_BOOTSTRAP_EXEC": "/usr/bin/rsh -x"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +173,7 @@ func TestGenvAll(t *testing.T) {
 	if _, err := Parse(strings.Fields("-genvall -genvnone ./app"), env); err == nil || err.Error() != "-genvall and -genvnone: give one" {
 		t.Errorf("-genvall -genvnone: %v", err)
 	}
-	hydra := env
-	hydra.LookupEnv = func(k string) (string, bool) { return map[string]string{"HYDRA_ENV": "all"}[k], k == "HYDRA_ENV" }
+	hydra := withVars(t, map[string]string{"HYDRA_ENV": "all"})
 	if req, err := Parse(strings.Fields("./app"), hydra); err != nil || !req.Job.EnvAll {
 		t.Errorf("HYDRA_ENV=all: %v", err)
 	}

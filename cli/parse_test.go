@@ -584,13 +584,7 @@ func TestPerContextHosts(t *testing.T) {
 // places them; mpirun's (--host, -H, --hostfile, -machinefile) are not.
 func TestHydraHostLists(t *testing.T) {
 	env, _ := testEnv(t)
-	hydraEnv := env
-	hydraEnv.LookupEnv = func(k string) (string, bool) {
-		if k == "HYDRA_HOST_FILE" {
-			return "/hf", true
-		}
-		return "", false
-	}
+	hydraEnv := withVars(t, map[string]string{"HYDRA_HOST_FILE": "/hf"})
 	for _, tc := range []struct {
 		args  string
 		env   Env
