@@ -75,7 +75,7 @@ leakcheck: build $(EXAMPLES)/hello $(EXAMPLES)/spawn
 # packages' testdata/fuzz, where `make test` replays them for ever.
 FUZZTIME ?= 20s
 fuzz: deps
-	@set -e; for pkg in ./cli ./jobspec ./pmi ./hostfile ./topology ./mapper ./ctl ./remote ./daemon ./internal/shellwords; do \
+	@set -e; for pkg in ./cli ./jobspec ./names ./pmi ./hostfile ./topology ./mapper ./ctl ./remote ./daemon ./internal/shellwords; do \
 		for f in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \
 			echo "== $$pkg $$f"; \
 			$(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \

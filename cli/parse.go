@@ -20,6 +20,7 @@ import (
 
 	"prun/iof"
 	"prun/jobspec"
+	"prun/names"
 )
 
 // UsageError is bad input on the command line: prun prints it and exits 2.
@@ -162,8 +163,9 @@ type globalOpts struct {
 	xterm       string // --xterm RANKS[!]
 	cwdSession  bool
 	debugDaemon bool
-	genvNone    bool // Hydra's -genvnone: every context as -envnone
-	genvAll     bool // Hydra's -genvall: other nodes' processes get the whole environment
+	genvNone    bool   // Hydra's -genvnone: every context as -envnone
+	genvAll     bool   // Hydra's -genvall: other nodes' processes get the whole environment
+	nameServer  string // Hydra's -nameserver HOST[:PORT]
 	verbose     bool
 	profile     bool
 	prefixPat   string // Hydra's -prepend-pattern
@@ -418,6 +420,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.String("personality", "", "accepted for prterun compatibility: prun runs Open MPI and MPICH programs alike")
 	_ = fs.MarkHidden("personality")
 	fs.Var(appendValue{&g.genv}, "genv", "set `VAR VALUE` for every process (Hydra's -genv; a context's own -x or -env wins)")
+	fs.StringVar(&g.nameServer, "nameserver", "", "publish the processes' names (MPI_Publish_name) on Hydra's name server at `HOST[:PORT]` (hydra_nameserver, port 6392 by default), where the jobs of other launches, prun's or mpiexec.hydra's, look them up (Hydra's -nameserver)")
 	fs.BoolVar(&g.genvAll, "genvall", false, "the processes on other nodes get prun's whole environment, not only -x and the MPI libraries' settings (Hydra's -genvall; also HYDRA_ENV=all)")
 	fs.Var(listValue{&g.genvList}, "genvlist", "export the variables of `LIST` (VAR,VAR...) to every process (Hydra's -genvlist)")
 	_ = fs.MarkHidden("genvlist")
@@ -757,6 +760,13 @@ func parse(args []string, env Env) (*Request, error) {
 		return nil, usagef("-genvall and -genvnone: give one")
 	}
 	job.EnvAll = g.genvAll
+	if g.nameServer != "" {
+		addr, err := names.ParseHydraAddr(g.nameServer)
+		if err != nil {
+			return nil, usagef("-nameserver %v", err)
+		}
+		job.NameServer = addr
+	}
 	if g.launch.prefix != "" && !filepath.IsAbs(g.launch.prefix) {
 		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
 	}

@@ -375,13 +375,16 @@ func TestMpirunExtras(t *testing.T) {
 		t.Errorf("-genvnone: %v %+v", err, req)
 	}
 	for args, want := range map[string]string{
-		"--path bin sh":                    "sh: not found in --path bin",
-		"-nameserver localhost -n 1 ./app": "unknown flag -nameserver",
-		"-cx ./app":                        "unknown flag -cx",
+		"--path bin sh":            "sh: not found in --path bin",
+		"-nsomething x -n 1 ./app": "unknown flag -nsomething",
+		"-cx ./app":                "unknown flag -cx",
 	} {
 		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", args, err, want)
 		}
+	}
+	if req, err := Parse(strings.Fields("-nameserver localhost -n 1 ./app"), env); err != nil || req.Job.NameServer != "localhost:6392" {
+		t.Errorf("-nameserver localhost: %v %+v", err, req)
 	}
 	if req, err := Parse(strings.Fields("-n4 ./app"), env); err != nil || req.Job.Apps[0].NP != 4 {
 		t.Errorf("-n4: %v %+v", err, req)

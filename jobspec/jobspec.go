@@ -53,6 +53,10 @@ type Job struct {
 	Report               string // --report: write the run's JSON report here
 	ReportStateOnTimeout bool   // --report-state-on-timeout
 	PrintExitCodes       bool   // --print-all-exitcodes: every rank's ending, after the job
+	// NameServer (Hydra's -nameserver HOST[:PORT], as host:port): the names
+	// the processes publish go to that hydra_nameserver, where the jobs of
+	// other launches find them.
+	NameServer string
 	// EnvAll (Hydra's -genvall, HYDRA_ENV=all): the ranks on other nodes
 	// get the launcher's whole environment (but for its host's and its
 	// session's own variables), not only -x and the MPI libraries' settings.

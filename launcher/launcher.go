@@ -292,6 +292,11 @@ func (r *run) run(job *jobspec.Job) int {
 	defer r.out.Flush()
 	r.up = newUpstream(r.out)
 	defer r.up.names.Close()
+	if job.NameServer != "" {
+		sn := newSharedNames(r.up.names, job.NameServer, func(err error) { r.errorf("-nameserver: %v", err) })
+		r.up.ns = sn
+		defer sn.close()
+	}
 
 	// Other nodes: their daemons start (as a tree) and report their
 	// topologies, and the job is mapped again on what they reported.

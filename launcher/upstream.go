@@ -20,12 +20,15 @@ import (
 type upstream struct {
 	*iof.Writer
 	names *names.Service
+	ns    daemon.NameService // what daemons reach: names, or sharedNames over it (-nameserver)
 	queue *queue
 
 	mu      sync.Mutex
 	daemons map[string]node       // by node name
 	jobs    map[string]*jobRecord // by namespace
 	fences  map[string]*fence     // in-flight fences, by participant signature
+
+	foreignOnce sync.Once // the refused connection to another launch's job is told once
 }
 
 // jobRecord is what the launcher knows of one job while it runs.
@@ -90,7 +93,12 @@ func (u *upstream) nodes() []node {
 	return out
 }
 
-func (u *upstream) Names() daemon.NameService { return daemon.LocalNames{S: u.names} }
+func (u *upstream) Names() daemon.NameService {
+	if u.ns != nil {
+		return u.ns
+	}
+	return daemon.LocalNames{S: u.names}
+}
 
 func (u *upstream) addJob(p *daemon.Plan) *jobRecord {
 	u.mu.Lock()
@@ -110,6 +118,18 @@ func (u *upstream) update(nspace string, rank int, f func(*procRecord)) {
 }
 
 // nodesOf returns the names of the nodes that host any of procs.
+// foreign returns a namespace of procs that is none of this launch's jobs.
+func (u *upstream) foreign(procs []pmixsrv.Proc) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, p := range procs {
+		if _, ok := u.jobs[p.Nspace]; !ok {
+			return p.Nspace
+		}
+	}
+	return ""
+}
+
 func (u *upstream) nodesOf(procs []pmixsrv.Proc) (map[string]bool, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -149,6 +169,11 @@ type fence struct {
 func (u *upstream) Fence(node, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
 	need, ok := u.nodesOf(procs)
 	if !ok {
+		if ns := u.foreign(procs); kind == "connect" && ns != "" {
+			u.foreignOnce.Do(func() {
+				u.Printf("prun: a connection to job %s, which another launch runs, is refused: Open MPI connects the jobs of one launch only (MPICH's processes connect across launches, with -nameserver)\n", ns)
+			})
+		}
 		done(nil, pmixsrv.ErrBadParam)
 		return
 	}

@@ -1,4 +1,5 @@
-// Package ctest compiles the C test programs in testdata/ for Go tests.
+// Package ctest compiles the C test programs in testdata/ for Go tests, and
+// starts the peers' daemons they talk to (hydra_nameserver).
 //
 // Binaries go to <repo>/bin/ctest/<toolchain>/<name> and are rebuilt only
 // when the source (or a testdata/*.h header) is newer than the binary, or when
