@@ -161,6 +161,7 @@ type globalOpts struct {
 	preloadList string
 	indexArgv   bool
 	xterm       string // --xterm RANKS[!]
+	xml         bool   // mpirun's --xml
 	cwdSession  bool
 	debugDaemon bool
 	genvNone    bool   // Hydra's -genvnone: every context as -envnone
@@ -366,13 +367,14 @@ func (p *placeOpts) fallbackHostfile(env Env) string {
 func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	addPlaceFlags(fs, &g.place)
 	fs.BoolVar(&g.tagOutput, "tag-output", false, "prefix every output line with [app,rank]<stream>: (--output tag)")
-	fs.StringSliceVar(&g.output, "output", nil, "output `FORMS`, comma-separated: tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json, ordered, dir=DIR, file=PREFIX")
+	fs.StringSliceVar(&g.output, "output", nil, "output `FORMS`, comma-separated: tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json, xml, ordered, dir=DIR, file=PREFIX")
 	fs.BoolVar(&g.timestamp, "timestamp-output", false, "timestamp every output line (--output timestamp)")
 	fs.StringVar(&g.outputFile, "output-filename", "", "write each rank's output under `DIR` (--output dir=DIR)")
 	fs.BoolVarP(&g.label, "label", "l", false, "prefix every line with [rank] (--output rank)")
 	fs.BoolVar(&g.label, "prepend-rank", false, "same as -l (Hydra's -prepend-rank)")
 	_ = fs.MarkHidden("prepend-rank")
 	fs.BoolVar(&g.mergeStderr, "merge-stderr-to-stdout", false, "send the ranks' stderr to stdout")
+	fs.BoolVar(&g.xml, "xml", false, "print the ranks' output as mpirun's XML: <mpirun>, then <stdout rank=\"N\">line&#010;</stdout> (and <stderr ...>) per line, then </mpirun> (--output xml)")
 	fs.StringVar(&g.stdin, "stdin", "0", "which ranks read prun's stdin: a `RANK`, all or none")
 	fs.StringVar(&g.pty, "pty", "", "run the --stdin rank on a pseudo-terminal (default: when prun's stdin is a terminal); --pty=false: never")
 	fs.Lookup("pty").NoOptDefVal = "true"
@@ -747,6 +749,9 @@ func parse(args []string, env Env) (*Request, error) {
 	}
 	if g.mergeStderr {
 		forms = append(forms, "merge-stderr-to-stdout")
+	}
+	if g.xml {
+		forms = append(forms, "xml")
 	}
 	job.Output = strings.Join(forms, ",")
 	if job.Output != "" {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +212,34 @@ func TestLineIntegrity8(t *testing.T) {
 	}
 	if len(next) != 8 || count < 8*14000 {
 		t.Errorf("%d ranks, %d lines", len(next), count)
+	}
+}
+
+// mpirun's --xml: the same elements as mpirun.openmpi prints, all on
+// stdout (their order between ranks is the run's).
+func TestXMLLikeMpirun(t *testing.T) {
+	t.Parallel()
+	prog := []string{"-n", "2", "sh", "-c", `echo "a <&> \"$OMPI_COMM_WORLD_RANK\""; echo err >&2; printf 'x\ty\n'`}
+	r := run(t, opts{args: append([]string{"--xml"}, prog...)})
+	expectCode(t, r, 0)
+	if r.stderr != "" {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	cmd := exec.Command("mpirun.openmpi", append([]string{"--allow-run-as-root", "--xml"}, prog...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mpirun.openmpi: %v", err)
+	}
+	sorted := func(s string) []string {
+		l := lines(s)
+		sort.Strings(l)
+		return l
+	}
+	if got, want := sorted(r.stdout), sorted(string(out)); !slices.Equal(got, want) {
+		t.Errorf("prun --xml:\n%s\nmpirun.openmpi --xml:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.HasPrefix(r.stdout, "<mpirun>\n") || !strings.HasSuffix(r.stdout, "</mpirun>\n") {
+		t.Errorf("not one <mpirun> element:\n%s", r.stdout)
 	}
 }

@@ -131,6 +131,34 @@ func TestWriteAfterClose(t *testing.T) {
 	}
 }
 
+// mpirun's --xml: one element per line between <mpirun> and </mpirun>,
+// the text escaped as mpirun escapes it, a spawned job's ranks named so.
+func TestXMLText(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out, &out, Options{XML: true})
+	w.Write(Source{Rank: 1}, Stdout, []byte("hi <&> \"q\"\ttab\n\n"), false)
+	w.Write(Source{Rank: 0}, Stderr, []byte("nul\x00 \x7f end"), true)
+	w.Write(Source{Rank: 0}, Stderr, []byte(" more\n"), false)
+	w.Write(Source{Job: 1, Rank: 2}, Stdout, []byte("child\n"), false)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := "<mpirun>\n" +
+		`<stdout rank="1">hi &lt;&amp;&gt; "q"&#009;tab&#010;</stdout>` + "\n" +
+		`<stdout rank="1">&#010;</stdout>` + "\n" +
+		`<stderr rank="0">nul&#000; &#127; end</stderr>` + "\n" +
+		`<stderr rank="0"> more&#010;</stderr>` + "\n" +
+		`<stdout rank="2" job="1">child&#010;</stdout>` + "\n" +
+		"</mpirun>\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	w.Close()
+	if strings.Count(out.String(), "</mpirun>") != 1 {
+		t.Error("a second Close wrote </mpirun> again")
+	}
+}
+
 func TestParseOutput(t *testing.T) {
 	var o Options
 	if err := ParseOutput("tag,timestamp, merge-stderr-to-stdout,dir=/x:nocopy,file=p,json,ordered,rank,tag-detailed", &o); err != nil {
@@ -148,7 +176,10 @@ func TestParseOutput(t *testing.T) {
 		o.File != want.File || o.JSON != want.JSON || o.Ordered != want.Ordered || o.Rank != want.Rank || o.TagDetailed != want.TagDetailed {
 		t.Errorf("got %+v", o)
 	}
-	for _, bad := range []string{"xml", "dir", "file=", "tag=1"} {
+	if o := (Options{}); ParseOutput("xml", &o) != nil || !o.XML {
+		t.Errorf("xml: %+v", o)
+	}
+	for _, bad := range []string{"xmll", "json,xml", "dir", "file=", "tag=1"} {
 		if err := ParseOutput(bad, &Options{}); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -6,7 +6,7 @@ import (
 )
 
 // ParseOutput sets o from an --output value: a comma-separated list of
-// tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json,
+// tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json, xml,
 // ordered, dir=DIR and file=PREFIX. As with mpirun, the files get a copy
 // of the output and the terminal keeps it (Tee) unless every dir and file
 // says :nocopy. It leaves the fields the launcher decides (Color,
@@ -28,6 +28,8 @@ func ParseOutput(spec string, o *Options) error {
 			o.MergeStderr = true
 		case "json":
 			o.JSON = true
+		case "xml":
+			o.XML = true
 		case "ordered":
 			o.Ordered = true
 		case "dir", "file":
@@ -49,7 +51,7 @@ func ParseOutput(spec string, o *Options) error {
 		case "":
 			continue
 		default:
-			return fmt.Errorf("--output: unknown form %q (tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json, ordered, dir=DIR, file=PREFIX)", item)
+			return fmt.Errorf("--output: unknown form %q (tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json, xml, ordered, dir=DIR, file=PREFIX)", item)
 		}
 		if hasVal {
 			return fmt.Errorf("--output %s takes no value", name)
@@ -57,6 +59,9 @@ func ParseOutput(spec string, o *Options) error {
 	}
 	if files {
 		o.Tee = copies
+	}
+	if o.JSON && o.XML {
+		return fmt.Errorf("--output json and xml: give one")
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 type tagSet struct {
 	tag  [2][2][]byte // [stream][coloured] the tag before each line
 	json [2][]byte    // `","rank":…,"text":"`: a JSON object after its time
+	xml  [2][]byte    // `<stdout rank="N">`
 }
 
 var tagColors = []color.Attribute{color.FgCyan, color.FgGreen, color.FgYellow, color.FgMagenta, color.FgBlue,
@@ -72,6 +73,11 @@ func (w *Writer) buildTags(src Source, host string, pid int) *tagSet {
 		j = append(j, st.String()...)
 		j = append(j, `","text":"`...)
 		t.json[st] = j
+		x := "<" + st.String() + ` rank="` + rank + `">`
+		if src.Job > 0 { // a spawned job's (mpirun says nothing of them)
+			x = "<" + st.String() + ` rank="` + rank + `" job="` + strconv.Itoa(src.Job) + `">`
+		}
+		t.xml[st] = []byte(x)
 	}
 	return t
 }
@@ -136,6 +142,8 @@ func render(out []byte, f form, t *tagSet, st Stream, p []byte, partial, atStart
 	switch f {
 	case formJSON:
 		return appendJSONLines(out, ts, t.json[st], p, partial)
+	case formXML:
+		return appendXMLLines(out, t.xml[st], st, p)
 	case formPrefix, formColor:
 		var preBuf [96]byte
 		pre := preBuf[:0]
@@ -195,6 +203,44 @@ func appendJSONLines(out, ts, head, p []byte, partial bool) []byte {
 			out = append(out, `"}`+"\n"...)
 		}
 		p = rest
+	}
+	return out
+}
+
+// appendXMLLines appends one element per line of p, as mpirun's --xml:
+// <stdout rank="0">text&#010;</stdout>; a piece without its newline is an
+// element of its own, on its own line (mpirun runs the next one on).
+func appendXMLLines(out, head []byte, st Stream, p []byte) []byte {
+	end := "</" + st.String() + ">\n"
+	for len(p) > 0 {
+		line, rest, ended := bytes.Cut(p, newline)
+		out = append(out, head...)
+		out = appendXMLText(out, line)
+		if ended {
+			out = append(out, "&#010;"...)
+		}
+		out = append(out, end...)
+		p = rest
+	}
+	return out
+}
+
+// appendXMLText escapes s for XML character data as mpirun does: &, < and
+// > and the control bytes as references (&#009;), the rest as it is.
+func appendXMLText(out, s []byte) []byte {
+	for _, c := range s {
+		switch {
+		case c == '&':
+			out = append(out, "&amp;"...)
+		case c == '<':
+			out = append(out, "&lt;"...)
+		case c == '>':
+			out = append(out, "&gt;"...)
+		case c < 0x20 || c == 0x7f:
+			out = append(out, '&', '#', '0'+c/100, '0'+c/10%10, '0'+c%10, ';')
+		default:
+			out = append(out, c)
+		}
 	}
 	return out
 }

@@ -48,6 +48,11 @@ type Options struct {
 	// objects of that job, rank and stream. Files, if any, get plain lines.
 	JSON bool
 
+	// XML is mpirun's --xml: the output between <mpirun> and </mpirun> on
+	// stdout, each line as <stdout rank="N">text&#010;</stdout> (stderr's
+	// <stderr ...>), &, <, > and control bytes as XML references.
+	XML bool
+
 	// Ordered holds the terminal output back and prints it by source (job,
 	// then rank; each source's stdout, then its stderr, or both as they
 	// came when merged) at Flush or Close.
@@ -103,6 +108,7 @@ const (
 	formPrefix             // timestamp and/or tag before each line
 	formColor              // the same, the tag coloured
 	formJSON               // one JSON object per line
+	formXML                // one <stdout rank="N"> element per line (mpirun's --xml)
 )
 
 // key is one stream of one source.
@@ -179,6 +185,7 @@ type Writer struct {
 	mu      sync.Mutex
 	term    [2]*term
 	ordered bool   // Ordered and not yet closed
+	closed  bool   // Close ran (XML's </mpirun> is written once)
 	ordMem  int    // Ordered bytes in memory
 	slow    []byte // re-rendering scratch, under mu
 	// patternFiles are OutPattern's and ErrPattern's files by path, under mu.
@@ -207,6 +214,8 @@ func NewWriter(stdout, stderr io.Writer, opts Options) *Writer {
 	switch {
 	case opts.JSON:
 		w.termForm = formJSON
+	case opts.XML:
+		w.termForm = formXML
 	case prefixed && opts.Color && tagged:
 		w.termForm = formColor
 	case prefixed:
@@ -214,7 +223,7 @@ func NewWriter(stdout, stderr io.Writer, opts Options) *Writer {
 	}
 	w.files = opts.Dir != "" || opts.File != "" || opts.OutPattern != "" || opts.ErrPattern != ""
 	for st := range w.toTerm {
-		w.toTerm[st] = !w.files || opts.Tee || opts.JSON
+		w.toTerm[st] = !w.files || opts.Tee || opts.JSON || opts.XML
 	}
 	if opts.Dir == "" && opts.File == "" {
 		// Patterns take only their own streams from the terminal.
@@ -224,6 +233,9 @@ func NewWriter(stdout, stderr io.Writer, opts Options) *Writer {
 	w.terminal = w.toTerm[Stdout] || w.toTerm[Stderr]
 	w.needTime = opts.Timestamp || (opts.JSON && w.terminal)
 	w.ordered = opts.Ordered && w.terminal
+	if opts.XML {
+		w.term[Stdout].w.Write([]byte("<mpirun>\n"))
+	}
 	return w
 }
 
@@ -276,7 +288,7 @@ func (w *Writer) putBuf(b *renderBuf) {
 
 // destOf is the terminal stream a rank's stream goes to.
 func (w *Writer) destOf(st Stream) Stream {
-	if w.opts.MergeStderr || w.opts.JSON {
+	if w.opts.MergeStderr || w.opts.JSON || w.opts.XML {
 		return Stdout
 	}
 	return st
@@ -338,12 +350,12 @@ func (w *Writer) Write(src Source, st Stream, p []byte, partial bool) {
 func (w *Writer) writeTerm(s *srcState, k key, keyMid bool, out []byte, tags *tagSet, p []byte, partial bool, ts []byte) {
 	di := w.destOf(k.st)
 	// JSON objects are whole lines: pieces of a long line need no hold.
-	holds := w.termForm != formJSON
+	holds := w.termForm != formJSON && w.termForm != formXML
 	if w.ordered {
 		// A buffer per destination; JSON keeps the streams apart (both go to
 		// stdout), so that a source's stdout comes before its stderr.
 		bi := di
-		if w.termForm == formJSON {
+		if w.termForm == formJSON || w.termForm == formXML {
 			bi = k.st
 		}
 		b := s.ord[bi]
@@ -559,6 +571,10 @@ func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.flush()
+	if w.opts.XML && !w.closed {
+		w.term[Stdout].w.Write([]byte("</mpirun>\n"))
+	}
+	w.closed = true
 	w.ordered = false
 	w.srcs.Range(func(_, v any) bool {
 		for _, fs := range v.(*srcState).files {
