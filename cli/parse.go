@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -1159,8 +1160,8 @@ func perContextHosts(job *jobspec.Job, appHosts []string, p *placeOpts, env Env)
 	if !laterFile && !slices.ContainsFunc(appHosts[min(1, len(appHosts)):], func(h string) bool { return h != "" }) {
 		return
 	}
-	if laterFile && p.hostfile != "" {
-		job.Apps[0].Hostfile = p.hostfile
+	if first := cmp.Or(p.hostfile, p.hydraFile); laterFile && first != "" {
+		job.Apps[0].Hostfile = first
 		job.Place.Hostfile = p.fallbackHostfile(env)
 	}
 	appHosts[0] = strings.Join(job.Place.Hosts, ",")

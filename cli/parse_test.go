@@ -649,6 +649,7 @@ func TestPerContextHostfiles(t *testing.T) {
 	}{
 		{"-n 1 ./app : --hostfile h2 -n 2 ./app2", "", "", []string{"", "h2"}, []string{"", ""}},
 		{"--hostfile h1 -n 1 ./app : -f h2 -n 2 ./app2", "", "", []string{"h1", "h2"}, []string{"", ""}},
+		{"-f h1 -n 1 ./app : -f h2 -n 2 ./app2", "", "", []string{"h1", "h2"}, []string{"", ""}}, // Hydra's -f first
 		{"--default-hostfile d --hostfile h1 -n 1 ./app : --machinefile h2 -n 2 ./app2", "d", "", []string{"h1", "h2"}, []string{"", ""}},
 		{"-H a -n 1 ./app : --hostfile h2 -H b -n 2 ./app2 : -H c ./app", "", "a|c", []string{"", "h2", ""}, []string{"a", "b", "c"}},
 		{"--hostfile h1 -n 1 ./app : -H b -n 2 ./app2", "h1", "b", []string{"", ""}, []string{"", "b"}},
