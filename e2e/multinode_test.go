@@ -422,14 +422,17 @@ func TestMultiNode(t *testing.T) {
 		if err := os.WriteFile(h23, []byte("prun-h2\nprun-h3\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// (rank 3 would go to prun-h3's second slot if its app were not kept on prun-h4)
-		r := m.run(t, opts{args: []string{"--hostfile", h23, "-n", "3", hello, ":", "--hostfile", h4, "-n", "1", hello}, dir: dir})
-		expectCode(t, r, 0)
-		for _, want := range []string{"hello from rank 0 of 4 on prun-h2 (app 0)", "hello from rank 1 of 4 on prun-h2 (app 0)",
-			"hello from rank 2 of 4 on prun-h3 (app 0)", "hello from rank 3 of 4 on prun-h4 (app 1)"} {
-			expectContains(t, "stdout", r.stdout, want)
+		// (rank 3 would go to prun-h3's second slot if its app were not kept
+		// on prun-h4); -f, Hydra's spelling, the same
+		for _, f := range []string{"--hostfile", "-f"} {
+			r := m.run(t, opts{args: []string{f, h23, "-n", "3", hello, ":", f, h4, "-n", "1", hello}, dir: dir})
+			expectCode(t, r, 0)
+			for _, want := range []string{"hello from rank 0 of 4 on prun-h2 (app 0)", "hello from rank 1 of 4 on prun-h2 (app 0)",
+				"hello from rank 2 of 4 on prun-h3 (app 0)", "hello from rank 3 of 4 on prun-h4 (app 1)"} {
+				expectContains(t, "stdout", r.stdout, want)
+			}
 		}
-		r = m.run(t, opts{args: []string{"-n", "1", "hostname", ":", "--hostfile", h23, "-H", "prun-h4", "-n", "1", "hostname"}})
+		r := m.run(t, opts{args: []string{"-n", "1", "hostname", ":", "--hostfile", h23, "-H", "prun-h4", "-n", "1", "hostname"}})
 		expectCode(t, r, 2)
 		expectContains(t, "stderr", r.stderr, "--host within its hostfile "+h23+": host prun-h4 is not in the allocation")
 	})
