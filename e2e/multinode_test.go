@@ -493,6 +493,25 @@ func TestMultiNode(t *testing.T) {
 			expectCode(t, r, 17)
 			expectContains(t, "stderr", r.stderr, "rank 1 ("+prog+") on prun-h2 called abort with status 17")
 		})
+		t.Run(tc.String()+"-nameserver-connect", func(t *testing.T) {
+			// Two launches, a server on prun-h2 and clients on prun-h3 and
+			// prun-h4, meet through hydra_nameserver (reached by the
+			// launchers only: the daemons ask them) and connect host to host.
+			ns := ctest.HydraNameserver(t)
+			dir, prog := build(t, "nsconnect.c")
+			svc := "mn-" + tc.String()
+			p := startPrun(t, opts{args: []string{"-nameserver", ns, "--hostfile", m.hostfile, "-H", "prun-h2", "-n", "1", prog, "server", svc},
+				env: m.env(), dir: dir})
+			r := m.run(t, opts{args: []string{"-nameserver", ns, "--hostfile", m.hostfile, "-H", "prun-h3,prun-h4", "--map-by", "node", "-n", "2",
+				prog, "client", svc}, dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "nsconnect: client 0 got 0\n")
+			expectContains(t, "stdout", r.stdout, "nsconnect: client 1 got 10\n")
+			s := p.wait()
+			expectCode(t, s, 0)
+			expectContains(t, "stdout", s.stdout, "nsconnect: server got 1\n")
+			m.checkClean(t, 10*time.Second)
+		})
 		t.Run(tc.String()+"-connect", func(t *testing.T) {
 			dir, prog := build(t, "connect.c")
 			r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog}, dir: dir})
