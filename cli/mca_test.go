@@ -181,3 +181,11 @@ func TestGenvAll(t *testing.T) {
 		t.Errorf("HYDRA_ENV=all -genvnone: %v", err)
 	}
 }
+
+func TestReportChildJobsSeparately(t *testing.T) {
+	env, _ := testEnv(t)
+	req, err := Parse(strings.Fields("--enable-recovery -report-child-jobs-separately ./app"), env)
+	if err != nil || !req.Job.PrimaryStatus || !req.Job.EnableRecovery {
+		t.Errorf("%v %+v", err, req)
+	}
+}

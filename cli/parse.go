@@ -120,62 +120,63 @@ var OSEnv = Env{LookupEnv: os.LookupEnv, Getwd: os.Getwd, LookPath: exec.LookPat
 
 // globalOpts are flags that apply to the whole job.
 type globalOpts struct {
-	place       placeOpts
-	output      []string
-	timestamp   bool
-	outputFile  string
-	label       bool
-	mergeStderr bool
-	pmi         string
-	pmiPort     bool
-	stdin       string
-	pty         string
-	report      string
-	stateOnTO   bool
-	exitCodes   bool
-	stackTraces bool
-	tagOutput   bool
-	timeout     string
-	version     bool
-	help        bool
-	allowAsRoot bool
-	launch      launchOpts
-	mca         []string // "KEY=VALUE" of --mca KEY VALUE
-	pmixMCA     []string // of --pmixmca KEY VALUE
-	prteMCA     []string // of --prtemca KEY VALUE
-	noHostProp  bool     // Hydra's -disable-hostname-propagation
-	enableX     bool     // Hydra's -enable-x: refused
-	genv        []string // "VAR=VALUE" of -genv VAR VALUE
-	genvList    []string // VAR of -genvlist VAR,VAR
-	launcher    string   // Hydra's -launcher/-bootstrap: ssh or rsh
-	appFile     string   // --app FILE: the contexts come from FILE (appfile.go)
-	quiet       bool
-	reportPID   string
-	reportURI   string
-	proctable   string
-	preloadBin  bool
-	tune        string
-	amca        string
-	progress    bool
-	recovery    bool
-	maxRestarts int
-	preloadList string
-	indexArgv   bool
-	xterm       string // --xterm RANKS[!]
-	xml         bool   // mpirun's --xml
-	cwdSession  bool
-	debugDaemon bool
-	genvNone    bool   // Hydra's -genvnone: every context as -envnone
-	genvAll     bool   // Hydra's -genvall: other nodes' processes get the whole environment
-	nameServer  string // Hydra's -nameserver HOST[:PORT]
-	verbose     bool
-	profile     bool
-	prefixPat   string // Hydra's -prepend-pattern
-	outPat      string // Hydra's -outfile-pattern
-	errPat      string // Hydra's -errfile-pattern
-	usize       string // Hydra's -usize
-	debug       bool   // --debug, --tv: run the job under a parallel debugger
-	debuggers   string // --debugger: which ones --debug looks for
+	place         placeOpts
+	output        []string
+	timestamp     bool
+	outputFile    string
+	label         bool
+	mergeStderr   bool
+	pmi           string
+	pmiPort       bool
+	stdin         string
+	pty           string
+	report        string
+	stateOnTO     bool
+	exitCodes     bool
+	stackTraces   bool
+	tagOutput     bool
+	timeout       string
+	version       bool
+	help          bool
+	allowAsRoot   bool
+	launch        launchOpts
+	mca           []string // "KEY=VALUE" of --mca KEY VALUE
+	pmixMCA       []string // of --pmixmca KEY VALUE
+	prteMCA       []string // of --prtemca KEY VALUE
+	noHostProp    bool     // Hydra's -disable-hostname-propagation
+	enableX       bool     // Hydra's -enable-x: refused
+	genv          []string // "VAR=VALUE" of -genv VAR VALUE
+	genvList      []string // VAR of -genvlist VAR,VAR
+	launcher      string   // Hydra's -launcher/-bootstrap: ssh or rsh
+	appFile       string   // --app FILE: the contexts come from FILE (appfile.go)
+	quiet         bool
+	reportPID     string
+	reportURI     string
+	proctable     string
+	preloadBin    bool
+	tune          string
+	amca          string
+	progress      bool
+	recovery      bool
+	maxRestarts   int
+	preloadList   string
+	indexArgv     bool
+	xterm         string // --xterm RANKS[!]
+	xml           bool   // mpirun's --xml
+	primaryStatus bool   // mpirun's -report-child-jobs-separately
+	cwdSession    bool
+	debugDaemon   bool
+	genvNone      bool   // Hydra's -genvnone: every context as -envnone
+	genvAll       bool   // Hydra's -genvall: other nodes' processes get the whole environment
+	nameServer    string // Hydra's -nameserver HOST[:PORT]
+	verbose       bool
+	profile       bool
+	prefixPat     string // Hydra's -prepend-pattern
+	outPat        string // Hydra's -outfile-pattern
+	errPat        string // Hydra's -errfile-pattern
+	usize         string // Hydra's -usize
+	debug         bool   // --debug, --tv: run the job under a parallel debugger
+	debuggers     string // --debugger: which ones --debug looks for
 }
 
 // launchOpts say how daemons reach other nodes.
@@ -461,6 +462,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.Var(clearValue{&g.recovery}, "disable-recovery", "a failed rank ends the job (the default; undoes an --enable-recovery before it)")
 	fs.Lookup("disable-recovery").NoOptDefVal = "true"
 	fs.BoolVar(&g.recovery, "disable-auto-cleanup", false, "same as --enable-recovery (Hydra's)")
+	fs.BoolVar(&g.primaryStatus, "report-child-jobs-separately", false, "with --enable-recovery, the exit status is the primary job's alone: the failures of the jobs its ranks spawned are told, not counted (mpirun's)")
 	_ = fs.MarkHidden("disable-auto-cleanup")
 	fs.BoolVar(&g.noHostProp, "disable-hostname-propagation", false, "let MPICH find its host name itself: no MPIR_CVAR_CH3_INTERFACE_HOSTNAME (Hydra's)")
 	_ = fs.MarkHidden("disable-hostname-propagation")
@@ -704,6 +706,7 @@ func parse(args []string, env Env) (*Request, error) {
 	}
 	job.Quiet, job.ReportPID, job.ReportURI, job.OutputProctable = g.quiet, g.reportPID, g.reportURI, g.proctable
 	job.PreloadBinary, job.ShowProgress, job.EnableRecovery = g.preloadBin, g.progress, g.recovery
+	job.PrimaryStatus = g.primaryStatus
 	if g.maxRestarts < 0 {
 		return nil, usagef("--max-restarts %d: want 0 or more", g.maxRestarts)
 	}

@@ -158,3 +158,26 @@ func TestSpawnedChildFailure(t *testing.T) {
 	expectCode(t, r, 1)
 	expectContains(t, "stderr", r.stderr, "PMI protocol error: spawn of 0 processes")
 }
+
+// mpirun's -report-child-jobs-separately: with --enable-recovery, the
+// children's failures are told but the exit status is the primary job's;
+// without it the first failure's, and without recovery a failing child
+// ends the run with its status.
+func TestReportChildJobsSeparately(t *testing.T) {
+	t.Parallel()
+	dir, prog := ompi(t, "spawn.c")
+	env := []string{"SPAWN_CHILD_EXIT=5"}
+	for _, c := range []struct {
+		flags []string
+		code  int
+	}{
+		{[]string{"--enable-recovery"}, 5},
+		{[]string{"--enable-recovery", "-report-child-jobs-separately"}, 0},
+		{nil, 5},
+	} {
+		r := run(t, opts{args: append(append(c.flags, "-n", "2"), prog, "2"), env: env, dir: dir, timeout: 30 * time.Second})
+		expectCode(t, r, c.code)
+		expectContains(t, "stderr", r.stderr, "of spawned job 1 ("+prog+") on ")
+		expectContains(t, "stderr", r.stderr, "exited with status 5")
+	}
+}

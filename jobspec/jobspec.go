@@ -70,6 +70,10 @@ type Job struct {
 	PreloadFiles    []string // --preload-files: absolute paths, copied into every process's working directory on every node
 	ShowProgress    bool     // --show-progress: daemons up and processes started, as they come, on stderr
 	EnableRecovery  bool     // --enable-recovery: a failed rank does not end the job; the first failure is its exit status
+	// PrimaryStatus (mpirun's -report-child-jobs-separately): with
+	// EnableRecovery, a spawned job's failures are told but do not make
+	// the exit status: the primary job's alone does.
+	PrimaryStatus bool
 	// NoHostnamePropagation is Hydra's -disable-hostname-propagation: MPICH
 	// finds its host name itself (no MPIR_CVAR_CH3_INTERFACE_HOSTNAME).
 	NoHostnamePropagation bool

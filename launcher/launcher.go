@@ -104,7 +104,8 @@ func Run(job *jobspec.Job, opts Options) int {
 			return ExitUsage
 		}
 	}
-	r := &run{opts: opts, quiet: job.Quiet, showProgress: job.ShowProgress, recovery: job.EnableRecovery}
+	r := &run{opts: opts, quiet: job.Quiet, showProgress: job.ShowProgress, recovery: job.EnableRecovery,
+		primaryStatus: job.PrimaryStatus}
 	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
 	out.OutPattern, out.ErrPattern = job.OutfilePattern, job.ErrfilePattern
 	out.OnBrokenPipe = func() {
@@ -191,10 +192,11 @@ type run struct {
 	signaled syscall.Signal
 	// --enable-recovery: a rank's failure does not end the job; the first
 	// one decides the exit status.
-	recovery  bool
-	recovered *failure
-	killAt    time.Time // when the SIGKILL after a termination's grace is due
-	killed    bool      // ... and it has been sent
+	recovery      bool
+	primaryStatus bool // -report-child-jobs-separately
+	recovered     *failure
+	killAt        time.Time // when the SIGKILL after a termination's grace is due
+	killed        bool      // ... and it has been sent
 }
 
 // jobRun is the launcher's view of one running job.
@@ -817,6 +819,12 @@ func (r *run) freeSlots() hostfile.Allocation {
 	return free
 }
 
+// spawned reports whether nspace is a job the ranks spawned, not the user's.
+func (r *run) spawned(nspace string) bool {
+	j := r.job(nspace)
+	return j != nil && j.plan.Index > 0
+}
+
 func (r *run) rankDesc(nspace string, rank int) string {
 	j := r.job(nspace)
 	if j == nil || rank < 0 || rank >= len(j.plan.Map.Procs) {
@@ -985,8 +993,9 @@ func (r *run) onExit(ev daemon.Event) {
 	}
 	if r.recovery {
 		// --enable-recovery: the others go on; the first failure is the
-		// job's exit status once they are done.
-		if r.recovered == nil {
+		// job's exit status once they are done (the primary job's first,
+		// with -report-child-jobs-separately).
+		if r.recovered == nil && !(r.primaryStatus && r.spawned(ev.Nspace)) {
 			r.recovered = &failure{msg: msg, code: code}
 		}
 		if !r.quiet {

@@ -5,7 +5,8 @@
  * Everyone checks the sum (parents + children) and prints
  * "spawn: parent|child R of N: merged sum S (merged rank M of T) on HOST".
  * Exits 1 on a wrong sum. With HOST, the children are asked for on that
- * host (or --host style list) through the "host" info key.
+ * host (or --host style list) through the "host" info key. A child exits
+ * with $SPAWN_CHILD_EXIT, when set, after finalizing.
  * Usage: spawn [NCHILD [HOST]]
  */
 #include <mpi.h>
@@ -61,5 +62,7 @@ int main(int argc, char **argv)
     MPI_Comm_free(&merged);
     MPI_Comm_disconnect(&inter);
     MPI_Finalize();
+    if (parent != MPI_COMM_NULL && getenv("SPAWN_CHILD_EXIT") != NULL)
+        return atoi(getenv("SPAWN_CHILD_EXIT"));
     return bad;
 }
