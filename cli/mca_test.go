@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+
+	"prun/jobspec"
 )
 
 // withVars is testEnv with exactly vars for an environment.
@@ -187,5 +189,15 @@ func TestReportChildJobsSeparately(t *testing.T) {
 	req, err := Parse(strings.Fields("--enable-recovery -report-child-jobs-separately ./app"), env)
 	if err != nil || !req.Job.PrimaryStatus || !req.Job.EnableRecovery {
 		t.Errorf("%v %+v", err, req)
+	}
+}
+
+func TestContinuous(t *testing.T) {
+	env, _ := testEnv(t)
+	if req, err := Parse(strings.Fields("--continuous ./app"), env); err != nil || req.Job.MaxRestarts != jobspec.RestartsUnlimited {
+		t.Errorf("--continuous: %v %+v", err, req)
+	}
+	if _, err := Parse(strings.Fields("--continuous --max-restarts 3 ./app"), env); err == nil || err.Error() != "--continuous and --max-restarts: give one" {
+		t.Errorf("--continuous --max-restarts 3: %v", err)
 	}
 }

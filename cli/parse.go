@@ -159,6 +159,7 @@ type globalOpts struct {
 	progress      bool
 	recovery      bool
 	maxRestarts   int
+	continuous    bool // mpirun's --continuous: restarts without end
 	preloadList   string
 	indexArgv     bool
 	xterm         string // --xterm RANKS[!]
@@ -459,6 +460,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.debug, "tv", false, "same as --debug (mpirun's -tv)")
 	fs.StringVar(&g.debuggers, "debugger", DefaultDebuggers, "the debuggers --debug looks for, in order, separated by ':': command lines where @mpirun@ is prun, @mpirun_args@ its arguments, @np@ the number of processes, @executable@ and @executable_argv@ the first context's program and arguments")
 	fs.IntVar(&g.maxRestarts, "max-restarts", 0, "start a rank that fails (exits non-zero or is killed, not by prun, nor after MPI_Abort) again, up to `N` times, on its node, before its failure counts")
+	fs.BoolVar(&g.continuous, "continuous", false, "start every rank that fails again, without end, until the job is stopped (mpirun's; --max-restarts without a limit)")
 	fs.Var(clearValue{&g.recovery}, "disable-recovery", "a failed rank ends the job (the default; undoes an --enable-recovery before it)")
 	fs.Lookup("disable-recovery").NoOptDefVal = "true"
 	fs.BoolVar(&g.recovery, "disable-auto-cleanup", false, "same as --enable-recovery (Hydra's)")
@@ -711,6 +713,12 @@ func parse(args []string, env Env) (*Request, error) {
 		return nil, usagef("--max-restarts %d: want 0 or more", g.maxRestarts)
 	}
 	job.MaxRestarts = g.maxRestarts
+	if g.continuous {
+		if g.maxRestarts > 0 {
+			return nil, usagef("--continuous and --max-restarts: give one")
+		}
+		job.MaxRestarts = jobspec.RestartsUnlimited // Open MPI's continuous operation
+	}
 	job.NoHostnamePropagation = g.noHostProp
 	if g.enableX {
 		return nil, usagef("-enable-x: prun's SSH client forwards no X connections (run the X client with DISPLAY set by -x, or through your own ssh -X)")

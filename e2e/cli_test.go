@@ -361,6 +361,13 @@ echo "rank $PRUN_RANK try $n"; [ $PRUN_RANK = 1 ] && [ $n -lt 2 ] && exit 3; exi
 			t.Errorf("rank 1's output file: %q, %v", b, err)
 		}
 
+		// mpirun's --continuous: again and again, until it succeeds
+		cont := `f=` + dir + `/k; n=$(cat $f 2>/dev/null || echo 0); echo $((n+1)) >$f; [ $n -lt 5 ] && exit 1; echo "done after $n"`
+		r = prun(t, "--continuous", "-n", "1", "sh", "-c", cont)
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "done after 5\n")
+		expectContains(t, "stderr", r.stderr, "starting it again (restart 5, --continuous)")
+
 		r = prun(t, "--max-restarts", "1", "-n", "1", "sh", "-c", "echo try; exit 3")
 		expectCode(t, r, 3)
 		if r.stdout != "try\ntry\n" || len(lines(r.stderr)) != 2 || !strings.Contains(r.stderr, "starting it again (1 of 1)") ||

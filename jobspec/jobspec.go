@@ -5,6 +5,7 @@ package jobspec
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,10 @@ type App struct {
 	// set, selects among them), and the file's hosts join the allocation.
 	Hostfile string
 }
+
+// RestartsUnlimited is Job.MaxRestarts for mpirun's --continuous: a failed
+// rank starts again without end.
+const RestartsUnlimited = math.MaxInt32
 
 // UnivInfinite is Job.UnivSize (and daemon.Plan.UnivSize) for Hydra's
 // -usize INFINITE: the processes are told of no universe size.

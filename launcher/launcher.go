@@ -899,8 +899,11 @@ func (r *run) onEvent(ev daemon.Event) {
 			if ev.Signal != 0 {
 				how = fmt.Sprintf("was killed by signal %d (%s)", int(ev.Signal), signalName(ev.Signal))
 			}
-			r.errorf("%s (pid %d) %s; starting it again (%d of %d)", r.rankDesc(ev.Nspace, ev.Rank), ev.Pid, how,
-				ev.Restart, j.plan.Job.MaxRestarts)
+			of := fmt.Sprintf("%d of %d", ev.Restart, j.plan.Job.MaxRestarts)
+			if j.plan.Job.MaxRestarts == jobspec.RestartsUnlimited {
+				of = fmt.Sprintf("restart %d, --continuous", ev.Restart)
+			}
+			r.errorf("%s (pid %d) %s; starting it again (%s)", r.rankDesc(ev.Nspace, ev.Rank), ev.Pid, how, of)
 		}
 	case daemon.LaunchFailed:
 		j.running--
