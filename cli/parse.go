@@ -140,15 +140,16 @@ type globalOpts struct {
 	help          bool
 	allowAsRoot   bool
 	launch        launchOpts
-	mca           []string // "KEY=VALUE" of --mca KEY VALUE
-	pmixMCA       []string // of --pmixmca KEY VALUE
-	prteMCA       []string // of --prtemca KEY VALUE
-	noHostProp    bool     // Hydra's -disable-hostname-propagation
-	enableX       bool     // Hydra's -enable-x: refused
-	genv          []string // "VAR=VALUE" of -genv VAR VALUE
-	genvList      []string // VAR of -genvlist VAR,VAR
-	launcher      string   // Hydra's -launcher/-bootstrap: ssh or rsh
-	appFile       string   // --app FILE: the contexts come from FILE (appfile.go)
+	mca           []string           // "KEY=VALUE" of --mca KEY VALUE
+	pmixMCA       []string           // of --pmixmca KEY VALUE
+	prteMCA       []string           // of --prtemca KEY VALUE
+	noHostProp    bool               // Hydra's -disable-hostname-propagation
+	enableX       bool               // Hydra's -enable-x: refused
+	refused       map[string]*string // refusedFlags given, by name
+	genv          []string           // "VAR=VALUE" of -genv VAR VALUE
+	genvList      []string           // VAR of -genvlist VAR,VAR
+	launcher      string             // Hydra's -launcher/-bootstrap: ssh or rsh
+	appFile       string             // --app FILE: the contexts come from FILE (appfile.go)
 	quiet         bool
 	reportPID     string
 	reportURI     string
@@ -354,6 +355,19 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
 	return pl
 }
 
+// refusedFlags are the peers' options prun knows and does not do: each is
+// a usage error that says why and what to use, rather than "unknown flag".
+var refusedFlags = []struct {
+	name, why string
+	noValue   bool
+}{
+	{name: "ompi-server", why: "prun does not speak Open MPI's ompi-server protocol: run hydra_nameserver and give -nameserver HOST[:PORT] to every launch that shares names"},
+	{name: "dvm", why: "prun keeps no persistent virtual machine: each launch starts its daemons and takes them down", noValue: true},
+	{name: "hnp", why: "prun keeps no persistent virtual machine to attach to: each launch starts its own daemons"},
+	{name: "report-events", why: "prun reports a run's events in one JSON file instead: --report FILE (docs/report.md)"},
+	{name: "gpus-per-proc", why: "prun assigns no GPUs: set CUDA_VISIBLE_DEVICES (or ZE_AFFINITY_MASK) per rank, e.g. from PRUN_LOCAL_RANK in a wrapper script"},
+}
+
 // fallbackHostfile is the job's hostfile when no --hostfile gives one.
 func (p *placeOpts) fallbackHostfile(env Env) string {
 	if p.defaultHostfile != "" {
@@ -469,6 +483,14 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.noHostProp, "disable-hostname-propagation", false, "let MPICH find its host name itself: no MPIR_CVAR_CH3_INTERFACE_HOSTNAME (Hydra's)")
 	_ = fs.MarkHidden("disable-hostname-propagation")
 	fs.BoolVar(&g.enableX, "enable-x", false, "X forwarding (Hydra's): not done by prun's SSH client; refused")
+	g.refused = map[string]*string{}
+	for _, r := range refusedFlags {
+		g.refused[r.name] = fs.String(r.name, "", r.why)
+		if r.noValue {
+			fs.Lookup(r.name).NoOptDefVal = "true"
+		}
+		_ = fs.MarkHidden(r.name)
+	}
 	fs.Bool("disable-x", false, "no X forwarding (Hydra's; prun never forwards X)")
 	for _, f := range []string{"enable-x", "disable-x"} {
 		_ = fs.MarkHidden(f)
@@ -722,6 +744,11 @@ func parse(args []string, env Env) (*Request, error) {
 	job.NoHostnamePropagation = g.noHostProp
 	if g.enableX {
 		return nil, usagef("-enable-x: prun's SSH client forwards no X connections (run the X client with DISPLAY set by -x, or through your own ssh -X)")
+	}
+	for _, r := range refusedFlags {
+		if v := *g.refused[r.name]; v != "" && !(r.noValue && v == "false") {
+			return nil, usagef("--%s: %s", r.name, r.why)
+		}
 	}
 	if g.preloadList != "" {
 		files, err := preloadFiles(g.preloadList, env)
