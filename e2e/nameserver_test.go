@@ -59,6 +59,17 @@ func publisher(t *testing.T, hydra bool, prog, ns, service, value string) (relea
 	}
 }
 
+// expectConnected checks nsconnect's two launches: a client job of two
+// ranks, each answered by the server job's rank 0.
+func expectConnected(t *testing.T, client, server *result) {
+	t.Helper()
+	expectCode(t, client, 0)
+	expectContains(t, "stdout", client.stdout, "nsconnect: client 0 got 0\n")
+	expectContains(t, "stdout", client.stdout, "nsconnect: client 1 got 10\n")
+	expectCode(t, server, 0)
+	expectContains(t, "stdout", server.stdout, "nsconnect: server got 1\n")
+}
+
 // Hydra's -nameserver: names published in one launch are found in another,
 // prun's and mpiexec.hydra's alike, through Debian's hydra_nameserver; MPICH
 // connects across launches through them; Open MPI's cross-launch connection
@@ -124,12 +135,7 @@ func TestNameServer(t *testing.T) {
 		dir, prog := built(t, ctest.MPICHCh3, "nsconnect.c")
 		p := startPrun(t, opts{args: []string{"-nameserver", ns, "-n", "1", prog, "server", "ch3-svc"}, dir: dir})
 		r := run(t, opts{args: []string{"-nameserver", ns, "-n", "2", prog, "client", "ch3-svc"}, dir: dir})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "nsconnect: client 0 got 0\n")
-		expectContains(t, "stdout", r.stdout, "nsconnect: client 1 got 10\n")
-		s := p.wait()
-		expectCode(t, s, 0)
-		expectContains(t, "stdout", s.stdout, "nsconnect: server got 1\n")
+		expectConnected(t, r, p.wait())
 	})
 	t.Run("ompi-connect-refused", func(t *testing.T) {
 		dir, prog := ompi(t, "nsconnect.c")
