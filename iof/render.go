@@ -16,7 +16,7 @@ import (
 type tagSet struct {
 	tag  [2][2][]byte // [stream][coloured] the tag before each line
 	json [2][]byte    // `","rank":…,"text":"`: a JSON object after its time
-	xml  [2][]byte    // `<stdout rank="N">`
+	xml  [2][2][]byte // [stream] `<stdout rank="N">` and `</stdout>` + newline
 }
 
 var tagColors = []color.Attribute{color.FgCyan, color.FgGreen, color.FgYellow, color.FgMagenta, color.FgBlue,
@@ -77,7 +77,7 @@ func (w *Writer) buildTags(src Source, host string, pid int) *tagSet {
 		if src.Job > 0 { // a spawned job's (mpirun says nothing of them)
 			x = "<" + st.String() + ` rank="` + rank + `" job="` + strconv.Itoa(src.Job) + `">`
 		}
-		t.xml[st] = []byte(x)
+		t.xml[st] = [2][]byte{[]byte(x), []byte("</" + st.String() + ">\n")}
 	}
 	return t
 }
@@ -143,7 +143,7 @@ func render(out []byte, f form, t *tagSet, st Stream, p []byte, partial, atStart
 	case formJSON:
 		return appendJSONLines(out, ts, t.json[st], p, partial)
 	case formXML:
-		return appendXMLLines(out, t.xml[st], st, p)
+		return appendXMLLines(out, t.xml[st][0], t.xml[st][1], p)
 	case formPrefix, formColor:
 		var preBuf [96]byte
 		pre := preBuf[:0]
@@ -210,8 +210,7 @@ func appendJSONLines(out, ts, head, p []byte, partial bool) []byte {
 // appendXMLLines appends one element per line of p, as mpirun's --xml:
 // <stdout rank="0">text&#010;</stdout>; a piece without its newline is an
 // element of its own, on its own line (mpirun runs the next one on).
-func appendXMLLines(out, head []byte, st Stream, p []byte) []byte {
-	end := "</" + st.String() + ">\n"
+func appendXMLLines(out, head, end, p []byte) []byte {
 	for len(p) > 0 {
 		line, rest, ended := bytes.Cut(p, newline)
 		out = append(out, head...)

@@ -86,7 +86,8 @@ type placer struct {
 	byObject bool
 	kind     bindKind
 	bindObj  topology.ObjType
-	explicit bool // binding failures are errors; else the node runs unbound
+	userSets []topology.CPUSet // Hydra's -bind-to user:, parsed
+	explicit bool              // binding failures are errors; else the node runs unbound
 	overload bool
 	oversub  bool
 	implicit bool
@@ -321,6 +322,13 @@ func (p *placer) resolveBinding() error {
 			return fmt.Errorf("--bind-to %s names each process's CPUs: it cannot be combined with --map-by %s", b, mp)
 		}
 		p.kind, p.explicit = bindUser, true
+		if b.To == BindUser {
+			sets, err := parseUserBinding(b.User)
+			if err != nil {
+				return fmt.Errorf("--bind-to %s: %v", b, err)
+			}
+			p.userSets = sets
+		}
 	case mp.PE > 0:
 		switch b.To {
 		case BindDefault:
@@ -490,13 +498,13 @@ func (p *placer) addBindInfo(in *topoInfo) {
 		for _, c := range t.LogicalCPUs() {
 			have[c] = true
 		}
-		var sets []topology.CPUSet
+		sets := p.userSets
 		if p.bind.To == BindRR { // each processor by its OS number
+			sets = nil
 			for _, c := range slices.Sorted(maps.Keys(have)) {
 				sets = append(sets, topology.CPUSet{c})
 			}
 		} else {
-			sets, _ = ParseUserBinding(p.bind.User) // parsed before
 			for _, set := range sets {
 				for _, c := range set {
 					if !have[c] {

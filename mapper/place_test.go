@@ -423,3 +423,12 @@ func TestHydraHostsCycle(t *testing.T) {
 		t.Errorf("max_slots: %v", err)
 	}
 }
+
+// A user: binding built without ParseBindTo is checked where it is used:
+// an empty list is an error, not a division by zero.
+func TestUserBindingChecked(t *testing.T) {
+	_, err := PlaceWith(job(2), hosts(1, 2), nil, Options{BindTo: BindPolicy{To: BindUser}})
+	if err == nil || !strings.Contains(err.Error(), "user: needs CPU numbers") {
+		t.Errorf("empty user list: %v", err)
+	}
+}

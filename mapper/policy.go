@@ -621,7 +621,7 @@ func parseBindTo(s string) (BindPolicy, error) {
 	case low == "rr":
 		return BindPolicy{To: BindRR}, nil
 	case strings.HasPrefix(low, "user:"):
-		sets, err := ParseUserBinding(s[5:])
+		sets, err := parseUserBinding(s[5:])
 		if err != nil {
 			return b, err
 		}
@@ -701,9 +701,9 @@ func (b BindPolicy) String() string {
 	return s
 }
 
-// ParseUserBinding reads Hydra's -bind-to user: list: CPU sets separated
+// parseUserBinding reads Hydra's -bind-to user: list: CPU sets separated
 // by ",", each OS processor numbers joined by "+" ("0+2,1+4,3").
-func ParseUserBinding(s string) ([]topology.CPUSet, error) {
+func parseUserBinding(s string) ([]topology.CPUSet, error) {
 	if s == "" {
 		return nil, fmt.Errorf("user: needs CPU numbers (user:0+2,1+3)")
 	}
