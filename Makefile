@@ -32,8 +32,10 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEB_PKGS) >/dev/null; \
 	fi
 
+# prun-ssh, prun's SSH client, goes beside prun: prun runs it from there.
 build: deps
-	$(GO) build -o $(BIN) ./cmd/prun
+	@mkdir -p bin
+	$(GO) build -o bin/ ./cmd/prun ./cmd/prun-ssh
 
 $(EXAMPLES)/hello: testdata/hello.c | deps
 	@mkdir -p $(EXAMPLES)

@@ -38,11 +38,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// prun-ssh, prun's SSH client, beside prun as installed.
 	prunBin = filepath.Join(dir, "prun")
-	build := exec.Command("go", "build", "-o", prunBin, "./cmd/prun")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/prun", "./cmd/prun-ssh")
 	build.Dir = ctest.Root()
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/prun: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/prun ./cmd/prun-ssh: %v\n%s", err, out)
 		return 1
 	}
 	// The machine's init (pid 1) does not reap orphans, so a rank's child

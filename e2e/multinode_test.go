@@ -730,6 +730,8 @@ exec sleep 30
 		bin := filepath.Join(c.LauncherOnly(), "prun")
 		copyFile(t, prunBin, bin)
 		defer os.Remove(bin)
+		copyFile(t, filepath.Join(filepath.Dir(prunBin), "prun-ssh"), filepath.Join(c.LauncherOnly(), "prun-ssh"))
+		defer os.Remove(filepath.Join(c.LauncherOnly(), "prun-ssh"))
 		r := m.run(t, opts{bin: bin, args: []string{"--launch-fanout", "1", "--hostfile", m.hostfile, "-n", "4", "--map-by", "node",
 			"sh", "-c", `echo "$(hostname) $(readlink /proc/$PPID/exe)"`}})
 		expectCode(t, r, 0)
@@ -747,6 +749,8 @@ exec sleep 30
 		bin := filepath.Join(c.LauncherOnly(), "prun")
 		copyFile(t, prunBin, bin)
 		defer os.Remove(bin)
+		copyFile(t, filepath.Join(filepath.Dir(prunBin), "prun-ssh"), filepath.Join(c.LauncherOnly(), "prun-ssh"))
+		defer os.Remove(filepath.Join(c.LauncherOnly(), "prun-ssh"))
 		tmp := c.TmpDir("prun-h3")
 		if err := os.Rename(tmp, tmp+".away"); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"prun/rsh"
 	"prun/sessiondir"
 )
 
@@ -34,20 +35,35 @@ const (
 )
 
 // copyCommand stores the first size bytes of its standard input as prun
-// and runs the daemon from there, like daemonCommand.
-func copyCommand(size int) []string {
+// (and the next helperSize as prun-ssh beside it) and runs the daemon from
+// there, like daemonCommand.
+func copyCommand(size, helperSize int) []string {
+	helper := ""
+	if helperSize > 0 {
+		helper = fmt.Sprintf(` && head -c %d >"$d/%s" && [ $(($(wc -c <"$d/%s"))) -eq %d ] && chmod 700 "$d/%s"`,
+			helperSize, rsh.HelperName, rsh.HelperName, helperSize, rsh.HelperName)
+	}
 	script := fmt.Sprintf(`d=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/%sXXXXXXXX") || exit %d
 trap 'rm -rf "$d"' EXIT
 trap 'exit 129' HUP
 trap 'exit 143' TERM
-: >"$d/%s" && head -c %d >"$d/prun" && [ $(($(wc -c <"$d/prun"))) -eq %d ] && chmod 700 "$d/prun" || exit %d
+: >"$d/%s" && head -c %d >"$d/prun" && [ $(($(wc -c <"$d/prun"))) -eq %d ] && chmod 700 "$d/prun"%s || exit %d
 %s (exec "$d/prun" %s %s %s); s=$?; %s; [ $s = 0 ] || "$d/prun" %s %s; exit $s`,
-		copyPrefix, copyNoDir, sessiondir.LockName, size, size, copyTruncated, quietShell, DaemonArgs[0], DaemonArgs[1], daemonStderr, closeStdio, CleanupArgs[0], CleanupArgs[1])
+		copyPrefix, copyNoDir, sessiondir.LockName, size, size, helper, copyTruncated, quietShell, DaemonArgs[0], DaemonArgs[1], daemonStderr, closeStdio, CleanupArgs[0], CleanupArgs[1])
 	return []string{"sh", "-c", script}
 }
 
 // selfImage is this process's own binary, read once.
 var selfImage = sync.OnceValues(func() ([]byte, error) { return os.ReadFile("/proc/self/exe") })
+
+// helperImage is this process's prun-ssh, read once.
+var helperImage = sync.OnceValues(func() ([]byte, error) {
+	p, err := rsh.HelperPath()
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+})
 
 // copyFailure says why a daemon started from a copy ended.
 func copyFailure(exe string, code int, stderr string) string {

@@ -21,6 +21,7 @@ import (
 	"prun/iof"
 	"prun/names"
 	"prun/pmixsrv"
+	"prun/rsh"
 	"prun/sessiondir"
 	"prun/topology"
 )
@@ -95,6 +96,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 				n.sendUp(tFailed, &msg{Host: b.Hosts[v-1], Err: err.Error()})
 			})
 		n.kids.start()
+		defer rsh.Shutdown() // after the sessions' close below: prun-ssh goes before this daemon
 		defer n.kids.close()
 	}
 

@@ -159,7 +159,15 @@ func (s *spawner) launch(v int, sendCopy bool) {
 			s.fail(v, fmt.Errorf("%s not found there, and prun cannot read its own binary to send it: %v", b.Exe, err))
 			return
 		}
-		argv, opts.StdinHead = copyCommand(len(img)), img
+		// A daemon that starts others over the built-in SSH needs prun-ssh.
+		var helper []byte
+		if b.Rsh == "" && len(ctl.Children(v, b.Fanout, len(b.Hosts))) > 0 {
+			if helper, err = helperImage(); err != nil {
+				s.fail(v, fmt.Errorf("%s not found there, and prun cannot read %s to send it: %v", b.Exe, rsh.HelperName, err))
+				return
+			}
+		}
+		argv, opts.StdinHead = copyCommand(len(img), len(helper)), append(img[:len(img):len(img)], helper...)
 	}
 	trace.Mark("ssh %s", host)
 	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), opts)

@@ -22,7 +22,7 @@ func TestDaemonCommandCleansUpAfterKilledDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same for a daemon run from a copy sent over the session's stdin.
-	for i, argv := range [][]string{daemonCommand(exe), copyCommand(len(script))} {
+	for i, argv := range [][]string{daemonCommand(exe), copyCommand(len(script), 0)} {
 		os.Remove(mark)
 		pr, pw, err := os.Pipe()
 		if err != nil {
@@ -44,5 +44,31 @@ func TestDaemonCommandCleansUpAfterKilledDaemon(t *testing.T) {
 		if _, err := os.Stat(mark); err != nil {
 			t.Errorf("command %d: no cleanup after the daemon's SIGKILL: %v", i, err)
 		}
+	}
+}
+
+// A copy for a daemon that starts others brings prun-ssh along, beside it.
+func TestCopyCommandStoresHelper(t *testing.T) {
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "helper-seen")
+	script := "#!/bin/sh\ncase \"$2\" in\n--ctl) cat \"$(dirname \"$0\")/prun-ssh\" >\"" + mark + "\" ;;\nesac\n"
+	helper := "#!/bin/sh\n# the helper\n"
+	argv := copyCommand(len(script), len(helper))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader(script + helper)
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if b, err := os.ReadFile(mark); err != nil || string(b) != helper {
+		t.Errorf("prun-ssh beside the copy: %q, %v; want %q", b, err, helper)
+	}
+	// Cut short: the copy's own exit status, nothing run.
+	cmd = exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader(script + helper[:5])
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != copyTruncated {
+		t.Errorf("a truncated helper: %v, want exit status %d", err, copyTruncated)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"prun/iof"
 	"prun/names"
 	"prun/pmixsrv"
+	"prun/rsh"
 	"prun/topology"
 )
 
@@ -360,6 +361,7 @@ func (t *Tree) Close() error {
 	t.mu.Unlock()
 	t.kids.close()
 	t.kids.waitSessions(3 * time.Second)
+	rsh.Shutdown() // prun-ssh, with what is left of the sessions
 	if os.Getenv("PRUN_DEBUG_REMOTE") == "1" {
 		t.kids.dumpStderr(os.Stderr)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/rsa"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -13,18 +12,32 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"prun/internal/cluster"
 	"prun/internal/shellwords"
+	"prun/rsh/sshclient"
 )
+
+// TestMain runs the built-in client's process (prun-ssh) from this test
+// binary: rsh starts the binary again with PRUN_RSH_TEST_HELPER set.
+func TestMain(m *testing.M) {
+	if os.Getenv("PRUN_RSH_TEST_HELPER") == "1" {
+		os.Exit(sshclient.Main())
+	}
+	helperCommand = func() (string, []string, error) {
+		exe, err := os.Executable()
+		return exe, []string{"PRUN_RSH_TEST_HELPER=1"}, err
+	}
+	code := m.Run()
+	Shutdown()
+	os.Exit(code)
+}
 
 // TestSSH runs every test that needs hosts on one cluster: there is one
 // cluster at a time on the machine, and building it costs a second.
@@ -531,113 +544,20 @@ func TestSSH(t *testing.T) {
 	})
 }
 
-func TestHostKeyAlgorithms(t *testing.T) {
-	priv, err := rsa.GenerateKey(rand.Reader, 1024)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ssh.NewPublicKey(&priv.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kh := filepath.Join(t.TempDir(), "known_hosts")
-	if err := os.WriteFile(kh, []byte(knownhosts.Line([]string{"[node]:2222"}, pub)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tg := &target{alias: "node", hostname: "node", port: "2222", strict: "yes", userKnown: []string{kh}}
-	hk, err := newHostKeys(tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	algs := hk.algorithms()
-	if len(algs) < 3 || algs[0] != ssh.KeyAlgoRSASHA512 || algs[1] != ssh.KeyAlgoRSASHA256 || !slices.Contains(algs, ssh.KeyAlgoED25519) {
-		t.Errorf("algorithms with a known RSA key = %q; want the RSA ones first, then the others", algs)
-	}
-	for _, a := range algs {
-		if strings.Contains(a, "-cert-") {
-			t.Errorf("certificate algorithm %s offered without a known CA", a)
-		}
-	}
-	// Unknown host: no RSA preference.
-	tg.hostname = "other"
-	if algs := hk.algorithms(); len(algs) > 0 && algs[0] == ssh.KeyAlgoRSASHA512 {
-		t.Errorf("algorithms for an unknown host = %q", algs)
-	}
-}
-
-func TestRoute(t *testing.T) {
-	h := t.TempDir()
-	os.MkdirAll(filepath.Join(h, ".ssh"), 0o700)
-	config := `Host node
-  ProxyJump alice@gw1:2200,gw2
-  User bob
-Host gw2
-  HostName gw2.example
-  ProxyJump never-used
-Host gw1
-  HostName 10.0.0.%h
-  IdentityFile ~/.ssh/gw_key
-Host loop*
-  ProxyJump loop-bastion
-Host deep
-  ProxyJump deep
-Host a
-  ProxyJump b
-Host b
-  ProxyJump a
-Host *
-  Port 2022
-`
-	if err := os.WriteFile(filepath.Join(h, ".ssh", "config"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := loadConfigs(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := cs.route("node", "", "", nil, h, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, tg := range r {
-		got = append(got, tg.user+"@"+tg.addr())
-	}
-	want := []string{"alice@10.0.0.gw1:2200", localUser() + "@gw2.example:2022", "bob@node:2022"}
-	if !slices.Equal(got, want) {
-		t.Errorf("route to node = %q, want %q", got, want)
-	}
-	if ids := r[0].identities; len(ids) != 1 || ids[0] != filepath.Join(h, ".ssh", "gw_key") {
-		t.Errorf("gw1 identities = %q", ids)
-	}
-	if r, err := cs.route("loop-node", "", "", nil, h, 0); err != nil || len(r) != 2 || r[0].alias != "loop-bastion" {
-		t.Errorf("route to loop-node = %v, %v; want through loop-bastion", r, err)
-	}
-	if r, err := cs.route("deep", "", "", nil, h, 0); err != nil || len(r) != 1 {
-		t.Errorf("route to deep (ProxyJump itself) = %v, %v; want direct", r, err)
-	}
-	if _, err := cs.route("a", "", "", nil, h, 0); err == nil || !strings.Contains(err.Error(), "loop") {
-		t.Errorf("route through a ProxyJump loop: %v", err)
-	}
-	for _, bad := range []string{"", "@", "host:port", "[::1", "-oProxyCommand=x"} {
-		if _, _, _, err := parseJump(bad); err == nil {
-			t.Errorf("parseJump(%q) accepted", bad)
-		}
-	}
-	if u, hh, p, err := parseJump("ssh://u@[fe80::1]:23"); err != nil || u != "u" || hh != "fe80::1" || p != "23" {
-		t.Errorf("parseJump of a URI = %q %q %q %v", u, hh, p, err)
-	}
-}
-
-// TestHandshakeTimeout: a server that accepts connections but says nothing.
-func TestHandshakeTimeout(t *testing.T) {
+// muteHome is a home whose ssh_config names host "mute": a server on this
+// machine that accepts connections and says nothing. closed reports
+// whether every connection it took was closed by the client.
+func muteHome(t *testing.T, timeout string) (home, port string, closed func() bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	var conns []net.Conn
-	var mu sync.Mutex
+	t.Cleanup(func() { ln.Close() })
+	var (
+		mu    sync.Mutex
+		open  int
+		conns []net.Conn
+	)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -645,30 +565,148 @@ func TestHandshakeTimeout(t *testing.T) {
 				return
 			}
 			mu.Lock()
+			open++
 			conns = append(conns, c)
 			mu.Unlock()
+			go func() {
+				io.Copy(io.Discard, c) // until the client closes
+				mu.Lock()
+				open--
+				mu.Unlock()
+			}()
 		}
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, c := range conns {
 			c.Close()
 		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	h := t.TempDir()
-	os.MkdirAll(filepath.Join(h, ".ssh"), 0o700)
-	config := "Host mute\n  HostName 127.0.0.1\n  Port " + port + "\n  ConnectTimeout 1\n"
-	if err := os.WriteFile(filepath.Join(h, ".ssh", "config"), []byte(config), 0o600); err != nil {
+	})
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	home = t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	config := "Host mute\n  HostName 127.0.0.1\n  Port " + port + "\n  ConnectTimeout " + timeout + "\n"
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return home, port, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns) > 0 && open == 0
+	}
+}
+
+// TestHandshakeTimeout: a server that accepts connections but says nothing.
+func TestHandshakeTimeout(t *testing.T) {
+	h, port, _ := muteHome(t, "1")
 	start := time.Now()
-	_, err = Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
+	_, err := Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Errorf("Start took %v with ConnectTimeout 1", d)
 	}
 	if want := "mute: timed out after 1s in the SSH handshake with 127.0.0.1:" + port; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+}
+
+// TestStartCanceled: a start given up by its context ends at once, and
+// prun-ssh lets go of its connection.
+func TestStartCanceled(t *testing.T) {
+	h, _, closed := muteHome(t, "30")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := Start(ctx, "mute", []string{"true"}, nil, Options{Home: h})
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Start took %v after its context ended", d)
+	}
+	if want := "mute: starting the command: context canceled"; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !closed() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !closed() {
+		t.Error("prun-ssh kept the connection of a canceled start")
+	}
+}
+
+// TestHelperGone: when prun-ssh ends, what waits on it fails naming it and
+// the host, and the next start runs a new one. Shutdown ends it and its
+// connections.
+func TestHelperGone(t *testing.T) {
+	h, _, closed := muteHome(t, "30")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
+		errc <- err
+	}()
+	var hp *helper
+	for range 200 {
+		helperMu.Lock()
+		hp = theHelper
+		helperMu.Unlock()
+		if hp != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if hp == nil {
+		t.Fatal("no prun-ssh started")
+	}
+	time.Sleep(200 * time.Millisecond) // connected, waiting for the server's banner
+	hp.proc.Kill()
+	select {
+	case err := <-errc:
+		if want := "mute: prun-ssh ended (signal: killed)"; err == nil || err.Error() != want {
+			t.Errorf("error %v, want %s", err, want)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Start still waits 2 s after prun-ssh was killed")
+	}
+
+	// A new one for the next start; Shutdown ends it, with its connection.
+	go func() {
+		_, err := Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
+		errc <- err
+	}()
+	for range 200 {
+		helperMu.Lock()
+		hp = theHelper
+		helperMu.Unlock()
+		if hp != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if hp == nil {
+		t.Fatal("no prun-ssh started for the next start")
+	}
+	time.Sleep(200 * time.Millisecond)
+	Shutdown()
+	select {
+	case <-hp.ended:
+	default:
+		t.Error("Shutdown returned before prun-ssh ended")
+	}
+	if err := <-errc; err == nil || !strings.HasPrefix(err.Error(), "mute: ") || !strings.Contains(err.Error(), "prun-ssh") {
+		t.Errorf("start during Shutdown: %v", err)
+	}
+	if !closed() {
+		t.Error("a connection of prun-ssh is still open after Shutdown")
+	}
+}
+
+// TestHelperMissing: no prun-ssh beside prun is one line saying so.
+func TestHelperMissing(t *testing.T) {
+	Shutdown()
+	saved := helperCommand
+	defer func() { helperCommand = saved }()
+	helperCommand = func() (string, []string, error) { return "/nonexistent/prun-ssh", nil, nil }
+	_, err := Start(context.Background(), "node1", []string{"true"}, nil, Options{})
+	if want := "node1: /nonexistent/prun-ssh not found (prun's SSH client, installed beside prun)"; err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
 	}
 }

@@ -1,4 +1,4 @@
-package rsh
+package sshclient
 
 import (
 	"errors"
@@ -419,18 +419,6 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// oneLine joins the lines of s.
-func oneLine(s string) string {
-	if !strings.ContainsAny(s, "\r\n") {
-		return s
-	}
-	f := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
-	for i := range f {
-		f[i] = strings.TrimSpace(f[i])
-	}
-	return strings.Join(f, "; ")
 }
 
 // lastByte is the last byte of file p, or '\n' when it is empty or missing.

@@ -1,4 +1,4 @@
-package rsh
+package sshclient
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -16,16 +17,42 @@ import (
 	"prun/internal/trace"
 )
 
-// startSSH starts argv on host with the built-in client.
-func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opts Options) (*Session, error) {
+// Options say how to reach a node.
+type Options struct {
+	Home           string        // where ~/.ssh is ("" = $HOME)
+	ConnectTimeout time.Duration // per hop, when ssh_config has none (default 5 s)
+}
+
+// defaultConnectTimeout applies when neither Options nor ssh_config give a
+// ConnectTimeout.
+const defaultConnectTimeout = 5 * time.Second
+
+// command is argv running on a host.
+type command struct {
+	stdin   io.WriteCloser
+	stdout  io.Reader
+	localIP net.IP
+
+	done   chan struct{} // closed when status and err are set
+	status int
+	err    error
+
+	closeOnce sync.Once
+	closeFn   func(grace time.Duration)
+	lost      atomic.Pointer[string] // why the connection was given up, if it was
+}
+
+// start runs argv on host; the remote standard error goes to stderr.
+// Errors do not name the host: the caller's message does.
+func start(ctx context.Context, host string, argv []string, stderr io.Writer, opts Options) (*command, error) {
 	home := homeDir(opts.Home)
 	cs, err := loadConfigs(home)
 	if err != nil {
-		return nil, hostErr(host, err)
+		return nil, err
 	}
 	route, err := cs.route(host, "", "", nil, home, 0)
 	if err != nil {
-		return nil, hostErr(host, err)
+		return nil, err
 	}
 
 	var (
@@ -49,7 +76,7 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 			if i < len(route)-1 {
 				err = fmt.Errorf("jump host %s: %w", t.alias, err)
 			}
-			return nil, hostErr(host, err)
+			return nil, err
 		}
 		if i == 0 {
 			first = conn
@@ -57,9 +84,9 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 		clients = append(clients, c)
 	}
 	last := route[len(route)-1]
-	s := &Session{host: host, done: make(chan struct{})}
+	cmd := &command{done: make(chan struct{})}
 	if a, ok := first.LocalAddr().(*net.TCPAddr); ok {
-		s.localIP = a.IP
+		cmd.localIP = a.IP
 	}
 
 	// Open the session and start the command, within another timeout.
@@ -75,13 +102,13 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 		}
 		w, err := sess.StdinPipe()
 		if err == nil {
-			s.stdout, err = sess.StdoutPipe()
+			cmd.stdout, err = sess.StdoutPipe()
 		}
 		if err != nil {
 			sess.Close()
 			return nil, nil, err
 		}
-		sess.Stderr = &s.stderr
+		sess.Stderr = stderr
 		if err := sess.Start(shellwords.Join(argv)); err != nil {
 			sess.Close()
 			return nil, nil, fmt.Errorf("cannot start the command: %v", trimSSH(err))
@@ -94,30 +121,29 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 		}
 		closeAll()
 		if ctx.Err() != nil {
-			return nil, hostErr(host, fmt.Errorf("starting the command: %w", context.Cause(ctx)))
+			return nil, fmt.Errorf("starting the command: %w", context.Cause(ctx))
 		}
-		return nil, hostErr(host, fmt.Errorf("timed out after %v starting the command", timeoutOf(last, opts.ConnectTimeout)))
+		return nil, fmt.Errorf("timed out after %v starting the command", timeoutOf(last, opts.ConnectTimeout))
 	}
 	if err != nil {
 		closeAll()
-		return nil, hostErr(host, err)
+		return nil, err
 	}
 
 	// x/crypto/ssh's channel reads its EOF flag unlocked in Write, so the
 	// close below must not run beside a write: it waits for one to end.
-	stdinW = &serialWriteCloser{wc: stdinW}
-	s.feed(stdinW, opts.StdinHead, stdin)
+	cmd.stdin = &serialWriteCloser{wc: stdinW}
 	for i, t := range route {
 		if t.alive > 0 {
 			keepalive(clients[i], t.alive, t.aliveMax, func() {
-				msg := fmt.Sprintf("%s: connection lost (%s did not answer %d keepalive requests)", host, t.alias, t.aliveMax)
-				s.lost.Store(&msg)
+				msg := fmt.Sprintf("connection lost (%s did not answer %d keepalive requests)", t.alias, t.aliveMax)
+				cmd.lost.Store(&msg)
 				closeAll()
 			})
 		}
 	}
 	go func() {
-		err := sess.Wait()
+		err := sess.Wait() // after the copy of its stderr
 		var ee *ssh.ExitError
 		var status int
 		switch {
@@ -126,30 +152,45 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 			status, err = ee.ExitStatus(), nil
 		default:
 			status = -1
-			if msg := s.lost.Load(); msg != nil {
+			if msg := cmd.lost.Load(); msg != nil {
 				err = errors.New(*msg)
 			} else {
 				var me *ssh.ExitMissingError
 				if errors.As(err, &me) {
 					err = errors.New("connection closed without an exit status of the remote command")
 				}
-				err = hostErr(host, err)
 			}
 		}
-		s.finish(status, err)
+		cmd.status, cmd.err = status, err
+		close(cmd.done)
 	}()
-	s.closeFn = func() {
-		go stdinW.Close() // not blocked by a peer that does not read: closeAll ends it
+	cmd.closeFn = func(grace time.Duration) {
+		go cmd.stdin.Close() // not blocked by a peer that does not read: closeAll ends it
 		go func() {
 			select {
-			case <-s.done:
-			case <-time.After(closeGrace):
+			case <-cmd.done:
+			case <-time.After(grace):
 			}
 			sess.Close()
 			closeAll()
 		}()
 	}
-	return s, nil
+	return cmd, nil
+}
+
+// wait waits for the remote command to end: its exit status (128 + the
+// signal number when a signal ended it), or -1 and why the connection
+// failed or closed without one.
+func (c *command) wait() (int, error) {
+	<-c.done
+	return c.status, c.err
+}
+
+// close ends the session: the remote standard input closes (the daemon
+// takes that to mean the launcher is gone), and after grace the channel
+// and the connections do. Later calls do nothing.
+func (c *command) close(grace time.Duration) {
+	c.closeOnce.Do(func() { c.closeFn(grace) })
 }
 
 // timeoutOf is the connect timeout for t.
@@ -296,16 +337,6 @@ func keepalive(c *ssh.Client, every time.Duration, max int, dead func()) {
 			}
 		}
 	}()
-}
-
-// isDone says whether c is closed.
-func isDone(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // serialWriteCloser makes Write and Close of wc mutually exclusive.

@@ -1,4 +1,4 @@
-package rsh
+package sshclient
 
 import (
 	"net"

@@ -1,0 +1,115 @@
+// Package sshproto is the control protocol between rsh and prun-ssh, the
+// process that runs prun's built-in SSH client (rsh/sshclient) for a
+// launcher or a daemon: one JSON message per datagram on a SOCK_SEQPACKET
+// socket, the remote command's standard input, output and error travelling
+// as pipe ends passed with its start request, not through the socket.
+//
+// The client is a process of its own because the SSH and crypto packages
+// cost every Go program that links them about 0.45 ms of package
+// initialisation and page faults at start, which a job on one node, never
+// using SSH, should not pay.
+package sshproto
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+)
+
+// Fd is the helper's descriptor of its end of the control socket.
+const Fd = 3
+
+// Request ops, rsh to prun-ssh.
+const (
+	// OpStart carries three descriptors: the read end of the command's
+	// standard input and the write ends of its standard output and error.
+	// The end of that input is how rsh closes the session.
+	OpStart  = "start"
+	OpCancel = "cancel" // give up a start not yet answered
+)
+
+// Reply ops, prun-ssh to rsh.
+const (
+	OpStarted = "started" // LocalIP
+	OpFailed  = "failed"  // Err
+	OpExit    = "exit"    // Status, Err; sent once the standard error is closed
+)
+
+// Request asks prun-ssh for something.
+type Request struct {
+	Op             string
+	ID             uint64
+	Host           string        `json:",omitempty"`
+	Argv           []string      `json:",omitempty"`
+	Home           string        `json:",omitempty"`
+	ConnectTimeout time.Duration `json:",omitempty"`
+	// Grace is how long the remote command may take to end once its
+	// standard input has closed, before its connection is closed.
+	Grace time.Duration `json:",omitempty"`
+}
+
+// Reply answers a request, or says how a command ended. Err does not name
+// the host.
+type Reply struct {
+	Op      string
+	ID      uint64
+	LocalIP string `json:",omitempty"`
+	Status  int    `json:",omitempty"`
+	Err     string `json:",omitempty"`
+}
+
+// maxMsg bounds a message: a command line, an error.
+const maxMsg = 64 << 10
+
+// maxFds is the most descriptors one message carries.
+const maxFds = 3
+
+// Send writes v as one datagram, with fds.
+func Send(c *net.UnixConn, v any, fds ...int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxMsg {
+		return fmt.Errorf("message of %d bytes (at most %d)", len(b), maxMsg)
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = syscall.UnixRights(fds...)
+	}
+	_, _, err = c.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+// Recv reads one datagram into v and returns the descriptors it carried
+// (the caller owns them, even with an error). io.EOF: the peer is gone.
+func Recv(c *net.UnixConn, v any) ([]int, error) {
+	buf := make([]byte, maxMsg+1)
+	oob := make([]byte, syscall.CmsgSpace(maxFds*4))
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	var fds []int
+	if oobn > 0 {
+		msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn])
+		for _, m := range msgs {
+			if f, e := syscall.ParseUnixRights(&m); e == nil {
+				fds = append(fds, f...)
+			}
+		}
+		if perr != nil && err == nil {
+			err = perr
+		}
+	}
+	switch {
+	case err != nil:
+		return fds, err
+	case n == 0:
+		return fds, io.EOF
+	case flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 || n > maxMsg:
+		return fds, errors.New("message truncated")
+	}
+	return fds, json.Unmarshal(buf[:n], v)
+}
