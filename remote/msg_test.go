@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"prun/daemon"
@@ -15,20 +16,21 @@ func TestMessagesRoundTrip(t *testing.T) {
 	in := &msg{ID: 7, Host: "n1", Kind: "pmix", Procs: []pmixsrv.Proc{{Nspace: "a", Rank: pmixsrv.RankWildcard}},
 		Data: []byte{1, 2, 3}, Info: []pmixsrv.Info{{Key: "k", Value: pmixsrv.Proc{Nspace: "b", Rank: 2}},
 			{Key: "s", Value: "v"}, {Key: "n", Value: uint32(5)}},
-		Entries: []names.Entry{{Key: "port", Value: "tcp://x", Publisher: "a:0"}},
+		Entries: []names.Entry{{Key: "port", Value: "tcp://x", Publisher: "a:0"}, {Key: "r", Value: pmixsrv.Rank(4), FirstRead: true}},
+		Plan:    []byte(`{"Nspace":"a"}`),
 		Event:   &daemon.Event{Kind: daemon.ProcExited, Nspace: "a", Rank: 3, Status: 2}}
 	body := frame(5, 0, encode(in))
 	dest, src, b, err := header(body)
 	if err != nil || dest != 5 || src != 0 {
 		t.Fatalf("header: %d %d %v", dest, src, err)
 	}
-	var r recvStream
-	out, err := r.decode(b)
+	out, err := decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out.ID != 7 || out.Info[0].Value != (pmixsrv.Proc{Nspace: "b", Rank: 2}) || out.Info[2].Value != uint32(5) ||
-		out.Entries[0].Value != "tcp://x" || out.Event.Rank != 3 || !bytes.Equal(out.Data, in.Data) {
+		out.Entries[0].Value != "tcp://x" || out.Entries[1].Value != pmixsrv.Rank(4) || !out.Entries[1].FirstRead ||
+		out.Event.Rank != 3 || !bytes.Equal(out.Data, in.Data) || string(out.Plan) != `{"Nspace":"a"}` {
 		t.Fatalf("round trip: %+v", out)
 	}
 	// PMIx statuses survive as statuses; other errors as text.
@@ -44,43 +46,11 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 }
 
-func TestStreamsCarryTypesOnce(t *testing.T) {
-	var (
-		s      sendStream
-		r      recvStream
-		bodies [][]byte
-	)
-	collect := func(b []byte) error { bodies = append(bodies, b); return nil }
-	for i := 0; i < 3; i++ {
-		m := &msg{ID: uint64(i), Event: &daemon.Event{Kind: daemon.ProcStarted, Nspace: "prun.1.1", Rank: i, Node: "h1", Pid: 100 + i},
-			Info: []pmixsrv.Info{{Key: "r", Value: pmixsrv.Rank(i)}}}
-		if err := s.send(m, collect); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if bodies[0][0] != bodyRestart || bodies[1][0] != bodyStream || len(bodies[1]) > len(bodies[0])/4 {
-		t.Fatalf("bodies of %d, %d bytes (kinds %d, %d): the second should carry no types", len(bodies[0]), len(bodies[1]), bodies[0][0], bodies[1][0])
-	}
-	for i, b := range bodies {
-		m, err := r.decode(b)
-		if err != nil || m.ID != uint64(i) || m.Event.Rank != i || m.Info[0].Value != pmixsrv.Rank(i) {
-			t.Fatalf("body %d: %+v, %v", i, m, err)
-		}
-	}
-	// A body that cannot be read stops the stream until the sender restarts it.
-	if _, err := r.decode(append([]byte{bodyStream}, 0xff, 0xff, 0xff)); err == nil {
-		t.Fatal("garbage decoded")
-	}
-	if _, err := r.decode(bodies[2]); err == nil {
-		t.Fatal("a stream's value decoded after a bad body")
-	}
-	if m, err := r.decode(bodies[0]); err != nil || m.ID != 0 {
-		t.Fatalf("restart: %+v, %v", m, err)
-	}
-	// Self-contained bodies (broadcasts) read anywhere.
-	var fresh recvStream
-	if m, err := fresh.decode(encode(&msg{ID: 9})); err != nil || m.ID != 9 {
-		t.Fatalf("self-contained body: %+v, %v", m, err)
+// A value that cannot travel still makes an answer, with the error.
+func TestEncodeUnsupported(t *testing.T) {
+	m, err := decode(encode(&msg{ID: 4, Info: []pmixsrv.Info{{Key: "k", Value: struct{}{}}}}))
+	if err != nil || m.ID != 4 || !strings.Contains(m.Err, "cannot encode message: ") || len(m.Info) != 0 {
+		t.Fatalf("got %+v, %v", m, err)
 	}
 }
 
@@ -101,8 +71,8 @@ func TestCallsFailPending(t *testing.T) {
 // bytes: errors, never a panic or a huge allocation.
 func FuzzDecode(f *testing.F) {
 	f.Add(frame(1, 0, encode(&msg{ID: 1, Host: "h", Procs: []pmixsrv.Proc{{Nspace: "x"}}})))
-	var s sendStream
-	s.send(&msg{ID: 2, Info: []pmixsrv.Info{{Key: "k", Value: "v"}}}, func(b []byte) error { f.Add(frame(0, 1, b)); return nil })
+	f.Add(frame(0, 1, encode(&msg{ID: 2, Info: []pmixsrv.Info{{Key: "k", Value: []pmixsrv.Info{{Key: "n", Value: pmixsrv.Rank(1)}}}},
+		Entries: []names.Entry{{Key: "p", Value: "v"}}})))
 	f.Add(frame(0, 2, encodeOutput(iof.Source{Rank: 1}, iof.Stdout, []byte("line\n"), false)))
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, p []byte) {
@@ -110,9 +80,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var r recvStream
-		r.decode(body)
-		r.decode(body) // a second body on the same stream
+		decode(body)
 		decodeOutput(body)
 		decodeAck(body, preloadChunk)
 		decodeChunk(body)

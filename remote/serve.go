@@ -245,8 +245,6 @@ type node struct {
 	topo   *topology.Topology
 	calls  calls
 	stdin  stdinPipe
-	up     sendStream // messages to the launcher
-	down   recvStream // ... and from it (read by readParent alone)
 
 	closeOnce sync.Once
 	closed    atomic.Bool // the launcher said close
@@ -270,9 +268,7 @@ func (n *node) closeDaemon() {
 }
 
 func (n *node) sendUp(typ uint8, m *msg) error {
-	return n.up.send(m, func(body []byte) error {
-		return n.parent.Send(typ, frame(toLauncher, uint32(n.me), body))
-	})
+	return n.parent.Send(typ, frame(toLauncher, uint32(n.me), encode(m)))
 }
 
 // call sends a request up; reply gets the answer, or the link's failure.
@@ -320,7 +316,7 @@ func (n *node) readParent() {
 			}
 			continue
 		}
-		m, err := n.down.decode(body)
+		m, err := decode(body)
 		if err != nil {
 			// The stream from the launcher cannot be read past this: a
 			// daemon that no longer understands it is lost.

@@ -79,10 +79,7 @@ type Tree struct {
 
 	closeAnswers chan struct{} // one per node that answered the closing broadcast
 
-	// Per vertex (index v-1): the message streams, the stdin and preload
-	// windows.
-	sends   []sendStream
-	recvs   []recvStream // used only by the goroutine reading v's link
+	// Per vertex (index v-1): the stdin and preload windows.
 	stdin   []*window
 	preload []*window
 }
@@ -114,7 +111,6 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	}
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*msg{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
-		sends: make([]sendStream, len(cfg.Hosts)), recvs: make([]recvStream, len(cfg.Hosts)),
 		stdin: make([]*window, len(cfg.Hosts)), preload: make([]*window, len(cfg.Hosts))}
 	for i := range t.stdin {
 		t.stdin[i], t.preload[i] = newWindow(stdinWindow), newWindow(preloadWindow)
@@ -252,9 +248,7 @@ func (t *Tree) Node(host string) *Node {
 }
 
 func (t *Tree) send(v int, typ uint8, m *msg) error {
-	return t.sends[v-1].send(m, func(body []byte) error {
-		return t.kids.send(v, typ, frame(uint32(v), toLauncher, body))
-	})
+	return t.kids.send(v, typ, frame(uint32(v), toLauncher, encode(m)))
 }
 
 func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
@@ -400,7 +394,7 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		t.window(v).kill() // the stdin fan-out drops the node
 		return
 	}
-	m, err := t.recvs[v-1].decode(body)
+	m, err := decode(body)
 	if err != nil {
 		t.nodeFailed(host, err)
 		return
