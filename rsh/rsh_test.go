@@ -643,19 +643,7 @@ func TestHelperGone(t *testing.T) {
 		_, err := Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
 		errc <- err
 	}()
-	var hp *helper
-	for range 200 {
-		helperMu.Lock()
-		hp = theHelper
-		helperMu.Unlock()
-		if hp != nil {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if hp == nil {
-		t.Fatal("no prun-ssh started")
-	}
+	hp := runningHelper(t)
 	time.Sleep(200 * time.Millisecond) // connected, waiting for the server's banner
 	hp.proc.Kill()
 	select {
@@ -672,18 +660,7 @@ func TestHelperGone(t *testing.T) {
 		_, err := Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
 		errc <- err
 	}()
-	for range 200 {
-		helperMu.Lock()
-		hp = theHelper
-		helperMu.Unlock()
-		if hp != nil {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if hp == nil {
-		t.Fatal("no prun-ssh started for the next start")
-	}
+	hp = runningHelper(t)
 	time.Sleep(200 * time.Millisecond)
 	Shutdown()
 	select {
@@ -697,6 +674,22 @@ func TestHelperGone(t *testing.T) {
 	if !closed() {
 		t.Error("a connection of prun-ssh is still open after Shutdown")
 	}
+}
+
+// runningHelper waits for a start to have started prun-ssh.
+func runningHelper(t *testing.T) *helper {
+	t.Helper()
+	for range 200 {
+		helperMu.Lock()
+		hp := theHelper
+		helperMu.Unlock()
+		if hp != nil {
+			return hp
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no prun-ssh started")
+	return nil
 }
 
 // TestHelperMissing: no prun-ssh beside prun is one line saying so.
