@@ -151,7 +151,7 @@ func TestPrintAllExitCodes(t *testing.T) {
 	}
 	r = run(t, opts{args: []string{"-print-all-exitcodes", "-n", "3", "--host", "a", "true"}})
 	expectCode(t, r, 2)
-	if r.stderr != "prun: 3 processes requested but only 1 slots are available on a\n" {
+	if r.stderr != "prun: 3 processes requested but only 1 slot is available on a\n" {
 		t.Errorf("a usage error: stderr %q", r.stderr)
 	}
 }
@@ -224,7 +224,7 @@ func TestHydraSpellings(t *testing.T) {
 	}
 	r = run(t, opts{args: []string{"-n", "3", "--host", host, "true"}})
 	expectCode(t, r, 2)
-	expectContains(t, "stderr", r.stderr, "3 processes requested but only 1 slots are available on "+host)
+	expectContains(t, "stderr", r.stderr, "3 processes requested but only 1 slot is available on "+host)
 
 	// -f with Hydra's host:N lines (this node twice: one host, 3 slots).
 	hf := filepath.Join(t.TempDir(), "machinefile")

@@ -395,7 +395,7 @@ func TestOpenMPILauncherMCA(t *testing.T) {
 			expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
 		} else {
 			expectCode(t, r, 2)
-			expectContains(t, "stderr", r.stderr, "prun: 2 processes requested but only 1 slots are available on "+host+"\n")
+			expectContains(t, "stderr", r.stderr, "prun: 2 processes requested but only 1 slot is available on "+host+"\n")
 		}
 		if code := mpirun(c.env, c.args...); (code == 0) != c.ok {
 			t.Errorf("%s: mpirun.openmpi exited %d, prun %d", c.name, code, r.code)

@@ -145,7 +145,7 @@ var goldenCases = []goldenCase{
 	{hosts: three, np: []int{1}, mapBy: "rankfile", rankfile: "rank 0=n1 slot=64\n", err: "rankfile: rank 0: core 64 does not exist on n1 (it has 64)"},
 	{hosts: three, np: []int{1}, mapBy: "rankfile", rankfile: "rank 0=n1 slot=0:32\n", err: "rankfile: rank 0: package 0 of n1 has no core 32 (it has 32)"},
 	{hosts: three, np: []int{1}, mapBy: "rankfile", rankfile: "rank 0=+n3 slot=0\n", err: "rankfile: rank 0: +n3 but the allocation has 3 hosts"},
-	{hosts: "n1:1", np: []int{2}, mapBy: "rankfile", rankfile: "rank 0=n1 slot=0\nrank 1=n1 slot=1\n", err: "the rankfile places 2 processes on n1 but it has only 1 slots"},
+	{hosts: "n1:1", np: []int{2}, mapBy: "rankfile", rankfile: "rank 0=n1 slot=0\nrank 1=n1 slot=1\n", err: "the rankfile places 2 processes on n1 but it has only 1 slot"},
 	{topo: "core:2 pu:2", hosts: "n1:3", np: []int{3}, bindTo: "core", err: "--bind-to core: every core of n1 already has as many processes as CPUs (add :overload-allowed to bind more)"},
 	{hosts: one, np: []int{2}, mapBy: "l3cache", err: "n1 has no l3cache to map by"},
 	{hosts: one, np: []int{2}, mapBy: "slot", bindTo: "l3cache", err: "--bind-to l3cache: n1 has no l3cache to bind to"},

@@ -734,8 +734,23 @@ func (p *placer) allHosts() []int {
 	return all
 }
 
+// slotCount is "1 slot" or "N slots"; slotsAre adds the verb.
+func slotCount(n int) string {
+	if n == 1 {
+		return "1 slot"
+	}
+	return fmt.Sprintf("%d slots", n)
+}
+
+func slotsAre(n int) string {
+	if n == 1 {
+		return "1 slot is"
+	}
+	return fmt.Sprintf("%d slots are", n)
+}
+
 func (p *placer) slotsError() error {
-	return fmt.Errorf("%d processes requested but only %d slots are available on %s", p.total, p.slots, p.hostList(p.allHosts()))
+	return fmt.Errorf("%d processes requested but only %s available on %s", p.total, slotsAre(p.slots), p.hostList(p.allHosts()))
 }
 
 func (p *placer) maxSlotsError() error {
@@ -743,8 +758,8 @@ func (p *placer) maxSlotsError() error {
 	for _, h := range p.hosts {
 		capacity += max(h.slots, h.maxSlots)
 	}
-	return fmt.Errorf("%d processes requested but only %d slots are available on %s (max_slots caps oversubscription)",
-		p.total, capacity, p.hostList(p.allHosts()))
+	return fmt.Errorf("%d processes requested but only %s available on %s (max_slots caps oversubscription)",
+		p.total, slotsAre(capacity), p.hostList(p.allHosts()))
 }
 
 // roomOver reports whether host h may take one more process beyond its
@@ -934,7 +949,7 @@ func (p *placer) checkSlots(h *host, what string) error {
 		what = "--map-by " + p.mp.String()
 	}
 	if h.used > h.slots && !p.oversub {
-		return fmt.Errorf("%s places %d processes on %s but it has only %d slots", what, h.used, h.name, h.slots)
+		return fmt.Errorf("%s places %d processes on %s but it has only %s", what, h.used, h.name, slotCount(h.slots))
 	}
 	if h.maxSlots > 0 && h.used > max(h.slots, h.maxSlots) {
 		return fmt.Errorf("%s places %d processes on %s but its max_slots is %d", what, h.used, h.name, h.maxSlots)
