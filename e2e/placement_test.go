@@ -350,6 +350,19 @@ func TestPerContextHostfile(t *testing.T) {
 	r = run(t, opts{args: []string{"-n", "1", "true", ":", "--hostfile", hfB, "-H", "elsewhere", "-n", "1", "true"}})
 	expectCode(t, r, 2)
 	expectContains(t, "stderr", r.stderr, "prun: app 2: --host within its hostfile "+hfB+": host elsewhere is not in the allocation\n")
+
+	// An app takes no more of a host than its own file gives it, though
+	// the other context's file gives the node more: mpirun.openmpi refuses
+	// the same.
+	args := []string{"--hostfile", hfA, "-n", "2", "true", ":", "--hostfile", hfB, "-n", "1", "true"}
+	r = run(t, opts{args: args})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "prun: app 1: 2 processes requested but its hostfile "+hfA+" gives it 1 slot on localhost\n")
+	cmd := exec.Command("mpirun.openmpi", append([]string{"--allow-run-as-root"}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("mpirun.openmpi %q ran:\n%s", args, out)
+	}
 }
 
 // Open MPI's launcher MCA parameters, as CI setups give them: with

@@ -2,6 +2,7 @@ package mapper
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,5 +64,43 @@ func TestOversubscription(t *testing.T) {
 	m, err := Place(job(3), alloc)
 	if err != nil || !m.Oversubscribed(0) {
 		t.Fatalf("implicit allocation must oversubscribe: %v", err)
+	}
+}
+
+// A context's own hostfile caps its app at the file's slots on each host
+// (mpirun's per-context --hostfile), though the allocation, the union of
+// every context's file, gives the host more: the app spreads to its other
+// hosts, or, with no room left, the error names its file.
+func TestAppHostfileCapsItsApp(t *testing.T) {
+	alloc := hostfile.Allocation{Hosts: []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}}}
+	place := func(opts Options, nps ...int) (*Map, error) {
+		j := job(nps...)
+		j.Apps[0].Hostfile, j.Apps[0].Hosts = "small", "a:1,b:1"
+		j.Apps[1].Hostfile, j.Apps[1].Hosts = "big", "a:2,b:2"
+		return PlaceWith(j, alloc, nil, opts)
+	}
+	m, err := place(Options{}, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, p := range m.Procs {
+		got = append(got, p.Node)
+	}
+	if want := []int{0, 1, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("nodes by rank %v, want %v (app 1 one per host, app 2 in what is left)", got, want)
+	}
+	_, err = place(Options{}, 3, 1)
+	if want := "app 1: 3 processes requested but its hostfile small gives it 2 slots on a,b"; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+	if _, err := place(Options{MapBy: MapPolicy{By: MapSlot, Oversubscribe: true}}, 3, 1); err != nil {
+		t.Errorf("--oversubscribe: %v", err)
+	}
+	// A --host count, without a hostfile, still narrows nothing.
+	j := job(2)
+	j.Apps[0].Hosts = "a:1"
+	if _, err := PlaceWith(j, alloc, nil, Options{}); err != nil {
+		t.Errorf("-H a:1 -n 2: %v", err)
 	}
 }

@@ -108,6 +108,12 @@ type placer struct {
 	byRank   []*hostfile.RankEntry
 	// appHosts[a] marks the hosts app a may use (its own --host); nil: all.
 	appHosts [][]bool
+	// appCaps[a][i] is how many of app a's processes host i may take
+	// within its slots, from the app's own hostfile (mpirun's per-context
+	// --hostfile: "a slots=1" there gives that app one slot on a); -1, or
+	// a nil appCaps[a]: no cap of its own. appFile[a] is that file.
+	appCaps [][]int
+	appFile []string
 }
 
 // allowed reports whether app a may place processes on host i.
@@ -130,6 +136,7 @@ func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host strin
 	p.placed = make([]placement, 0, p.total)
 	for a := range job.Apps {
 		p.appStart = append(p.appStart, len(p.placed))
+		restore := p.capApp(a)
 		var err error
 		switch {
 		case p.mp.By == MapSeq:
@@ -143,6 +150,7 @@ func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host strin
 		default:
 			err = p.mapFill(a)
 		}
+		restore()
 		if err != nil {
 			return nil, err
 		}
@@ -546,6 +554,8 @@ func (p *placer) unionID(t *topology.Topology, unit topology.ObjType, units []in
 // the allocation already holds every context's slots).
 func (p *placer) resolveAppHosts(job *jobspec.Job) error {
 	p.appHosts = make([][]bool, len(job.Apps))
+	p.appCaps = make([][]int, len(job.Apps))
+	p.appFile = make([]string, len(job.Apps))
 	var base []hostfile.Entry // the allocation as Select takes it, made for the first app that needs it
 	for a, app := range job.Apps {
 		if app.Hosts == "" {
@@ -560,10 +570,14 @@ func (p *placer) resolveAppHosts(job *jobspec.Job) error {
 		if p.mp.By == MapSeq || p.mp.By == MapRankfile {
 			return fmt.Errorf("app %d: a context's own --host cannot be combined with --map-by %s", a+1, p.mp.By)
 		}
+		// The counts of a context's own hostfile cap that app (Hydra's
+		// cycling host lists excepted); a --host count narrows nothing here:
+		// the allocation already holds every context's slots.
+		capped := app.Hostfile != "" && !p.mp.Cycle
 		sel, err := hostfile.ParseHostList(app.Hosts)
 		if err == nil {
 			for i := range sel {
-				sel[i].SlotsGiven = false
+				sel[i].SlotsGiven = sel[i].SlotsGiven && capped
 			}
 			sel, err = hostfile.Select(base, sel)
 		}
@@ -571,17 +585,64 @@ func (p *placer) resolveAppHosts(job *jobspec.Job) error {
 			return fmt.Errorf("app %d: %v", a+1, err)
 		}
 		mask := make([]bool, len(p.hosts))
+		var caps []int
 		for _, e := range sel {
 			// Select answers with base's names: the first host of that name.
-			mask[p.byName[strings.ToLower(e.Name)]] = true
+			i := p.byName[strings.ToLower(e.Name)]
+			mask[i] = true
+			if e.SlotsGiven {
+				if caps == nil {
+					caps = make([]int, len(p.hosts))
+					for k := range caps {
+						caps[k] = -1
+					}
+				}
+				caps[i] = e.Slots
+			}
 		}
-		p.appHosts[a] = mask
+		p.appHosts[a], p.appCaps[a], p.appFile[a] = mask, caps, app.Hostfile
 	}
 	return nil
 }
 
+// capApp lowers, while app a is mapped, the slots of each host its own
+// hostfile caps to what the app may still take there; the returned func
+// gives them back. Beyond the slots (oversubscription) the cap does not
+// hold, as a host's slots do not.
+func (p *placer) capApp(a int) (restore func()) {
+	caps := p.appCaps[a]
+	if caps == nil {
+		return func() {}
+	}
+	saved := make([]int, len(p.hosts))
+	for i := range p.hosts {
+		h := &p.hosts[i]
+		saved[i] = h.slots
+		if caps[i] >= 0 {
+			h.slots = min(h.slots, h.used+caps[i])
+		}
+	}
+	return func() {
+		for i := range p.hosts {
+			p.hosts[i].slots = saved[i]
+		}
+	}
+}
+
 // appSlotsError says that app a's own hosts cannot take its processes.
 func (p *placer) appSlotsError(a int) error {
+	if p.appCaps[a] != nil {
+		var hosts []int
+		slots := 0
+		for i, c := range p.appCaps[a] {
+			if p.allowed(a, i) {
+				hosts = append(hosts, i)
+				slots += max(c, 0)
+			}
+		}
+		return fmt.Errorf("app %d: %d processes requested but its hostfile %s gives it %s on %s",
+			a+1, p.np[a], p.appFile[a], slotCount(slots), p.hostList(hosts))
+	}
 	var hosts []int
 	slots := 0
 	for i := range p.hosts {
