@@ -631,25 +631,22 @@ func (p *placer) capApp(a int) (restore func()) {
 
 // appSlotsError says that app a's own hosts cannot take its processes.
 func (p *placer) appSlotsError(a int) error {
-	if p.appCaps[a] != nil {
-		var hosts []int
-		slots := 0
-		for i, c := range p.appCaps[a] {
-			if p.allowed(a, i) {
-				hosts = append(hosts, i)
-				slots += max(c, 0)
-			}
-		}
-		return fmt.Errorf("app %d: %d processes requested but its hostfile %s gives it %s on %s",
-			a+1, p.np[a], p.appFile[a], slotCount(slots), p.hostList(hosts))
-	}
+	caps := p.appCaps[a]
 	var hosts []int
 	slots := 0
 	for i := range p.hosts {
 		if p.allowed(a, i) {
 			hosts = append(hosts, i)
-			slots += max(p.hosts[i].slots, 0)
+			n := p.hosts[i].slots // lowered to the cap while the app is placed
+			if caps != nil && caps[i] >= 0 {
+				n = caps[i]
+			}
+			slots += max(n, 0)
 		}
+	}
+	if caps != nil {
+		return fmt.Errorf("app %d: %d processes requested but its hostfile %s gives it %s on %s",
+			a+1, p.np[a], p.appFile[a], slotCount(slots), p.hostList(hosts))
 	}
 	return fmt.Errorf("app %d: %d processes requested but its hosts %s have %d slots (the other apps' processes included)",
 		a+1, p.np[a], p.hostList(hosts), slots)

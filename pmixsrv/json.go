@@ -3,6 +3,7 @@ package pmixsrv
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 )
 
 // Info values cross the control plane between nodes as JSON, which keeps
@@ -15,57 +16,48 @@ type typedValue struct {
 	V json.RawMessage `json:",omitempty"`
 }
 
+// valueTypes lists every type a value may have, with its tag: one list
+// for both directions.
+var valueTypes = []struct {
+	tag    string
+	zero   any
+	decode func(json.RawMessage) (any, error)
+}{
+	{"string", "", decodeAs[string]},
+	{"nodemap", NodeMap(""), decodeAs[NodeMap]},
+	{"procmap", ProcMap(""), decodeAs[ProcMap]},
+	{"bool", false, decodeAs[bool]},
+	{"uint8", uint8(0), decodeAs[uint8]},
+	{"uint16", uint16(0), decodeAs[uint16]},
+	{"uint32", uint32(0), decodeAs[uint32]},
+	{"uint64", uint64(0), decodeAs[uint64]},
+	{"rank", Rank(0), decodeAs[Rank]},
+	{"size", Size(0), decodeAs[Size]},
+	{"int", 0, decodeAs[int]},
+	{"int32", int32(0), decodeAs[int32]},
+	{"int64", int64(0), decodeAs[int64]},
+	{"pid", Pid(0), decodeAs[Pid]},
+	{"status", Status(0), decodeAs[Status]},
+	{"range", DataRange(0), decodeAs[DataRange]},
+	{"persist", Persistence(0), decodeAs[Persistence]},
+	{"float64", 0.0, decodeAs[float64]},
+	{"bytes", []byte(nil), decodeAs[[]byte]},
+	{"proc", Proc{}, decodeAs[Proc]},
+	{"procs", []Proc(nil), decodeAs[[]Proc]},
+	{"infos", []Info(nil), decodeAs[[]Info]},
+	{"procinfos", []ProcInfo(nil), decodeAs[[]ProcInfo]},
+}
+
 // tagOf names v's type; "" for nil.
 func tagOf(v any) (string, error) {
-	switch v.(type) {
-	case nil:
+	if v == nil {
 		return "", nil
-	case string:
-		return "string", nil
-	case NodeMap:
-		return "nodemap", nil
-	case ProcMap:
-		return "procmap", nil
-	case bool:
-		return "bool", nil
-	case uint8:
-		return "uint8", nil
-	case uint16:
-		return "uint16", nil
-	case uint32:
-		return "uint32", nil
-	case uint64:
-		return "uint64", nil
-	case Rank:
-		return "rank", nil
-	case Size:
-		return "size", nil
-	case int:
-		return "int", nil
-	case int32:
-		return "int32", nil
-	case int64:
-		return "int64", nil
-	case Pid:
-		return "pid", nil
-	case Status:
-		return "status", nil
-	case DataRange:
-		return "range", nil
-	case Persistence:
-		return "persist", nil
-	case float64:
-		return "float64", nil
-	case []byte:
-		return "bytes", nil
-	case Proc:
-		return "proc", nil
-	case []Proc:
-		return "procs", nil
-	case []Info:
-		return "infos", nil
-	case []ProcInfo:
-		return "procinfos", nil
+	}
+	t := reflect.TypeOf(v)
+	for _, vt := range valueTypes {
+		if reflect.TypeOf(vt.zero) == t {
+			return vt.tag, nil
+		}
 	}
 	return "", fmt.Errorf("pmixsrv: value of type %T cannot travel", v)
 }
@@ -91,55 +83,13 @@ func UnmarshalValue(b []byte) (any, error) {
 	if err := json.Unmarshal(b, &tv); err != nil {
 		return nil, err
 	}
-	switch tv.T {
-	case "":
+	if tv.T == "" {
 		return nil, nil
-	case "string":
-		return decodeAs[string](tv.V)
-	case "nodemap":
-		return decodeAs[NodeMap](tv.V)
-	case "procmap":
-		return decodeAs[ProcMap](tv.V)
-	case "bool":
-		return decodeAs[bool](tv.V)
-	case "uint8":
-		return decodeAs[uint8](tv.V)
-	case "uint16":
-		return decodeAs[uint16](tv.V)
-	case "uint32":
-		return decodeAs[uint32](tv.V)
-	case "uint64":
-		return decodeAs[uint64](tv.V)
-	case "rank":
-		return decodeAs[Rank](tv.V)
-	case "size":
-		return decodeAs[Size](tv.V)
-	case "int":
-		return decodeAs[int](tv.V)
-	case "int32":
-		return decodeAs[int32](tv.V)
-	case "int64":
-		return decodeAs[int64](tv.V)
-	case "pid":
-		return decodeAs[Pid](tv.V)
-	case "status":
-		return decodeAs[Status](tv.V)
-	case "range":
-		return decodeAs[DataRange](tv.V)
-	case "persist":
-		return decodeAs[Persistence](tv.V)
-	case "float64":
-		return decodeAs[float64](tv.V)
-	case "bytes":
-		return decodeAs[[]byte](tv.V)
-	case "proc":
-		return decodeAs[Proc](tv.V)
-	case "procs":
-		return decodeAs[[]Proc](tv.V)
-	case "infos":
-		return decodeAs[[]Info](tv.V)
-	case "procinfos":
-		return decodeAs[[]ProcInfo](tv.V)
+	}
+	for _, vt := range valueTypes {
+		if vt.tag == tv.T {
+			return vt.decode(tv.V)
+		}
 	}
 	return nil, fmt.Errorf("pmixsrv: unknown value type %q", tv.T)
 }

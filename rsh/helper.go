@@ -106,10 +106,11 @@ func getHelper() (*helper, error) {
 // read delivers the helper's replies until it ends.
 func (h *helper) read() {
 	var err error
+	in := sshproto.Receiver{C: h.c}
 	for {
 		var r sshproto.Reply
 		var fds []int
-		fds, err = sshproto.Recv(h.c, &r)
+		fds, err = in.Recv(&r)
 		for _, fd := range fds {
 			syscall.Close(fd)
 		}

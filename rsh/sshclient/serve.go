@@ -48,9 +48,10 @@ type server struct {
 func Serve(c *net.UnixConn) {
 	s := &server{c: c, ctxs: map[uint64]context.CancelCauseFunc{}, cmds: map[uint64]*command{}}
 	var wg sync.WaitGroup
+	in := sshproto.Receiver{C: c}
 	for {
 		var req sshproto.Request
-		fds, err := sshproto.Recv(c, &req)
+		fds, err := in.Recv(&req)
 		if err != nil {
 			for _, fd := range fds {
 				syscall.Close(fd)

@@ -85,11 +85,20 @@ func Send(c *net.UnixConn, v any, fds ...int) error {
 	return err
 }
 
+// Receiver reads one side's messages; one goroutine uses it, and its
+// buffers serve every message.
+type Receiver struct {
+	C        *net.UnixConn
+	buf, oob []byte
+}
+
 // Recv reads one datagram into v and returns the descriptors it carried
 // (the caller owns them, even with an error). io.EOF: the peer is gone.
-func Recv(c *net.UnixConn, v any) ([]int, error) {
-	buf := make([]byte, maxMsg+1)
-	oob := make([]byte, syscall.CmsgSpace(maxFds*4))
+func (r *Receiver) Recv(v any) ([]int, error) {
+	if r.buf == nil {
+		r.buf, r.oob = make([]byte, maxMsg+1), make([]byte, syscall.CmsgSpace(maxFds*4))
+	}
+	buf, oob, c := r.buf, r.oob, r.C
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
 	var fds []int
 	if oobn > 0 {
