@@ -111,9 +111,7 @@ func (h *helper) read() {
 		var r sshproto.Reply
 		var fds []int
 		fds, err = in.Recv(&r)
-		for _, fd := range fds {
-			syscall.Close(fd)
-		}
+		sshproto.CloseFds(fds) // no reply carries any
 		if err != nil {
 			break
 		}
@@ -189,10 +187,8 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 	for i := range 3 {
 		var p [2]int
 		if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
-			for j := range i {
-				syscall.Close(ours[j])
-				syscall.Close(theirs[j])
-			}
+			sshproto.CloseFds(ours[:i])
+			sshproto.CloseFds(theirs[:i])
 			return nil, hostErr(host, err)
 		}
 		if i == 0 { // stdin: we write
@@ -213,9 +209,7 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 	if h.gone != nil {
 		h.mu.Unlock()
 		abandon()
-		for _, fd := range theirs {
-			syscall.Close(fd)
-		}
+		sshproto.CloseFds(theirs[:])
 		return nil, hostErr(host, h.gone)
 	}
 	h.next++
@@ -224,9 +218,7 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 	h.mu.Unlock()
 	err = h.send(sshproto.Request{Op: sshproto.OpStart, ID: id, Host: host, Argv: argv, Home: opts.Home,
 		ConnectTimeout: opts.ConnectTimeout, Grace: closeGrace}, theirs[:]...)
-	for _, fd := range theirs {
-		syscall.Close(fd) // the helper has its own copies now
-	}
+	sshproto.CloseFds(theirs[:]) // the helper has its own copies now
 	if err != nil {
 		h.mu.Lock()
 		delete(h.waiting, id)

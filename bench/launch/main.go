@@ -42,9 +42,9 @@ type command struct {
 	Name     string    `json:"command"`
 	Argv     []string  `json:"argv"`
 	WallMs   []float64 `json:"wall_ms"`
-	PeakMiB  float64   `json:"launcher_peak_rss_mib"` // max VmHWM of the launcher process alone
-	Wait4MiB float64   `json:"wait4_maxrss_mib"`      // max ru_maxrss, which includes reaped descendants
-	FenceUs  float64   `json:"fence_us,omitempty"`    // PMI-1 stress: median time per barrier
+	PeakMiB  float64   `json:"launcher_peak_rss_mib,omitempty"` // max VmHWM of the launcher process alone; none for the fork group
+	Wait4MiB float64   `json:"wait4_maxrss_mib,omitempty"`      // max ru_maxrss, which includes reaped descendants
+	FenceUs  float64   `json:"fence_us,omitempty"`              // PMI-1 stress: median time per barrier
 	// want, if set, must occur 4 times in stdout: an exit status of 0 alone
 	// would also accept 4 Open MPI singletons, which measure nothing.
 	want string

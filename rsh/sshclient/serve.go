@@ -14,7 +14,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 
 	"prun/rsh/sshproto"
 )
@@ -53,32 +52,25 @@ func Serve(c *net.UnixConn) {
 		var req sshproto.Request
 		fds, err := in.Recv(&req)
 		if err != nil {
-			for _, fd := range fds {
-				syscall.Close(fd)
-			}
+			sshproto.CloseFds(fds)
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				fmt.Fprintf(os.Stderr, "prun-ssh: control socket: %v\n", err)
 			}
 			break
 		}
-		switch req.Op {
-		case sshproto.OpStart:
-			if len(fds) != 3 {
-				for _, fd := range fds {
-					syscall.Close(fd)
-				}
-				s.reply(sshproto.Reply{Op: sshproto.OpFailed, ID: req.ID, Err: fmt.Sprintf("start request with %d descriptors, want 3", len(fds))})
-				continue
-			}
+		if req.Op == sshproto.OpStart && len(fds) == 3 {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			s.mu.Lock()
 			s.ctxs[req.ID] = cancel
 			s.mu.Unlock()
 			wg.Go(func() { s.start(ctx, req, fds) })
+			continue
+		}
+		sshproto.CloseFds(fds) // only a start takes descriptors
+		switch req.Op {
+		case sshproto.OpStart:
+			s.reply(sshproto.Reply{Op: sshproto.OpFailed, ID: req.ID, Err: fmt.Sprintf("start request with %d descriptors, want 3", len(fds))})
 		case sshproto.OpCancel:
-			for _, fd := range fds {
-				syscall.Close(fd)
-			}
 			s.mu.Lock()
 			if cancel := s.ctxs[req.ID]; cancel != nil {
 				cancel(errors.New("canceled"))
@@ -87,10 +79,6 @@ func Serve(c *net.UnixConn) {
 				cmd.close(0)
 			}
 			s.mu.Unlock()
-		default:
-			for _, fd := range fds {
-				syscall.Close(fd)
-			}
 		}
 	}
 	s.mu.Lock()

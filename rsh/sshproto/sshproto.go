@@ -85,6 +85,13 @@ func Send(c *net.UnixConn, v any, fds ...int) error {
 	return err
 }
 
+// CloseFds closes descriptors a message brought that nobody takes.
+func CloseFds(fds []int) {
+	for _, fd := range fds {
+		syscall.Close(fd)
+	}
+}
+
 // Receiver reads one side's messages; one goroutine uses it, and its
 // buffers serve every message.
 type Receiver struct {
