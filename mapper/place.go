@@ -648,8 +648,8 @@ func (p *placer) appSlotsError(a int) error {
 		return fmt.Errorf("app %d: %d processes requested but its hostfile %s gives it %s on %s",
 			a+1, p.np[a], p.appFile[a], slotCount(slots), p.hostList(hosts))
 	}
-	return fmt.Errorf("app %d: %d processes requested but its hosts %s have %d slots (the other apps' processes included)",
-		a+1, p.np[a], p.hostList(hosts), slots)
+	return fmt.Errorf("app %d: %d processes requested but its hosts %s have %s (the other apps' processes included)",
+		a+1, p.np[a], p.hostList(hosts), slotCount(slots))
 }
 
 func (p *placer) resolveCounts(job *jobspec.Job) error {
