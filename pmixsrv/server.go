@@ -141,6 +141,10 @@ var (
 	mu        sync.Mutex
 	active    *Server
 	abandoned bool // the library still runs, answering nothing: see Abandon
+	// finalized: libpmix 4.2 cannot start a server again in a process
+	// whose server it finalized (glibc aborts it: "bit out of range 0 -
+	// FD_SETSIZE on fd_set").
+	finalized bool
 )
 
 // Init starts the PMIx server library with host as its module.
@@ -149,6 +153,9 @@ func Init(cfg Config, host Host) (*Server, error) {
 	defer mu.Unlock()
 	if active != nil || abandoned {
 		return nil, errors.New("pmixsrv: a PMIx server is already running in this process")
+	}
+	if finalized {
+		return nil, errors.New("pmixsrv: the PMIx server library cannot start again in a process that finalized it")
 	}
 	infos := []Info{
 		{C.PMIX_SERVER_TMPDIR, cfg.TmpDir},
@@ -214,7 +221,7 @@ func (s *Server) Finalize() error {
 	mu.Lock()
 	defer mu.Unlock()
 	rc := C.PMIx_server_finalize()
-	active = nil
+	active, finalized = nil, true
 	if rc != C.PMIX_SUCCESS {
 		return fmt.Errorf("PMIx_server_finalize: %w", Status(rc))
 	}

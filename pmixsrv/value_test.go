@@ -1,6 +1,9 @@
 package pmixsrv
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
 	"reflect"
 	"testing"
 )
@@ -68,6 +71,17 @@ func (nopHost) Log(Proc, []Info, []Info) error                      { return Err
 // TestServerLifecycle starts the real library, registers a namespace with
 // regex maps (which need an initialised library) and a client, and stops.
 func TestServerLifecycle(t *testing.T) {
+	// libpmix cannot start a server twice in one process, so each run of
+	// this test (go test -count N) has a process of its own.
+	if os.Getenv("PMIXSRV_LIFECYCLE_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestServerLifecycle$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "PMIXSRV_LIFECYCLE_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestServerLifecycle")) {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
+	}
 	dir := t.TempDir()
 	s, err := Init(Config{TmpDir: dir, Nspace: "test-server", Hostname: "h0"}, nopHost{})
 	if err != nil {
@@ -109,6 +123,9 @@ func TestServerLifecycle(t *testing.T) {
 	s.DeregisterNspace("ns")
 	if err := s.Finalize(); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := Init(Config{TmpDir: dir, Nspace: "after"}, nopHost{}); err == nil {
+		t.Error("a server after Finalize must be refused: the library would abort the process")
 	}
 }
 
