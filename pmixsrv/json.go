@@ -48,16 +48,27 @@ var valueTypes = []struct {
 	{"procinfos", []ProcInfo(nil), decodeAs[[]ProcInfo]},
 }
 
+// tagByType and decodeByTag index valueTypes, once: every value of every
+// control-plane message goes through them.
+var (
+	tagByType   = map[reflect.Type]string{}
+	decodeByTag = map[string]func(json.RawMessage) (any, error){}
+)
+
+func init() {
+	for _, vt := range valueTypes {
+		tagByType[reflect.TypeOf(vt.zero)] = vt.tag
+		decodeByTag[vt.tag] = vt.decode
+	}
+}
+
 // tagOf names v's type; "" for nil.
 func tagOf(v any) (string, error) {
 	if v == nil {
 		return "", nil
 	}
-	t := reflect.TypeOf(v)
-	for _, vt := range valueTypes {
-		if reflect.TypeOf(vt.zero) == t {
-			return vt.tag, nil
-		}
+	if tag, ok := tagByType[reflect.TypeOf(v)]; ok {
+		return tag, nil
 	}
 	return "", fmt.Errorf("pmixsrv: value of type %T cannot travel", v)
 }
@@ -86,10 +97,8 @@ func UnmarshalValue(b []byte) (any, error) {
 	if tv.T == "" {
 		return nil, nil
 	}
-	for _, vt := range valueTypes {
-		if vt.tag == tv.T {
-			return vt.decode(tv.V)
-		}
+	if decode, ok := decodeByTag[tv.T]; ok {
+		return decode(tv.V)
 	}
 	return nil, fmt.Errorf("pmixsrv: unknown value type %q", tv.T)
 }

@@ -212,17 +212,18 @@ func run() error {
 	fmt.Printf("\n%-16s | %-15s | %9s | %9s | %9s | %14s | %s\n",
 		"benchmark", "command", "median", "p10", "p90", "peak RSS (MiB)", "wait4 maxrss (MiB)")
 	var all []*command
+	row := func(c *command, peak, wait4 string) {
+		all = append(all, c)
+		fmt.Printf("%-16s | %-15s | %9s | %9s | %9s | %14s | %s\n", c.Bench, c.Name,
+			benchutil.Ms(benchutil.Pct(c.WallMs, 0.5)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.1)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.9)), peak, wait4)
+	}
 	for _, g := range groups {
 		for _, c := range g {
-			all = append(all, c)
-			fmt.Printf("%-16s | %-15s | %9s | %9s | %9s | %14.1f | %.1f\n", c.Bench, c.Name,
-				benchutil.Ms(benchutil.Pct(c.WallMs, 0.5)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.1)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.9)), c.PeakMiB, c.Wait4MiB)
+			row(c, fmt.Sprintf("%.1f", c.PeakMiB), fmt.Sprintf("%.1f", c.Wait4MiB))
 		}
 	}
 	for _, c := range forked {
-		all = append(all, c)
-		fmt.Printf("%-16s | %-15s | %9s | %9s | %9s | %14s | %s\n", c.Bench, c.Name,
-			benchutil.Ms(benchutil.Pct(c.WallMs, 0.5)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.1)), benchutil.Ms(benchutil.Pct(c.WallMs, 0.9)), "-", "-")
+		row(c, "-", "-") // the harness samples no memory
 	}
 	ratio := func(name string, a, b *command, target float64) comparison {
 		r := benchutil.Pct(a.WallMs, 0.5) / benchutil.Pct(b.WallMs, 0.5)
