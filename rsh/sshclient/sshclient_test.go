@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -108,5 +109,66 @@ Host *
 	}
 	if u, hh, p, err := parseJump("ssh://u@[fe80::1]:23"); err != nil || u != "u" || hh != "fe80::1" || p != "23" {
 		t.Errorf("parseJump of a URI = %q %q %q %v", u, hh, p, err)
+	}
+}
+
+// TestConfigCache: sessions share a configuration file parsed once, until
+// the file changes; a file that no longer parses is an error naming it.
+func TestConfigCache(t *testing.T) {
+	h := t.TempDir()
+	cfgPath := filepath.Join(h, ".ssh", "config")
+	if err := os.MkdirAll(filepath.Dir(cfgPath), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(cfgPath, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user := func() string {
+		t.Helper()
+		cs, err := loadConfigs(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := cs.get("node", "User")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	write("Host node\n  User alice\n")
+	first, err := loadConfigs(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := loadConfigs(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first[0].cfg != again[0].cfg {
+		t.Error("an unchanged config was parsed again")
+	}
+	if u := user(); u != "alice" {
+		t.Errorf("User = %q, want alice", u)
+	}
+	write("Host node\n  User bob\n") // same size: the modification time tells
+	future := time.Now().Add(time.Minute)
+	if err := os.Chtimes(cfgPath, future, future); err != nil {
+		t.Fatal(err)
+	}
+	if u := user(); u != "bob" {
+		t.Errorf("after an edit, User = %q, want bob", u)
+	}
+	write("Host node\n  User carol\nMatch\n") // Match needs a criterion
+	if _, err := loadConfigs(h); err == nil || !strings.Contains(err.Error(), cfgPath) {
+		t.Errorf("broken config: err = %v, want one naming %s", err, cfgPath)
+	}
+	if err := os.Remove(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	if u := user(); u != "" {
+		t.Errorf("without a config, User = %q, want none", u)
 	}
 }
