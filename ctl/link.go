@@ -147,6 +147,9 @@ func (l *Link) RemoteAddr() net.Addr {
 	return nil
 }
 
+// Done is closed when the link is closed (by Close, or by a failed Send).
+func (l *Link) Done() <-chan struct{} { return l.done }
+
 // Close closes the link; a blocked Recv returns.
 func (l *Link) Close() error {
 	l.once.Do(func() { close(l.done) })
