@@ -134,12 +134,19 @@ func (c *outCredit) kill() {
 	c.mu.Unlock()
 }
 
-// outRun is a queued run (or, with end, a stream's end) of node v.
+// outRun is a queued run (or, with end, a stream's end; with info, its
+// source's host and pid) of node v.
 type outRun struct {
 	v       int
 	p       []byte
 	partial bool
 	end     bool
+	info    *sourceInfo
+}
+
+type sourceInfo struct {
+	host string
+	pid  int
 }
 
 // outStream is one stream's queue at the launcher; a writer goroutine runs
@@ -225,11 +232,16 @@ func (f *outFlow) write(k outKey, s *outStream) {
 		s.runs = s.runs[1:]
 		f.mu.Unlock()
 
-		if r.end {
+		switch {
+		case r.info != nil:
+			if is, ok := f.sink.(iof.InfoSink); ok {
+				is.SetSourceInfo(k.src, r.info.host, r.info.pid)
+			}
+		case r.end:
 			if e, ok := f.sink.(iof.Ender); ok {
 				e.End(k.src, k.st)
 			}
-		} else {
+		default:
 			f.sink.Write(k.src, k.st, r.p, r.partial)
 		}
 

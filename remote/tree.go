@@ -429,8 +429,12 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 	case tFailed:
 		t.nodeFailed(m.Host, errors.New(m.Err))
 	case tSourceInfo:
-		if is, ok := up.(iof.InfoSink); ok {
-			is.SetSourceInfo(m.Src, m.Host, m.Pid)
+		// Queued too: the Writer's lock may be held by a write to a stalled
+		// stdout. Before the source's runs on both streams (applying it
+		// twice changes nothing).
+		info := &sourceInfo{m.Host, m.Pid}
+		for _, st := range []iof.Stream{iof.Stdout, iof.Stderr} {
+			t.out.push(outKey{m.Src, st}, outRun{v: v, info: info})
 		}
 	case tEnd:
 		t.out.push(outKey{m.Src, m.Stream}, outRun{v: v, end: true}) // after the stream's runs
