@@ -246,7 +246,7 @@ func TestLongLines(t *testing.T) {
 	bin := ctest.Build(t, ctest.Plain, "pattern.c")
 	c := cluster.Start(t, 4)
 	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
-	lens := []int{270000, 300000, 1<<20 + 17, 100, 270000, 5}
+	lens := []int{270000, 300000, 1<<20 + 17, 100, 270000, 30}
 	const cycles = 3
 	want := func(r int) []byte { return patternStream(r, cycles, lens...) }
 	prog := patternArgs(bin, cycles, lens...)
