@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 )
 
@@ -108,10 +109,24 @@ func WriteFrame(w io.Writer, f Frame) error {
 	if len(f.Payload) > MaxFrame {
 		return fmt.Errorf("ctl: frame of %d bytes exceeds %d", len(f.Payload), MaxFrame)
 	}
-	hdr := make([]byte, 5, 5+len(f.Payload))
-	binary.BigEndian.PutUint32(hdr, uint32(len(f.Payload)))
-	hdr[4] = f.Type
-	_, err := w.Write(append(hdr, f.Payload...))
+	return writeFrame(w, f.Type, f.Payload)
+}
+
+// copyBelow is the payload size under which a frame is copied behind its
+// header for one write; larger payloads go out as they are, in one writev
+// on a socket (output runs: no copy of their bytes).
+const copyBelow = 4 << 10
+
+func writeFrame(w io.Writer, typ uint8, payload []byte) error {
+	var hdr [5]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(payload)))
+	hdr[4] = typ
+	if len(payload) < copyBelow {
+		_, err := w.Write(append(hdr[:], payload...))
+		return err
+	}
+	bufs := net.Buffers{hdr[:], payload}
+	_, err := bufs.WriteTo(w)
 	return err
 }
 

@@ -30,10 +30,19 @@ const TypeHeartbeat = 0
 
 // Link is an authenticated connection carrying frames, with heartbeats.
 // Send may be called from many goroutines; Recv from one.
+//
+// Frames are written whole or the link is dead: a write that fails or
+// times out may have left part of a frame on the stream, after which the
+// peer could only read garbage as frame headers, so the link closes and
+// every later Send fails with the first error. Nothing on a link may
+// therefore wait on a slow consumer: flow control is the users' (remote
+// credits output and stdin end to end), and a peer that reads nothing for
+// DeadAfter is lost.
 type Link struct {
 	c    conn
 	r    *bufio.Reader
 	wmu  sync.Mutex
+	werr error // under wmu: the write that killed the link
 	done chan struct{}
 	once sync.Once
 }
@@ -64,12 +73,28 @@ func Dial(addr string, secret []byte, timeout time.Duration) (*Link, error) {
 	return newLink(c), nil
 }
 
-// Send writes one frame. A peer that does not read for DeadAfter is lost.
+// Send writes one frame, whole, or fails and closes the link. A peer that
+// does not read for DeadAfter is lost.
 func (l *Link) Send(typ uint8, payload []byte) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if l.werr != nil {
+		return l.werr
+	}
+	if len(payload) > MaxFrame {
+		return fmt.Errorf("ctl: frame of %d bytes exceeds %d", len(payload), MaxFrame)
+	}
 	l.c.SetWriteDeadline(time.Now().Add(DeadAfter))
-	return WriteFrame(l.c, Frame{Type: typ, Payload: payload})
+	if err := writeFrame(l.c, typ, payload); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			err = fmt.Errorf("the peer read nothing for %v", DeadAfter)
+		}
+		l.werr = fmt.Errorf("ctl: link closed after a failed write: %w", err)
+		l.Close()
+		return l.werr
+	}
+	return nil
 }
 
 // Recv returns the next frame that is not a heartbeat. It fails when the
@@ -121,6 +146,9 @@ func (l *Link) RemoteAddr() net.Addr {
 	}
 	return nil
 }
+
+// Done is closed when the link is closed (by Close, or by a failed Send).
+func (l *Link) Done() <-chan struct{} { return l.done }
 
 // Close closes the link; a blocked Recv returns.
 func (l *Link) Close() error {

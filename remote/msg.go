@@ -44,6 +44,7 @@ const (
 	tStdinDone                    // up: no rank of this node reads stdin any more (no body)
 	tPreload                      // down: a chunk of what the next plan preloads (binary body)
 	tPreloadAck                   // up: preload bytes this node has written (binary body)
+	tOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary body; output.go)
 )
 
 // Vertex addresses in a frame's routing header.

@@ -45,7 +45,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		logf("bad bootstrap")
 		return 1
 	}
-	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4)}
+	if b.OutWindow <= 0 {
+		b.OutWindow = outWindow(len(b.Hosts))
+	}
+	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow)}
 	for _, kv := range b.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			os.Setenv(k, v)
@@ -67,6 +70,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("connected")
 	n.parent = parent
 	defer parent.Close()
+	// Output waiting for credit gives up when the link goes: nothing will
+	// acknowledge it (and the ranks must not hang on their pipes).
+	go func() { <-parent.Done(); n.out.kill() }()
 	if !overSSH {
 		// EOF on stdin: the SSH session, hence the launcher (or our parent), is gone.
 		go func() {
@@ -135,6 +141,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 
 	go n.readParent()
 	why := <-n.gone
+	n.out.kill()
 	n.calls.fail(errors.New(n.host + ": daemon ending"))
 	closed := n.closed.Load()
 	n.closeDaemon()
@@ -245,6 +252,7 @@ type node struct {
 	topo   *topology.Topology
 	calls  calls
 	stdin  stdinPipe
+	out    *outCredit // the output window (output.go)
 
 	closeOnce sync.Once
 	closed    atomic.Bool // the launcher said close
@@ -314,6 +322,14 @@ func (n *node) readParent() {
 				n.end(err.Error())
 				return
 			}
+			continue
+		case tOutputAck:
+			k, key, grant, err := decodeOutAck(body, 1<<40)
+			if err != nil {
+				n.end(err.Error())
+				return
+			}
+			n.out.ack(k, key, grant)
 			continue
 		}
 		m, err := decode(body)
@@ -386,8 +402,16 @@ func (n *node) launchFailed(p *daemon.Plan, err error) {
 
 // daemon.Upstream, over the control plane.
 
+// Write sends a run within the output window (output.go): it waits, and
+// with it the rank's iof reader and, once its pipe is full, the rank, while
+// the launcher has a window's worth of this node's output to print.
 func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
-	n.parent.Send(tOutput, frame(toLauncher, uint32(n.me), encodeOutput(src, st, p, partial)))
+	if !n.out.acquire(outKey{src, st}, len(p), partial) {
+		return // the link is gone: so is whoever would print this
+	}
+	if n.parent.Send(tOutput, outputFrame(uint32(n.me), src, st, p, partial)) != nil {
+		n.out.kill() // the link died with it (ctl: whole frames or none)
+	}
 }
 
 func (n *node) SetSourceInfo(src iof.Source, host string, pid int) {

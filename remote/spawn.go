@@ -41,6 +41,7 @@ type Bootstrap struct {
 	IfInclude      string   // the control network, when the user chose one
 	Ports          [][2]int // the listeners' port ranges, when the user chose some
 	Env            []string // the launcher's settings for daemons and ranks (MCA variables, ...)
+	OutWindow      int      // output bytes a node may send unacknowledged (output.go; 0: outWindow(len(Hosts)))
 }
 
 // connectTimeout bounds a daemon's connection to its parent.

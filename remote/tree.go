@@ -82,6 +82,8 @@ type Tree struct {
 	// Per vertex (index v-1): the stdin and preload windows.
 	stdin   []*window
 	preload []*window
+	// out queues the nodes' output for the Writer (output.go).
+	out *outFlow
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -115,9 +117,12 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	for i := range t.stdin {
 		t.stdin[i], t.preload[i] = newWindow(stdinWindow), newWindow(preloadWindow)
 	}
+	outWin := outWindow(len(cfg.Hosts))
+	t.out = newOutFlow(len(cfg.Hosts), outWin, up,
+		func(v int, body []byte) { t.kids.send(v, tOutputAck, frame(uint32(v), toLauncher, body)) }, up.Event)
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
-		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env}
+		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.kids.start()
 	select {
@@ -354,6 +359,9 @@ func (t *Tree) Close() error {
 	t.StopPreload()
 	t.mu.Unlock()
 	t.kids.close()
+	// What the nodes sent is printed before the launcher closes its Writer
+	// (normally it was: each NodeJobDone waited for it).
+	t.out.wait()
 	t.kids.waitSessions(3 * time.Second)
 	rsh.Shutdown() // prun-ssh, with what is left of the sessions
 	if os.Getenv("PRUN_DEBUG_REMOTE") == "1" {
@@ -372,8 +380,9 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 	host := t.cfg.Hosts[v-1]
 	switch typ {
 	case tOutput:
+		// Queued, never written here: this goroutine reads the link.
 		if s, st, p, partial, err := decodeOutput(body); err == nil {
-			t.up.Write(s, st, p, partial)
+			t.out.push(outKey{s, st}, outRun{v: v, p: p, partial: partial})
 		}
 		return
 	case tStdinAck:
@@ -420,16 +429,18 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 	case tFailed:
 		t.nodeFailed(m.Host, errors.New(m.Err))
 	case tSourceInfo:
-		if is, ok := up.(iof.InfoSink); ok {
-			is.SetSourceInfo(m.Src, m.Host, m.Pid)
+		// Queued too: the Writer's lock may be held by a write to a stalled
+		// stdout. Before the source's runs on both streams (applying it
+		// twice changes nothing).
+		info := &sourceInfo{m.Host, m.Pid}
+		for _, st := range []iof.Stream{iof.Stdout, iof.Stderr} {
+			t.out.push(outKey{m.Src, st}, outRun{v: v, info: info})
 		}
 	case tEnd:
-		if e, ok := up.(iof.Ender); ok {
-			e.End(m.Src, m.Stream)
-		}
+		t.out.push(outKey{m.Src, m.Stream}, outRun{v: v, end: true}) // after the stream's runs
 	case tEvent:
 		if m.Event != nil {
-			up.Event(*m.Event)
+			t.out.pushEvent(v, *m.Event)
 		}
 	case tFence:
 		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })

@@ -1,0 +1,283 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+
+	"prun/daemon"
+	"prun/iof"
+)
+
+// Ranks' output comes up the tree with end-to-end flow control, the mirror
+// of stdin's (stdin.go). A daemon sends its ranks' runs only within a window
+// of bytes the launcher has not acknowledged; the launcher's link readers
+// never wait on prun's stdout: they queue each run, per rank and stream, and
+// a writer per stream hands the runs to the iof Writer in order, then
+// acknowledges their bytes. A stalled reader of prun's stdout thus stops the
+// writers, the acknowledgements, the daemons' iof readers and, through
+// their full pipes, the ranks, as on one node; the links keep carrying
+// everything else, heartbeats included. Relays only pass frames on.
+//
+// Queues per stream keep the iof Writer's contract: a stream in the middle
+// of a long line holds its destination until the rest comes, and the rest
+// must not wait behind another stream's run that waits for the hold. For the
+// same reason the window does not stop a piece that continues a line the
+// launcher has begun to print: with each partial run it writes, the
+// launcher grants that stream one run beyond the window.
+//
+// The launcher holds at most a window per node (plus a run per stream it
+// granted); outWindow sizes it by the number of nodes.
+
+// outWindow is the window of each of n nodes: 64 MiB over all the nodes,
+// but at least a reader's largest run (iof's 256 KiB) and at most 2 MiB.
+func outWindow(n int) int {
+	return min(max(64<<20/max(n, 1), 256<<10), 2<<20)
+}
+
+// outKey is one stream of one rank.
+type outKey struct {
+	src iof.Source
+	st  iof.Stream
+}
+
+// outputFrame is frame(toLauncher, me, encodeOutput(...)) with one copy
+// of p instead of two: output is the bulk of the traffic.
+func outputFrame(me uint32, src iof.Source, st iof.Stream, p []byte, partial bool) []byte {
+	b := make([]byte, 8, 8+14+len(p))
+	binary.BigEndian.PutUint32(b, toLauncher)
+	binary.BigEndian.PutUint32(b[4:], me)
+	return append(append(b, encodeOutput(src, st, nil, partial)...), p...)
+}
+
+// encodeOutAck is an acknowledgement of n bytes, with a grant for the
+// stream k when grant is set.
+func encodeOutAck(n int, k outKey, grant bool) []byte {
+	b := binary.BigEndian.AppendUint64(nil, uint64(n))
+	if grant {
+		b = append(b, encodeOutput(k.src, k.st, nil, false)...)
+	}
+	return b
+}
+
+func decodeOutAck(b []byte, limit int) (n int, k outKey, grant bool, err error) {
+	if len(b) != 8 && len(b) != 8+14 {
+		return 0, k, false, errors.New("bad output acknowledgement")
+	}
+	if n, err = decodeAck(b[:8], limit); err != nil {
+		return 0, k, false, err
+	}
+	if len(b) > 8 {
+		k.src, k.st, _, _, err = decodeOutput(b[8:])
+		grant = err == nil
+	}
+	return n, k, grant, err
+}
+
+// outCredit is a daemon's side of its output window.
+type outCredit struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	limit    int
+	inflight int
+	dead     bool
+	mid      map[outKey]bool // the stream's last run sent ended mid-line
+	granted  map[outKey]bool // ... and the launcher printed a piece of it
+}
+
+func newOutCredit(limit int) *outCredit {
+	c := &outCredit{limit: limit, mid: map[outKey]bool{}, granted: map[outKey]bool{}}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// acquire waits until n more bytes of stream k may go (a run larger than
+// the window goes alone; a granted continuation goes at once), and records
+// whether this run ends mid-line (before it leaves: the grant its partial
+// run earns may come back before the send returns). It reports false when
+// the link is gone: the run is dropped.
+func (c *outCredit) acquire(k outKey, n int, partial bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !c.dead && c.inflight > 0 && c.inflight+n > c.limit && !(c.mid[k] && c.granted[k]) {
+		c.cond.Wait()
+	}
+	if c.dead {
+		return false
+	}
+	delete(c.granted, k)
+	if partial {
+		c.mid[k] = true
+	} else {
+		delete(c.mid, k)
+	}
+	c.inflight += n
+	return true
+}
+
+// ack takes an acknowledgement from the launcher.
+func (c *outCredit) ack(n int, k outKey, grant bool) {
+	c.mu.Lock()
+	c.inflight = max(c.inflight-n, 0)
+	if grant && c.mid[k] {
+		c.granted[k] = true
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// kill wakes every waiter for good: the link is gone or the daemon ends.
+func (c *outCredit) kill() {
+	c.mu.Lock()
+	c.dead = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// outRun is a queued run (or, with end, a stream's end; with info, its
+// source's host and pid) of node v.
+type outRun struct {
+	v       int
+	p       []byte
+	partial bool
+	end     bool
+	info    *sourceInfo
+}
+
+type sourceInfo struct {
+	host string
+	pid  int
+}
+
+// outStream is one stream's queue at the launcher; a writer goroutine runs
+// while it is not empty.
+type outStream struct {
+	runs    []outRun
+	running bool
+}
+
+// outNode is the launcher's account of one node's output.
+type outNode struct {
+	queued  int // runs and ends not yet handed to the Writer
+	unacked int // bytes written, not yet acknowledged
+	held    []daemon.Event
+}
+
+// outFlow is the launcher's side: the queues and the accounts.
+type outFlow struct {
+	window int
+	sink   iof.Sink
+	ack    func(v int, body []byte) // sends an acknowledgement down to v
+	event  func(daemon.Event)
+
+	mu      sync.Mutex
+	streams map[outKey]*outStream
+	nodes   []outNode // by vertex-1
+	queued  int
+	idle    *sync.Cond // queued fell to 0
+}
+
+func newOutFlow(nodes, window int, sink iof.Sink, ack func(int, []byte), event func(daemon.Event)) *outFlow {
+	f := &outFlow{window: window, sink: sink, ack: ack, event: event, streams: map[outKey]*outStream{},
+		nodes: make([]outNode, nodes)}
+	f.idle = sync.NewCond(&f.mu)
+	return f
+}
+
+// push queues a run of node v (it takes p), or a stream's end.
+func (f *outFlow) push(k outKey, r outRun) {
+	f.mu.Lock()
+	s := f.streams[k]
+	if s == nil {
+		s = &outStream{}
+		f.streams[k] = s
+	}
+	s.runs = append(s.runs, r)
+	f.nodes[r.v-1].queued++
+	f.queued++
+	start := !s.running
+	s.running = true
+	f.mu.Unlock()
+	if start {
+		go f.write(k, s)
+	}
+}
+
+// event passes a node's event on, but its NodeJobDone only once the output
+// the node sent before it is written: a job is not over while its output
+// waits in a queue.
+func (f *outFlow) pushEvent(v int, ev daemon.Event) {
+	f.mu.Lock()
+	if ev.Kind == daemon.NodeJobDone && f.nodes[v-1].queued > 0 {
+		f.nodes[v-1].held = append(f.nodes[v-1].held, ev)
+		f.mu.Unlock()
+		return
+	}
+	f.mu.Unlock()
+	f.event(ev)
+}
+
+// write hands stream k's runs to the sink in order until the queue is empty.
+func (f *outFlow) write(k outKey, s *outStream) {
+	for {
+		f.mu.Lock()
+		if len(s.runs) == 0 {
+			s.running = false
+			delete(f.streams, k)
+			f.mu.Unlock()
+			return
+		}
+		r := s.runs[0]
+		s.runs[0] = outRun{}
+		s.runs = s.runs[1:]
+		f.mu.Unlock()
+
+		switch {
+		case r.info != nil:
+			if is, ok := f.sink.(iof.InfoSink); ok {
+				is.SetSourceInfo(k.src, r.info.host, r.info.pid)
+			}
+		case r.end:
+			if e, ok := f.sink.(iof.Ender); ok {
+				e.End(k.src, k.st)
+			}
+		default:
+			f.sink.Write(k.src, k.st, r.p, r.partial)
+		}
+
+		f.mu.Lock()
+		n := &f.nodes[r.v-1]
+		n.queued--
+		n.unacked += len(r.p)
+		var ack int
+		// Acknowledge in batches, at once when the node has nothing queued
+		// (it may be waiting for exactly this) or when the run was a piece
+		// of a line (its stream gets the rest beyond the window).
+		if n.unacked >= f.window/4 || n.queued == 0 || r.partial {
+			ack, n.unacked = n.unacked, 0
+		}
+		var held []daemon.Event
+		if n.queued == 0 {
+			held, n.held = n.held, nil
+		}
+		if f.queued--; f.queued == 0 {
+			f.idle.Broadcast()
+		}
+		f.mu.Unlock()
+		if ack > 0 || r.partial {
+			f.ack(r.v, encodeOutAck(ack, k, r.partial))
+		}
+		for _, ev := range held {
+			f.event(ev)
+		}
+	}
+}
+
+// wait returns when every queued run has been written.
+func (f *outFlow) wait() {
+	f.mu.Lock()
+	for f.queued > 0 {
+		f.idle.Wait()
+	}
+	f.mu.Unlock()
+}
