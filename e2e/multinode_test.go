@@ -1006,11 +1006,18 @@ exec sleep 60
 	})
 
 	t.Run("port-range", func(t *testing.T) {
-		// A firewall lets 41000-41009 through: the launcher's and
-		// prun-h1's listeners take ports of the range (Hydra's
-		// MPIEXEC_PORT_RANGE here, --port-range the same).
+		// A firewall lets ten ports through: the launcher's and
+		// prun-h1's listeners take ports of the list (Hydra's
+		// MPIEXEC_PORT_RANGE here, --port-range the same). The ports are
+		// ones the kernel just gave out, not fixed numbers that another
+		// program on a busy machine may hold; prun needs two of the ten.
+		allowed := freePorts(t, 10)
+		var list []string
+		for p := range allowed {
+			list = append(list, strconv.Itoa(p))
+		}
 		p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "--launch-fanout", "2", "-n", "8", waiter},
-			env: append(m.env(), "MPIEXEC_PORT_RANGE=41000:41009")})
+			env: append(m.env(), "MPIEXEC_PORT_RANGE="+strings.Join(list, ","))})
 		var want []string
 		for i := 0; i < 8; i++ {
 			want = append(want, fmt.Sprintf("ready %d on %s", i, m.hosts[i/2]))
@@ -1022,25 +1029,27 @@ exec sleep 60
 		}
 		for _, addr := range listeners {
 			_, port, _ := net.SplitHostPort(addr)
-			if n, _ := strconv.Atoi(port); n < 41000 || n > 41009 {
-				t.Errorf("listener %s is outside 41000-41009", addr)
+			if n, _ := strconv.Atoi(port); !allowed[n] {
+				t.Errorf("listener %s is outside the ports allowed (%s)", addr, strings.Join(list, ","))
 			}
 		}
 		p.signal(syscall.SIGINT)
 		expectCode(t, p.wait(), 130)
 		m.checkClean(t, 10*time.Second)
 
-		// The range's only port taken: one line, nothing started.
-		taken, err := net.Listen("tcp", ":41010")
+		// The range's only port taken (by this test, on every address, as
+		// the kernel gave it out): one line, nothing started.
+		taken, err := net.Listen("tcp", ":0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer taken.Close()
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--port-range", "41010", "-n", "4", "hostname"}})
+		tp := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--port-range", tp, "-n", "4", "hostname"}})
 		if r.code == 0 || len(lines(r.stderr)) != 1 {
 			t.Errorf("exit %d, want a failure in one line\n%s", r.code, r)
 		}
-		expectContains(t, "stderr", r.stderr, "no free port in 41010-41010")
+		expectContains(t, "stderr", r.stderr, "no free port in "+tp+"-"+tp)
 		m.checkClean(t, 10*time.Second)
 	})
 
@@ -1272,4 +1281,27 @@ func (e *endless) Read(p []byte) (int, error) {
 	}
 	e.n.Add(int64(len(p)))
 	return len(p), nil
+}
+
+// freePorts returns n distinct TCP ports the kernel has just given out on
+// every address of this machine, released again for the caller to use: a
+// test that needs ports it names picks them this way, never fixed numbers.
+func freePorts(t *testing.T, n int) map[int]bool {
+	t.Helper()
+	ports := map[int]bool{}
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		ports[l.Addr().(*net.TCPAddr).Port] = true
+	}
+	return ports
 }

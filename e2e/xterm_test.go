@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -34,16 +36,34 @@ func xvfb(t *testing.T) string {
 				if _, err := os.Stat(sock); err != nil {
 					continue
 				}
-				t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+				t.Cleanup(func() { stopXvfb(cmd, exited, n) })
 				return fmt.Sprintf(":%d", n)
 			}
 			break
 		}
-		cmd.Process.Kill()
-		<-exited
+		stopXvfb(cmd, exited, n)
 	}
 	t.Fatal("no free X display for Xvfb")
 	return ""
+}
+
+// stopXvfb ends an Xvfb the test started and leaves nothing of it behind:
+// SIGTERM lets it remove its lock file and socket (SIGKILL left both, and
+// after some forty runs no display was free); one that does not end within
+// 5 s is killed and its two files removed here, as nobody else owns them.
+func stopXvfb(cmd *exec.Cmd, exited <-chan struct{}, n int) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+	}
+	lock := fmt.Sprintf("/tmp/.X%d-lock", n)
+	if b, err := os.ReadFile(lock); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(cmd.Process.Pid) {
+		os.Remove(lock)
+		os.Remove(fmt.Sprintf("/tmp/.X11-unix/X%d", n))
+	}
 }
 
 // mpirun's --xterm: the ranks listed run in xterm windows of their own
