@@ -26,7 +26,7 @@ func goAdmitPeer(fd C.int) C.int {
 	if err == nil && peercred.Admit(p) {
 		return 1
 	}
-	why := fmt.Sprintf("its user (uid %d) does not own this server's jobs (uid %d)", p.UID, os.Geteuid())
+	why := fmt.Sprintf("not the user of this server's jobs (uid %d) nor root", os.Geteuid())
 	if err != nil {
 		why = "its user cannot be told: " + err.Error()
 	}
