@@ -176,21 +176,6 @@ func TestToolAuthMultiNode(t *testing.T) {
 		"sh", "-c", waitJob(dir)}, env: m.env()})
 	p.waitOutput(60*time.Second, "rank 0 up", "rank 1 up", "rank 2 up", "rank 3 up")
 
-	h := m.hosts[1]
-	daemon := m.daemonPid(t, h)
-	ss, err := c.InNetns(h, "ss", "-ltnpH").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	uri := fmt.Sprintf("prun-%s-%d.0;tcp4://127.0.0.1:%s", h, daemon, pmixPort(t, ss, daemon))
-	nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
-	attack(t, func(args ...string) ([]byte, error) { return c.InNetns(h, args...).CombinedOutput() },
-		attacker, uri, nspace, filepath.Join(dir, "spawned"))
-	tool := ctest.Build(t, ctest.PMIx, "pmixtool.c")
-	if out, err := c.InNetns(h, tool, uri).CombinedOutput(); err != nil || string(out) != "pmixtool: namespaces "+nspace+"\n" {
-		t.Errorf("root's pmixtool on %s: %v\n%s", h, err, out)
-	}
-
 	// Every listener of prun's but libpmix's loopback one: bound to an
 	// address of the machine's that is not loopback, not to a wildcard;
 	// on a test host, to its cluster address.
@@ -229,8 +214,9 @@ func TestToolAuthMultiNode(t *testing.T) {
 		a := net.ParseIP(ip)
 		return a != nil && !a.IsUnspecified() && !a.IsLoopback() && own[a.String()]
 	})
-	if !own[cluster.LauncherAddr] {
-		t.Errorf("the machine has no address %s", cluster.LauncherAddr)
+	// ... among them the address the test hosts reach it by.
+	if !strings.Contains(string(ssHere), cluster.LauncherAddr+":") {
+		t.Errorf("the launcher does not listen on %s:\n%s", cluster.LauncherAddr, ssHere)
 	}
 	for _, h := range m.hosts[:len(m.hosts)-1] { // the last of the chain has no child
 		ss, err := c.InNetns(h, "ss", "-ltnpH").Output()
@@ -238,6 +224,21 @@ func TestToolAuthMultiNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(h, ss, m.daemonPid(t, h), func(ip string) bool { return ip == c.Addr(h) })
+	}
+
+	h := m.hosts[1]
+	daemon := m.daemonPid(t, h)
+	ss, err := c.InNetns(h, "ss", "-ltnpH").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := fmt.Sprintf("prun-%s-%d.0;tcp4://127.0.0.1:%s", h, daemon, pmixPort(t, ss, daemon))
+	nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
+	attack(t, func(args ...string) ([]byte, error) { return c.InNetns(h, args...).CombinedOutput() },
+		attacker, uri, nspace, filepath.Join(dir, "spawned"))
+	tool := ctest.Build(t, ctest.PMIx, "pmixtool.c")
+	if out, err := c.InNetns(h, tool, uri).CombinedOutput(); err != nil || string(out) != "pmixtool: namespaces "+nspace+"\n" {
+		t.Errorf("root's pmixtool on %s: %v\n%s", h, err, out)
 	}
 
 	if err := os.WriteFile(filepath.Join(dir, "GO"), nil, 0o644); err != nil {
