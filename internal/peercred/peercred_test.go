@@ -83,3 +83,27 @@ func TestNotLocal(t *testing.T) {
 }
 
 func netipMust(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// BenchmarkOfConn: what admitting a connection costs (once per PMIx client).
+func BenchmarkOfConn(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for b.Loop() {
+		if _, err := OfConn(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
