@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"prun/internal/peercred"
 	"prun/iof"
 	"prun/names"
 	"prun/pmi"
@@ -43,6 +44,7 @@ const (
 	ProtocolError           // a malformed or out-of-order PMI request: Msg
 	HelpMessage             // an Open MPI help message: Msg (the text), Topic (its file and topic)
 	ProcRestarted           // the process failed (Status or Signal) and starts again (--max-restarts): Restart says which time
+	Refused                 // a local service refused another user's connection: Msg (no Nspace: it concerns the node)
 )
 
 // Event is a report from a daemon to the launcher.
@@ -172,6 +174,8 @@ type Daemon struct {
 	mu     sync.Mutex
 	shells map[string]*shell
 	events map[pmixsrv.Status]int // event codes local clients registered for
+
+	refusedUIDs map[int]bool // uids whose refused connections were reported (refuse.go)
 }
 
 // New starts the node's PMIx server.
@@ -213,6 +217,7 @@ func New(cfg Config, up Upstream) (*Daemon, error) {
 		Nspace:      fmt.Sprintf("prun-%s-%d", cfg.Name, os.Getpid()),
 		Hostname:    cfg.Name,
 		ToolSupport: true,
+		Refused:     func(p peercred.Peer, why string) { d.refused("PMIx", p, why) },
 	}, host{d})
 	if err != nil {
 		return nil, err

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"prun/internal/peercred"
 	"prun/pmi"
 )
 
@@ -19,8 +21,9 @@ import (
 // (MPICH's PMII_Set_from_port); the service answers "cmd=initack" and, in
 // this order, the job's size, the rank and debug=0; from then on the
 // connection is a PMI-1 one like any other. A PMI-2 client starts with its
-// init and names itself in its fullinit (pmi.ServeNamedV2). As with Hydra,
-// any local process can connect; a rank is served once, on the first
+// init and names itself in its fullinit (pmi.ServeNamedV2). Unlike Hydra,
+// only the job's user (or root) may connect (the kernel's owner of the
+// peer's socket: internal/peercred); a rank is served once, on the first
 // connection that names it.
 
 // initackTimeout bounds how long a connection may stay silent before it
@@ -46,9 +49,39 @@ func (sh *shell) listenPMI(versions pmi.Versions) error {
 	return nil
 }
 
+// portJob is the job as one PMI port connection sees it: its protocol
+// errors name the connection and the rank it claimed, not the rank itself
+// (any process of the job's user could have claimed that rank).
+type portJob struct {
+	pmi.Job
+	conn string
+}
+
+func (j portJob) ProtocolError(rank int, err error) {
+	if rank >= 0 {
+		err = fmt.Errorf("%s, as rank %d: %w", j.conn, rank, err)
+	} else {
+		err = fmt.Errorf("%s: %w", j.conn, err)
+	}
+	j.Job.ProtocolError(-1, err)
+}
+
 // servePMIPort takes a connection through the handshake that names its
-// rank and serves it as that rank's PMI connection.
+// rank and serves it as that rank's PMI connection. Only the job's user
+// (or root) may connect: another user's connection is closed unread, so
+// that it cannot claim a rank before the rank does.
 func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
+	peer, err := peercred.OfConn(c)
+	if err != nil || !peercred.Admit(peer) {
+		why := fmt.Sprintf("not the job's user (uid %d) nor root", os.Geteuid())
+		if err != nil {
+			why = "its user cannot be told: " + err.Error()
+		}
+		sh.d.refused("PMI port", peer, why)
+		c.Close()
+		return
+	}
+	job := portJob{sh.pmi, "PMI port connection from " + peer.String()}
 	served := make(chan struct{}) // for drainPMI, once a rank is claimed
 	defer close(served)
 	r := bufio.NewReaderSize(c, 4096)
@@ -59,12 +92,12 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 		err = fmt.Errorf("a first line longer than %d bytes", r.Size())
 	}
 	if err == nil && strings.HasPrefix(line, "cmd=init ") {
-		err := pmi.ServeNamedV2(c, r, strings.TrimRight(line, "\r\n"), sh.pmi, versions, func(rank int) error {
+		err := pmi.ServeNamedV2(c, r, strings.TrimRight(line, "\r\n"), job, versions, func(rank int) error {
 			c.SetReadDeadline(time.Time{})
 			return sh.claimPMIRank(rank, served)
 		})
 		if err != nil && !errors.Is(err, io.EOF) {
-			sh.pmi.ProtocolError(-1, fmt.Errorf("PMI port: %w", err))
+			job.ProtocolError(-1, err)
 		}
 		return
 	}
@@ -78,7 +111,7 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 	}
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
-			sh.pmi.ProtocolError(rank, fmt.Errorf("PMI port: %w", err))
+			job.ProtocolError(-1, err)
 		}
 		c.Close()
 		return
@@ -88,7 +121,7 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 		io.Reader
 		io.Writer
 		io.Closer
-	}{r, c, c}, rank, sh.pmi, versions)
+	}{r, c, c}, rank, job, versions)
 }
 
 // parseInitack reads "cmd=initack pmiid=N".

@@ -245,7 +245,8 @@ func TestMPICHPMIPort(t *testing.T) {
 	r = run(t, opts{args: []string{"-pmi-port", "-n", "1", "bash", "-c",
 		`exec 3<>/dev/tcp/127.0.0.1/${PMI_PORT##*:}; { head -c 100000 /dev/zero | tr '\0' a >&3; } 2>/dev/null; cat <&3 2>/dev/null; true`}})
 	expectCode(t, r, 0)
-	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "PMI port: a first line longer than 4096 bytes") {
+	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "PMI port connection from 127.0.0.1:") ||
+		!strings.Contains(ls[0], "a first line longer than 4096 bytes") {
 		t.Errorf("stderr %q, want one protocol error line", r.stderr)
 	}
 }

@@ -862,6 +862,10 @@ func (r *run) handle(item any) {
 type brokenPipe struct{}
 
 func (r *run) onEvent(ev daemon.Event) {
+	if ev.Kind == daemon.Refused { // a node's, not a job's
+		r.errorf("%s: %s", ev.Node, ev.Msg)
+		return
+	}
 	j := r.job(ev.Nspace)
 	if j == nil {
 		return

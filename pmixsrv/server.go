@@ -10,7 +10,7 @@ package pmixsrv
 
 /*
 #cgo pkg-config: pmix
-#cgo LDFLAGS: -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -lhwloc -l:libmunge.so.2 -lz -lm
+#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -lhwloc -l:libmunge.so.2 -lz -lm
 #include "shim.h"
 
 // The library is linked in from its static archive (found on pkg-config's
@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"prun/internal/peercred"
 )
 
 // Status is a PMIx status code; as an error it carries PMIx's own text.
@@ -128,13 +130,19 @@ type Config struct {
 	Hostname    string
 	ToolSupport bool // accept tool connections (pps, pattrs); writes rendezvous files in TmpDir
 	Extra       []Info
+	// Refused, when set, hears of every connection refused because its
+	// peer is neither this process's user nor root (see goAdmitPeer), with
+	// the reason; called on the library's listener thread: it must return
+	// promptly.
+	Refused func(peer peercred.Peer, why string)
 }
 
 // Server is the running PMIx server of this process.
 type Server struct {
-	host   Host
-	tmpDir string
-	self   Proc // the server's own identity, the source of its own events
+	host    Host
+	refused func(peercred.Peer, string)
+	tmpDir  string
+	self    Proc // the server's own identity, the source of its own events
 }
 
 var (
@@ -178,7 +186,7 @@ func Init(cfg Config, host Host) (*Server, error) {
 	// beside the static copy they would run on the other copy's state.
 	// Nothing prun uses needs them.
 	os.Setenv("PMIX_MCA_mca_base_component_disable_dlopen", "1")
-	s := &Server{host: host, tmpDir: cfg.TmpDir, self: Proc{Nspace: cfg.Nspace}}
+	s := &Server{host: host, tmpDir: cfg.TmpDir, self: Proc{Nspace: cfg.Nspace}, refused: cfg.Refused}
 	active = s // upcalls may arrive as soon as the library starts
 	if rc := C.prun_server_init(a, n); rc != C.PMIX_SUCCESS {
 		active = nil

@@ -1,4 +1,6 @@
+#include <errno.h>
 #include <semaphore.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -112,10 +114,12 @@ static pmix_status_t tr_job_control(const pmix_proc_t *req, const pmix_proc_t ta
 }
 
 /* A tool (pps, pquery, pattrs, a debugger) connected: it gets the identity
- * it asked for, else a namespace of its own, rank 0. Only this user's tools
- * reach the server (the session directory is 0700); root's are refused
- * nothing. Answered here, at once: there is nothing for the launcher to
- * decide, and the library's thread must not wait. */
+ * it asked for, else a namespace of its own, rank 0. Who it is was settled
+ * when its connection was accepted (__wrap_accept: the kernel's owner of its
+ * socket is this user or root); the uid it claims in its request (info's
+ * PMIX_USERID) must say the same, or it is refused too. Answered here, at
+ * once: there is nothing for the launcher to decide, and the library's
+ * thread must not wait. */
 static void tr_tool_connected(pmix_info_t *info, size_t ninfo, pmix_tool_connection_cbfunc_t cb, void *cbd)
 {
     static unsigned long ntools;
@@ -127,7 +131,7 @@ static void tr_tool_connected(pmix_info_t *info, size_t ninfo, pmix_tool_connect
     proc.rank = 0;
     for (size_t i = 0; i < ninfo; i++) {
         if (PMIX_CHECK_KEY(&info[i], PMIX_USERID) && info[i].value.type == PMIX_UINT32 &&
-            geteuid() != 0 && info[i].value.data.uint32 != (uint32_t)geteuid()) {
+            info[i].value.data.uint32 != 0 && info[i].value.data.uint32 != (uint32_t)geteuid()) {
             cb(PMIX_ERR_NO_PERMISSIONS, NULL, cbd);
             return;
         }
@@ -138,6 +142,30 @@ static void tr_tool_connected(pmix_info_t *info, size_t ninfo, pmix_tool_connect
         }
     }
     cb(PMIX_SUCCESS, &proc, cbd);
+}
+
+/* Every connection to the library's listener (clients and tools alike) is
+ * accepted through here: the link maps libpmix's accept() to this
+ * (-Wl,--wrap=accept). libpmix 4.2 speaks only TCP, and over TCP it takes
+ * the peer's uid and gid from the peer's own connection message (psec
+ * "native" compares them with the registered client's, and hands a tool's
+ * to tool_connected): another local user who claims to be root passes as
+ * any rank of a job, or as a tool. So the host establishes the peer itself
+ * before libpmix reads a byte: goAdmitPeer asks the kernel who owns the
+ * peer's socket. A refused connection is closed and reported to libpmix's
+ * listener as one the peer aborted (ECONNABORTED), on which it goes on
+ * accepting. */
+int __real_accept(int fd, struct sockaddr *addr, socklen_t *len);
+
+int __wrap_accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    int c = __real_accept(fd, addr, len);
+    if (c < 0 || goAdmitPeer(c)) {
+        return c;
+    }
+    close(c);
+    errno = ECONNABORTED;
+    return -1;
 }
 
 static pmix_server_module_t module = {

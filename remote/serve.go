@@ -85,10 +85,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 
 	// Children first: their SSH handshakes are the long pole.
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
-		listen, advertise, err := listenAddrs(b.IfInclude)
+		hosts, err := listenAddrs(b.IfInclude)
 		var ln *ctl.Listener
 		if err == nil {
-			ln, err = ctl.Listen(listen, b.Ports, b.Secret)
+			ln, err = ctl.ListenOn(hosts, b.Ports, b.Secret)
 		}
 		if err != nil {
 			n.sendUp(tFailed, &msg{Host: n.host, Err: "cannot listen for its children: " + err.Error()})
@@ -96,7 +96,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		}
 		cb := b
 		cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
-		cb.ParentAddrs = advertise
+		cb.ParentAddrs = ln.Hosts()
 		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) { n.parent.Send(typ, p) },
 			func(v int, err error) {
 				n.sendUp(tFailed, &msg{Host: b.Hosts[v-1], Err: err.Error()})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -418,27 +419,41 @@ func (s *spawner) dumpStderr(w io.Writer) {
 	}
 }
 
-// listenAddrs picks where a vertex listens and what it tells its children:
-// the --if-include network's address, else every address of this node's
-// (children try the one their SSH connection came from first).
-func listenAddrs(ifInclude string) (listen string, advertise []string, err error) {
+// listenAddrs picks the addresses a vertex listens on, which are the ones
+// it tells its children (ctl.ListenOn: no wildcard bind): the --if-include
+// network's address, else every address of this node's but loopback and
+// link-local ones (children try the one their SSH connection came from
+// first), else, on a node that has no other, its loopback ones.
+func listenAddrs(ifInclude string) ([]string, error) {
 	if ifInclude != "" {
 		ip, err := ChooseIP(ifInclude)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
-		return net.JoinHostPort(ip.String(), "0"), []string{ip.String()}, nil
+		return []string{ip.String()}, nil
 	}
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
+	var out, loopback []string
 	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-			advertise = append(advertise, ipn.IP.String())
+		ipn, ok := a.(*net.IPNet)
+		switch {
+		case !ok || ipn.IP.IsLinkLocalUnicast():
+		case ipn.IP.IsLoopback():
+			loopback = append(loopback, ipn.IP.String())
+		default:
+			out = append(out, ipn.IP.String())
 		}
 	}
-	return ":0", advertise, nil
+	if len(out) == 0 {
+		out = loopback
+	}
+	if len(out) == 0 {
+		return nil, errors.New("this node has no network address to listen on")
+	}
+	return out, nil
 }
 
 // ChooseIP finds this node's address on a network given as a CIDR or an

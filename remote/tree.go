@@ -103,14 +103,15 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	if err != nil {
 		return nil, err
 	}
-	listen, advertise, err := listenAddrs(cfg.IfInclude)
+	hosts, err := listenAddrs(cfg.IfInclude)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := ctl.Listen(listen, cfg.Ports, secret)
+	ln, err := ctl.ListenOn(hosts, cfg.Ports, secret)
 	if err != nil {
 		return nil, fmt.Errorf("control plane: %v", err)
 	}
+	advertise := ln.Hosts()
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*msg{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
 		stdin: make([]*window, len(cfg.Hosts)), preload: make([]*window, len(cfg.Hosts))}

@@ -1,0 +1,44 @@
+package pmixsrv
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+
+	"prun/internal/peercred"
+)
+
+// goAdmitPeer decides, for __wrap_accept in shim.c, whether a connection
+// to the library's listener may reach it: its peer's socket must belong to
+// this process's user or to root (peercred.Admit), as the kernel says, not
+// as the peer claims. Everything else is closed before the library reads a
+// byte: a stranger gets neither a tool's session nor a rank's identity, so
+// no query, job control, spawn, log or event of theirs ever reaches the
+// Host. Runs on the library's listener thread, once per connection.
+//
+//export goAdmitPeer
+func goAdmitPeer(fd C.int) C.int {
+	p, err := peercred.OfFD(int(fd))
+	if err == nil && peercred.Admit(p) {
+		return 1
+	}
+	why := fmt.Sprintf("not the user of this server's jobs (uid %d) nor root", os.Geteuid())
+	if err != nil {
+		why = "its user cannot be told: " + err.Error()
+	}
+	trace("refused a connection from %v: %s", p, why)
+	mu.Lock()
+	var refused func(peercred.Peer, string)
+	if active != nil {
+		refused = active.refused
+	}
+	mu.Unlock()
+	if refused != nil {
+		refused(p, why)
+	}
+	return 0
+}
