@@ -115,7 +115,7 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 //
 // A deadline that passed while this process did not run (SIGSTOP) says
 // nothing of the peer, whose heartbeats wait in the socket: so the peer is
-// lost only when a further HeartbeatEvery brings nothing either. Waiting
+// lost only when a further half HeartbeatEvery brings nothing either. Waiting
 // for the frame's first byte with Peek consumes nothing, so that look
 // cannot cut a frame. (A stream link closes at its deadline: for it the
 // second look fails at once.)
@@ -124,7 +124,7 @@ func (l *Link) Recv() (Frame, error) {
 		l.arm(DeadAfter)
 		_, err := l.r.Peek(1)
 		if isTimeout(err) && !l.isSuspended() {
-			l.arm(HeartbeatEvery)
+			l.arm(HeartbeatEvery / 2)
 			_, err = l.r.Peek(1)
 		}
 		if isTimeout(err) {
