@@ -172,8 +172,9 @@ func (l *Link) isSuspended() bool {
 	return l.suspended
 }
 
-// Suspend stops expecting the peer's heartbeats: it said it stops (a
-// launcher's Ctrl-Z), or this end is about to. A pending Recv waits on.
+// Suspend stops expecting the peer's heartbeats, and sending them: it said
+// it stops (a launcher's Ctrl-Z), or this end is about to. A pending Recv
+// waits on.
 func (l *Link) Suspend() {
 	l.dmu.Lock()
 	defer l.dmu.Unlock()
@@ -197,6 +198,11 @@ func (l *Link) beat() {
 		case <-l.done:
 			return
 		case <-t.C:
+			// Suspended, the peer does not read (it is stopped): heartbeats
+			// would only fill its socket until a write timed out.
+			if l.isSuspended() {
+				continue
+			}
 			if l.Send(TypeHeartbeat, nil) != nil {
 				return
 			}
