@@ -222,6 +222,12 @@ func (r *run) onNodeLost(nl nodeLost) {
 	}
 	r.up.mu.Unlock()
 	r.up.dropNode(nl.host)
+	// A launcher that was stopped finds its daemons gone: they gave up on
+	// its silence. That, not a node, is the cause.
+	if d := r.stall.recent(); d > 0 {
+		r.failJob(stallMessage(d), ExitFailure)
+		return
+	}
 	r.failJob(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure)
 }
 

@@ -45,6 +45,9 @@ const (
 	tPreload                      // down: a chunk of what the next plan preloads (binary body)
 	tPreloadAck                   // up: preload bytes this node has written (binary body)
 	tOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary body; output.go)
+	tSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats
+	tResume                       // down (broadcast): the launcher is back; expect heartbeats
+	tGaveUp                       // up: a daemon's last word: its parent fell silent (Err says so)
 )
 
 // Vertex addresses in a frame's routing header.

@@ -371,6 +371,41 @@ func (t *Tree) Close() error {
 	return nil
 }
 
+// GaveUp is a daemon's last word: it ends because its parent (the
+// launcher, or the daemon it relays through) fell silent.
+type GaveUp struct{ Why string }
+
+func (g *GaveUp) Error() string { return "its daemon gave up: " + g.Why }
+
+// Suspend is the launcher's Ctrl-Z: the daemons it links to stop expecting
+// its heartbeats (and it theirs) until Resume. Called before the launcher
+// stops itself; the frames are in the kernel by then.
+func (t *Tree) Suspend() {
+	t.kids.broadcast(tSuspend, frame(toBroadcast, toLauncher, encode(&msg{})))
+	for _, l := range t.links() {
+		l.Suspend()
+	}
+}
+
+// Resume is the launcher running again after Suspend.
+func (t *Tree) Resume() {
+	for _, l := range t.links() {
+		l.Resume()
+	}
+	t.kids.broadcast(tResume, frame(toBroadcast, toLauncher, encode(&msg{})))
+}
+
+// links are the launcher's links to its children.
+func (t *Tree) links() []*ctl.Link {
+	t.kids.mu.Lock()
+	defer t.kids.mu.Unlock()
+	ls := make([]*ctl.Link, 0, len(t.kids.links))
+	for _, l := range t.kids.links {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
 // dispatch handles a frame from below.
 func (t *Tree) dispatch(typ uint8, payload []byte) {
 	_, src, body, err := header(payload)
@@ -429,6 +464,8 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		t.mu.Unlock()
 	case tFailed:
 		t.nodeFailed(m.Host, errors.New(m.Err))
+	case tGaveUp:
+		t.nodeFailed(host, &GaveUp{Why: m.Err})
 	case tSourceInfo:
 		// Queued too: the Writer's lock may be held by a write to a stalled
 		// stdout. Before the source's runs on both streams (applying it
