@@ -44,6 +44,8 @@ type Request struct {
 	Op             string
 	ID             uint64
 	Host           string        `json:",omitempty"`
+	User           string        `json:",omitempty"` // overrides ssh_config's User
+	Port           int           `json:",omitempty"` // overrides ssh_config's Port
 	Argv           []string      `json:",omitempty"`
 	Home           string        `json:",omitempty"`
 	ConnectTimeout time.Duration `json:",omitempty"`
