@@ -456,7 +456,7 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 			reply(errOf(&msg{Entries: e, Kind: nameKind(err)}, err))
 		})
 	case tUnpublish:
-		up.Names().Unpublish(m.Pub, m.Keys, func(err error) { reply(errOf(&msg{Kind: nameKind(err)}, err)) })
+		up.Names().Unpublish(string(m.Pub), m.Keys, func(err error) { reply(errOf(&msg{Kind: nameKind(err)}, err)) })
 	case tNamespaces:
 		up.Namespaces(func(ns []string) { reply(&msg{Names: ns}) })
 	case tProcTable:

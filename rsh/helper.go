@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"prun/internal/jsonbytes"
 	"prun/rsh/sshproto"
 )
 
@@ -219,7 +220,7 @@ func startSSH(ctx context.Context, host, label string, argv []string, stdin []by
 	h.waiting[id] = ch
 	h.mu.Unlock()
 	err = h.send(sshproto.Request{Op: sshproto.OpStart, ID: id, Host: name, User: opts.User, Port: opts.Port, Argv: argv,
-		Home: opts.Home, ConnectTimeout: opts.ConnectTimeout, Grace: closeGrace}, theirs[:]...)
+		Home: jsonbytes.String(opts.Home), ConnectTimeout: opts.ConnectTimeout, Grace: closeGrace}, theirs[:]...)
 	sshproto.CloseFds(theirs[:]) // the helper has its own copies now
 	if err != nil {
 		h.mu.Lock()
