@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"prun/internal/cluster"
 	"prun/internal/ctest"
@@ -108,4 +109,36 @@ func TestExactBytes(t *testing.T) {
 	if remote.stdout != local.stdout {
 		t.Errorf("a rank on prun-h2 was given\n%s\non this node\n%s", remote.stdout, local.stdout)
 	}
+
+	// A spawn request carries them too: a rank on prun-h2 spawns showbytes
+	// on prun-h3 (testdata/spawnbytes.c: PMIx_Spawn with PRUNB_S set to
+	// every byte, in its own working directory). The spawning rank's own
+	// program and directory are plain: only the request has the bytes.
+	spawner := ctest.Build(t, ctest.PMIx, "spawnbytes.c")
+	plainDir := t.TempDir()
+	wantSpawn := append([]string(nil), want[:len(args)]...)
+	wantSpawn = append(wantSpawn, "env "+h("PRUNB_S="+string(every)), "cwd "+h(plainDir), "exe "+h(prog))
+	spawnRun := func(t *testing.T, hosts, child string, r func(*testing.T, opts) *result) string {
+		res := r(t, opts{args: append([]string{"-H", hosts, "-n", "1", "--wdir", plainDir, spawner, child, prog}, args...)})
+		expectCode(t, res, 0)
+		expectContains(t, "stderr", res.stderr, "spawnbytes: spawned ")
+		t.Logf("spawn on %s: %v", child, res.dur.Round(time.Millisecond))
+		var got []string
+		for _, l := range lines(res.stdout) {
+			if !strings.HasPrefix(l, "file ") {
+				got = append(got, l)
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(wantSpawn, "\n") {
+			t.Errorf("spawned on %s: got\n%.2000s\nwant\n%.2000s", child, strings.Join(got, "\n"), strings.Join(wantSpawn, "\n"))
+		}
+		return strings.Join(got, "\n")
+	}
+	t.Run("spawn", func(t *testing.T) {
+		remote := spawnRun(t, "prun-h2:1,prun-h3:1", "prun-h3", m.run)
+		local := spawnRun(t, "localhost:2", "localhost", run)
+		if remote != local {
+			t.Errorf("spawned on prun-h3:\n%s\non this node:\n%s", remote, local)
+		}
+	})
 }
