@@ -62,8 +62,14 @@ mpich-ch3: deps
 	testdata/mpich-ch3.sh $(MPICH_CH3) simple
 	testdata/mpich-ch3.sh $(MPICH_CH3_PMI2) pmi2/simple
 
+# The packages whose code or tests run goroutines, again under the race
+# detector (not e2e: its prun is a binary of its own).
+RACE_PKGS := ./ctl ./daemon ./internal/peercred ./internal/sigcatch ./internal/timerslack \
+             ./iof ./launcher ./mpir ./names ./pmi ./pmixsrv ./remote ./rsh/... ./sessiondir
+
 test: deps vet mpich-ch3
 	$(GO) test -count=1 -timeout 60m ./...
+	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 
 # prun built with AddressSanitizer runs an Open MPI job and a PMIx tool's
 # connection under LeakSanitizer; it fails when prun's own C code leaked
