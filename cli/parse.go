@@ -98,6 +98,7 @@ type Request struct {
 	Exec    []string // --debug: run this debugger command (which runs prun) instead
 	// Warnings are for stderr before the job runs ("-x FOO: not set...").
 	Warnings []string
+	place    spelledPlacement // the placement as spelled, for tests
 }
 
 // Env is how the parser sees the launcher's environment; tests substitute it.
@@ -299,16 +300,77 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	}
 }
 
+// spelledPlacement is the placement as the command line, Open MPI's MCA
+// parameters and Hydra's variables spell it; resolve parses its policies
+// into the job spec's. Its string fields shadow the Placement's policies.
+type spelledPlacement struct {
+	jobspec.Placement
+	MapBy, RankBy, BindTo, MemBind string
+	// Origin names where MapBy, RankBy or BindTo came from when not the
+	// command line ("map-by": "OMPI_MCA_rmaps_base_mapping_policy=node"),
+	// for their errors.
+	Origin         map[string]string
+	Compat         [][2]string // mpirun's older spellings in order: {"npernode","2"}, {"oversubscribe",""}, ...
+	ReportBindings bool
+}
+
+// resolve parses the policies, then applies mpirun's older spellings over
+// them (ApplyCompat). Every error is a usage error naming the flag, or the
+// variable the value came from.
+func (sp *spelledPlacement) resolve() (jobspec.Placement, error) {
+	pl := sp.Placement
+	origin := func(flag string, err error) error {
+		if o := sp.Origin[flag]; o != "" {
+			return usagef("%s: %v", o, err)
+		}
+		return usagef("%v", err)
+	}
+	var err error
+	mapBy := sp.MapBy
+	if mapBy == "" && pl.Rankfile != "" {
+		mapBy = "rankfile"
+	}
+	if mapBy != "" {
+		if pl.MapBy, err = jobspec.ParseMapBy(mapBy); err != nil {
+			return pl, origin("map-by", err)
+		}
+	}
+	if sp.RankBy != "" {
+		if pl.RankBy, err = jobspec.ParseRankBy(sp.RankBy); err != nil {
+			return pl, origin("rank-by", err)
+		}
+	}
+	if sp.BindTo != "" {
+		if pl.BindTo, err = jobspec.ParseBindTo(sp.BindTo); err != nil {
+			return pl, origin("bind-to", err)
+		}
+	}
+	if sp.MemBind != "" {
+		if pl.MemBind, err = jobspec.ParseMemBind(sp.MemBind); err != nil {
+			return pl, usagef("%v", err) // it names the flag
+		}
+	}
+	for _, c := range sp.Compat {
+		if err := ApplyCompat(&pl, c[0], c[1]); err != nil {
+			return pl, usagef("%v", err) // it names the option
+		}
+	}
+	pl.BindTo.Report = pl.BindTo.Report || sp.ReportBindings
+	if pl.Rankfile == "" {
+		pl.Rankfile = pl.MapBy.File
+	}
+	return pl, nil
+}
+
 // placement turns the flags into the job spec, in the order mpirun applies
 // its old spellings.
-func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
-	pl := jobspec.Placement{
-		Hostfile: p.hostfile, Rankfile: p.rankfile, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo,
-		MemBind:  p.memBind,
-		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch, ReportBindings: p.reportBindings,
+func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) spelledPlacement {
+	pl := spelledPlacement{Placement: jobspec.Placement{
+		Hostfile: p.hostfile, Rankfile: p.rankfile,
+		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch,
 		AddHosts: p.addHosts, LocalHost: p.localHost,
 		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes), MaxNodes: p.maxNodes,
-	}
+	}, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo, MemBind: p.memBind, ReportBindings: p.reportBindings}
 	if p.ppr != "" {
 		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})
 	}
@@ -580,6 +642,7 @@ func parse(args []string, env Env) (*Request, error) {
 	var appHosts []string        // by application: its context's own --host, once a later context gives one
 	var g globalOpts
 	var mca *mcaParams // Open MPI's launcher parameters (cli/mca.go)
+	var place spelledPlacement
 	job := &jobspec.Job{CmdLine: "prun " + jobspec.ArgvString(args)}
 	for i, seg := range segs {
 		var c contextOpts
@@ -608,13 +671,16 @@ func parse(args []string, env Env) (*Request, error) {
 				}
 				g.place.mapBy = "pe-list=" + g.place.cpuSet
 			}
-			job.Place = g.place.placement(fs, env)
+			place = g.place.placement(fs, env)
 			mca = &mcaParams{cmd: append(append([]string(nil), g.mca...), g.prteMCA...), env: env}
-			applyHydraEnv(&g, &job.Place, env)
-			if err := applyMCA(mca, &g, &job.Place, fs.Changed); err != nil {
+			applyHydraEnv(&g, &place, env)
+			if err := applyMCA(mca, &g, &place, fs.Changed); err != nil {
 				return nil, err
 			}
-			if err := checkPlacement(&job.Place); err != nil {
+			if err := checkPlacement(&place); err != nil {
+				return nil, err
+			}
+			if job.Place, err = place.resolve(); err != nil {
 				return nil, err
 			}
 		}
@@ -867,14 +933,14 @@ func parse(args []string, env Env) (*Request, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &Request{Job: job, Exec: cmd}, nil
+			return &Request{Job: job, Exec: cmd, place: place}, nil
 		}
 	}
-	return &Request{Job: job}, nil
+	return &Request{Job: job, place: place}, nil
 }
 
 // checkPlacement rejects what can be judged without the allocation.
-func checkPlacement(p *jobspec.Placement) error {
+func checkPlacement(p *spelledPlacement) error {
 	switch p.RM {
 	case "", "user", "slurm", "pbs", "lsf": // hostfile.User, Slurm, PBS, LSF
 	default:

@@ -188,29 +188,25 @@ func ParsePorts(spec string) ([][2]int, error) {
 }
 
 // Placement is what the user said about hosts, mapping, ranking and
-// binding, as given: the hostfile and mapper packages interpret it.
+// binding: host sources as given (the launcher reads them), policies parsed
+// (the CLI resolved every spelling: --map-by, mpirun's -npernode, Open MPI's
+// MCA parameters, Hydra's variables).
 type Placement struct {
-	Hostfile string   // --hostfile/--machinefile, else --default-hostfile, else PRUN_HOSTFILE
-	Hosts    []string // --host (comma lists, repeatable)
-	AddHosts []string // --add-host
-	Rankfile string
-	MapBy    string
-	RankBy   string
-	BindTo   string
-	// Origin names where MapBy, RankBy or BindTo came from when not the
-	// command line ("map-by": "OMPI_MCA_rmaps_base_mapping_policy=node"),
-	// for their errors.
-	Origin         map[string]string
-	MemBind        string      // Hydra's -membind: firsttouch, bind[:NODES], interleave[:NODES]
-	Compat         [][2]string // mpirun spellings in order: {"npernode","2"}, {"oversubscribe",""}, ...
-	Display        []string    // map, map:json, allocation
-	DoNotLaunch    bool
-	Topology       string // --topology: hwloc synthetic description or an XML file
-	ReportBindings bool
-	LocalHost      string // Hydra's -localhost: this node's name in the host list
-	RM             string // Hydra's -rmk: the resource manager to read (slurm, pbs, lsf), "user" for none, "" any
-	OrderNodes     string // Hydra's -order-nodes: "ascending" or "descending" slots, "" as given
-	MaxNodes       int    // mpirun's -max-vm-size: the allocation's first N hosts only (0: all)
+	Hostfile    string   // --hostfile/--machinefile, else --default-hostfile, else PRUN_HOSTFILE
+	Hosts       []string // --host (comma lists, repeatable)
+	AddHosts    []string // --add-host
+	Rankfile    string   // --rankfile, else --map-by rankfile:FILE=... (MapBy.File)
+	MapBy       MapPolicy
+	RankBy      RankPolicy
+	BindTo      BindPolicy // BindTo.Report: --report-bindings
+	MemBind     MemPolicy  // Hydra's -membind
+	Display     []string   // map, map:json, allocation
+	DoNotLaunch bool
+	Topology    string // --topology: hwloc synthetic description or an XML file
+	LocalHost   string // Hydra's -localhost: this node's name in the host list
+	RM          string // Hydra's -rmk: the resource manager to read (slurm, pbs, lsf), "user" for none, "" any
+	OrderNodes  string // Hydra's -order-nodes: "ascending" or "descending" slots, "" as given
+	MaxNodes    int    // mpirun's -max-vm-size: the allocation's first N hosts only (0: all)
 }
 
 // PMI interface choices for Job.PMI.

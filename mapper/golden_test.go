@@ -221,7 +221,7 @@ func (c *goldenCase) run(t testing.TB) (*Map, *jobspec.Job, error) {
 	}
 	for _, o := range c.compat {
 		name, val, _ := strings.Cut(o, "=")
-		if err := opts.ApplyCompat(name, val); err != nil {
+		if err := applyCompat(&opts, name, val); err != nil {
 			t.Fatal(err)
 		}
 	}

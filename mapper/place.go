@@ -127,7 +127,7 @@ func (p *placer) allowed(a, i int) bool { return p.appHosts[a] == nil || p.appHo
 // is written back into job.
 func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host string) *topology.Topology, opts Options) (*Map, error) {
 	p := &placer{opts: opts, mp: opts.MapBy, bind: opts.BindTo, rank: opts.RankBy}
-	if err := p.mp.check(); err != nil {
+	if err := p.mp.Check(); err != nil {
 		return nil, fmt.Errorf("--map-by %s: %v", p.mp, err)
 	}
 	if err := p.setup(job, alloc, topo); err != nil {
@@ -279,12 +279,12 @@ func (p *placer) resolveMapping(allTopo bool) error {
 		default:
 			mp.By = MapCore
 		}
-		if err := mp.check(); err != nil {
+		if err := mp.Check(); err != nil {
 			return fmt.Errorf("--map-by %s: %v", mp, err)
 		}
 	}
 	p.hwt = mp.HWTCPUS || mp.By == MapHWThread
-	p.mapObj, p.byObject = mp.By.object()
+	p.mapObj, p.byObject = mp.By.Object()
 	if mp.By == MapPPR {
 		p.mapObj = mp.PPRObject
 	}
@@ -302,7 +302,7 @@ func (p *placer) resolveMapping(allTopo bool) error {
 	return nil
 }
 
-func (p *placer) isObject(b MapBy) bool { _, ok := b.object(); return ok }
+func (p *placer) isObject(b MapBy) bool { _, ok := b.Object(); return ok }
 
 // cpuObj is a CPU: the type processes are bound to by default.
 func (p *placer) cpuObj() topology.ObjType {
@@ -367,7 +367,7 @@ func (p *placer) resolveBinding() error {
 		// An object larger than the one mapped to (--map-by core --bind-to
 		// package) binds each process to the one that holds its object,
 		// as mpirun and Hydra do (addBindInfo).
-		p.kind, p.bindObj = bindObject, b.To.object()
+		p.kind, p.bindObj = bindObject, b.To.Object()
 	case mp.Oversubscribe:
 		b.To, p.kind = BindNone, bindNone // PRRTE: asking to oversubscribe means no default binding
 	case p.byObject || (mp.By == MapPPR && p.mapObj != topology.Machine):
@@ -1185,7 +1185,7 @@ func (p *placer) bindFail(h *host, msg string) error {
 }
 
 // put places one process on host h, on mapped object obj, or on the next
-// object round robin (skipping those without room to bind) when obj < 0.
+// Object round robin (skipping those without room to bind) when obj < 0.
 func (p *placer) put(h *host, hi int, obj int32) error {
 	if !h.ready {
 		if err := p.init(h); err != nil {
