@@ -17,8 +17,8 @@ import (
 	"unicode"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
+	"prun/internal/progpath"
 	"prun/iof"
 	"prun/jobspec"
 	"prun/names"
@@ -858,11 +858,8 @@ func parse(args []string, env Env) (*Request, error) {
 	if g.xml {
 		forms = append(forms, "xml")
 	}
-	job.Output = strings.Join(forms, ",")
-	if job.Output != "" {
-		if err := iof.ParseOutput(job.Output, &iof.Options{}); err != nil {
-			return nil, usagef("%v", err)
-		}
+	if err := parseOutput(strings.Join(forms, ","), &job.Output); err != nil {
+		return nil, usagef("%v", err)
 	}
 	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
 	job.PrintExitCodes = g.exitCodes
@@ -898,13 +895,17 @@ func parse(args []string, env Env) (*Request, error) {
 	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude,
 		LocalOnly: localOnly, Ports: ports}
 	switch g.stdin {
-	case "all", "none":
+	case "all":
+		job.Stdin = jobspec.StdinAll
+	case "none":
+		job.Stdin = jobspec.StdinNone
 	default:
-		if n, err := strconv.Atoi(g.stdin); err != nil || n < 0 {
+		n, err := strconv.Atoi(g.stdin)
+		if err != nil || n < 0 {
 			return nil, usagef("--stdin %s: want a rank number, all or none", g.stdin)
 		}
+		job.Stdin = n
 	}
-	job.Stdin = g.stdin
 	switch g.pty {
 	case "", "true", "false":
 		job.PTY = g.pty
@@ -1386,43 +1387,12 @@ func validEnvName(s string) bool {
 	return true
 }
 
-// ResolveProgram finds a program for a spawn request as prun finds the
-// programs of its command line.
-func ResolveProgram(prog, wdir string) (string, error) { return resolveProgram(prog, wdir, OSEnv) }
-
-// resolveProgram finds the program as the shell would: a name with a slash
-// is a path (relative to the working directory of the ranks), a bare name is
-// looked up in PATH.
+// resolveProgram finds the program as the shell would (progpath.Resolve),
+// a usage error when it cannot.
 func resolveProgram(prog, wdir string, env Env) (string, error) {
-	var path string
-	if strings.Contains(prog, "/") {
-		path = prog
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(wdir, path)
-		}
-	} else {
-		p, err := env.LookPath(prog)
-		if err != nil {
-			if errors.Is(err, exec.ErrNotFound) {
-				return "", usagef("%s: command not found in PATH", prog)
-			}
-			return "", usagef("%s: %v", prog, err)
-		}
-		path = p
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(wdir, path)
-		}
-	}
-	st, err := os.Stat(path)
-	switch {
-	case err != nil && os.IsNotExist(err):
-		return "", usagef("%s: no such file", prog)
-	case err != nil:
-		return "", usagef("%s: %v", prog, err)
-	case st.IsDir():
-		return "", usagef("%s: is a directory, not a program", prog)
-	case st.Mode()&0o111 == 0 || unix.Access(path, unix.X_OK) != nil:
-		return "", usagef("%s: not executable", prog)
+	path, err := progpath.Resolve(prog, wdir, env.LookPath)
+	if err != nil {
+		return "", usagef("%v", err)
 	}
 	return path, nil
 }

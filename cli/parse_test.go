@@ -235,8 +235,8 @@ func TestHydraFlags(t *testing.T) {
 	if got := strings.Join(j.Apps[1].Env, " "); got != "G=1 E=y" {
 		t.Errorf("app 1 env = %q", got)
 	}
-	if j.Launch.IfInclude != "eth1" || j.Output != "rank" {
-		t.Errorf("launch %+v, output %q", j.Launch, j.Output)
+	if j.Launch.IfInclude != "eth1" || j.Output != (jobspec.Output{Rank: true}) {
+		t.Errorf("launch %+v, output %+v", j.Launch, j.Output)
 	}
 	if j.Place.Hostfile != hosts || strings.Join(j.Place.Hosts, " ") != "a,b c" ||
 		!slices.Equal(req.place.Compat, [][2]string{{"ppn", "2"}, {"hydra-hosts", ""}}) {

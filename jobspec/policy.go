@@ -13,7 +13,7 @@ import (
 type MapBy uint8
 
 // Mapping directives, in PRRTE's vocabulary. MapDefault means none was
-// given; PlaceWith then picks one (POLICY.md).
+// given; the mapper then picks one (docs/placement.md).
 const (
 	MapDefault MapBy = iota
 	MapSlot

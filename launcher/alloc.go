@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"prun/hostfile"
+	"prun/iof"
 	"prun/jobspec"
 	"prun/mapper"
 	"prun/topology"
@@ -211,6 +212,12 @@ func resolveHosts(pl jobspec.Placement, own []hostfile.Entry, cores func(host st
 		return alloc, "", nil, fmt.Errorf("no hosts are left of the %s", source)
 	}
 	return alloc, source, base, nil
+}
+
+// outputOptions are the Writer's options for the job's --output forms.
+func outputOptions(o jobspec.Output, color bool) iof.Options {
+	return iof.Options{Color: color, Tag: o.Tag, TagDetailed: o.TagDetailed, Rank: o.Rank, Timestamp: o.Timestamp,
+		MergeStderr: o.MergeStderr, JSON: o.JSON, XML: o.XML, Ordered: o.Ordered, Dir: o.Dir, File: o.File, Tee: o.Tee}
 }
 
 // mapOptions gives the mapper the job's policies (parsed by the CLI) with

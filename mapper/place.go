@@ -120,11 +120,11 @@ type placer struct {
 func (p *placer) allowed(a, i int) bool { return p.appHosts[a] == nil || p.appHosts[a][i] }
 
 // PlaceWith places the job on the allocation following opts (see
-// POLICY.md for the rules). topo answers each host's topology; hosts with
+// docs/placement.md for the rules). topo answers each host's topology; hosts with
 // the same hardware should share one *Topology. A nil topo, or a nil
 // answer, means unknown: such hosts can only be mapped by slot, node or seq
-// and run unbound. Apps whose NP is 0 are given their default count, which
-// is written back into job.
+// and run unbound. Apps whose NP is 0 are given their default count:
+// Map.Apps[i].Size (job is only read).
 func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host string) *topology.Topology, opts Options) (*Map, error) {
 	p := &placer{opts: opts, mp: opts.MapBy, bind: opts.BindTo, rank: opts.RankBy}
 	if err := p.mp.Check(); err != nil {
@@ -164,9 +164,6 @@ func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host strin
 	m := p.build(ord)
 	if err := assignMems(m, opts.MemBind); err != nil {
 		return nil, err
-	}
-	for a := range job.Apps {
-		job.Apps[a].NP = p.np[a]
 	}
 	return m, nil
 }
