@@ -805,8 +805,21 @@ func slotsAre(n int) string {
 }
 
 func (p *placer) slotsError() error {
-	return fmt.Errorf("%d processes requested but only %s available on %s", p.total, slotsAre(p.slots), p.hostList(p.allHosts()))
+	return fmt.Errorf("%d processes requested but only %s available on %s%s", p.total, slotsAre(p.slots), p.hostList(p.allHosts()), p.oversubHint())
 }
+
+// oversubHint tells how to run more processes than slots, unless the user
+// forbade it (:NOOVERSUBSCRIBE). Every "not enough slots" error ends with it.
+func (p *placer) oversubHint() string {
+	if p.mp.NoOversubscribe {
+		return ""
+	}
+	return OversubscribeHint
+}
+
+// OversubscribeHint ends the errors of a map that needs more slots than
+// it has.
+const OversubscribeHint = " (add --oversubscribe to allow more processes than slots)"
 
 func (p *placer) maxSlotsError() error {
 	capacity := 0
@@ -1004,7 +1017,7 @@ func (p *placer) checkSlots(h *host, what string) error {
 		what = "--map-by " + p.mp.String()
 	}
 	if h.used > h.slots && !p.oversub {
-		return fmt.Errorf("%s places %d processes on %s but it has only %s", what, h.used, h.name, slotCount(h.slots))
+		return fmt.Errorf("%s places %d processes on %s but it has only %s%s", what, h.used, h.name, slotCount(h.slots), p.oversubHint())
 	}
 	if h.maxSlots > 0 && h.used > max(h.slots, h.maxSlots) {
 		return fmt.Errorf("%s places %d processes on %s but its max_slots is %d", what, h.used, h.name, h.maxSlots)
