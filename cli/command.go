@@ -53,6 +53,9 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 		SilenceErrors:      true,
 		SilenceUsage:       true,
 		Args:               cobra.ArbitraryArgs,
+		ValidArgsFunction: func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			return complete(args, toComplete)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := Parse(args, OSEnv)
 			if err != nil {
@@ -63,10 +66,8 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			}
 			switch {
 			case req.Help:
-				// The flags are for the help text alone (prun parses its
-				// own): built here, not on every launch.
-				cmd.Flags().AddFlagSet(FlagSet())
-				return cmd.Help()
+				fmt.Fprint(cmd.OutOrStdout(), HelpText())
+				return nil
 			case req.Version:
 				fmt.Fprintf(cmd.OutOrStdout(), "prun %s\n", Version)
 				return nil
@@ -77,10 +78,13 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.SetHelpTemplate(`{{.Long}}
-
-Options:
-{{.Flags.FlagUsages}}`)
+	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		if c != c.Root() { // completion's own
+			fmt.Fprint(c.OutOrStdout(), c.UsageString())
+			return
+		}
+		fmt.Fprint(c.OutOrStdout(), HelpText())
+	})
 	return cmd
 }
 

@@ -250,7 +250,7 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	fs.StringVarP(&p.hydraFile, "hydra-machinefile", "f", "", "Hydra's machinefile: --hostfile, and a job larger than its slots goes round its hosts again (host:N lines)")
 	_ = fs.MarkHidden("hydra-machinefile")
 	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
-	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "hostfile used when no --hostfile is given (also PRUN_HOSTFILE)")
+	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "the hostfile `FILE` when no --hostfile is given (also PRUN_HOSTFILE)")
 	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it; given in a later context too (after ':'), each context's processes go to its own hosts")
 	fs.Var(appendValue{&p.hosts}, "hosts", "same as --host (Hydra's -hosts)")
 	_ = fs.MarkHidden("hosts")
@@ -616,6 +616,7 @@ func newFlagSet(g *globalOpts, c *contextOpts) *pflag.FlagSet {
 		fs.Var(appendValue{&c.hosts}, "hosts", "same as --host")
 		fs.StringVarP(&c.hostfile, "hostfile", "f", "", "run this context's processes on the hosts of `FILE`")
 		fs.StringVar(&c.hostfile, "machinefile", "", "same as --hostfile")
+		_ = fs.MarkHidden("hosts") // completion offers --host alone
 	}
 	addContextFlags(fs, c)
 	return fs
