@@ -163,11 +163,11 @@ func flagTable(key string) (string, bool) {
 	return "", false
 }
 
-var tableMarker = regexp.MustCompile(`(?s)(<!-- flags:([a-z]+) -->\n).*?(<!-- end flags -->)`)
-
 // OptionsDoc fills the flag tables of docs/options.md and README.md (between
 // "<!-- flags:GROUP -->" and "<!-- end flags -->") from the flags.
 func OptionsDoc(doc string) (string, error) {
+	// compiled here, not at every start of prun
+	tableMarker := regexp.MustCompile(`(?s)(<!-- flags:([a-z]+) -->\n).*?(<!-- end flags -->)`)
 	var err error
 	out := tableMarker.ReplaceAllStringFunc(doc, func(m string) string {
 		sub := tableMarker.FindStringSubmatch(m)
