@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -226,12 +227,16 @@ func hostfileHosts(args []string) []string {
 	if path == "" {
 		return nil
 	}
-	f, err := os.Open(filepath.Clean(path))
+	// A regular file only, read whole: completion must return at once, a
+	// FIFO or a device named by mistake would block it.
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() || st.Size() > 1<<20 {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Clean(path))
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	entries, err := hostfile.ParseHostfile(path, f)
+	entries, err := hostfile.ParseHostfile(path, bytes.NewReader(b))
 	if err != nil {
 		return nil
 	}

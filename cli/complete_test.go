@@ -96,3 +96,20 @@ func TestCompletionValuesParse(t *testing.T) {
 		}
 	}
 }
+
+// Completion reads any words without failing, and answers at once.
+func FuzzComplete(f *testing.F) {
+	for _, s := range []string{"--tim", "-n 2 ./a --x", "--map-by core:", "--output tag,", "--hostfile /dev/null -H ",
+		"--mca btl", ": : --ho", "--=", "-", "--map-by=", "-H a,b,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		words := strings.Split(line, " ")
+		for _, w := range words {
+			if strings.Contains(w, "/") && !strings.HasPrefix(w, "/dev/null") {
+				return // no files of the machine's
+			}
+		}
+		complete(words[:len(words)-1], words[len(words)-1])
+	})
+}
