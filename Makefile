@@ -14,7 +14,7 @@ MPICH_CH3_PMI2  ?= $(CACHE)/mpich-ch3-pmi2
 export PRUN_MPICH_CH3 := $(MPICH_CH3)
 export PRUN_MPICH_CH3_PMI2 := $(MPICH_CH3_PMI2)
 
-.PHONY: all deps build demo test bench fuzz vet clean leakcheck mpich-ch3
+.PHONY: all deps build demo test bench fuzz vet clean leakcheck mpich-ch3 install
 
 all: build
 
@@ -36,6 +36,19 @@ deps:
 build: deps
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/prun ./cmd/prun-ssh
+
+# Installs prun, prun-ssh beside it (prun runs it from its own directory),
+# the man page (docs/prun.1, generated from the flags: go generate ./cli)
+# and the bash and zsh completions (prun writes them). DESTDIR for packaging.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0755 bin/prun bin/prun-ssh $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 docs/prun.1 $(DESTDIR)$(PREFIX)/share/man/man1/prun.1
+	bin/prun completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/prun
+	bin/prun completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_prun
 
 $(EXAMPLES)/hello: testdata/hello.c | deps
 	@mkdir -p $(EXAMPLES)
