@@ -38,7 +38,7 @@ type shell struct {
 
 	mu      sync.Mutex
 	ranks   map[int]*rankState
-	running int  // ranks not yet reaped for the last time
+	running int  // ranks whose last end is not yet reported
 	ending  bool // every rank was signalled to end: none is restarted
 }
 
@@ -358,8 +358,6 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	st.exited = true
 	held := st.again.takeHeld()
 	c, pid := st.client, st.pid
-	sh.running--
-	last := sh.running == 0
 	sh.mu.Unlock()
 	if pid != 0 {
 		sh.d.srv.DeregisterClient(me)
@@ -368,6 +366,12 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 			UserCPU: use.user, SysCPU: use.sys, MaxRSSKiB: use.maxRSS})
 	}
 	sh.endHeld(rank, held)
+	// A rank counts as ended only once reported, so that NodeJobDone comes
+	// after every rank's report.
+	sh.mu.Lock()
+	sh.running--
+	last := sh.running == 0
+	sh.mu.Unlock()
 	if last {
 		go sh.finish()
 	}
