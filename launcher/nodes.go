@@ -200,35 +200,9 @@ func progressStep(n, total int) bool {
 
 // onNodeLost ends the job: the node's ranks are gone with its daemon.
 func (r *run) onNodeLost(nl nodeLost) {
-	r.up.mu.Lock()
-	for _, j := range r.jobs {
-		m := j.plan.Map
-		jr := r.up.jobs[j.plan.Nspace]
-		for i, n := range m.Nodes {
-			if n.Name != nl.host || len(n.Procs) == 0 {
-				continue
-			}
-			for _, rank := range n.Procs {
-				if p := &jr.procs[rank]; !p.exited {
-					p.exited, p.exitCode = true, -1
-					j.running--
-				}
-			}
-			if !j.doneNodes[i] {
-				j.doneNodes[i] = true
-				j.pendingNode--
-			}
-		}
-	}
-	r.up.mu.Unlock()
+	r.jobs.nodeLost(nl.host)
 	r.up.dropNode(nl.host)
-	// A launcher that was stopped finds its daemons gone: they gave up on
-	// its silence. That, not a node, is the cause.
-	if d := r.stall.recent(); d > 0 {
-		r.failJob(stallMessage(d), ExitFailure)
-		return
-	}
-	r.failJob(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure)
+	r.act(r.pol.nodeLost(nl.host, nl.err, r.stall.recent()))
 }
 
 // stoppablePipe is this node's end of the stdin fan-out: when its ranks
