@@ -38,13 +38,6 @@ import (
 	"prun/topology"
 )
 
-// Exit statuses that are prun's own (ranks' statuses pass through).
-const (
-	ExitUsage   = 2   // bad command line or input files
-	ExitTimeout = 124 // --timeout expired (like timeout(1))
-	ExitFailure = 1   // a launch failure or an internal error
-)
-
 // Options are the launcher's surroundings; tests substitute them.
 type Options struct {
 	Stdin          io.Reader
@@ -885,6 +878,13 @@ func (r *run) handle(item any) {
 // brokenPipe says prun's stdout or stderr reader went away.
 type brokenPipe struct{}
 
+// onNodeLost ends the job: the node's ranks are gone with its daemon.
+func (r *run) onNodeLost(nl nodeLost) {
+	r.jobs.nodeLost(nl.host)
+	r.up.dropNode(nl.host)
+	r.act(r.pol.nodeLost(nl.host, nl.err, r.stall.recent()))
+}
+
 func (r *run) onEvent(ev daemon.Event) {
 	if ev.Kind == daemon.Refused { // a node's, not a job's
 		r.errorf("%s: %s", ev.Node, ev.Msg)
@@ -1125,21 +1125,6 @@ func (r *run) stillRunning(j *job, rank, pid int) string {
 		return fmt.Sprintf("job %d rank %d (pid %d on %s)", j.plan.Index, rank, pid, host)
 	}
 	return fmt.Sprintf("%d (pid %d on %s)", rank, pid, host)
-}
-
-func signalName(sig syscall.Signal) string {
-	if n := sigNames[sig]; n != "" {
-		return n
-	}
-	return sig.String()
-}
-
-var sigNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
-	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
-	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGCHLD: "SIGCHLD",
-	syscall.SIGCONT: "SIGCONT", syscall.SIGSTOP: "SIGSTOP", syscall.SIGTSTP: "SIGTSTP", syscall.SIGXCPU: "SIGXCPU",
 }
 
 func isTerminal(f *os.File) bool { return isatty.IsTerminal(f.Fd()) }

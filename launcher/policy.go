@@ -5,6 +5,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"prun/ctl"
+)
+
+// Exit statuses that are prun's own (ranks' statuses pass through).
+const (
+	ExitUsage   = 2   // bad command line or input files
+	ExitTimeout = 124 // --timeout expired (like timeout(1))
+	ExitFailure = 1   // a launch failure or an internal error
 )
 
 // The job's fate. A policy decides what a rank's end, a caught signal, the
@@ -303,4 +312,43 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// startupAbort is why the other nodes' start was given up.
+type startupAbort struct {
+	sig     syscall.Signal // a terminating signal, or
+	timeout time.Duration  // the job's --timeout
+	while   string         // what was under way; default: the daemons' start
+}
+
+func (a startupAbort) Error() string {
+	while := a.while
+	if while == "" {
+		while = "the other nodes' daemons started"
+	}
+	if a.sig != 0 {
+		return "received " + signalName(a.sig) + " while " + while + "; no rank had started"
+	}
+	return fmt.Sprintf("job timed out after %s while %s; no rank had started", a.timeout, while)
+}
+
+// stallMessage names a launcher's stall as the cause of the job's end.
+func stallMessage(d time.Duration) string {
+	return fmt.Sprintf("the launcher was stopped for %v; its daemons gave up on it after %v without a heartbeat",
+		d.Round(time.Second), ctl.DeadAfter)
+}
+
+func signalName(sig syscall.Signal) string {
+	if n := sigNames[sig]; n != "" {
+		return n
+	}
+	return sig.String()
+}
+
+var sigNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
+	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
+	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGCHLD: "SIGCHLD",
+	syscall.SIGCONT: "SIGCONT", syscall.SIGSTOP: "SIGSTOP", syscall.SIGTSTP: "SIGTSTP", syscall.SIGXCPU: "SIGXCPU",
 }

@@ -109,7 +109,9 @@ func TestPolicy(t *testing.T) {
 			{func(p *policy) decision { return p.brokenPipe() }, decision{}},
 		}, status: 141, state: stateEnding},
 		{name: "a job-control kill fails the job without ending the others", steps: []step{
-			{func(p *policy) decision { return p.killRequested("rank 0 of j requested PMIx_Job_control kill of all of j") },
+			{func(p *policy) decision {
+				return p.killRequested("rank 0 of j requested PMIx_Job_control kill of all of j")
+			},
 				decision{say: "rank 0 of j requested PMIx_Job_control kill of all of j"}},
 			{func(p *policy) decision { return p.rankEnded(rank(1, 0, syscall.SIGKILL, 5), 0, at(6)) }, decision{}},
 		}, status: 137, state: stateEnding},

@@ -12,6 +12,16 @@ import (
 	"prun/pmixsrv"
 )
 
+// node is a node's daemon as the launcher drives it: the in-process
+// daemon.Daemon for this node, a remote.Node for the others.
+type node interface {
+	Launch(*daemon.Plan) error
+	Signal(nspace string, ranks []int, sig syscall.Signal)
+	ServeDirectModex(target pmixsrv.Proc, done func([]byte, error))
+	DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error
+	Inspect(nspace string, stacks bool) []daemon.RankState
+}
+
 // upstream is the launcher's side of every daemon link. It routes what
 // spans nodes (fences, direct modex, events, job control) between daemons,
 // serves the name service and the process table, and queues daemon events
