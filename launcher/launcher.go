@@ -596,6 +596,10 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 		r.errorf("%v", err)
 		return nil, ExitUsage
 	}
+	if err := localLogin(alloc, job.Place.LocalHost); err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
 	r.alloc, r.allocSource = alloc, source
 	opts, err := mapOptions(job.Place, alloc, fromCores)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"prun/internal/jsonbytes"
 	"prun/internal/trace"
 	"strconv"
 	"strings"
@@ -483,7 +484,7 @@ func (x nodeNames) Lookup(keys []string, wait bool, timeout time.Duration, done 
 }
 
 func (x nodeNames) Unpublish(pub string, keys []string, done func(error)) {
-	x.n.call(tUnpublish, &msg{Pub: pub, Keys: keys}, func(m *msg) { done(nameErr(m)) })
+	x.n.call(tUnpublish, &msg{Pub: jsonbytes.String(pub), Keys: keys}, func(m *msg) { done(nameErr(m)) })
 }
 
 // nameErr restores the name service's errors, which callers tell apart.
