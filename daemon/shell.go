@@ -536,7 +536,10 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	last := sh.running == 0
 	sh.mu.Unlock()
 	if pid != 0 {
-		sh.d.srv.DeregisterClient(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
+		// No PMIx_server_deregister_client here: the rank's connection is
+		// libpmix's to tear down when it reads the EOF (see
+		// pmixsrv.Server.DeregisterClient); the namespace's deregistration
+		// drops the rank's record.
 		sh.d.up.Event(Event{Kind: ProcExited, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
 			Status: code, Signal: sig, Connected: connected, Finalized: finalized, Time: time.Now(),
 			UserCPU: use.user, SysCPU: use.sys, MaxRSSKiB: use.maxRSS})

@@ -305,7 +305,17 @@ func (s *Server) RegisterClients(nspace string, ranks []Rank, uid, gid int) (err
 	return errs
 }
 
-// DeregisterClient forgets a local process (after it exited).
+// DeregisterClient forgets a local process (after it exited), so that the
+// rank may be registered again (a restart).
+//
+// Hazard (libpmix 4.2.2): if the process had connected and the library's
+// progress thread has not yet read the EOF of its connection, the
+// library closes that socket without deleting its read event; libevent
+// keeps the descriptor number as watched, and the next connection that
+// gets the number (a spawned job's rank, a tool) is never read: its
+// PMIx_Init hangs. A process that simply ended must therefore not be
+// deregistered: the library tears its connection down itself on the EOF
+// (deleting the event first), and DeregisterNspace drops its record.
 func (s *Server) DeregisterClient(p Proc) {
 	ns := C.CString(p.Nspace)
 	defer C.free(unsafe.Pointer(ns))

@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"prun/internal/cluster"
+	"prun/internal/ctest"
+)
+
+// Tests of issue 29's PMIx host items: spawn cycles that never hang, the
+// app and node realms asked by rank, job control's checkpoint directives.
+
+// spawnCycles is how many spawn/connect/disconnect cycles the test runs: a
+// cycle takes about 5 ms on one node here, so 1,000 take seconds. Before
+// the fix one in about 15 cycles left the child in PMIx_Init.
+const spawnCycles = 1000
+
+// TestSpawnCycles: a parent spawns one child, connects, disconnects and
+// lets it finish, 1,000 times. Each finished child's connection must be
+// torn down by libpmix's own event loop: a connection closed behind it
+// (libpmix 4.2.2's PMIx_server_deregister_client closes the socket without
+// removing its event) leaves a stale event on that descriptor number, and
+// the next child whose connection gets the number is never read.
+func TestSpawnCycles(t *testing.T) {
+	t.Parallel()
+	bin := ctest.Build(t, ctest.PMIx, "spawnloop.c")
+	r := run(t, opts{args: []string{"-n", "1", bin, fmt.Sprint(spawnCycles)}, timeout: 5 * time.Minute})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawnloop: %d cycles ok\n", spawnCycles))
+	t.Logf("%d cycles took %v", spawnCycles, r.dur)
+}
+
+// TestPMIxHostMultiNode runs the items of this file across the test hosts.
+func TestPMIxHostMultiNode(t *testing.T) {
+	c := cluster.Start(t, 4)
+	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
+
+	// The parent on the first host, every child on the second: the
+	// children's connections are torn down by that host's daemon.
+	t.Run("spawncycles", func(t *testing.T) {
+		bin := ctest.Build(t, ctest.PMIx, "spawnloop.c")
+		const cycles = 300
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "1", bin, fmt.Sprint(cycles), m.hosts[1]},
+			timeout: 5 * time.Minute})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawnloop: %d cycles ok\n", cycles))
+		t.Logf("%d cycles took %v", cycles, r.dur)
+	})
+}
