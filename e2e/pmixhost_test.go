@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,11 +42,23 @@ func TestPMIxHostMultiNode(t *testing.T) {
 	// children's connections are torn down by that host's daemon.
 	t.Run("spawncycles", func(t *testing.T) {
 		bin := ctest.Build(t, ctest.PMIx, "spawnloop.c")
-		const cycles = 300
+		const cycles = spawnCycles
 		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "1", bin, fmt.Sprint(cycles), m.hosts[1]},
 			timeout: 5 * time.Minute})
 		expectCode(t, r, 0)
 		expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawnloop: %d cycles ok\n", cycles))
 		t.Logf("%d cycles took %v", cycles, r.dur)
+	})
+
+	// The app and node realms asked every way of the standard, for ranks
+	// on every node: two apps spread over the four hosts.
+	t.Run("keys", func(t *testing.T) {
+		dir, keys := pmixProg(t, "keys.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", keys, ":", "-n", "3", keys},
+			dir: dir, env: []string{"KEYS_EXPECT_APPS=4,3", "KEYS_REALMS_ONLY=1", "KEYS_TIMEOUT=60"}})
+		expectCode(t, r, 0)
+		if n := strings.Count(r.stdout, " ok ("); n != 7 {
+			t.Errorf("%d ok lines, want 7\n%s", n, r)
+		}
 	})
 }

@@ -14,11 +14,14 @@
  *   KEYS_TIMEOUT      seconds before a watchdog gives up on a hung call
  *                     (default 60)
  *   KEYS_VERBOSE      if set and not "0", print every value fetched to stderr
+ *   KEYS_REALMS_ONLY  if set and not "0", only the checks of the app and node
+ *                     realms' retrieval methods (check_realm_methods), which
+ *                     hold on any number of nodes
  *   KEYS_STRICT       if set and not "0", also fail where OpenPMIx 4.x itself
  *                     cannot give the standard answer (see "Known libpmix 4
  *                     limits" below)
  *
- * All ranks are expected on ONE node (node id 0). With N = the sum of the
+ * All ranks are expected on ONE node (node id 0), unless KEYS_REALMS_ONLY. With N = the sum of the
  * app sizes, app a holds ranks offset(a) .. offset(a)+size(a)-1.
  *
  * Output: "keys: rank R ok (C checks)" on stdout and exit 0 when every check
@@ -31,8 +34,13 @@
  * PMIx_server_register_nspace and never stored, so clients get NOT-FOUND;
  * (2) PMIx_Resolve_peers on a node the job does not use waits 2 s in the
  * server and returns PMIX_ERR_TIMEOUT instead of PMIX_SUCCESS with no procs.
- * Unless KEYS_STRICT is set, those two answers are accepted (still counted as
- * checks); anything else from those calls still fails.
+ * (3) an app-realm key asked with PMIX_APPNUM and a valid rank is answered
+ * from that rank's own data (its own app's value: the rank is not ignored);
+ * (4) a non-specific key (PMIX_NUM_NODES) asked by a rank with PMIX_APP_INFO
+ * waits for that rank's data and times out.
+ * Unless KEYS_STRICT is set, the answers of (1) and (2) are accepted (still
+ * counted as checks), and (3) and (4) are asked the other ways instead;
+ * anything else from those calls still fails.
  *
  * Every rank runs the same sequence of collective calls (fences) whatever
  * fails, so a failed check never turns into a hang; a SIGALRM watchdog ends
@@ -58,7 +66,7 @@
 
 static pmix_proc_t myproc;  /* who we are */
 static pmix_proc_t wild;    /* our nspace, PMIX_RANK_WILDCARD: job realm */
-static int nchecks, nfails, verbose, strict;
+static int nchecks, nfails, verbose, strict, realms_only;
 static int libpmix4; /* the client library is OpenPMIx 4.x (see above) */
 static char ctx[128];       /* appended to key names, e.g. "[rank 3]" */
 static const char *volatile phase = "PMIx_Init";
@@ -563,6 +571,152 @@ static void check_node(void)
     PMIX_INFO_DESTRUCT(&info);
 }
 
+/* get_same fetches key for p with the given qualifiers, and checks it
+ * against ref (when ref is not NULL) with PMIx_Value_compare: the same
+ * value asked another way. Returns the value (caller releases) or NULL. */
+static pmix_value_t *get_same(const pmix_proc_t *p, const char *key, const char *name,
+                              const pmix_info_t *info, size_t ninfo, const pmix_value_t *ref,
+                              const char *how)
+{
+    pmix_value_t *v = get(p, key, name, info, ninfo, ref ? ref->type : PMIX_UNDEF);
+    if (v && ref && PMIx_Value_compare(v, (pmix_value_t *)ref) != PMIX_EQUAL) {
+        char was[512];
+        snprintf(was, sizeof was, "%s", fmtval(ref));
+        failf(name, "%s: got %s, want %s (as asked by rank)", how, fmtval(v), was);
+    }
+    return v;
+}
+
+/*
+ * check_realm_methods: every app-realm key by each of the retrieval methods
+ * of the standard (PMIx v2 5.1.5.3), for every rank's app:
+ *   1. the namespace and the rank of a process of the app, no qualifier
+ *      (non-specific keys, e.g. PMIX_NUM_NODES, with PMIX_APP_INFO);
+ *   2. PMIX_APPNUM naming the app, the proc's namespace naming the job
+ *      (its rank ignored);
+ *   3. PMIX_APPNUM and PMIX_NSPACE naming both (the proc ignored);
+ * and every node-realm key by each method of 5.1.5.5: by the rank of a
+ * process on the node, by PMIX_NODEID and by PMIX_HOSTNAME (the proc
+ * ignored), non-specific keys with PMIX_NODE_INFO. Every method must give
+ * the same value; where the test knows it (one node, the local node), the
+ * value must be the expected one.
+ */
+static void check_realm_methods(void)
+{
+    static const struct {
+        const char *key, *name;
+        int specific; /* an app-only key: no PMIX_APP_INFO needed */
+    } appkeys[] = {
+        {K(PMIX_APP_SIZE), 1}, {K(PMIX_APPLDR), 1}, {K(PMIX_APP_ARGV), 1},
+        {K(PMIX_WDIR), 0},     {K(PMIX_MAX_PROCS), 0}, {K(PMIX_NUM_NODES), 0},
+    };
+    static const struct {
+        const char *key, *name;
+    } nodekeys[] = {
+        {K(PMIX_NODE_SIZE)}, {K(PMIX_LOCAL_SIZE)}, {K(PMIX_LOCALLDR)}, {K(PMIX_LOCAL_PEERS)},
+    };
+    char *myhost = NULL;
+    uint32_t mynode = 0;
+    pmix_proc_t self = myproc, p;
+
+    get_u32(&self, K(PMIX_NODEID), NULL, 0, &mynode);
+    myhost = get_str(&self, K(PMIX_HOSTNAME), NULL, 0);
+    for (uint32_t r = 0; r < nprocs; r++) {
+        int a = app_of(r);
+        uint32_t an = (uint32_t)a, nid = 0;
+        bool t = true;
+        PMIX_PROC_LOAD(&p, myproc.nspace, r);
+        for (size_t k = 0; k < sizeof appkeys / sizeof appkeys[0]; k++) {
+            pmix_info_t q[3];
+            size_t nq = 0;
+            pmix_value_t *ref, *v;
+            setctx("[rank %u, no qualifier]", r);
+            if (!appkeys[k].specific)
+                PMIX_INFO_LOAD(&q[nq++], PMIX_APP_INFO, &t, PMIX_BOOL);
+            if (appkeys[k].specific || strict) {
+                ref = get(&p, appkeys[k].key, appkeys[k].name, q, nq, PMIX_UNDEF);
+            } else {
+                /* libpmix 4.2.2 sends a non-specific key asked by a rank
+                 * with PMIX_APP_INFO to the server as that rank's data, and
+                 * waits for it (TIMEOUT): asked by app number instead. */
+                setctx("[app %d by PMIX_APPNUM, wildcard rank]", a);
+                PMIX_INFO_LOAD(&q[nq], PMIX_APPNUM, &an, PMIX_UINT32);
+                ref = get(&wild, appkeys[k].key, appkeys[k].name, q, nq + 1, PMIX_UNDEF);
+                PMIX_INFO_DESTRUCT(&q[nq]);
+            }
+            if (ref && strcmp(appkeys[k].key, PMIX_APP_SIZE) == 0 &&
+                (ref->type != PMIX_UINT32 || ref->data.uint32 != (uint32_t)sizes[a]))
+                failf(appkeys[k].name, "got %s, want %d", fmtval(ref), sizes[a]);
+            if (ref && strcmp(appkeys[k].key, PMIX_APPLDR) == 0 &&
+                (ref->type != PMIX_PROC_RANK || ref->data.rank != (pmix_rank_t)offsets[a]))
+                failf(appkeys[k].name, "got %s, want %d", fmtval(ref), offsets[a]);
+            /* 2: PMIX_APPNUM; the rank is to be ignored, but libpmix 4.2.2
+             * answers from a valid rank's own data first (its own app's
+             * value), so the wildcard rank unless KEYS_STRICT */
+            setctx("[app %d by PMIX_APPNUM]", a);
+            PMIX_INFO_LOAD(&q[nq], PMIX_APPNUM, &an, PMIX_UINT32);
+            v = get_same(strict ? &self : &wild, appkeys[k].key, appkeys[k].name, q, nq + 1, ref, "by PMIX_APPNUM");
+            if (v)
+                PMIX_VALUE_RELEASE(v);
+            /* 3: PMIX_APPNUM and PMIX_NSPACE; a proc of no job */
+            setctx("[app %d by PMIX_APPNUM+PMIX_NSPACE]", a);
+            PMIX_INFO_LOAD(&q[nq + 1], PMIX_NSPACE, myproc.nspace, PMIX_STRING);
+            v = get_same(&wild, appkeys[k].key, appkeys[k].name, q, nq + 2, ref,
+                         "by PMIX_APPNUM and PMIX_NSPACE");
+            if (v)
+                PMIX_VALUE_RELEASE(v);
+            for (size_t i = 0; i < nq + 2; i++)
+                PMIX_INFO_DESTRUCT(&q[i]);
+            if (ref)
+                PMIX_VALUE_RELEASE(ref);
+        }
+
+        setctx("[rank %u]", r);
+        if (!get_u32(&p, K(PMIX_NODEID), NULL, 0, &nid))
+            continue;
+        char *hn = get_str(&p, K(PMIX_HOSTNAME), NULL, 0);
+        for (size_t k = 0; k < sizeof nodekeys / sizeof nodekeys[0]; k++) {
+            pmix_info_t q[2];
+            pmix_value_t *ref, *v, *local;
+            setctx("[rank %u, no qualifier]", r);
+            ref = get(&p, nodekeys[k].key, nodekeys[k].name, NULL, 0, PMIX_UNDEF);
+            /* The local node's value is also the job-level one. */
+            if (ref && nid == mynode) {
+                local = get(&wild, nodekeys[k].key, nodekeys[k].name, NULL, 0, PMIX_UNDEF);
+                if (local && PMIx_Value_compare(local, ref) != PMIX_EQUAL) {
+                    char was[512];
+                    snprintf(was, sizeof was, "%s", fmtval(local));
+                    failf(nodekeys[k].name, "got %s, want %s (this node's, asked with the wildcard rank)",
+                          fmtval(ref), was);
+                }
+                if (local)
+                    PMIX_VALUE_RELEASE(local);
+            }
+            setctx("[node %u by PMIX_NODEID]", nid);
+            PMIX_INFO_LOAD(&q[0], PMIX_NODE_INFO, &t, PMIX_BOOL);
+            PMIX_INFO_LOAD(&q[1], PMIX_NODEID, &nid, PMIX_UINT32);
+            v = get_same(&self, nodekeys[k].key, nodekeys[k].name, q, 2, ref, "by PMIX_NODEID");
+            if (v)
+                PMIX_VALUE_RELEASE(v);
+            PMIX_INFO_DESTRUCT(&q[1]);
+            if (hn) {
+                setctx("[node %s by PMIX_HOSTNAME]", hn);
+                PMIX_INFO_LOAD(&q[1], PMIX_HOSTNAME, hn, PMIX_STRING);
+                v = get_same(&self, nodekeys[k].key, nodekeys[k].name, q, 2, ref, "by PMIX_HOSTNAME");
+                if (v)
+                    PMIX_VALUE_RELEASE(v);
+                PMIX_INFO_DESTRUCT(&q[1]);
+            }
+            PMIX_INFO_DESTRUCT(&q[0]);
+            if (ref)
+                PMIX_VALUE_RELEASE(ref);
+        }
+        free(hn);
+    }
+    free(myhost);
+    setctx("");
+}
+
 static void check_resolve(void)
 {
     pmix_proc_t *procs = NULL;
@@ -892,6 +1046,7 @@ int main(int argc, char **argv)
         timeout_secs = atoi(e);
     verbose = (e = getenv("KEYS_VERBOSE")) && *e && strcmp(e, "0") != 0;
     strict = (e = getenv("KEYS_STRICT")) && *e && strcmp(e, "0") != 0;
+    realms_only = (e = getenv("KEYS_REALMS_ONLY")) && *e && strcmp(e, "0") != 0;
     libpmix4 = strncmp(PMIx_Get_version(), "OpenPMIx 4.", 11) == 0;
     signal(SIGALRM, on_alarm);
     alarm((unsigned)timeout_secs);
@@ -921,11 +1076,19 @@ int main(int argc, char **argv)
     if (myproc.rank >= N)
         failf("rank", "got %u, want < %u (the sum of KEYS_EXPECT_APPS)", myproc.rank, N);
 
+    if (realms_only) {
+        /* any number of nodes: only the checks that compare methods */
+        nprocs = N;
+        check_realm_methods();
+        fence(NULL, 0, "PMIx_Fence(final)");
+        goto done;
+    }
     check_session();
     check_job();
     check_apps();
     check_procs();
     check_node();
+    check_realm_methods();
     check_resolve();
     modex_round("keys.val", 1);
     modex_round("keys.val2", 0);
@@ -935,6 +1098,7 @@ int main(int argc, char **argv)
     /* Nobody leaves while a peer may still want its data. */
     fence(NULL, 0, "PMIx_Fence(final)");
 
+done:
     phase = "PMIx_Finalize";
     if ((rc = PMIx_Finalize(NULL, 0)) != PMIX_SUCCESS) {
         nchecks++;
