@@ -33,6 +33,28 @@ func TestSpawnCycles(t *testing.T) {
 	t.Logf("%d cycles took %v", spawnCycles, r.dur)
 }
 
+// TestJobControlCheckpoint: ranks declare themselves preemptible with a
+// checkpoint signal (even ranks) or event (odd ranks); rank 0's
+// PMIX_JOB_CTRL_CHECKPOINT of the job then reaches each rank its own way.
+func TestJobControlCheckpoint(t *testing.T) {
+	t.Parallel()
+	dir, ckpt := pmixProg(t, "ckpt.c")
+	r := run(t, opts{args: []string{"-n", "4", ckpt}, dir: dir})
+	expectCheckpoints(t, r, 4)
+}
+
+func expectCheckpoints(t *testing.T, r *result, n int) {
+	t.Helper()
+	expectCode(t, r, 0)
+	for i := 0; i < n; i++ {
+		how := "signal"
+		if i%2 == 1 {
+			how = "event"
+		}
+		expectContains(t, "stdout", r.stdout, fmt.Sprintf("ckpt: rank %d got the %s\n", i, how))
+	}
+}
+
 // TestPMIxHostMultiNode runs the items of this file across the test hosts.
 func TestPMIxHostMultiNode(t *testing.T) {
 	c := cluster.Start(t, 4)
@@ -54,11 +76,19 @@ func TestPMIxHostMultiNode(t *testing.T) {
 	// on every node: two apps spread over the four hosts.
 	t.Run("keys", func(t *testing.T) {
 		dir, keys := pmixProg(t, "keys.c")
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", keys, ":", "-n", "3", keys},
-			dir: dir, env: []string{"KEYS_EXPECT_APPS=4,3", "KEYS_REALMS_ONLY=1", "KEYS_TIMEOUT=60"}})
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node",
+			"-x", "KEYS_EXPECT_APPS=4,3", "-x", "KEYS_REALMS_ONLY=1", "-x", "KEYS_TIMEOUT=60",
+			"-n", "4", keys, ":", "-n", "3", keys}, dir: dir})
 		expectCode(t, r, 0)
 		if n := strings.Count(r.stdout, " ok ("); n != 7 {
 			t.Errorf("%d ok lines, want 7\n%s", n, r)
 		}
+	})
+
+	// The checkpoint request goes through the launcher to every node.
+	t.Run("checkpoint", func(t *testing.T) {
+		dir, ckpt := pmixProg(t, "ckpt.c")
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "8", ckpt}, dir: dir})
+		expectCheckpoints(t, r, 8)
 	})
 }
