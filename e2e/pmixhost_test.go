@@ -78,7 +78,8 @@ func TestPMIxHostMultiNode(t *testing.T) {
 		dir, keys := pmixProg(t, "keys.c")
 		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node",
 			"-x", "KEYS_EXPECT_APPS=4,3", "-x", "KEYS_REALMS_ONLY=1", "-x", "KEYS_TIMEOUT=60",
-			"-n", "4", keys, ":", "-n", "3", keys}, dir: dir})
+			"-n", "4", keys, ":", "-x", "KEYS_EXPECT_APPS=4,3", "-x", "KEYS_REALMS_ONLY=1", "-x", "KEYS_TIMEOUT=60",
+			"-n", "3", keys}, dir: dir})
 		expectCode(t, r, 0)
 		if n := strings.Count(r.stdout, " ok ("); n != 7 {
 			t.Errorf("%d ok lines, want 7\n%s", n, r)
