@@ -243,14 +243,14 @@ var compatFlags = []compatFlag{
 }
 
 func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
-	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
+	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] [user=U] [port=P] per line; user and port are the SSH login)")
 	// Hydra's -f is its machinefile: a job larger than its slots goes
 	// round its hosts again, as under Hydra (mpirun has no -f).
 	fs.StringVarP(&p.hydraFile, "hydra-machinefile", "f", "", "Hydra's machinefile: --hostfile, and a job larger than its slots goes round its hosts again (host:N lines)")
 	_ = fs.MarkHidden("hydra-machinefile")
 	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
 	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "hostfile used when no --hostfile is given (also PRUN_HOSTFILE)")
-	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it; given in a later context too (after ':'), each context's processes go to its own hosts")
+	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,u@b,c:* (slots after ':', * = one per core, u@ the SSH user); with a hostfile, selects from it; given in a later context too (after ':'), each context's processes go to its own hosts")
 	fs.Var(appendValue{&p.hosts}, "hosts", "same as --host (Hydra's -hosts)")
 	_ = fs.MarkHidden("hosts")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -365,6 +366,23 @@ func spawnHosts(hosts, hostfilePath, wdir string) (string, error) {
 // isLocal reports whether a host name is the node prun runs on: its host
 // name (long or short), localhost, one of its own addresses, or the name
 // -localhost gave it (alias).
+// localLogin refuses a user given to this node other than the one running
+// prun: its ranks run under the launcher's own daemon, never over SSH, so
+// the login would be ignored. (A port there is simply unused: no SSH.)
+func localLogin(a hostfile.Allocation, alias string) error {
+	for _, h := range a.Hosts {
+		if h.User == "" || !isLocal(h.Name, alias) {
+			continue
+		}
+		if u, err := user.Current(); err == nil && u.Username == h.User {
+			continue
+		}
+		return fmt.Errorf("host %s is this node, where prun starts the ranks itself, as the user running it: user %s cannot apply (run prun as %s, or name another node)",
+			h.Name, h.User, h.User)
+	}
+	return nil
+}
+
 func isLocal(host, alias string) bool {
 	if host == "localhost" || alias != "" && strings.EqualFold(host, alias) {
 		return true

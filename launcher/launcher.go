@@ -190,6 +190,7 @@ type run struct {
 
 	fail     *failure
 	signaled syscall.Signal
+	stall    *stallWatch // with other nodes: the launcher's own stalls
 	// --enable-recovery: a rank's failure does not end the job; the first
 	// one decides the exit status.
 	recovery      bool
@@ -322,6 +323,8 @@ func (r *run) run(job *jobspec.Job) int {
 		replay = pending
 		r.tree = tree
 		defer tree.Close()
+		r.stall = startStallWatch()
+		defer r.stall.close()
 		if job.Place.Topology == "" {
 			r.topos.reported = map[string]*topology.Topology{}
 			for _, h := range hosts {
@@ -553,6 +556,10 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 	topos := r.topos
 	alloc, source, fromCores, err := allocate(job.Place, job.Apps, topos.cores)
 	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	if err := localLogin(alloc, job.Place.LocalHost); err != nil {
 		r.errorf("%v", err)
 		return nil, ExitUsage
 	}
@@ -1102,7 +1109,9 @@ func (r *run) onSignal(sig syscall.Signal) {
 			r.errorf("received %s; forwarding it to %d ranks", signalName(sig), r.runningRanks())
 		}
 		r.terminate(sig)
-	default: // SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP: pass on, nothing more
+	case syscall.SIGTSTP:
+		r.suspend()
+	default: // SIGUSR1, SIGUSR2, SIGCONT: pass on, nothing more
 		r.signalAll(sig)
 	}
 }
