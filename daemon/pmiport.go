@@ -77,7 +77,9 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 		if err != nil {
 			why = "its user cannot be told: " + err.Error()
 		}
-		sh.d.refused("PMI port", peer, why)
+		if !errors.Is(err, peercred.ErrGone) { // closed already: nobody to name
+			sh.d.refused("PMI port", peer, why)
+		}
 		c.Close()
 		return
 	}
