@@ -261,6 +261,10 @@ func (d *Daemon) Signal(nspace string, ranks []int, sig syscall.Signal) {
 		d.checkpoint(nspace, ranks)
 		return
 	}
+	if m, ok := ckptMethodOf(sig); ok {
+		d.recordCkpt(nspace, ranks, m)
+		return
+	}
 	if sh := d.shell(nspace); sh != nil {
 		sh.signal(ranks, sig)
 	}

@@ -260,13 +260,14 @@ func (h host) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, dirs []pmixsr
 	}
 	if sig < 0 && !checkpoint && method.set {
 		// A process declares how it wants to be checkpointed (Open MPI's
-		// mpirun accepts this too): recorded where it runs, used when a
-		// checkpoint is asked for (SigCheckpoint).
+		// mpirun accepts this too): recorded on every node where a target
+		// runs (a wildcard: the whole namespace, on every node), through
+		// the launcher like any job control, and used when a checkpoint is
+		// asked for (SigCheckpoint), which follows the same links after it.
 		if len(targets) == 0 {
 			targets = []pmixsrv.Proc{req}
 		}
-		h.d.recordCkpt(targets, method)
-		done(nil)
+		h.d.up.JobControl(req, targets, method.signal(), done)
 		return nil
 	}
 	if sig < 0 && checkpoint {

@@ -24,24 +24,54 @@ type ckptMethod struct {
 	event       bool
 }
 
-// recordCkpt remembers the method of each target (a wildcard rank stands
-// for the job's ranks on this node, as the request's node knows them).
-func (d *Daemon) recordCkpt(targets []pmixsrv.Proc, m ckptMethod) {
+// sigCkptRecord is the base of the "signals" that carry a checkpoint
+// method through the launcher to every node (Upstream.JobControl,
+// Daemon.Signal), so that a target on another node, or a wildcard meaning
+// the whole namespace on every node, is recorded where its ranks run. The
+// method is encoded below the base: the signal number in the low 8 bits,
+// then the event and preemptible flags. Never sent as a signal.
+const sigCkptRecord syscall.Signal = -1 << 20
+
+func (m ckptMethod) signal() syscall.Signal {
+	v := int(m.sig) & 0xff
+	if m.event {
+		v |= 1 << 8
+	}
+	if m.preemptible {
+		v |= 1 << 9
+	}
+	return sigCkptRecord - syscall.Signal(v)
+}
+
+// ckptMethodOf decodes a method's signal; ok is false for anything else.
+func ckptMethodOf(sig syscall.Signal) (m ckptMethod, ok bool) {
+	if sig > sigCkptRecord || sig < sigCkptRecord-(1<<10) {
+		return m, false
+	}
+	v := int(sigCkptRecord - sig)
+	return ckptMethod{set: true, sig: syscall.Signal(v & 0xff), event: v&(1<<8) != 0, preemptible: v&(1<<9) != 0}, true
+}
+
+// recordCkpt remembers the method of the job's ranks here (nil: every rank
+// of the job, those started later included: the namespace's wildcard
+// entry, which replaces earlier per-rank entries).
+func (d *Daemon) recordCkpt(nspace string, ranks []int, m ckptMethod) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ckpt == nil {
 		d.ckpt = map[pmixsrv.Proc]ckptMethod{}
 	}
-	for _, t := range targets {
-		if t.Rank != pmixsrv.RankWildcard {
-			d.ckpt[t] = m
-			continue
-		}
-		if sh := d.shells[t.Nspace]; sh != nil {
-			for _, r := range sh.localRanks() {
-				d.ckpt[pmixsrv.Proc{Nspace: t.Nspace, Rank: pmixsrv.Rank(r)}] = m
+	if ranks == nil {
+		for p := range d.ckpt {
+			if p.Nspace == nspace {
+				delete(d.ckpt, p)
 			}
 		}
+		d.ckpt[pmixsrv.Proc{Nspace: nspace, Rank: pmixsrv.RankWildcard}] = m
+		return
+	}
+	for _, r := range ranks {
+		d.ckpt[pmixsrv.Proc{Nspace: nspace, Rank: pmixsrv.Rank(r)}] = m
 	}
 }
 
@@ -72,6 +102,9 @@ func (d *Daemon) checkpoint(nspace string, ranks []int) {
 		p := pmixsrv.Proc{Nspace: nspace, Rank: pmixsrv.Rank(r)}
 		d.mu.Lock()
 		m, ok := d.ckpt[p]
+		if !ok {
+			m, ok = d.ckpt[pmixsrv.Proc{Nspace: nspace, Rank: pmixsrv.RankWildcard}]
+		}
 		d.mu.Unlock()
 		if !ok {
 			continue

@@ -521,7 +521,11 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 		st.connected, st.finalized, st.endsHeld = false, false, nil
 		st.pmiPort, st.pmiServed = false, nil // the next incarnation connects anew
 		sh.mu.Unlock()
-		sh.d.srv.DeregisterClient(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
+		// The rank stays registered: the next incarnation connects under
+		// the same registration (libpmix 4.2.2 takes several connections
+		// per registered rank, as for a client's forked child). A
+		// deregistration here could close the old connection before
+		// libpmix read its EOF (see pmixsrv.Server.DeregisterClient).
 		sh.d.up.Event(Event{Kind: ProcRestarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
 			Status: code, Signal: sig, Restart: n, Time: time.Now()})
 		go sh.restart(rank, code, sig, use)
@@ -562,9 +566,12 @@ func (sh *shell) restart(rank, code int, sig syscall.Signal, use usage) {
 	sh.mu.Unlock()
 	var err error
 	if !ending {
-		envs, errs := sh.register([]int{rank})
-		if err = errs[0]; err == nil {
-			err = sh.start(rank, envs[0], true)
+		var env []string
+		if usePMIx, _ := sh.interfaces(); usePMIx {
+			env, err = sh.d.srv.SetupFork(pmixsrv.Proc{Nspace: sh.plan.Nspace, Rank: pmixsrv.Rank(rank)})
+		}
+		if err == nil {
+			err = sh.start(rank, env, true)
 		}
 	}
 	if ending || err != nil {

@@ -306,8 +306,9 @@ func (s *Server) RegisterClients(nspace string, ranks []Rank, uid, gid int) (err
 	return errs
 }
 
-// DeregisterClient forgets a local process (after it exited), so that the
-// rank may be registered again (a restart).
+// DeregisterClient forgets a local process (after it exited). prun does
+// not call it: a restarted rank connects again under its registration, and
+// the namespace's deregistration drops every rank's record.
 //
 // Hazard (libpmix 4.2.2): if the process had connected and the library's
 // progress thread has not yet read the EOF of its connection, the

@@ -5,6 +5,9 @@
  * even ranks, PMIX_JOB_CTRL_CHECKPOINT_EVENT on odd ones); after a fence,
  * rank 0 asks for a checkpoint of the whole job (PMIX_JOB_CTRL_CHECKPOINT),
  * and every rank waits for its own trigger.
+ * With the argument "wildcard", rank 0 alone declares the signal method for
+ * the whole namespace (the wildcard rank: every rank, on every node), and
+ * every rank expects the signal.
  *
  * Build: gcc -O2 -Wall ckpt.c $(pkg-config --cflags --libs pmix)
  * Output: "ckpt: rank R got the signal|event" and exit 0; a failed call or
@@ -50,7 +53,7 @@ static int fail(const char *what, pmix_status_t rc)
     return 1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     pmix_status_t rc, code = PMIX_JCTRL_CHECKPOINT;
     pmix_info_t dirs[2];
@@ -58,6 +61,7 @@ int main(void)
     struct op o = {0, 0};
     bool t = true;
     int sig = SIGUSR2;
+    int wildcard = argc > 1 && strcmp(argv[1], "wildcard") == 0;
 
     signal(SIGUSR2, on_usr2);
     if ((rc = PMIx_Init(&me, NULL, 0)) != PMIX_SUCCESS)
@@ -68,11 +72,13 @@ int main(void)
         return fail("PMIx_Register_event_handler", rc);
 
     PMIX_INFO_LOAD(&dirs[0], PMIX_JOB_CTRL_PREEMPTIBLE, &t, PMIX_BOOL);
-    if (me.rank % 2 == 0)
+    if (me.rank % 2 == 0 || wildcard)
         PMIX_INFO_LOAD(&dirs[1], PMIX_JOB_CTRL_CHECKPOINT_SIGNAL, &sig, PMIX_INT);
     else
         PMIX_INFO_LOAD(&dirs[1], PMIX_JOB_CTRL_CHECKPOINT_EVENT, &t, PMIX_BOOL);
-    if ((rc = PMIx_Job_control_nb(&me, 1, dirs, 2, jcdone, &o)) != PMIX_SUCCESS)
+    if (wildcard && me.rank != 0)
+        o.done = 1;
+    else if ((rc = PMIx_Job_control_nb(wildcard ? &wild : &me, 1, dirs, 2, jcdone, &o)) != PMIX_SUCCESS)
         return fail("PMIx_Job_control_nb(preemptible)", rc);
     for (int i = 0; i < 2000 && !o.done; i++)
         usleep(10000);
@@ -93,9 +99,9 @@ int main(void)
     }
     for (int i = 0; i < 2000 && !got_signal && !got_event; i++)
         usleep(10000);
-    if (me.rank % 2 == 0 && !got_signal)
+    if ((me.rank % 2 == 0 || wildcard) && !got_signal)
         return fail("waiting for SIGUSR2", PMIX_ERR_TIMEOUT);
-    if (me.rank % 2 == 1 && !got_event)
+    if (me.rank % 2 == 1 && !wildcard && !got_event)
         return fail("waiting for PMIX_JCTRL_CHECKPOINT", PMIX_ERR_TIMEOUT);
     printf("ckpt: rank %u got the %s\n", me.rank, got_signal ? "signal" : "event");
     fflush(stdout);

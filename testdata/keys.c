@@ -38,9 +38,20 @@
  * from that rank's own data (its own app's value: the rank is not ignored);
  * (4) a non-specific key (PMIX_NUM_NODES) asked by a rank with PMIX_APP_INFO
  * waits for that rank's data and times out.
- * Unless KEYS_STRICT is set, the answers of (1) and (2) are accepted (still
- * counted as checks), and (3) and (4) are asked the other ways instead;
- * anything else from those calls still fails.
+ * (5) PMIX_NODEID asked by the rank of a process on ANOTHER node, no
+ * qualifier, is NOT-FOUND: PMIx_Get_nb (src/client/pmix_client_get.c)
+ * treats it as a node-realm key, looks up the rank's PMIX_HOSTNAME and,
+ * that not being its own node, asks {PMIX_NODE_INFO, PMIX_HOSTNAME} with
+ * an undefined rank; gds/hash's fetch_nodeinfo then searches only the
+ * node's info list, where pmix_gds_hash_process_node_array never stores
+ * PMIX_NODEID or PMIX_HOSTNAME (they identify the node and are kept
+ * apart). No registration can reach it: the rank's own PMIX_NODEID, which
+ * the host registers, is never consulted. (A local rank's is answered
+ * from its data; PMIX_HOSTNAME is returned by the lookup itself.)
+ * Unless KEYS_STRICT is set, the answers of (1), (2) and (5) are accepted
+ * (still counted as checks; for (5) the node id is then read from the
+ * node's whole array, asked by host name), and (3) and (4) are asked the
+ * other ways instead; anything else from those calls still fails.
  *
  * Every rank runs the same sequence of collective calls (fences) whatever
  * fails, so a failed check never turns into a hang; a SIGALRM watchdog ends
@@ -587,6 +598,72 @@ static pmix_value_t *get_same(const pmix_proc_t *p, const char *key, const char 
     return v;
 }
 
+/* find_u32 looks for key in v, descending into arrays of pmix_info_t. */
+static int find_u32(const pmix_value_t *v, const char *key, uint32_t *out)
+{
+    const pmix_info_t *in;
+    if (v->type != PMIX_DATA_ARRAY || !v->data.darray || v->data.darray->type != PMIX_INFO)
+        return 0;
+    in = (const pmix_info_t *)v->data.darray->array;
+    for (size_t i = 0; i < v->data.darray->size; i++) {
+        if (PMIX_CHECK_KEY(&in[i], key) && in[i].value.type == PMIX_UINT32) {
+            *out = in[i].value.data.uint32;
+            return 1;
+        }
+        if (find_u32(&in[i].value, key, out))
+            return 1;
+    }
+    return 0;
+}
+
+/* node_id_of: PMIX_NODEID of rank p (one check), whose host is hn. On
+ * another node than ours, libpmix 4 answers NOT-FOUND (known limit (5)):
+ * accepted unless KEYS_STRICT, the id then read from that node's whole
+ * array (a NULL key asked with PMIX_NODE_INFO and the host name). */
+static int node_id_of(const pmix_proc_t *p, const char *hn, const char *myhost, uint32_t *nid)
+{
+    pmix_value_t *v = NULL;
+    pmix_proc_t undef;
+    pmix_info_t q[2];
+    pmix_status_t rc;
+    bool t = true;
+    int ok;
+
+    nchecks++;
+    phase = "PMIX_NODEID";
+    rc = PMIx_Get(p, PMIX_NODEID, NULL, 0, &v);
+    if (rc == PMIX_SUCCESS && v && v->type == PMIX_UINT32) {
+        *nid = v->data.uint32;
+        PMIX_VALUE_RELEASE(v);
+        return 1;
+    }
+    if (rc != PMIX_ERR_NOT_FOUND || !libpmix4 || strict || !hn || !myhost || strcmp(hn, myhost) == 0) {
+        failf("PMIX_NODEID", "PMIx_Get(%s, \"%s\"): %s", procstr(p), PMIX_NODEID,
+              rc == PMIX_SUCCESS ? fmtval(v) : PMIx_Error_string(rc));
+        if (v)
+            PMIX_VALUE_RELEASE(v);
+        return 0;
+    }
+    if (verbose)
+        fprintf(stderr, "keys: rank %u: PMIX_NODEID%s: NOT-FOUND for a rank on %s, accepted: libpmix 4 "
+                "limit (5)\n", myproc.rank, ctx, hn);
+    PMIX_PROC_LOAD(&undef, p->nspace, PMIX_RANK_UNDEF);
+    PMIX_INFO_LOAD(&q[0], PMIX_NODE_INFO, &t, PMIX_BOOL);
+    PMIX_INFO_LOAD(&q[1], PMIX_HOSTNAME, hn, PMIX_STRING);
+    nchecks++;
+    v = NULL;
+    rc = PMIx_Get(&undef, NULL, q, 2, &v);
+    PMIX_INFO_DESTRUCT(&q[0]);
+    PMIX_INFO_DESTRUCT(&q[1]);
+    ok = rc == PMIX_SUCCESS && v && find_u32(v, PMIX_NODEID, nid);
+    if (!ok)
+        failf("PMIX_NODEID", "the node array of %s (NULL key, PMIX_NODE_INFO, PMIX_HOSTNAME): %s", hn,
+              rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "no PMIX_NODEID in it");
+    if (v)
+        PMIX_VALUE_RELEASE(v);
+    return ok;
+}
+
 /*
  * check_realm_methods: every app-realm key by each of the retrieval methods
  * of the standard (PMIx v2 5.1.5.3), for every rank's app:
@@ -672,9 +749,11 @@ static void check_realm_methods(void)
         }
 
         setctx("[rank %u]", r);
-        if (!get_u32(&p, K(PMIX_NODEID), NULL, 0, &nid))
-            continue;
         char *hn = get_str(&p, K(PMIX_HOSTNAME), NULL, 0);
+        if (!node_id_of(&p, hn, myhost, &nid)) {
+            free(hn);
+            continue;
+        }
         for (size_t k = 0; k < sizeof nodekeys / sizeof nodekeys[0]; k++) {
             pmix_info_t q[2];
             pmix_value_t *ref, *v, *local;
