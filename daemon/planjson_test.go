@@ -27,7 +27,7 @@ func TestPlanJSONBytes(t *testing.T) {
 	p := Plan{Nspace: "prun.1", JobID: "1", Index: 2, UnivSize: 3, DebugStop: true, Stdin: StdinAll, PTY: true,
 		Job: &jobspec.Job{Apps: []jobspec.App{{Argv: []string{"./a", x}, Exe: "/bin/\xfe", NP: 2, Env: []string{"V4=a\xff\xfeb", x + "=" + x},
 			Wdir: "/tmp/\xe9", EnvNone: true, Hosts: "h\xff", Hostfile: "/f\xff"}},
-			CmdLine: "prun " + x, Output: "tag", PreloadFiles: []string{"/p/\xff"}, MaxRestarts: 4},
+			CmdLine: "prun " + x, Output: jobspec.Output{Tag: true}, Stdin: jobspec.StdinNone, PreloadFiles: []string{"/p/\xff"}, MaxRestarts: 4},
 		Map:    &mapper.Map{Slots: 7},
 		Parent: &pmixsrv.Proc{Nspace: "p", Rank: 1}, ParentKVS: "k\xff", Preput: [][2]string{{"k", "v\xff"}, {"\xfe", "w"}},
 		Programs: []File{{ID: 1, Name: "a\xff", Mode: 0o755, Size: 9, Sum: "00"}}, Files: []File{{ID: 2, Name: "f\xfe"}},

@@ -12,7 +12,7 @@
 // launcher's (or daemon's) sessions, prun-ssh (rsh/sshclient, started on
 // the first session, spoken to through rsh/sshproto): linked into prun, the
 // SSH and crypto packages were initialised at every start of prun, jobs on
-// one node included (0.35 ms of an empty Go program's start). Sites whose access goes through something else (a
+// one node included. Sites whose access goes through something else (a
 // ProxyCommand, Kerberos, a batch system's own remote shell) name an
 // external command instead, as Open MPI's plm_rsh_agent and Hydra's
 // -launcher-exec do.

@@ -5,9 +5,8 @@
 // as pipe ends passed with its start request, not through the socket.
 //
 // The client is a process of its own because the SSH and crypto packages
-// cost every Go program that links them about 0.35 ms of package
-// initialisation and page faults at start, which a job on one node, never
-// using SSH, should not pay.
+// cost every Go program that links them package initialisation and page
+// faults at start, which a job on one node, never using SSH, should not pay.
 package sshproto
 
 import (
