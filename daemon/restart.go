@@ -4,6 +4,7 @@ import (
 	"syscall"
 
 	"prun/iof"
+	"prun/pmixsrv"
 )
 
 // --max-restarts: a rank that fails (not by PMIx_Abort or MPI_Abort, not
@@ -55,9 +56,15 @@ func (sh *shell) restart(rank, code int, sig syscall.Signal, use usage) {
 	sh.mu.Unlock()
 	var err error
 	if !ending {
-		envs, errs := sh.register([]int{rank})
-		if err = errs[0]; err == nil {
-			err = sh.start(rank, envs[0], true)
+		// The rank is still registered (reaped does not deregister it):
+		// the new incarnation connects under the same registration, as
+		// libpmix 4.2.2 allows several connections per registered rank.
+		var env []string
+		if usePMIx, _ := sh.interfaces(); usePMIx {
+			env, err = sh.d.srv.SetupFork(pmixsrv.Proc{Nspace: sh.plan.Nspace, Rank: pmixsrv.Rank(rank)})
+		}
+		if err == nil {
+			err = sh.start(rank, env, true)
 		}
 	}
 	if ending || err != nil {

@@ -342,14 +342,17 @@ type usage struct {
 // on this node when its last rank ended.
 func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	p := sh.plan
-	me := pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)}
 	sh.mu.Lock()
 	st := sh.ranks[rank]
 	if (code != 0 || sig != 0) && sh.restartable(st) {
 		pid := st.pid
 		n := st.retire()
 		sh.mu.Unlock()
-		sh.d.srv.DeregisterClient(me)
+		// The rank stays registered: the next incarnation connects under
+		// the same registration (libpmix 4.2.2 takes several connections
+		// per registered rank, as for a client's forked child). A
+		// deregistration here could close the old connection before
+		// libpmix read its EOF (see pmixsrv.Server.DeregisterClient).
 		sh.d.up.Event(Event{Kind: ProcRestarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
 			Status: code, Signal: sig, Restart: n, Time: time.Now()})
 		go sh.restart(rank, code, sig, use)
@@ -360,7 +363,10 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	c, pid := st.client, st.pid
 	sh.mu.Unlock()
 	if pid != 0 {
-		sh.d.srv.DeregisterClient(me)
+		// No PMIx_server_deregister_client here: the rank's connection is
+		// libpmix's to tear down when it reads the EOF (see
+		// pmixsrv.Server.DeregisterClient); the namespace's deregistration
+		// drops the rank's record.
 		sh.d.up.Event(Event{Kind: ProcExited, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
 			Status: code, Signal: sig, Connected: c.connected, Finalized: c.finalized, Time: time.Now(),
 			UserCPU: use.user, SysCPU: use.sys, MaxRSSKiB: use.maxRSS})
