@@ -106,6 +106,7 @@ fuzz: deps
 bench: build
 	$(GO) run ./bench/launch
 	$(GO) run ./bench/cluster
+	$(GO) run ./bench/dvm
 
 clean:
 	rm -rf bin
