@@ -312,6 +312,11 @@ func TestDVM(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			return string(out), err
 		}
+		// The test's own directories let nobody through; the DVM's do not.
+		for _, dir := range []string{d.tmp, filepath.Dir(d.tmp)} {
+			os.Chmod(dir, 0o755)
+			defer os.Chmod(dir, 0o700)
+		}
 		out, err := stranger()
 		if err == nil || !strings.Contains(out, "permission denied") || len(lines(out)) != 1 {
 			t.Errorf("nobody through the 0700 directory: %v %q", err, out)
@@ -385,4 +390,74 @@ func TestDVMLifetime(t *testing.T) {
 		d := startDVM(t, nil, "--idle-timeout", "1s")
 		d.gone(t, 10*time.Second)
 	})
+}
+
+// A DVM over the 4 test hosts: jobs across them, MPI programs, a node that
+// dies, and nothing left on any host after the stop.
+func TestDVMMultiNode(t *testing.T) {
+	c := cluster.Start(t, 4)
+	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
+	d := startDVM(t, m.env(), "--hostfile", m.hostfile)
+	sub := func(o opts) *result {
+		t.Helper()
+		o.env = append(m.env(), o.env...)
+		return d.run(t, o)
+	}
+
+	t.Run("hostname", func(t *testing.T) {
+		for i := 0; i < 3; i++ { // warm: the same daemons serve each
+			r := sub(opts{args: []string{"-n", "8", "hostname"}})
+			expectCode(t, r, 0)
+			got := lines(r.stdout)
+			sort.Strings(got)
+			want := []string{"prun-h1", "prun-h1", "prun-h2", "prun-h2", "prun-h3", "prun-h3", "prun-h4", "prun-h4"}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("hostnames %q, want %q\n%s", got, want, r)
+			}
+		}
+		r := sub(opts{args: []string{"--host", "prun-h3", "-n", "2", "hostname"}})
+		expectCode(t, r, 0)
+		if r.stdout != "prun-h3\nprun-h3\n" {
+			t.Errorf("--host prun-h3: %s", r)
+		}
+		r = sub(opts{args: []string{"-n", "8", "sh", "-c", "exit 5"}})
+		expectCode(t, r, 5)
+	})
+
+	t.Run("mpi", func(t *testing.T) {
+		for _, tc := range []ctest.Toolchain{ctest.MPICH, ctest.OpenMPI} {
+			dir, ring := built(t, tc, "ring.c")
+			r := sub(opts{args: []string{"-n", "8", ring}, dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
+		}
+	})
+
+	t.Run("node-lost", func(t *testing.T) {
+		o := opts{args: []string{"-n", "8", "sh", "-c", `echo "ready $PRUN_RANK"; exec sleep 100`},
+			env: append(m.env(), "PRUN_DVM="+d.dir)}
+		p := startPrun(t, o)
+		var want []string
+		for i := 0; i < 8; i++ {
+			want = append(want, fmt.Sprintf("ready %d", i))
+		}
+		p.waitOutput(20*time.Second, want...)
+		syscall.Kill(m.daemonPid(t, "prun-h3"), syscall.SIGKILL)
+		r := p.wait()
+		if r.code == 0 || r.code == -1 {
+			t.Errorf("a job with ranks on a lost node: %s", r)
+		}
+		expectContains(t, "stderr", r.stderr, "lost node prun-h3")
+		st := d.status(t)
+		expectContains(t, "status", st.text, "lost:")
+		t.Logf("%s", st.text)
+		r = sub(opts{args: []string{"-n", "6", "hostname"}})
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "prun-h3") || len(lines(r.stdout)) != 6 {
+			t.Errorf("a job after the loss: %s", r)
+		}
+	})
+
+	d.stop(t, true)
+	m.checkClean(t, 10*time.Second)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -260,5 +261,6 @@ func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD i
 	os.Remove(sock)
 	os.Remove(dvm.LogFile(dir))
 	os.Remove(dir)
+	os.Remove(filepath.Dir(dir)) // the user's runtimes' directory, when this was the last
 	return 0
 }
