@@ -173,7 +173,13 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 			home = v
 		}
 	}
+	agent, err := remote.ChooseAgent(job.Launch.Agent, job.Launch.Rsh, r.opts.Env)
+	if err != nil {
+		return nil, err
+	}
 	return remote.Start(ctx, remote.Config{
+		Agent:          agent,
+		LaunchEnv:      r.opts.Env,
 		Hosts:          hosts,
 		Exe:            exe,
 		CopyExe:        job.Launch.Prefix == "", // an explicit --prefix is not second-guessed

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"prun/internal/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,14 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		return 1
 	}
 	var b Bootstrap
-	if err := json.Unmarshal(line, &b); err != nil || b.Vertex < 1 || b.Vertex > len(b.Hosts) || b.Fanout < 1 {
+	err = json.Unmarshal(line, &b)
+	if err == nil && b.Agent == AgentSlurm {
+		if err := slurmDaemonEnv(&b); err != nil {
+			logf("%v", err)
+			return 1
+		}
+	}
+	if err != nil || b.Vertex < 1 || b.Vertex > len(b.Hosts) || b.Fanout < 1 {
 		logf("bad bootstrap")
 		return 1
 	}
@@ -57,6 +65,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("%s: bootstrap read", b.Hosts[b.Vertex-1])
 	parent, err := dialParent(b)
 	overSSH := false
+	if err != nil && b.Agent == AgentSlurm {
+		// Several daemons share the step's stdout: no link can run over it.
+		logf("%s: cannot connect to the launcher: %v", n.host, err)
+		return 1
+	}
 	if err != nil {
 		// The parent cannot be reached from here (a firewall, a jump host):
 		// the control plane runs over this SSH session instead.
@@ -180,6 +193,8 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 	var addrs []string
 	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && b.IfInclude == "" {
 		addrs = append(addrs, f[0])
+	} else if b.hint != "" && b.IfInclude == "" && slices.Contains(b.ParentAddrs, b.hint) {
+		addrs = append(addrs, b.hint)
 	}
 	for _, a := range b.ParentAddrs {
 		if len(addrs) == 0 || a != addrs[0] {
