@@ -153,6 +153,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("hello sent")
 
 	go n.readParent()
+	if b.Agent == AgentSlurm {
+		n.slurmSignals()
+	}
 	why := <-n.gone
 	n.out.kill()
 	n.calls.fail(errors.New(n.host + ": daemon ending"))

@@ -13,6 +13,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"prun/internal/sigcatch"
 )
 
 // Launch agents: how a vertex starts its children's daemons.
@@ -268,6 +272,25 @@ func (t *tailBuffer) last() string {
 		}
 	}
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// slurmSignals makes a daemon of a Slurm step end cleanly when Slurm ends
+// the step (scancel, the time limit, a failed node of the job: SIGCONT and
+// SIGTERM to every process of the step, SIGKILL after KillWait): it tells
+// the launcher first, so that prun's exit names Slurm rather than the
+// ranks' deaths by the same SIGTERM, then kills its ranks and removes its
+// session directory. The launcher ends the step by closing its stdin.
+func (n *node) slurmSignals() {
+	k, err := sigcatch.Catch(4, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if err != nil {
+		return
+	}
+	go func() {
+		sig := (<-k.C).(syscall.Signal)
+		why := fmt.Sprintf("Slurm ended the daemons' step (%s: scancel, the job's time limit or a failed node)", unix.SignalName(sig))
+		n.sendUp(tFailed, &msg{Host: n.host, Err: why})
+		n.end(why)
+	}()
 }
 
 // stepVars are the variables a Slurm step gives its tasks that describe
