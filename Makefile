@@ -89,6 +89,7 @@ fuzz: deps
 bench: build
 	$(GO) run ./bench/launch
 	$(GO) run ./bench/cluster
+	$(GO) run ./bench/slurm
 
 clean:
 	rm -rf bin

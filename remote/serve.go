@@ -57,6 +57,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		b.OutWindow = outWindow(len(b.Hosts))
 	}
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow)}
+	if b.Agent == AgentSlurm {
+		n.slurmTerm = make(chan struct{})
+	}
 	for _, kv := range b.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			os.Setenv(k, v)
@@ -261,16 +264,17 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 // node is a remote daemon's side of the control plane; it is the
 // daemon.Upstream of the node's Daemon.
 type node struct {
-	boot   Bootstrap
-	me     int
-	host   string
-	parent *ctl.Link
-	kids   *spawner
-	d      *daemon.Daemon
-	topo   *topology.Topology
-	calls  calls
-	stdin  stdinPipe
-	out    *outCredit // the output window (output.go)
+	boot      Bootstrap
+	slurmTerm chan struct{} // closed when Slurm signalled the step (AgentSlurm only)
+	me        int
+	host      string
+	parent    *ctl.Link
+	kids      *spawner
+	d         *daemon.Daemon
+	topo      *topology.Topology
+	calls     calls
+	stdin     stdinPipe
+	out       *outCredit // the output window (output.go)
 
 	closeOnce sync.Once
 	closed    atomic.Bool // the launcher said close
@@ -438,7 +442,10 @@ func (n *node) SetSourceInfo(src iof.Source, host string, pid int) {
 
 func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &msg{Src: src, Stream: st}) }
 
-func (n *node) Event(ev daemon.Event) { n.sendUp(tEvent, &msg{Event: &ev}) }
+func (n *node) Event(ev daemon.Event) {
+	n.holdSlurmKill(ev)
+	n.sendUp(tEvent, &msg{Event: &ev})
+}
 
 func (n *node) Fence(_, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
 	n.call(tFence, &msg{Kind: kind, Procs: procs, Data: data}, func(m *msg) { done(m.Data, m.err()) })

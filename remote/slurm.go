@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"prun/daemon"
 	"prun/internal/sigcatch"
 )
 
@@ -289,8 +290,22 @@ func (n *node) slurmSignals() {
 		sig := (<-k.C).(syscall.Signal)
 		why := fmt.Sprintf("Slurm ended the daemons' step (%s: scancel, the job's time limit or a failed node)", unix.SignalName(sig))
 		n.sendUp(tFailed, &msg{Host: n.host, Err: why})
+		close(n.slurmTerm)
 		n.end(why)
 	}()
+}
+
+// holdSlurmKill holds back, a short while, the news of a rank killed by
+// SIGTERM in a Slurm step: Slurm signals the daemon and its ranks at once,
+// and the daemon's own word (slurmSignals) must reach the launcher first.
+func (n *node) holdSlurmKill(ev daemon.Event) {
+	if n.slurmTerm == nil || ev.Kind != daemon.ProcExited || ev.Signal != syscall.SIGTERM {
+		return
+	}
+	select {
+	case <-n.slurmTerm:
+	case <-time.After(500 * time.Millisecond):
+	}
 }
 
 // stepVars are the variables a Slurm step gives its tasks that describe
