@@ -14,7 +14,7 @@ MPICH_CH3_PMI2  ?= $(CACHE)/mpich-ch3-pmi2
 export PRUN_MPICH_CH3 := $(MPICH_CH3)
 export PRUN_MPICH_CH3_PMI2 := $(MPICH_CH3_PMI2)
 
-.PHONY: all deps build demo test bench fuzz vet clean leakcheck mpich-ch3
+.PHONY: all deps build demo test bench fuzz vet clean leakcheck mpich-ch3 install
 
 all: build
 
@@ -38,6 +38,19 @@ deps:
 build: deps
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/prun ./cmd/prun-ssh
+
+# Installs prun, prun-ssh beside it (prun runs it from its own directory),
+# the man page (docs/prun.1, generated from the flags: go generate ./cli)
+# and the bash and zsh completions (prun writes them). DESTDIR for packaging.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0755 bin/prun bin/prun-ssh $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 docs/prun.1 $(DESTDIR)$(PREFIX)/share/man/man1/prun.1
+	bin/prun completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/prun
+	bin/prun completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_prun
 
 $(EXAMPLES)/hello: testdata/hello.c | deps
 	@mkdir -p $(EXAMPLES)
@@ -64,8 +77,14 @@ mpich-ch3: deps
 	testdata/mpich-ch3.sh $(MPICH_CH3) simple
 	testdata/mpich-ch3.sh $(MPICH_CH3_PMI2) pmi2/simple
 
+# The packages whose code or tests run goroutines, again under the race
+# detector (not e2e: its prun is a binary of its own).
+RACE_PKGS := ./ctl ./daemon ./internal/peercred ./internal/sigcatch ./internal/timerslack \
+             ./iof ./launcher ./mpir ./names ./pmi ./pmixsrv ./remote ./rsh/... ./sessiondir
+
 test: deps vet mpich-ch3
 	$(GO) test -count=1 -timeout 60m ./...
+	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 
 # prun built with AddressSanitizer runs an Open MPI job and a PMIx tool's
 # connection under LeakSanitizer; it fails when prun's own C code leaked

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/fatih/color"
 	"github.com/mattn/go-isatty"
@@ -52,6 +53,9 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 		SilenceErrors:      true,
 		SilenceUsage:       true,
 		Args:               cobra.ArbitraryArgs,
+		ValidArgsFunction: func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			return complete(args, toComplete)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := Parse(args, OSEnv)
 			if err != nil {
@@ -62,10 +66,8 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			}
 			switch {
 			case req.Help:
-				// The flags are for the help text alone (prun parses its
-				// own): built here, not on every launch.
-				cmd.Flags().AddFlagSet(FlagSet())
-				return cmd.Help()
+				fmt.Fprint(cmd.OutOrStdout(), HelpText())
+				return nil
 			case req.Version:
 				fmt.Fprintf(cmd.OutOrStdout(), "prun %s\n", Version)
 				return nil
@@ -76,10 +78,13 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.SetHelpTemplate(`{{.Long}}
-
-Options:
-{{.Flags.FlagUsages}}`)
+	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		if c != c.Root() { // completion's own
+			fmt.Fprint(c.OutOrStdout(), c.UsageString())
+			return
+		}
+		fmt.Fprint(c.OutOrStdout(), HelpText())
+	})
 	return cmd
 }
 
@@ -87,8 +92,18 @@ Options:
 func Main(run func(*jobspec.Job) int) int {
 	exit := 0
 	cmd := Command(run, &exit)
-	cmd.SetArgs(os.Args[1:])
-	if err := cmd.Execute(); err != nil {
+	args := os.Args[1:]
+	var err error
+	if isSubcommand(cmd, args) {
+		cmd.SetArgs(args)
+		err = cmd.Execute()
+	} else {
+		// cobra looks for a subcommand past the flags (prun -n 1 completion
+		// would complete): here the first word that is not an option is
+		// the program, whatever its name.
+		err = cmd.RunE(cmd, args)
+	}
+	if err != nil {
 		PrintError(os.Stderr, err)
 		var ue *UsageError
 		if errors.As(err, &ue) {
@@ -97,6 +112,19 @@ func Main(run func(*jobspec.Job) int) int {
 		return 1
 	}
 	return exit
+}
+
+// isSubcommand reports whether args name one of prun's commands
+// (cobra's completion and __complete): only as their first word.
+func isSubcommand(cmd *cobra.Command, args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0] {
+	case cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd, "completion":
+		return true
+	}
+	return cmd.HasSubCommands() && slices.ContainsFunc(cmd.Commands(), func(c *cobra.Command) bool { return c.Name() == args[0] })
 }
 
 // PrintError prints one "prun: ..." line, red on a terminal unless NO_COLOR.

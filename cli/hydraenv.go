@@ -2,8 +2,6 @@ package cli
 
 import (
 	"strings"
-
-	"prun/jobspec"
 )
 
 // applyHydraEnv sets what Hydra's environment variables say, where the
@@ -13,7 +11,7 @@ import (
 // over SSH whatever they say), HYDRA_IFACE, HYDRA_MAPPING, HYDRA_BINDING,
 // HYDRA_MEMBIND, HYDRA_RMK, HYDRA_DEBUG and HYDRA_ENV=all. Containers running MPICH set
 // HYDRA_LAUNCHER=fork, for one.
-func applyHydraEnv(g *globalOpts, pl *jobspec.Placement, env Env) {
+func applyHydraEnv(g *globalOpts, pl *spelledPlacement, env Env) {
 	get := func(name string) string {
 		v, _ := env.LookupEnv(name)
 		return strings.TrimSpace(v)

@@ -138,7 +138,7 @@ func mcaBool(v string) (bool, bool) {
 // policiesGiven reports whether mpirun's older spellings on the command
 // line (--npernode, --bind-to-core, a rankfile...) already say how to map
 // and bind: then no parameter or environment variable does.
-func policiesGiven(pl *jobspec.Placement) (maps, binds bool) {
+func policiesGiven(pl *spelledPlacement) (maps, binds bool) {
 	maps = pl.Rankfile != "" || slices.ContainsFunc(pl.Compat, func(c [2]string) bool {
 		switch c[0] {
 		case "npernode", "npersocket", "ppn", "ppr", "pernode", "bynode", "byslot", "bycore", "bysocket":
@@ -155,7 +155,7 @@ func policiesGiven(pl *jobspec.Placement) (maps, binds bool) {
 // (Placement.Origin names the parameter for their errors),
 // oversubscription, hardware threads as CPUs, the map and binding reports,
 // tagged and timestamped output, and the default hostfile.
-func applyMCA(m *mcaParams, g *globalOpts, pl *jobspec.Placement, changed func(string) bool) error {
+func applyMCA(m *mcaParams, g *globalOpts, pl *spelledPlacement, changed func(string) bool) error {
 	mapsGiven, bindsGiven := policiesGiven(pl)
 	for _, p := range []struct {
 		flag  string

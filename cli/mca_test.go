@@ -68,7 +68,7 @@ func TestLauncherMCA(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		pl := req.Job.Place
+		pl := req.place
 		var compat []string
 		for _, c := range pl.Compat {
 			compat = append(compat, c[0])
@@ -145,24 +145,24 @@ func TestHydraEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := req.Job
-	if !j.Launch.LocalOnly || j.Launch.IfInclude != "eth1" || j.Place.MapBy != "core" || j.Place.BindTo != "socket" ||
-		j.Place.MemBind != "firsttouch" || j.Place.RM != "user" || !j.Verbose || j.Place.Origin["bind-to"] != "HYDRA_BINDING=socket" {
+	if !j.Launch.LocalOnly || j.Launch.IfInclude != "eth1" || req.place.MapBy != "core" || req.place.BindTo != "socket" ||
+		req.place.MemBind != "firsttouch" || j.Place.RM != "user" || !j.Verbose || req.place.Origin["bind-to"] != "HYDRA_BINDING=socket" {
 		t.Errorf("%+v %+v verbose %v", j.Launch, j.Place, j.Verbose)
 	}
 	// flags win; Hydra's launchers that prun has no use for change nothing
-	req, err = Parse(strings.Fields("-launcher ssh -iface eth0 --map-by slot -ppn 1 ./app"), withVars(t, map[string]string{"HYDRA_BOOTSTRAP": "fork",
+	req, err = Parse(strings.Fields("-launcher ssh -iface eth0 --map-by slot ./app"), withVars(t, map[string]string{"HYDRA_BOOTSTRAP": "fork",
 		"HYDRA_IFACE": "eth1", "HYDRA_MAPPING": "core", "HYDRA_BINDING": "none"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := req.Job; j.Launch.LocalOnly || j.Launch.IfInclude != "eth0" || j.Place.MapBy != "slot" || j.Place.BindTo != "none" {
+	if j := req.Job; j.Launch.LocalOnly || j.Launch.IfInclude != "eth0" || req.place.MapBy != "slot" || req.place.BindTo != "none" {
 		t.Errorf("flags: %+v %+v", j.Launch, j.Place)
 	}
 	req, err = Parse(strings.Fields("-ppn 1 ./app"), withVars(t, map[string]string{"HYDRA_LAUNCHER": "slurm", "HYDRA_MAPPING": "core", "HYDRA_BOOTSTRAP_EXEC": "/usr/bin/rsh -x"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := req.Job; j.Launch.LocalOnly || j.Place.MapBy != "" || j.Launch.Rsh != "/usr/bin/rsh -x" {
+	if j := req.Job; j.Launch.LocalOnly || req.place.MapBy != "" || j.Launch.Rsh != "/usr/bin/rsh -x" {
 		t.Errorf("slurm, -ppn: %+v %+v", j.Launch, j.Place)
 	}
 }

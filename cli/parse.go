@@ -17,8 +17,8 @@ import (
 	"unicode"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
+	"prun/internal/progpath"
 	"prun/iof"
 	"prun/jobspec"
 	"prun/names"
@@ -98,6 +98,7 @@ type Request struct {
 	Exec    []string // --debug: run this debugger command (which runs prun) instead
 	// Warnings are for stderr before the job runs ("-x FOO: not set...").
 	Warnings []string
+	place    spelledPlacement // the placement as spelled, for tests
 }
 
 // Env is how the parser sees the launcher's environment; tests substitute it.
@@ -243,14 +244,14 @@ var compatFlags = []compatFlag{
 }
 
 func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
-	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] per line)")
+	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] [user=U] [port=P] per line; user and port are the SSH login)")
 	// Hydra's -f is its machinefile: a job larger than its slots goes
 	// round its hosts again, as under Hydra (mpirun has no -f).
 	fs.StringVarP(&p.hydraFile, "hydra-machinefile", "f", "", "Hydra's machinefile: --hostfile, and a job larger than its slots goes round its hosts again (host:N lines)")
 	_ = fs.MarkHidden("hydra-machinefile")
 	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
-	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "hostfile used when no --hostfile is given (also PRUN_HOSTFILE)")
-	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,b,c:* (slots after ':', * = one per core); with a hostfile, selects from it; given in a later context too (after ':'), each context's processes go to its own hosts")
+	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "the hostfile `FILE` when no --hostfile is given (also PRUN_HOSTFILE)")
+	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,u@b,c:* (slots after ':', * = one per core, u@ the SSH user); with a hostfile, selects from it; given in a later context too (after ':'), each context's processes go to its own hosts")
 	fs.Var(appendValue{&p.hosts}, "hosts", "same as --host (Hydra's -hosts)")
 	_ = fs.MarkHidden("hosts")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
@@ -299,16 +300,77 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	}
 }
 
+// spelledPlacement is the placement as the command line, Open MPI's MCA
+// parameters and Hydra's variables spell it; resolve parses its policies
+// into the job spec's. Its string fields shadow the Placement's policies.
+type spelledPlacement struct {
+	jobspec.Placement
+	MapBy, RankBy, BindTo, MemBind string
+	// Origin names where MapBy, RankBy or BindTo came from when not the
+	// command line ("map-by": "OMPI_MCA_rmaps_base_mapping_policy=node"),
+	// for their errors.
+	Origin         map[string]string
+	Compat         [][2]string // mpirun's older spellings in order: {"npernode","2"}, {"oversubscribe",""}, ...
+	ReportBindings bool
+}
+
+// resolve parses the policies, then applies mpirun's older spellings over
+// them (ApplyCompat). Every error is a usage error naming the flag, or the
+// variable the value came from.
+func (sp *spelledPlacement) resolve() (jobspec.Placement, error) {
+	pl := sp.Placement
+	origin := func(flag string, err error) error {
+		if o := sp.Origin[flag]; o != "" {
+			return usagef("%s: %v", o, err)
+		}
+		return usagef("%v", err)
+	}
+	var err error
+	mapBy := sp.MapBy
+	if mapBy == "" && pl.Rankfile != "" {
+		mapBy = "rankfile"
+	}
+	if mapBy != "" {
+		if pl.MapBy, err = jobspec.ParseMapBy(mapBy); err != nil {
+			return pl, origin("map-by", err)
+		}
+	}
+	if sp.RankBy != "" {
+		if pl.RankBy, err = jobspec.ParseRankBy(sp.RankBy); err != nil {
+			return pl, origin("rank-by", err)
+		}
+	}
+	if sp.BindTo != "" {
+		if pl.BindTo, err = jobspec.ParseBindTo(sp.BindTo); err != nil {
+			return pl, origin("bind-to", err)
+		}
+	}
+	if sp.MemBind != "" {
+		if pl.MemBind, err = jobspec.ParseMemBind(sp.MemBind); err != nil {
+			return pl, usagef("%v", err) // it names the flag
+		}
+	}
+	for _, c := range sp.Compat {
+		if err := ApplyCompat(&pl, c[0], c[1]); err != nil {
+			return pl, usagef("%v", err) // it names the option
+		}
+	}
+	pl.BindTo.Report = pl.BindTo.Report || sp.ReportBindings
+	if pl.Rankfile == "" {
+		pl.Rankfile = pl.MapBy.File
+	}
+	return pl, nil
+}
+
 // placement turns the flags into the job spec, in the order mpirun applies
 // its old spellings.
-func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) jobspec.Placement {
-	pl := jobspec.Placement{
-		Hostfile: p.hostfile, Rankfile: p.rankfile, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo,
-		MemBind:  p.memBind,
-		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch, ReportBindings: p.reportBindings,
+func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) spelledPlacement {
+	pl := spelledPlacement{Placement: jobspec.Placement{
+		Hostfile: p.hostfile, Rankfile: p.rankfile,
+		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch,
 		AddHosts: p.addHosts, LocalHost: p.localHost,
 		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes), MaxNodes: p.maxNodes,
-	}
+	}, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo, MemBind: p.memBind, ReportBindings: p.reportBindings}
 	if p.ppr != "" {
 		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})
 	}
@@ -554,6 +616,7 @@ func newFlagSet(g *globalOpts, c *contextOpts) *pflag.FlagSet {
 		fs.Var(appendValue{&c.hosts}, "hosts", "same as --host")
 		fs.StringVarP(&c.hostfile, "hostfile", "f", "", "run this context's processes on the hosts of `FILE`")
 		fs.StringVar(&c.hostfile, "machinefile", "", "same as --hostfile")
+		_ = fs.MarkHidden("hosts") // completion offers --host alone
 	}
 	addContextFlags(fs, c)
 	return fs
@@ -574,18 +637,53 @@ func Parse(args []string, env Env) (*Request, error) {
 	return req, err
 }
 
+// parser is one command line's parse: the global options and the job as
+// they are built, phase by phase (parse).
+type parser struct {
+	env   Env
+	g     globalOpts
+	mca   *mcaParams // Open MPI's launcher parameters (cli/mca.go)
+	place spelledPlacement
+	job   *jobspec.Job
+	ports [][2]int // --port-range
+	// by application: -envall, --wdir given, its context's own --host
+	// (once a later context gives one)
+	envAll, wdirGiven []bool
+	appHosts          []string
+}
+
 func parse(args []string, env Env) (*Request, error) {
-	segs := splitContexts(args)
-	var envAll, wdirGiven []bool // by application: -envall, --wdir given
-	var appHosts []string        // by application: its context's own --host, once a later context gives one
-	var g globalOpts
-	var mca *mcaParams // Open MPI's launcher parameters (cli/mca.go)
-	job := &jobspec.Job{CmdLine: "prun " + jobspec.ArgvString(args)}
+	p := &parser{env: env, job: &jobspec.Job{CmdLine: "prun " + jobspec.ArgvString(args)}}
+	if req, err := p.contexts(splitContexts(args)); req != nil || err != nil {
+		return req, err // --help, --version, or an error
+	}
+	perContextHosts(p.job, p.appHosts, &p.g.place, env)
+	// Each phase in the order its errors are reported.
+	for _, phase := range []func() error{p.environment, p.processes, p.output, p.launch, p.interfaces} {
+		if err := phase(); err != nil {
+			return nil, err
+		}
+	}
+	if p.g.debug {
+		if v, _ := env.LookupEnv(UnderDebugger); v == "" {
+			cmd, err := debuggerCommand(p.g.debuggers, args, p.job, env)
+			if err != nil {
+				return nil, err
+			}
+			return &Request{Job: p.job, Exec: cmd, place: p.place}, nil
+		}
+	}
+	return &Request{Job: p.job, place: p.place}, nil
+}
+
+// contexts parses each context's flags and builds its app (or the apps of
+// --app); the first context's flags include the global ones.
+func (p *parser) contexts(segs [][]string) (*Request, error) {
 	for i, seg := range segs {
 		var c contextOpts
 		var fs *pflag.FlagSet
 		if i == 0 {
-			fs = newFlagSet(&g, &c)
+			fs = newFlagSet(&p.g, &c)
 		} else {
 			fs = newFlagSet(nil, &c)
 		}
@@ -598,48 +696,32 @@ func parse(args []string, env Env) (*Request, error) {
 			return nil, err
 		}
 		if i == 0 {
-			if fs.Changed("launch-fanout") && g.launch.fanout < 1 {
-				return nil, usagef("--launch-fanout %d: want 1 or more", g.launch.fanout)
-			}
-			if g.place.cpuSet != "" {
-				// Open MPI 4's spelling of PRRTE's pe-list mapping.
-				if g.place.mapBy != "" {
-					return nil, usagef("--cpu-set cannot be combined with --map-by %s (give --map-by pe-list=LIST:...)", g.place.mapBy)
-				}
-				g.place.mapBy = "pe-list=" + g.place.cpuSet
-			}
-			job.Place = g.place.placement(fs, env)
-			mca = &mcaParams{cmd: append(append([]string(nil), g.mca...), g.prteMCA...), env: env}
-			applyHydraEnv(&g, &job.Place, env)
-			if err := applyMCA(mca, &g, &job.Place, fs.Changed); err != nil {
-				return nil, err
-			}
-			if err := checkPlacement(&job.Place); err != nil {
+			if err := p.globals(fs); err != nil {
 				return nil, err
 			}
 		}
 		c.npSet = npGiven(fs)
-		if i == 0 && (g.help || g.version) {
-			return &Request{Help: g.help, Version: g.version && !g.help}, nil
+		if i == 0 && (p.g.help || p.g.version) {
+			return &Request{Help: p.g.help, Version: p.g.version && !p.g.help}, nil
 		}
-		if i == 0 && g.appFile != "" {
+		if i == 0 && p.g.appFile != "" {
 			if len(rest) > 0 || len(segs) > 1 {
-				return nil, usagef("--app %s gives the applications: no program may follow on the command line", g.appFile)
+				return nil, usagef("--app %s gives the applications: no program may follow on the command line", p.g.appFile)
 			}
 			if c.npSet || c.wdir != "" {
-				return nil, usagef("--app %s: give -n and --wdir in the file, for each application", g.appFile)
+				return nil, usagef("--app %s: give -n and --wdir in the file, for each application", p.g.appFile)
 			}
-			if job.Apps, err = appsFromFile(g.appFile, c.env, env); err != nil {
+			if p.job.Apps, err = appsFromFile(p.g.appFile, c.env, p.env); err != nil {
 				return nil, err
 			}
-			for _, a := range job.Apps { // a line's own -H, as a later context's
+			for _, a := range p.job.Apps { // a line's own -H, as a later context's
 				if a.Hosts != "" && a.Hostfile == "" {
-					job.Place.Hosts = append(job.Place.Hosts, a.Hosts)
+					p.job.Place.Hosts = append(p.job.Place.Hosts, a.Hosts)
 				}
 			}
 			break
 		}
-		app, err := buildApp(i, len(segs), rest, &c, env)
+		app, err := buildApp(i, len(segs), rest, &c, p.env)
 		if err != nil {
 			return nil, err
 		}
@@ -647,19 +729,56 @@ func parse(args []string, env Env) (*Request, error) {
 			return nil, usagef("-envall and -envnone%s: give one", contextWhere(i, len(segs)))
 		}
 		app.Hostfile = c.hostfile
-		job.Apps = append(job.Apps, app)
-		appHosts = append(appHosts, strings.Join(c.hosts, ","))
-		envAll = append(envAll, c.envAll)
-		wdirGiven = append(wdirGiven, c.wdir != "")
+		p.job.Apps = append(p.job.Apps, app)
+		p.appHosts = append(p.appHosts, strings.Join(c.hosts, ","))
+		p.envAll = append(p.envAll, c.envAll)
+		p.wdirGiven = append(p.wdirGiven, c.wdir != "")
 	}
-	perContextHosts(job, appHosts, &g.place, env)
+	return nil, nil
+}
+
+// globals checks the global options that need no app and resolves the
+// placement: flags, then Hydra's variables and Open MPI's parameters.
+func (p *parser) globals(fs *pflag.FlagSet) error {
+	g, job, env := &p.g, p.job, p.env
+	if fs.Changed("launch-fanout") && g.launch.fanout < 1 {
+		return usagef("--launch-fanout %d: want 1 or more", g.launch.fanout)
+	}
+	if g.place.cpuSet != "" {
+		// Open MPI 4's spelling of PRRTE's pe-list mapping.
+		if g.place.mapBy != "" {
+			return usagef("--cpu-set cannot be combined with --map-by %s (give --map-by pe-list=LIST:...)", g.place.mapBy)
+		}
+		g.place.mapBy = "pe-list=" + g.place.cpuSet
+	}
+	p.place = g.place.placement(fs, env)
+	p.mca = &mcaParams{cmd: append(append([]string(nil), g.mca...), g.prteMCA...), env: env}
+	applyHydraEnv(g, &p.place, env)
+	if err := applyMCA(p.mca, g, &p.place, fs.Changed); err != nil {
+		return err
+	}
+	if err := checkPlacement(&p.place); err != nil {
+		return err
+	}
+	var err error
+	if job.Place, err = p.place.resolve(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// environment gives every app the variables of --mca, -genv, -tune...,
+// ahead of its own (a context's own -x of the same variable wins).
+func (p *parser) environment() error {
+	g, job, env := &p.g, p.job, p.env
 	// --mca and -genv values go first: a context's own -x of the same
 	// variable wins.
 	var globalEnv []string
-	ports, err := portRange(g.launch.ports, mca, env)
-	if err != nil {
-		return nil, err
+	var err error
+	if p.ports, err = portRange(g.launch.ports, p.mca, env); err != nil {
+		return err
 	}
+	ports := p.ports
 	if _, set := env.LookupEnv("MPIR_CVAR_CH3_PORT_RANGE"); len(ports) == 1 && !set {
 		// MPICH's own listeners in the range too, as under Hydra
 		globalEnv = append(globalEnv, fmt.Sprintf("MPIR_CVAR_CH3_PORT_RANGE=%d:%d", ports[0][0], ports[0][1]))
@@ -667,7 +786,7 @@ func parse(args []string, env Env) (*Request, error) {
 	if g.tune != "" {
 		vars, err := tuneEnv(g.tune, env)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		globalEnv = append(globalEnv, vars...)
 	}
@@ -699,9 +818,15 @@ func parse(args []string, env Env) (*Request, error) {
 	}
 	if g.genvNone {
 		for i := range job.Apps {
-			job.Apps[i].EnvNone = i >= len(envAll) || !envAll[i]
+			job.Apps[i].EnvNone = i >= len(p.envAll) || !p.envAll[i]
 		}
 	}
+	return nil
+}
+
+// processes: how ranks are started, restarted and told about the job.
+func (p *parser) processes() error {
+	g, job, env := &p.g, p.job, p.env
 	for _, pf := range []struct{ flag, pattern string }{
 		{"-prepend-pattern", g.prefixPat}, {"-outfile-pattern", g.outPat}, {"-errfile-pattern", g.errPat},
 	} {
@@ -709,10 +834,10 @@ func parse(args []string, env Env) (*Request, error) {
 			continue
 		}
 		if err := iof.CheckPattern(pf.pattern); err != nil {
-			return nil, usagef("%s %q: %v", pf.flag, pf.pattern, err)
+			return usagef("%s %q: %v", pf.flag, pf.pattern, err)
 		}
 		if pf.flag != "-prepend-pattern" && (g.outputFile != "" || outputFiles(g.output)) {
-			return nil, usagef("%s and --output-filename or --output dir=/file=: give one", pf.flag)
+			return usagef("%s and --output-filename or --output dir=/file=: give one", pf.flag)
 		}
 	}
 	job.Verbose, job.Profile, job.OutputPrefix = g.verbose, g.profile, g.prefixPat
@@ -724,7 +849,7 @@ func parse(args []string, env Env) (*Request, error) {
 	default:
 		n, err := strconv.Atoi(g.usize)
 		if err != nil || n < 1 {
-			return nil, usagef("-usize %s: want a number of processes, SYSTEM or INFINITE", g.usize)
+			return usagef("-usize %s: want a number of processes, SYSTEM or INFINITE", g.usize)
 		}
 		job.UnivSize = n
 	}
@@ -732,28 +857,28 @@ func parse(args []string, env Env) (*Request, error) {
 	job.PreloadBinary, job.ShowProgress, job.EnableRecovery = g.preloadBin, g.progress, g.recovery
 	job.PrimaryStatus = g.primaryStatus
 	if g.maxRestarts < 0 {
-		return nil, usagef("--max-restarts %d: want 0 or more", g.maxRestarts)
+		return usagef("--max-restarts %d: want 0 or more", g.maxRestarts)
 	}
 	job.MaxRestarts = g.maxRestarts
 	if g.continuous {
 		if g.maxRestarts > 0 {
-			return nil, usagef("--continuous and --max-restarts: give one")
+			return usagef("--continuous and --max-restarts: give one")
 		}
 		job.MaxRestarts = jobspec.RestartsUnlimited // Open MPI's continuous operation
 	}
 	job.NoHostnamePropagation = g.noHostProp
 	if g.enableX {
-		return nil, usagef("-enable-x: prun's SSH client forwards no X connections (run the X client with DISPLAY set by -x, or through your own ssh -X)")
+		return usagef("-enable-x: prun's SSH client forwards no X connections (run the X client with DISPLAY set by -x, or through your own ssh -X)")
 	}
 	for _, r := range refusedFlags {
 		if v := *g.refused[r.name]; v != "" && !(r.noValue && v == "false") {
-			return nil, usagef("--%s: %s", r.name, r.why)
+			return usagef("--%s: %s", r.name, r.why)
 		}
 	}
 	if g.preloadList != "" {
 		files, err := preloadFiles(g.preloadList, env)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		job.PreloadFiles = files
 	}
@@ -761,17 +886,23 @@ func parse(args []string, env Env) (*Request, error) {
 	if g.xterm != "" {
 		x, err := jobspec.ParseXterm(g.xterm)
 		if err != nil {
-			return nil, usagef("--xterm %s: %v", g.xterm, err)
+			return usagef("--xterm %s: %v", g.xterm, err)
 		}
 		job.Xterm = x
 	}
 	if g.cwdSession {
-		for i, given := range wdirGiven {
+		for i, given := range p.wdirGiven {
 			if given {
-				return nil, usagef("--set-cwd-to-session-dir and --wdir%s: give one", contextWhere(i, len(job.Apps)))
+				return usagef("--set-cwd-to-session-dir and --wdir%s: give one", contextWhere(i, len(job.Apps)))
 			}
 		}
 	}
+	return nil
+}
+
+// output: the --output forms and their older spellings, the report.
+func (p *parser) output() error {
+	g, job := &p.g, p.job
 	job.TagOutput = g.tagOutput
 	forms := append([]string(nil), g.output...)
 	if g.tagOutput {
@@ -792,30 +923,33 @@ func parse(args []string, env Env) (*Request, error) {
 	if g.xml {
 		forms = append(forms, "xml")
 	}
-	job.Output = strings.Join(forms, ",")
-	if job.Output != "" {
-		if err := iof.ParseOutput(job.Output, &iof.Options{}); err != nil {
-			return nil, usagef("%v", err)
-		}
+	if err := parseOutput(strings.Join(forms, ","), &job.Output); err != nil {
+		return usagef("%v", err)
 	}
 	job.Report, job.ReportStateOnTimeout, job.GetStackTraces = g.report, g.stateOnTO, g.stackTraces
 	job.PrintExitCodes = g.exitCodes
+	return nil
+}
+
+// launch: how daemons reach the other nodes, and the name server.
+func (p *parser) launch() error {
+	g, job, env := &p.g, p.job, p.env
 	if g.genvAll && g.genvNone {
-		return nil, usagef("-genvall and -genvnone: give one")
+		return usagef("-genvall and -genvnone: give one")
 	}
 	job.EnvAll = g.genvAll
 	if g.nameServer != "" {
 		addr, err := names.ParseHydraAddr(g.nameServer)
 		if err != nil {
-			return nil, usagef("-nameserver %v", err)
+			return usagef("-nameserver %v", err)
 		}
 		job.NameServer = addr
 	}
 	if g.launch.prefix != "" && !filepath.IsAbs(g.launch.prefix) {
-		return nil, usagef("--prefix %s: want an absolute directory", g.launch.prefix)
+		return usagef("--prefix %s: want an absolute directory", g.launch.prefix)
 	}
 	if g.launch.rsh == "" && g.launcher == "" {
-		g.launcher, g.launch.rsh = remoteShell(mca, env)
+		g.launcher, g.launch.rsh = remoteShell(p.mca, env)
 	}
 	localOnly, agent := false, ""
 	switch g.launcher {
@@ -831,58 +965,56 @@ func parse(args []string, env Env) (*Request, error) {
 		}
 	case "slurm":
 		if g.launch.rsh != "" {
-			return nil, usagef("-launcher slurm and --rsh %s: give one", g.launch.rsh)
+			return usagef("-launcher slurm and --rsh %s: give one", g.launch.rsh)
 		}
 		agent = "slurm"
 	default:
-		return nil, usagef("-launcher %s: prun starts daemons with ssh, rsh, --rsh CMD or slurm (srun; auto: slurm inside an allocation), fork: this node only", g.launcher)
+		return usagef("-launcher %s: prun starts daemons with ssh, rsh, --rsh CMD or slurm (srun; auto: slurm inside an allocation), fork: this node only", g.launcher)
 	}
 	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude,
-		LocalOnly: localOnly, Ports: ports, Agent: agent}
+		LocalOnly: localOnly, Ports: p.ports, Agent: agent}
+	return nil
+}
+
+// interfaces: stdin, the pseudo-terminal, PMI, the timeout.
+func (p *parser) interfaces() error {
+	g, job, env := &p.g, p.job, p.env
 	switch g.stdin {
-	case "all", "none":
+	case "all":
+		job.Stdin = jobspec.StdinAll
+	case "none":
+		job.Stdin = jobspec.StdinNone
 	default:
-		if n, err := strconv.Atoi(g.stdin); err != nil || n < 0 {
-			return nil, usagef("--stdin %s: want a rank number, all or none", g.stdin)
+		n, err := strconv.Atoi(g.stdin)
+		if err != nil || n < 0 {
+			return usagef("--stdin %s: want a rank number, all or none", g.stdin)
 		}
+		job.Stdin = n
 	}
-	job.Stdin = g.stdin
 	switch g.pty {
 	case "", "true", "false":
 		job.PTY = g.pty
 	default:
-		return nil, usagef("--pty=%s: want true or false", g.pty)
+		return usagef("--pty=%s: want true or false", g.pty)
 	}
 	switch g.pmi {
 	case jobspec.PMIAuto, jobspec.PMIx, jobspec.PMI1, jobspec.PMI2, jobspec.PMINone:
 		job.PMI = g.pmi
 	default:
-		return nil, usagef("--pmi %s: want auto, pmix, pmi1, pmi2 or none", g.pmi)
+		return usagef("--pmi %s: want auto, pmix, pmi1, pmi2 or none", g.pmi)
 	}
 	if g.pmiPort && (g.pmi == jobspec.PMIx || g.pmi == jobspec.PMINone) {
-		return nil, usagef("-pmi-port serves PMI-1 and PMI-2 clients: not with --pmi %s", g.pmi)
+		return usagef("-pmi-port serves PMI-1 and PMI-2 clients: not with --pmi %s", g.pmi)
 	}
 	job.PMIPort = g.pmiPort
 	envTimeout, _ := env.LookupEnv("MPIEXEC_TIMEOUT")
 	t, err := parseTimeout(g.timeout, envTimeout)
-	if err != nil {
-		return nil, err
-	}
 	job.Timeout = t
-	if g.debug {
-		if v, _ := env.LookupEnv(UnderDebugger); v == "" {
-			cmd, err := debuggerCommand(g.debuggers, args, job, env)
-			if err != nil {
-				return nil, err
-			}
-			return &Request{Job: job, Exec: cmd}, nil
-		}
-	}
-	return &Request{Job: job}, nil
+	return err
 }
 
 // checkPlacement rejects what can be judged without the allocation.
-func checkPlacement(p *jobspec.Placement) error {
+func checkPlacement(p *spelledPlacement) error {
 	switch p.RM {
 	case "", "user", "slurm", "pbs", "lsf": // hostfile.User, Slurm, PBS, LSF
 	default:
@@ -1328,43 +1460,12 @@ func validEnvName(s string) bool {
 	return true
 }
 
-// ResolveProgram finds a program for a spawn request as prun finds the
-// programs of its command line.
-func ResolveProgram(prog, wdir string) (string, error) { return resolveProgram(prog, wdir, OSEnv) }
-
-// resolveProgram finds the program as the shell would: a name with a slash
-// is a path (relative to the working directory of the ranks), a bare name is
-// looked up in PATH.
+// resolveProgram finds the program as the shell would (progpath.Resolve),
+// a usage error when it cannot.
 func resolveProgram(prog, wdir string, env Env) (string, error) {
-	var path string
-	if strings.Contains(prog, "/") {
-		path = prog
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(wdir, path)
-		}
-	} else {
-		p, err := env.LookPath(prog)
-		if err != nil {
-			if errors.Is(err, exec.ErrNotFound) {
-				return "", usagef("%s: command not found in PATH", prog)
-			}
-			return "", usagef("%s: %v", prog, err)
-		}
-		path = p
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(wdir, path)
-		}
-	}
-	st, err := os.Stat(path)
-	switch {
-	case err != nil && os.IsNotExist(err):
-		return "", usagef("%s: no such file", prog)
-	case err != nil:
-		return "", usagef("%s: %v", prog, err)
-	case st.IsDir():
-		return "", usagef("%s: is a directory, not a program", prog)
-	case st.Mode()&0o111 == 0 || unix.Access(path, unix.X_OK) != nil:
-		return "", usagef("%s: not executable", prog)
+	path, err := progpath.Resolve(prog, wdir, env.LookPath)
+	if err != nil {
+		return "", usagef("%v", err)
 	}
 	return path, nil
 }

@@ -235,11 +235,11 @@ func TestHydraFlags(t *testing.T) {
 	if got := strings.Join(j.Apps[1].Env, " "); got != "G=1 E=y" {
 		t.Errorf("app 1 env = %q", got)
 	}
-	if j.Launch.IfInclude != "eth1" || j.Output != "rank" {
-		t.Errorf("launch %+v, output %q", j.Launch, j.Output)
+	if j.Launch.IfInclude != "eth1" || j.Output != (jobspec.Output{Rank: true}) {
+		t.Errorf("launch %+v, output %+v", j.Launch, j.Output)
 	}
 	if j.Place.Hostfile != hosts || strings.Join(j.Place.Hosts, " ") != "a,b c" ||
-		!slices.Equal(j.Place.Compat, [][2]string{{"ppn", "2"}, {"hydra-hosts", ""}}) {
+		!slices.Equal(req.place.Compat, [][2]string{{"ppn", "2"}, {"hydra-hosts", ""}}) {
 		t.Errorf("placement = %+v", j.Place)
 	}
 	// -genvlist and -envlist export variables by name; -launcher and
@@ -327,15 +327,24 @@ func FuzzParse(f *testing.F) {
 // mpirun's older placement spellings reach the mapper in mpirun's order.
 func TestCompatFlags(t *testing.T) {
 	env, _ := testEnv(t)
-	req, err := Parse(strings.Fields("--display-map --display-allocation --bind-to-none --bysocket --cpus-per-rank 2 "+
+	req, err := Parse(strings.Fields("--display-map --display-allocation --bind-to-none --use-hwthread-cpus --cpus-per-rank 2 "+
 		"--npersocket 1 --nooversubscribe -n 1 ./app"), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := req.Job.Place
-	want := [][2]string{{"nooversubscribe", ""}, {"npersocket", "1"}, {"cpus-per-rank", "2"}, {"bysocket", ""}, {"bind-to-none", ""}}
+	pl := req.place
+	want := [][2]string{{"nooversubscribe", ""}, {"npersocket", "1"}, {"use-hwthread-cpus", ""}, {"cpus-per-rank", "2"}, {"bind-to-none", ""}}
 	if fmt.Sprint(pl.Compat) != fmt.Sprint(want) || strings.Join(pl.Display, ",") != "map,allocation" {
 		t.Errorf("compat %v (want %v), display %v", pl.Compat, want, pl.Display)
+	}
+	// ... and the job spec has them applied, as parsed policies.
+	if got := req.Job.Place; got.MapBy.String() != "ppr:1:package:PE=2:NOOVERSUBSCRIBE:HWTCPUS" || got.BindTo.String() != "none" {
+		t.Errorf("policies: map-by %s, bind-to %s", got.MapBy, got.BindTo)
+	}
+	// Contradicting spellings are the CLI's usage errors.
+	if _, err := Parse(strings.Fields("--npersocket 1 --bysocket -n 1 ./app"), env); err == nil ||
+		err.Error() != "--bysocket conflicts with --map-by ppr:1:package" {
+		t.Errorf("--npersocket 1 --bysocket: %v", err)
 	}
 	if _, err := Parse(strings.Fields("--cpus-per-rank -1 -n 1 ./app"), env); err == nil ||
 		!strings.Contains(err.Error(), "--cpus-per-rank -1: want a positive number") {
@@ -344,8 +353,8 @@ func TestCompatFlags(t *testing.T) {
 	// Open MPI 4's --cpu-set is PRRTE's pe-list mapping.
 	if req, err := Parse(strings.Fields("--cpu-set 0,2-3 -n 1 ./app"), env); err != nil {
 		t.Errorf("--cpu-set 0,2-3: %v", err)
-	} else if req.Job.Place.MapBy != "pe-list=0,2-3" {
-		t.Errorf("--cpu-set 0,2-3: map-by %q", req.Job.Place.MapBy)
+	} else if req.place.MapBy != "pe-list=0,2-3" {
+		t.Errorf("--cpu-set 0,2-3: map-by %q", req.place.MapBy)
 	}
 	if _, err := Parse(strings.Fields("--cpu-set 0 --map-by core -n 1 ./app"), env); err == nil ||
 		err.Error() != "--cpu-set cannot be combined with --map-by core (give --map-by pe-list=LIST:...)" {
@@ -402,6 +411,14 @@ func TestMpirunExtras(t *testing.T) {
 // type, each with what it must turn into.
 func TestMoreSpellings(t *testing.T) {
 	env, _ := testEnv(t)
+	parseReq := func(args string) *Request {
+		t.Helper()
+		req, err := Parse(strings.Fields(args), env)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", args, err)
+		}
+		return req
+	}
 	parse := func(args string) *jobspec.Job {
 		t.Helper()
 		req, err := Parse(strings.Fields(args), env)
@@ -410,17 +427,17 @@ func TestMoreSpellings(t *testing.T) {
 		}
 		return req.Job
 	}
-	if j := parse("--ppr 2:package -n 4 ./app"); fmt.Sprint(j.Place.Compat) != "[[ppr 2:package]]" {
-		t.Errorf("--ppr: compat %v", j.Place.Compat)
+	if req := parseReq("--ppr 2:package -n 4 ./app"); fmt.Sprint(req.place.Compat) != "[[ppr 2:package]]" {
+		t.Errorf("--ppr: compat %v", req.place.Compat)
 	}
-	if j := parse("--cpu-list 0,1 -n 2 ./app"); j.Place.MapBy != "pe-list=0,1" {
-		t.Errorf("--cpu-list: map-by %q", j.Place.MapBy)
+	if req := parseReq("--cpu-list 0,1 -n 2 ./app"); req.place.MapBy != "pe-list=0,1" {
+		t.Errorf("--cpu-list: map-by %q", req.place.MapBy)
 	}
 	if j := parse("--display-devel-map --display-devel-allocation --display-topo -n 1 ./app"); fmt.Sprint(j.Place.Display) != "[map allocation topo]" {
 		t.Errorf("--display-devel-*: display %v", j.Place.Display)
 	}
-	if j := parse("-skip-launch-node -n 1 ./app"); fmt.Sprint(j.Place.Compat) != "[[nolocal ]]" {
-		t.Errorf("-skip-launch-node: compat %v", j.Place.Compat)
+	if req := parseReq("-skip-launch-node -n 1 ./app"); fmt.Sprint(req.place.Compat) != "[[nolocal ]]" {
+		t.Errorf("-skip-launch-node: compat %v", req.place.Compat)
 	}
 	if j := parse("-v -n 1 ./app"); !j.Verbose {
 		t.Error("-v: not verbose")
@@ -441,8 +458,8 @@ func TestMoreSpellings(t *testing.T) {
 		filepath.Base(j.PreloadFiles[0]) != "data" || !filepath.IsAbs(j.PreloadFiles[1]) {
 		t.Errorf("-s --preload-files: binary %v, files %q", j.PreloadBinary, j.PreloadFiles)
 	}
-	if j := parse("-membind interleave:0-1 -n 1 ./app"); j.Place.MemBind != "interleave:0-1" {
-		t.Errorf("-membind: %q", j.Place.MemBind)
+	if req := parseReq("-membind interleave:0-1 -n 1 ./app"); req.place.MemBind != "interleave:0-1" || req.Job.Place.MemBind.String() != "interleave:0-1" {
+		t.Errorf("-membind: %q", req.place.MemBind)
 	}
 	if j := parse("-rmk SLURM -order-nodes DESCENDING -n 1 ./app"); j.Place.RM != "slurm" || j.Place.OrderNodes != "descending" {
 		t.Errorf("-rmk -order-nodes: %q %q", j.Place.RM, j.Place.OrderNodes)
@@ -614,7 +631,7 @@ func TestHydraHostLists(t *testing.T) {
 			t.Errorf("%s: %v", tc.args, err)
 			continue
 		}
-		got := slices.Contains(req.Job.Place.Compat, [2]string{"hydra-hosts", ""})
+		got := slices.Contains(req.place.Compat, [2]string{"hydra-hosts", ""})
 		if got != tc.hydra || req.Job.Place.Hostfile == "" && strings.Contains(tc.args, "/hf") {
 			t.Errorf("%s: hydra placement %v, hostfile %q", tc.args, got, req.Job.Place.Hostfile)
 		}

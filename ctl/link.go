@@ -45,7 +45,19 @@ type Link struct {
 	werr error // under wmu: the write that killed the link
 	done chan struct{}
 	once sync.Once
+
+	// suspended: the peer said it stops (Ctrl-Z of the launcher), so its
+	// silence is no loss until Resume. dmu orders the flag with the read
+	// deadline that Recv arms, so that no deadline outlives a Suspend.
+	dmu       sync.Mutex
+	suspended bool
 }
+
+// SilentError is Recv's failure when the peer sent nothing, not even a
+// heartbeat, for DeadAfter.
+type SilentError struct{ After time.Duration }
+
+func (e *SilentError) Error() string { return fmt.Sprintf("no heartbeat for %v", e.After) }
 
 // conn is what a link runs over: a socket, or a stream (stream.go).
 type conn interface {
@@ -98,15 +110,37 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 }
 
 // Recv returns the next frame that is not a heartbeat. It fails when the
-// peer closed the link or said nothing for DeadAfter.
+// peer closed the link or said nothing for DeadAfter (*SilentError), unless
+// it is suspended.
+//
+// A deadline that passed while this process did not run (SIGSTOP) says
+// nothing of the peer, whose heartbeats wait in the socket: so the peer is
+// lost only when a further half HeartbeatEvery brings nothing either. Waiting
+// for the frame's first byte with Peek consumes nothing, so that look
+// cannot cut a frame. (A stream link closes at its deadline: for it the
+// second look fails at once.)
 func (l *Link) Recv() (Frame, error) {
 	for {
-		l.c.SetReadDeadline(time.Now().Add(DeadAfter))
+		l.arm(DeadAfter)
+		_, err := l.r.Peek(1)
+		if isTimeout(err) && !l.isSuspended() {
+			l.arm(HeartbeatEvery / 2)
+			_, err = l.r.Peek(1)
+		}
+		if isTimeout(err) {
+			if l.isSuspended() {
+				continue
+			}
+			return Frame{}, &SilentError{DeadAfter}
+		}
+		if err != nil {
+			return Frame{}, err
+		}
+		l.arm(DeadAfter) // for the rest of the frame
 		f, err := ReadFrame(l.r)
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return Frame{}, fmt.Errorf("no heartbeat for %v", DeadAfter)
+			if isTimeout(err) {
+				return Frame{}, &SilentError{DeadAfter}
 			}
 			return Frame{}, err
 		}
@@ -114,6 +148,46 @@ func (l *Link) Recv() (Frame, error) {
 			return f, nil
 		}
 	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// arm sets the read deadline d from now, or none while suspended.
+func (l *Link) arm(d time.Duration) {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	if l.suspended {
+		l.c.SetReadDeadline(time.Time{})
+	} else {
+		l.c.SetReadDeadline(time.Now().Add(d))
+	}
+}
+
+func (l *Link) isSuspended() bool {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	return l.suspended
+}
+
+// Suspend stops expecting the peer's heartbeats, and sending them: it said
+// it stops (a launcher's Ctrl-Z), or this end is about to. A pending Recv
+// waits on.
+func (l *Link) Suspend() {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	l.suspended = true
+	l.c.SetReadDeadline(time.Time{})
+}
+
+// Resume expects heartbeats again, the first within DeadAfter from now.
+func (l *Link) Resume() {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	l.suspended = false
+	l.c.SetReadDeadline(time.Now().Add(DeadAfter))
 }
 
 func (l *Link) beat() {
@@ -124,6 +198,11 @@ func (l *Link) beat() {
 		case <-l.done:
 			return
 		case <-t.C:
+			// Suspended, the peer does not read (it is stopped): heartbeats
+			// would only fill its socket until a write timed out.
+			if l.isSuspended() {
+				continue
+			}
 			if l.Send(TypeHeartbeat, nil) != nil {
 				return
 			}

@@ -264,7 +264,7 @@ func (d *Daemon) Signal(nspace string, ranks []int, sig syscall.Signal) {
 // (after SIGWINCH).
 func (d *Daemon) ResizePTY(nspace string) {
 	if sh := d.shell(nspace); sh != nil {
-		sh.resizePTY()
+		sh.io.resize()
 	}
 }
 

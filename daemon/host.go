@@ -31,12 +31,12 @@ func (h host) ClientConnected(p pmixsrv.Proc) error {
 	if err := sh.makeDirs(); err != nil {
 		return err
 	}
-	sh.setState(int(p.Rank), func(st *rankState) { st.connected = true })
+	sh.setState(int(p.Rank), func(st *rankState) { st.client.connected = true })
 	return nil
 }
 
 func (h host) ClientFinalized(p pmixsrv.Proc) error {
-	h.rankState(p, func(st *rankState) { st.finalized = true })
+	h.rankState(p, func(st *rankState) { st.client.finalized = true })
 	return nil
 }
 
@@ -48,7 +48,7 @@ func (h host) Abort(p pmixsrv.Proc, status int, msg string, targets []pmixsrv.Pr
 		msg = ""
 	}
 	if sh := h.d.shell(p.Nspace); sh != nil {
-		sh.setState(int(p.Rank), func(st *rankState) { st.aborted = true })
+		sh.setState(int(p.Rank), func(st *rankState) { st.client.aborted = true })
 	}
 	h.d.up.Event(Event{Kind: ProcAborted, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
 		Status: status, Msg: msg})

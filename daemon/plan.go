@@ -50,8 +50,8 @@ type File struct {
 
 // Plan.Stdin values besides a rank.
 const (
-	StdinNone = -1
-	StdinAll  = -2
+	StdinNone = jobspec.StdinNone
+	StdinAll  = jobspec.StdinAll
 )
 
 // procsOn returns the ranks the plan places on node n.

@@ -151,7 +151,7 @@ func TestPrintAllExitCodes(t *testing.T) {
 	}
 	r = run(t, opts{args: []string{"-print-all-exitcodes", "-n", "3", "--host", "a", "true"}})
 	expectCode(t, r, 2)
-	if r.stderr != "prun: 3 processes requested but only 1 slot is available on a\n" {
+	if r.stderr != "prun: 3 processes requested but only 1 slot is available on a (add --oversubscribe to allow more processes than slots)\n" {
 		t.Errorf("a usage error: stderr %q", r.stderr)
 	}
 }

@@ -346,7 +346,7 @@ func TestPerContextHostfile(t *testing.T) {
 
 	r = run(t, opts{args: []string{"-n", "2", "true", ":", "--hostfile", hfB, "-n", "1", "true"}})
 	expectCode(t, r, 2)
-	expectContains(t, "stderr", r.stderr, "prun: 3 processes requested but only 2 slots are available on "+host+"\n")
+	expectContains(t, "stderr", r.stderr, "prun: 3 processes requested but only 2 slots are available on "+host+" (add --oversubscribe to allow more processes than slots)\n")
 	r = run(t, opts{args: []string{"-n", "1", "true", ":", "--hostfile", hfB, "-H", "elsewhere", "-n", "1", "true"}})
 	expectCode(t, r, 2)
 	expectContains(t, "stderr", r.stderr, "prun: app 2: --host within its hostfile "+hfB+": host elsewhere is not in the allocation\n")
@@ -408,7 +408,7 @@ func TestOpenMPILauncherMCA(t *testing.T) {
 			expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
 		} else {
 			expectCode(t, r, 2)
-			expectContains(t, "stderr", r.stderr, "prun: 2 processes requested but only 1 slot is available on "+host+"\n")
+			expectContains(t, "stderr", r.stderr, "prun: 2 processes requested but only 1 slot is available on "+host+" (add --oversubscribe to allow more processes than slots)\n")
 		}
 		if code := mpirun(c.env, c.args...); (code == 0) != c.ok {
 			t.Errorf("%s: mpirun.openmpi exited %d, prun %d", c.name, code, r.code)

@@ -104,7 +104,7 @@ func FuzzHostfile(f *testing.F) {
 func FuzzHostList(f *testing.F) {
 	for _, s := range []string{
 		"a:4,b,c:*", "[::1]:2,fe80::1", "+n0,+n2", "+e,+e:3", "^a,u@b:2,b",
-		"a,,b", "a:x", "[::1]2", "a:*,a", "^+n0",
+		"a,,b", "a:x", "[::1]2", "a:*,a", "^+n0", "u@a,v@c:2,+n1",
 	} {
 		f.Add(s)
 	}
@@ -130,9 +130,18 @@ func FuzzHostList(f *testing.F) {
 			return
 		}
 		seen := map[string]bool{}
+		users := map[string]string{} // the list's users of named hosts: Select keeps them
+		for _, e := range es {
+			if e.Kind == Named && !e.Exclude {
+				users[hostKey(e.Name)] = e.User
+			}
+		}
 		for _, e := range sel {
 			if indexOf(base).find(e.Name) < 0 || seen[e.Name] || e.Exclude || e.Kind != Named {
 				t.Fatalf("Select(%q) = %+v", in, sel)
+			}
+			if u := users[hostKey(e.Name)]; u != "" && e.User != u {
+				t.Fatalf("Select(%q) = %+v: host %s lost user %s", in, sel, e.Name, u)
 			}
 			seen[e.Name] = true
 		}

@@ -176,6 +176,39 @@ func TestSelect(t *testing.T) {
 
 // A hostfile given inside a resource-manager job filters that allocation,
 // its exclusions included.
+// A user or port given by either list holds for the host selected; two
+// that differ are an error.
+func TestSelectLogins(t *testing.T) {
+	base, err := ParseHostfile("hf", strings.NewReader("n0 user=u port=2222\nn1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ sel, want, err string }{
+		{"n0,n1", "u@n0 port=2222,n1", ""},
+		{"u@n0,v@n1:2", "u@n0 port=2222,v@n1 slots=2", ""},
+		{"x@n0", "", "host n0 is given user u and user x"},
+	} {
+		sel, err := ParseHostList(tc.sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Select(base, sel)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("Select(%q): %v, want %q", tc.sel, err, tc.err)
+			}
+			continue
+		}
+		var s []string
+		for _, e := range got {
+			s = append(s, e.String())
+		}
+		if err != nil || strings.Join(s, ",") != tc.want {
+			t.Errorf("Select(%q) = %q, %v; want %q", tc.sel, s, err, tc.want)
+		}
+	}
+}
+
 func TestSelectHostfileFromAllocation(t *testing.T) {
 	rm := []Entry{named("node01", 2), named("node02", 2), named("node03", 2)}
 	hf, err := ParseHostfile("hf", strings.NewReader("^node02\n"))

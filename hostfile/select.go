@@ -83,6 +83,22 @@ func Select(base, sel []Entry) ([]Entry, error) {
 		if excluded(h.Name) {
 			return nil
 		}
+		if e.Kind == Named {
+			// A login given on either side holds; two that differ are
+			// an error, not a choice.
+			switch {
+			case e.User != "" && h.User != "" && e.User != h.User:
+				return fmt.Errorf("host %s is given user %s and user %s", quote(h.Name), quote(h.User), quote(e.User))
+			case e.Port != 0 && h.Port != 0 && e.Port != h.Port:
+				return fmt.Errorf("host %s is given port %d and port %d", quote(h.Name), h.Port, e.Port)
+			}
+			if h.User == "" {
+				h.User = e.User
+			}
+			if h.Port == 0 {
+				h.Port = e.Port
+			}
+		}
 		if e.Kind == Named && e.SlotsGiven {
 			if !h.SlotsFromCores && e.Slots > h.Slots {
 				return fmt.Errorf("%s: the allocation gives host %s only %d slots", e.hostListItem(), quote(h.Name), h.Slots)

@@ -47,13 +47,13 @@ type Job struct {
 	Apps      []App
 	CmdLine   string        // the command line as typed, for PMIX_CMD_LINE
 	TagOutput bool          // prefix output lines with [app,rank]<stream>:
-	Output    string        // --output forms, comma-separated (tag, timestamp, json, ordered, dir=D, ...)
+	Output    Output        // --output and its older spellings (-l, --timestamp-output, --xml, ...)
 	Timeout   time.Duration // 0 means none
 	PMI       string        // which process-management interfaces ranks get: auto, pmix, pmi1, pmi2, none
 	PMIPort   bool          // Hydra's -pmi-port: PMI-1 clients connect to PMI_PORT and name themselves with PMI_ID
 	Place     Placement
 
-	Stdin                string // --stdin: a rank number, "all" or "none"
+	Stdin                int    // --stdin: a rank, or StdinAll, StdinNone
 	PTY                  string // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
 	Report               string // --report: write the run's JSON report here
 	ReportStateOnTimeout bool   // --report-state-on-timeout
@@ -94,6 +94,27 @@ type Job struct {
 	ErrfilePattern        string // -errfile-pattern: ... their stderr
 	UnivSize              int    // -usize: the universe size; 0: the allocation's slots; UnivInfinite: none
 	Launch                Launch
+}
+
+// Job.Stdin's values beside a rank (daemon.Plan.Stdin's too).
+const (
+	StdinNone = -1
+	StdinAll  = -2
+)
+
+// Output is how the ranks' output is printed (--output's forms; the iof
+// package's Options in the launcher).
+type Output struct {
+	Tag         bool // [app,rank]<stream>: before each line
+	TagDetailed bool // [app,rank,host,pid]<stream>:
+	Rank        bool // [rank] (Hydra's -prepend-rank, -l)
+	Timestamp   bool
+	MergeStderr bool // the ranks' stderr on stdout
+	JSON        bool // one JSON object per line
+	XML         bool // mpirun's --xml
+	Ordered     bool // held back and printed by rank at the end
+	Dir, File   string
+	Tee         bool // with Dir or File, the terminal keeps a copy (no :nocopy)
 }
 
 // Launch says how daemons are started on other nodes.
@@ -192,29 +213,25 @@ func ParsePorts(spec string) ([][2]int, error) {
 }
 
 // Placement is what the user said about hosts, mapping, ranking and
-// binding, as given: the hostfile and mapper packages interpret it.
+// binding: host sources as given (the launcher reads them), policies parsed
+// (the CLI resolved every spelling: --map-by, mpirun's -npernode, Open MPI's
+// MCA parameters, Hydra's variables).
 type Placement struct {
-	Hostfile string   // --hostfile/--machinefile, else --default-hostfile, else PRUN_HOSTFILE
-	Hosts    []string // --host (comma lists, repeatable)
-	AddHosts []string // --add-host
-	Rankfile string
-	MapBy    string
-	RankBy   string
-	BindTo   string
-	// Origin names where MapBy, RankBy or BindTo came from when not the
-	// command line ("map-by": "OMPI_MCA_rmaps_base_mapping_policy=node"),
-	// for their errors.
-	Origin         map[string]string
-	MemBind        string      // Hydra's -membind: firsttouch, bind[:NODES], interleave[:NODES]
-	Compat         [][2]string // mpirun spellings in order: {"npernode","2"}, {"oversubscribe",""}, ...
-	Display        []string    // map, map:json, allocation
-	DoNotLaunch    bool
-	Topology       string // --topology: hwloc synthetic description or an XML file
-	ReportBindings bool
-	LocalHost      string // Hydra's -localhost: this node's name in the host list
-	RM             string // Hydra's -rmk: the resource manager to read (slurm, pbs, lsf), "user" for none, "" any
-	OrderNodes     string // Hydra's -order-nodes: "ascending" or "descending" slots, "" as given
-	MaxNodes       int    // mpirun's -max-vm-size: the allocation's first N hosts only (0: all)
+	Hostfile    string   // --hostfile/--machinefile, else --default-hostfile, else PRUN_HOSTFILE
+	Hosts       []string // --host (comma lists, repeatable)
+	AddHosts    []string // --add-host
+	Rankfile    string   // --rankfile, else --map-by rankfile:FILE=... (MapBy.File)
+	MapBy       MapPolicy
+	RankBy      RankPolicy
+	BindTo      BindPolicy // BindTo.Report: --report-bindings
+	MemBind     MemPolicy  // Hydra's -membind
+	Display     []string   // map, map:json, allocation
+	DoNotLaunch bool
+	Topology    string // --topology: hwloc synthetic description or an XML file
+	LocalHost   string // Hydra's -localhost: this node's name in the host list
+	RM          string // Hydra's -rmk: the resource manager to read (slurm, pbs, lsf), "user" for none, "" any
+	OrderNodes  string // Hydra's -order-nodes: "ascending" or "descending" slots, "" as given
+	MaxNodes    int    // mpirun's -max-vm-size: the allocation's first N hosts only (0: all)
 }
 
 // PMI interface choices for Job.PMI.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"sync"
 
 	"prun/hostfile"
+	"prun/iof"
 	"prun/jobspec"
 	"prun/mapper"
 	"prun/topology"
@@ -213,54 +215,24 @@ func resolveHosts(pl jobspec.Placement, own []hostfile.Entry, cores func(host st
 	return alloc, source, base, nil
 }
 
-// mapOptions turns the placement flags into the mapper's options.
+// outputOptions are the Writer's options for the job's --output forms.
+func outputOptions(o jobspec.Output, color bool) iof.Options {
+	return iof.Options{Color: color, Tag: o.Tag, TagDetailed: o.TagDetailed, Rank: o.Rank, Timestamp: o.Timestamp,
+		MergeStderr: o.MergeStderr, JSON: o.JSON, XML: o.XML, Ordered: o.Ordered, Dir: o.Dir, File: o.File, Tee: o.Tee}
+}
+
+// mapOptions gives the mapper the job's policies (parsed by the CLI) with
+// what the allocation adds: this node's name in it, its hosts' slot origin,
+// the rankfile's lines.
 func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[string]bool) (mapper.Options, error) {
-	opts := mapper.Options{SlotsFromCores: fromCores}
-	var err error
+	opts := mapper.Options{SlotsFromCores: fromCores, MapBy: pl.MapBy, RankBy: pl.RankBy, BindTo: pl.BindTo, MemBind: pl.MemBind}
 	for _, h := range alloc.Hosts {
 		if isLocal(h.Name, pl.LocalHost) {
 			opts.LocalHost = h.Name
 			break
 		}
 	}
-	if pl.MapBy == "" && pl.Rankfile != "" {
-		pl.MapBy = "rankfile"
-	}
-	if pl.MapBy != "" {
-		if opts.MapBy, err = mapper.ParseMapBy(pl.MapBy); err != nil {
-			return opts, policyOrigin(err, pl.Origin["map-by"])
-		}
-	}
-	if pl.RankBy != "" {
-		if opts.RankBy, err = mapper.ParseRankBy(pl.RankBy); err != nil {
-			return opts, policyOrigin(err, pl.Origin["rank-by"])
-		}
-	}
-	if pl.BindTo != "" {
-		if opts.BindTo, err = mapper.ParseBindTo(pl.BindTo); err != nil {
-			return opts, policyOrigin(err, pl.Origin["bind-to"])
-		}
-	}
-	if pl.MemBind != "" {
-		if opts.MemBind, err = mapper.ParseMemBind(pl.MemBind); err != nil {
-			return opts, err // it names the flag
-		}
-	}
-	for _, c := range pl.Compat {
-		if err := opts.ApplyCompat(c[0], c[1]); err != nil {
-			return opts, err // it names the option
-		}
-	}
-	if pl.ReportBindings {
-		if err := opts.ApplyCompat("report-bindings", ""); err != nil {
-			return opts, err
-		}
-	}
-	rankfile := pl.Rankfile
-	if rankfile == "" {
-		rankfile = opts.MapBy.File
-	}
-	if rankfile != "" {
+	if rankfile := pl.Rankfile; rankfile != "" {
 		f, err := os.Open(rankfile)
 		if err != nil {
 			return opts, fmt.Errorf("rankfile: %w", err)
@@ -278,16 +250,6 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 		}
 	}
 	return opts, nil
-}
-
-// policyOrigin says where a policy came from when no flag gave it (an Open
-// MPI MCA parameter, a Hydra environment variable); the mapper's error
-// names the flag.
-func policyOrigin(err error, origin string) error {
-	if origin == "" {
-		return err
-	}
-	return fmt.Errorf("%s: %w", origin, err)
 }
 
 func readHostfile(name string) ([]hostfile.Entry, error) {
@@ -365,6 +327,23 @@ func spawnHosts(hosts, hostfilePath, wdir string) (string, error) {
 // isLocal reports whether a host name is the node prun runs on: its host
 // name (long or short), localhost, one of its own addresses, or the name
 // -localhost gave it (alias).
+// localLogin refuses a user given to this node other than the one running
+// prun: its ranks run under the launcher's own daemon, never over SSH, so
+// the login would be ignored. (A port there is simply unused: no SSH.)
+func localLogin(a hostfile.Allocation, alias string) error {
+	for _, h := range a.Hosts {
+		if h.User == "" || !isLocal(h.Name, alias) {
+			continue
+		}
+		if u, err := user.Current(); err == nil && u.Username == h.User {
+			continue
+		}
+		return fmt.Errorf("host %s is this node, where prun starts the ranks itself, as the user running it: user %s cannot apply (run prun as %s, or name another node)",
+			h.Name, h.User, h.User)
+	}
+	return nil
+}
+
 func isLocal(host, alias string) bool {
 	if host == "localhost" || alias != "" && strings.EqualFold(host, alias) {
 		return true

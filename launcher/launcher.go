@@ -25,9 +25,9 @@ import (
 	"github.com/mattn/go-isatty"
 	"golang.org/x/sys/unix"
 
-	"prun/cli"
 	"prun/daemon"
 	"prun/hostfile"
+	"prun/internal/progpath"
 	"prun/iof"
 	"prun/jobspec"
 	"prun/mapper"
@@ -97,13 +97,7 @@ func Run(job *jobspec.Job, opts Options) int {
 			opts.Env = append(opts.Env, v+"=1")
 		}
 	}
-	out := iof.Options{Color: opts.ColorTags}
-	if job.Output != "" {
-		if err := iof.ParseOutput(job.Output, &out); err != nil { // the CLI checked it
-			cli.PrintError(opts.Stderr, err)
-			return ExitUsage
-		}
-	}
+	out := outputOptions(job.Output, opts.ColorTags)
 	r := &run{opts: opts, quiet: job.Quiet, showProgress: job.ShowProgress, recovery: job.EnableRecovery,
 		primaryStatus: job.PrimaryStatus}
 	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
@@ -190,6 +184,7 @@ type run struct {
 
 	fail     *failure
 	signaled syscall.Signal
+	stall    *stallWatch // with other nodes: the launcher's own stalls
 	// --enable-recovery: a rank's failure does not end the job; the first
 	// one decides the exit status.
 	recovery      bool
@@ -322,6 +317,8 @@ func (r *run) run(job *jobspec.Job) int {
 		replay = pending
 		r.tree = tree
 		defer tree.Close()
+		r.stall = startStallWatch()
+		defer r.stall.close()
 		if job.Place.Topology == "" {
 			r.topos.reported = map[string]*topology.Topology{}
 			for _, h := range hosts {
@@ -364,7 +361,7 @@ func (r *run) run(job *jobspec.Job) int {
 		Job:      job,
 		Map:      m,
 		UnivSize: r.univ,
-		Stdin:    stdinTarget(job.Stdin),
+		Stdin:    job.Stdin,
 		// A debugger that started prun attaches to the ranks before they
 		// go past PMIx_Init.
 		DebugStop: mpir.BeingDebugged(),
@@ -551,8 +548,17 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 		r.topos = topos
 	}
 	topos := r.topos
+	// The job spec is the CLI's, read-only: the apps' host lists that the
+	// allocation completes go into the copy the mapper is given.
+	cp := *job
+	cp.Apps = slices.Clone(job.Apps)
+	job = &cp
 	alloc, source, fromCores, err := allocate(job.Place, job.Apps, topos.cores)
 	if err != nil {
+		r.errorf("%v", err)
+		return nil, ExitUsage
+	}
+	if err := localLogin(alloc, job.Place.LocalHost); err != nil {
 		r.errorf("%v", err)
 		return nil, ExitUsage
 	}
@@ -616,20 +622,6 @@ func displayAllocation(a hostfile.Allocation, source string) string {
 		fmt.Fprintf(&b, "  %-24s slots=%-4d max_slots=%s\n", h.Name, h.Slots, max)
 	}
 	return b.String()
-}
-
-// stdinTarget reads --stdin (validated by the CLI).
-func stdinTarget(s string) int {
-	switch s {
-	case "", "0":
-		return 0
-	case "none":
-		return daemon.StdinNone
-	case "all":
-		return daemon.StdinAll
-	}
-	n, _ := strconv.Atoi(s)
-	return n
 }
 
 func (r *run) nspace(index int) string {
@@ -783,10 +775,10 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 // else as on the command line.
 func spawnProgram(cmd, path, wdir string) (string, error) {
 	if path == "" || strings.Contains(cmd, "/") {
-		return cli.ResolveProgram(cmd, wdir)
+		return progpath.Resolve(cmd, wdir, nil)
 	}
 	for _, dir := range filepath.SplitList(path) {
-		if exe, err := cli.ResolveProgram(filepath.Join(dir, cmd), wdir); err == nil {
+		if exe, err := progpath.Resolve(filepath.Join(dir, cmd), wdir, nil); err == nil {
 			return exe, nil
 		}
 	}
@@ -1102,7 +1094,9 @@ func (r *run) onSignal(sig syscall.Signal) {
 			r.errorf("received %s; forwarding it to %d ranks", signalName(sig), r.runningRanks())
 		}
 		r.terminate(sig)
-	default: // SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP: pass on, nothing more
+	case syscall.SIGTSTP:
+		r.suspend()
+	default: // SIGUSR1, SIGUSR2, SIGCONT: pass on, nothing more
 		r.signalAll(sig)
 	}
 }

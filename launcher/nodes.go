@@ -47,6 +47,25 @@ func remoteHosts(a hostfile.Allocation, alias string) []string {
 	return out
 }
 
+// logins are the users and SSH ports the allocation gives hosts, in their
+// order; nil when it gives none.
+func logins(a hostfile.Allocation, hosts []string) []remote.Login {
+	by := map[string]remote.Login{}
+	for _, h := range a.Hosts {
+		if h.User != "" || h.Port != 0 {
+			by[h.Name] = remote.Login{User: h.User, Port: h.Port}
+		}
+	}
+	if len(by) == 0 {
+		return nil
+	}
+	out := make([]remote.Login, len(hosts))
+	for i, h := range hosts {
+		out[i] = by[h]
+	}
+	return out
+}
+
 // forwardedEnv is what the launcher's environment passes to remote daemons
 // and their ranks besides -x: the MPI libraries' and PMIx's settings, as
 // mpirun forwards OMPI_MCA_*; everything else is the node's own login
@@ -181,6 +200,7 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 		Agent:          agent,
 		LaunchEnv:      r.opts.Env,
 		Hosts:          hosts,
+		Logins:         logins(r.alloc, hosts),
 		Exe:            exe,
 		CopyExe:        job.Launch.Prefix == "", // an explicit --prefix is not second-guessed
 		Home:           home,
@@ -228,6 +248,12 @@ func (r *run) onNodeLost(nl nodeLost) {
 	}
 	r.up.mu.Unlock()
 	r.up.dropNode(nl.host)
+	// A launcher that was stopped finds its daemons gone: they gave up on
+	// its silence. That, not a node, is the cause.
+	if d := r.stall.recent(); d > 0 {
+		r.failJob(stallMessage(d), ExitFailure)
+		return
+	}
 	r.failJob(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure)
 }
 

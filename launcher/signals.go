@@ -10,7 +10,8 @@ import (
 )
 
 // forwarded are the signals prun catches: the terminating ones end the job,
-// the others pass to the ranks (SIGWINCH to an interactive rank's terminal).
+// SIGTSTP stops it, prun with it (see suspend), the others pass to the ranks
+// (SIGWINCH to an interactive rank's terminal).
 var forwarded = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGWINCH}
 

@@ -1,6 +1,8 @@
 // Package mapper places the processes of a job onto an allocation, ranks
 // them and binds them to CPUs. It is a pure function of (job, allocation,
-// node topologies, options): no I/O, no state. POLICY.md states the rules.
+// node topologies, options): no I/O, no state, and the job it is given is
+// only read (Map.Apps says how many processes each app got).
+// docs/placement.md states the rules.
 package mapper
 
 import (
@@ -76,12 +78,17 @@ func Place(job *jobspec.Job, alloc hostfile.Allocation) (*Map, error) {
 	if len(alloc.Hosts) == 0 || slots <= 0 {
 		return nil, fmt.Errorf("the allocation has no slots")
 	}
-	for i := range job.Apps {
-		if job.Apps[i].NP == 0 {
-			job.Apps[i].NP = slots
+	// The job is the caller's: the counts go into a copy (Map.Apps says
+	// what was placed).
+	j := *job
+	j.Apps = make([]jobspec.App, len(job.Apps))
+	for i, app := range job.Apps {
+		if app.NP == 0 {
+			app.NP = slots
 		}
+		j.Apps[i] = app
 	}
-	return PlaceWith(job, alloc, nil, Options{MapBy: MapPolicy{By: MapSlot}, BindTo: BindPolicy{To: BindNone}})
+	return PlaceWith(&j, alloc, nil, Options{MapBy: MapPolicy{By: MapSlot}, BindTo: BindPolicy{To: BindNone}})
 }
 
 // JSON writes the map as {"procs":[{"rank":0,"app":0,"host":"n1",

@@ -120,14 +120,14 @@ type placer struct {
 func (p *placer) allowed(a, i int) bool { return p.appHosts[a] == nil || p.appHosts[a][i] }
 
 // PlaceWith places the job on the allocation following opts (see
-// POLICY.md for the rules). topo answers each host's topology; hosts with
+// docs/placement.md for the rules). topo answers each host's topology; hosts with
 // the same hardware should share one *Topology. A nil topo, or a nil
 // answer, means unknown: such hosts can only be mapped by slot, node or seq
-// and run unbound. Apps whose NP is 0 are given their default count, which
-// is written back into job.
+// and run unbound. Apps whose NP is 0 are given their default count:
+// Map.Apps[i].Size (job is only read).
 func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host string) *topology.Topology, opts Options) (*Map, error) {
 	p := &placer{opts: opts, mp: opts.MapBy, bind: opts.BindTo, rank: opts.RankBy}
-	if err := p.mp.check(); err != nil {
+	if err := p.mp.Check(); err != nil {
 		return nil, fmt.Errorf("--map-by %s: %v", p.mp, err)
 	}
 	if err := p.setup(job, alloc, topo); err != nil {
@@ -164,9 +164,6 @@ func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host strin
 	m := p.build(ord)
 	if err := assignMems(m, opts.MemBind); err != nil {
 		return nil, err
-	}
-	for a := range job.Apps {
-		job.Apps[a].NP = p.np[a]
 	}
 	return m, nil
 }
@@ -279,12 +276,12 @@ func (p *placer) resolveMapping(allTopo bool) error {
 		default:
 			mp.By = MapCore
 		}
-		if err := mp.check(); err != nil {
+		if err := mp.Check(); err != nil {
 			return fmt.Errorf("--map-by %s: %v", mp, err)
 		}
 	}
 	p.hwt = mp.HWTCPUS || mp.By == MapHWThread
-	p.mapObj, p.byObject = mp.By.object()
+	p.mapObj, p.byObject = mp.By.Object()
 	if mp.By == MapPPR {
 		p.mapObj = mp.PPRObject
 	}
@@ -302,7 +299,7 @@ func (p *placer) resolveMapping(allTopo bool) error {
 	return nil
 }
 
-func (p *placer) isObject(b MapBy) bool { _, ok := b.object(); return ok }
+func (p *placer) isObject(b MapBy) bool { _, ok := b.Object(); return ok }
 
 // cpuObj is a CPU: the type processes are bound to by default.
 func (p *placer) cpuObj() topology.ObjType {
@@ -367,7 +364,7 @@ func (p *placer) resolveBinding() error {
 		// An object larger than the one mapped to (--map-by core --bind-to
 		// package) binds each process to the one that holds its object,
 		// as mpirun and Hydra do (addBindInfo).
-		p.kind, p.bindObj = bindObject, b.To.object()
+		p.kind, p.bindObj = bindObject, b.To.Object()
 	case mp.Oversubscribe:
 		b.To, p.kind = BindNone, bindNone // PRRTE: asking to oversubscribe means no default binding
 	case p.byObject || (mp.By == MapPPR && p.mapObj != topology.Machine):
@@ -808,8 +805,21 @@ func slotsAre(n int) string {
 }
 
 func (p *placer) slotsError() error {
-	return fmt.Errorf("%d processes requested but only %s available on %s", p.total, slotsAre(p.slots), p.hostList(p.allHosts()))
+	return fmt.Errorf("%d processes requested but only %s available on %s%s", p.total, slotsAre(p.slots), p.hostList(p.allHosts()), p.oversubHint())
 }
+
+// oversubHint tells how to run more processes than slots, unless the user
+// forbade it (:NOOVERSUBSCRIBE). Every "not enough slots" error ends with it.
+func (p *placer) oversubHint() string {
+	if p.mp.NoOversubscribe {
+		return ""
+	}
+	return OversubscribeHint
+}
+
+// OversubscribeHint ends the errors of a map that needs more slots than
+// it has.
+const OversubscribeHint = " (add --oversubscribe to allow more processes than slots)"
 
 func (p *placer) maxSlotsError() error {
 	capacity := 0
@@ -1007,7 +1017,7 @@ func (p *placer) checkSlots(h *host, what string) error {
 		what = "--map-by " + p.mp.String()
 	}
 	if h.used > h.slots && !p.oversub {
-		return fmt.Errorf("%s places %d processes on %s but it has only %s", what, h.used, h.name, slotCount(h.slots))
+		return fmt.Errorf("%s places %d processes on %s but it has only %s%s", what, h.used, h.name, slotCount(h.slots), p.oversubHint())
 	}
 	if h.maxSlots > 0 && h.used > max(h.slots, h.maxSlots) {
 		return fmt.Errorf("%s places %d processes on %s but its max_slots is %d", what, h.used, h.name, h.maxSlots)
@@ -1185,7 +1195,7 @@ func (p *placer) bindFail(h *host, msg string) error {
 }
 
 // put places one process on host h, on mapped object obj, or on the next
-// object round robin (skipping those without room to bind) when obj < 0.
+// Object round robin (skipping those without room to bind) when obj < 0.
 func (p *placer) put(h *host, hi int, obj int32) error {
 	if !h.ready {
 		if err := p.init(h); err != nil {

@@ -249,7 +249,7 @@ func FuzzPlaceWith(f *testing.F) {
 			}
 		}
 		if kind&16 != 0 { // Hydra's host lists
-			if err := opts.ApplyCompat("hydra-hosts", ""); err != nil {
+			if err := applyCompat(&opts, "hydra-hosts", ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -363,7 +363,7 @@ func TestAppHosts(t *testing.T) {
 // slots, ranked as placed; Open MPI's -N refuses what does not fit.
 func TestPPNCycle(t *testing.T) {
 	var opts Options
-	if err := opts.ApplyCompat("ppn", "2"); err != nil {
+	if err := applyCompat(&opts, "ppn", "2"); err != nil {
 		t.Fatal(err)
 	}
 	m, err := PlaceWith(job(7), hosts(2, 1), nil, opts)
@@ -374,14 +374,14 @@ func TestPPNCycle(t *testing.T) {
 		t.Errorf("rank map %q, want %q", got, want)
 	}
 	opts = Options{}
-	if err := opts.ApplyCompat("N", "2"); err != nil {
+	if err := applyCompat(&opts, "N", "2"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := PlaceWith(job(7), hosts(2, 2), nil, opts); err == nil {
 		t.Error("-N 2 placed 7 processes on 2 hosts")
 	}
 	opts = Options{}
-	if err := opts.ApplyCompat("ppn", "0"); err == nil {
+	if err := applyCompat(&opts, "ppn", "0"); err == nil {
 		t.Error("-ppn 0 accepted")
 	}
 }
@@ -393,7 +393,7 @@ func TestPPNCycle(t *testing.T) {
 func TestHydraHostsCycle(t *testing.T) {
 	alloc := hostfile.Allocation{Hosts: []hostfile.Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 2}}}
 	var opts Options
-	if err := opts.ApplyCompat("hydra-hosts", ""); err != nil {
+	if err := applyCompat(&opts, "hydra-hosts", ""); err != nil {
 		t.Fatal(err)
 	}
 	for n, want := range map[int]string{5: "(a:0,3)\n(b:1,2,4)\n", 3: "(a:0)\n(b:1,2)\n", 7: "(a:0,3,6)\n(b:1,2,4,5)\n"} {
@@ -407,10 +407,10 @@ func TestHydraHostsCycle(t *testing.T) {
 	}
 	for _, first := range [][2]string{{"nooversubscribe", ""}, {"bynode", ""}} {
 		opts := Options{}
-		if err := opts.ApplyCompat(first[0], first[1]); err != nil {
+		if err := applyCompat(&opts, first[0], first[1]); err != nil {
 			t.Fatal(err)
 		}
-		if err := opts.ApplyCompat("hydra-hosts", ""); err != nil {
+		if err := applyCompat(&opts, "hydra-hosts", ""); err != nil {
 			t.Fatal(err)
 		}
 		if opts.MapBy.Cycle {

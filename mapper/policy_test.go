@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"prun/cli"
+	"prun/jobspec"
 	"prun/topology"
 )
 
@@ -189,7 +191,7 @@ func TestApplyCompat(t *testing.T) {
 	var o Options
 	for _, s := range []string{"--npernode=2", "--oversubscribe", "--nolocal", "--use-hwthread-cpus", "--cpus-per-proc=2", "--report-bindings", "--bind-to-core"} {
 		name, val, _ := strings.Cut(s, "=")
-		if err := o.ApplyCompat(name, val); err != nil {
+		if err := applyCompat(&o, name, val); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -208,35 +210,35 @@ func TestApplyCompat(t *testing.T) {
 		{"--npernode", "x", `--npernode "x": want a positive number`},
 		{"--frobnicate", "", `unknown option "--frobnicate"`},
 	} {
-		err := o.ApplyCompat(c.name, c.val)
+		err := applyCompat(&o, c.name, c.val)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s %s: err = %v\nwant %s", c.name, c.val, err, c.want)
 		}
 	}
 	// Same policy twice is fine; so is -N after --map-by ppr:N:node.
 	o = Options{}
-	if err := o.ApplyCompat("-N", "2"); err != nil {
+	if err := applyCompat(&o, "-N", "2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.ApplyCompat("--npernode", "2"); err != nil {
+	if err := applyCompat(&o, "--npernode", "2"); err != nil {
 		t.Fatal(err)
 	}
 	o = Options{MapBy: MapPolicy{By: MapPackage}}
-	if err := o.ApplyCompat("--bysocket", ""); err != nil || o.MapBy.By != MapPackage {
+	if err := applyCompat(&o, "--bysocket", ""); err != nil || o.MapBy.By != MapPackage {
 		t.Fatal(err)
 	}
 	// Open MPI 4's --ppr N:RESOURCE is --map-by ppr:N:RESOURCE.
 	o = Options{}
-	if err := o.ApplyCompat("--ppr", "2:package"); err != nil || !reflect.DeepEqual(o.MapBy, MapPolicy{By: MapPPR, PPR: 2, PPRObject: topology.Package}) {
+	if err := applyCompat(&o, "--ppr", "2:package"); err != nil || !reflect.DeepEqual(o.MapBy, MapPolicy{By: MapPPR, PPR: 2, PPRObject: topology.Package}) {
 		t.Fatalf("--ppr 2:package: %v %+v", err, o.MapBy)
 	}
 	for _, v := range []string{"2", "x:core", "2:core:PE=2", "2:frob"} {
-		if err := (&Options{}).ApplyCompat("--ppr", v); err == nil || !strings.Contains(err.Error(), "want N:RESOURCE") {
+		if err := applyCompat(&Options{}, "--ppr", v); err == nil || !strings.Contains(err.Error(), "want N:RESOURCE") {
 			t.Errorf("--ppr %s: err = %v", v, err)
 		}
 	}
 	o = Options{MapBy: MapPolicy{By: MapCore}}
-	if err := o.ApplyCompat("--ppr", "1:core"); err == nil || !strings.Contains(err.Error(), "conflicts with --map-by core") {
+	if err := applyCompat(&o, "--ppr", "1:core"); err == nil || !strings.Contains(err.Error(), "conflicts with --map-by core") {
 		t.Errorf("--ppr after --map-by core: %v", err)
 	}
 }
@@ -284,4 +286,15 @@ func oneLine(t *testing.T, err error) {
 	if msg := err.Error(); strings.ContainsAny(msg, "\n\r") || msg == "" || len(msg) > 1024 {
 		t.Fatalf("error is not one short line: %q", msg)
 	}
+}
+
+// applyCompat applies one of mpirun's older placement options (the CLI's
+// spellings) to o's policies.
+func applyCompat(o *Options, name, value string) error {
+	pl := jobspec.Placement{MapBy: o.MapBy, BindTo: o.BindTo}
+	if err := cli.ApplyCompat(&pl, name, value); err != nil {
+		return err
+	}
+	o.MapBy, o.BindTo = pl.MapBy, pl.BindTo
+	return nil
 }

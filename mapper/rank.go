@@ -176,7 +176,7 @@ var rankSlowPath bool
 // rankObjects is what ranking by an object type needs of one topology:
 // the queues a host's processes wait in and, for each object of that type,
 // the queues it may take from. A queue holds the processes of one mapped
-// object ("locale"); when no locale spans two ranking objects (mapping by
+// Object ("locale"); when no locale spans two ranking objects (mapping by
 // core, ranking by package) a queue holds a whole ranking object's, so
 // that taking one is O(1).
 type rankObjects struct {

@@ -6,6 +6,7 @@ package pmixsrv
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -31,6 +32,9 @@ func goAdmitPeer(fd C.int) C.int {
 		why = "its user cannot be told: " + err.Error()
 	}
 	trace("refused a connection from %v: %s", p, why)
+	if errors.Is(err, peercred.ErrGone) {
+		return 0 // closed already: nobody to serve, nobody to name
+	}
 	mu.Lock()
 	var refused func(peercred.Peer, string)
 	if active != nil {

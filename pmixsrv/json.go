@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+
+	"prun/internal/jsonbytes"
 )
 
 // Info values cross the control plane between nodes as JSON, which keeps
@@ -23,7 +25,7 @@ var valueTypes = []struct {
 	zero   any
 	decode func(json.RawMessage) (any, error)
 }{
-	{"string", "", decodeAs[string]},
+	{"string", "", decodeString}, // byte for byte: jsonbytes
 	{"nodemap", NodeMap(""), decodeAs[NodeMap]},
 	{"procmap", ProcMap(""), decodeAs[ProcMap]},
 	{"bool", false, decodeAs[bool]},
@@ -80,6 +82,9 @@ func MarshalValue(v any) (json.RawMessage, error) {
 		return nil, err
 	}
 	tv := typedValue{T: t}
+	if s, ok := v.(string); ok {
+		v = jsonbytes.String(s) // a C string need not be UTF-8
+	}
 	if v != nil {
 		if tv.V, err = json.Marshal(v); err != nil {
 			return nil, err
@@ -103,6 +108,16 @@ func UnmarshalValue(b []byte) (any, error) {
 	return nil, fmt.Errorf("pmixsrv: unknown value type %q", tv.T)
 }
 
+func decodeString(b json.RawMessage) (any, error) {
+	var s jsonbytes.String
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return nil, err
+		}
+	}
+	return string(s), nil
+}
+
 func decodeAs[T any](b json.RawMessage) (any, error) {
 	var v T
 	if len(b) == 0 {
@@ -116,7 +131,7 @@ func decodeAs[T any](b json.RawMessage) (any, error) {
 
 // info is an Info's JSON form.
 type info struct {
-	K string
+	K jsonbytes.String
 	V json.RawMessage
 }
 
@@ -126,7 +141,7 @@ func (in Info) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", in.Key, err)
 	}
-	return json.Marshal(info{K: in.Key, V: v})
+	return json.Marshal(info{K: jsonbytes.String(in.Key), V: v})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
@@ -139,6 +154,30 @@ func (in *Info) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", w.K, err)
 	}
-	in.Key, in.Value = w.K, v
+	in.Key, in.Value = string(w.K), v
+	return nil
+}
+
+type procInfoAlias ProcInfo
+
+// wireProcInfo carries Exe, a path, byte for byte.
+type wireProcInfo struct {
+	procInfoAlias
+	Exe jsonbytes.String
+}
+
+// MarshalJSON writes the entry with its path byte for byte.
+func (p ProcInfo) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wireProcInfo{procInfoAlias: procInfoAlias(p), Exe: jsonbytes.String(p.Exe)})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (p *ProcInfo) UnmarshalJSON(b []byte) error {
+	var w wireProcInfo
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = ProcInfo(w.procInfoAlias)
+	p.Exe = string(w.Exe)
 	return nil
 }

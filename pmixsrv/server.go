@@ -14,8 +14,8 @@ package pmixsrv
 #include "shim.h"
 
 // The library is linked in from its static archive (found on pkg-config's
-// -L path), not as libpmix.so: loading and relocating the shared library
-// and its libevent cost every launch 0.35-0.5 ms (-n 4 /bin/true).
+// -L path), not as libpmix.so, so that no launch pays for loading and
+// relocating the shared library and its libevent.
 // See Init for what that asks of the library's plugins.
 */
 import "C"
@@ -213,8 +213,8 @@ func (s *Server) URI() (string, error) {
 
 // Abandon is Finalize for a process about to exit: from now on every upcall
 // is refused, and the library's thread and sockets end with the process.
-// PMIx_server_finalize would only tear down its components and free memory
-// (about 0.25 ms of a 5 ms launch); its files must be removed by the
+// PMIx_server_finalize would only tear down its components and free memory,
+// time every launch would spend at its end; its files must be removed by the
 // caller (they are in the session directory). No server can start again.
 func (s *Server) Abandon() {
 	mu.Lock()

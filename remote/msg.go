@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"prun/daemon"
+	"prun/internal/jsonbytes"
 	"prun/iof"
 	"prun/names"
 	"prun/pmixsrv"
@@ -45,6 +46,9 @@ const (
 	tPreload                      // down: a chunk of what the next plan preloads (binary body)
 	tPreloadAck                   // up: preload bytes this node has written (binary body)
 	tOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary body; output.go)
+	tSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats
+	tResume                       // down (broadcast): the launcher is back; expect heartbeats
+	tGaveUp                       // up: a daemon's last word: its parent fell silent (Err says so)
 )
 
 // Vertex addresses in a frame's routing header.
@@ -78,12 +82,12 @@ type msg struct {
 	Info    []pmixsrv.Info     `json:",omitzero"` // values keep their types (pmixsrv/json.go)
 	Sig     int                `json:",omitzero"`
 	Apps    []daemon.SpawnApp  `json:",omitzero"`
-	Preput  [][2]string        `json:",omitzero"`
+	Preput  jsonbytes.Pairs    `json:",omitzero"` // the user's bytes (jsonbytes): also Pub, Keys, entries
 	Entries entries            `json:",omitzero"`
-	Keys    []string           `json:",omitzero"`
+	Keys    jsonbytes.Strings  `json:",omitzero"`
 	Wait    bool               `json:",omitzero"`
 	Timeout time.Duration      `json:",omitzero"`
-	Pub     string             `json:",omitzero"`
+	Pub     jsonbytes.String   `json:",omitzero"`
 	Names   []string           `json:",omitzero"`
 	Table   []pmixsrv.ProcInfo `json:",omitzero"`
 	Nspace  string             `json:",omitzero"`
@@ -98,10 +102,10 @@ type msg struct {
 type entries []names.Entry
 
 type entry struct {
-	Key       string
+	Key       jsonbytes.String
 	Value     json.RawMessage
-	Publisher string `json:",omitzero"`
-	FirstRead bool   `json:",omitzero"`
+	Publisher jsonbytes.String `json:",omitzero"`
+	FirstRead bool             `json:",omitzero"`
 }
 
 func (es entries) MarshalJSON() ([]byte, error) {
@@ -111,7 +115,7 @@ func (es entries) MarshalJSON() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("name %s: %w", e.Key, err)
 		}
-		w[i] = entry{Key: e.Key, Value: v, Publisher: e.Publisher, FirstRead: e.FirstRead}
+		w[i] = entry{Key: jsonbytes.String(e.Key), Value: v, Publisher: jsonbytes.String(e.Publisher), FirstRead: e.FirstRead}
 	}
 	return json.Marshal(w)
 }
@@ -127,7 +131,7 @@ func (es *entries) UnmarshalJSON(b []byte) error {
 		if err != nil {
 			return fmt.Errorf("name %s: %w", e.Key, err)
 		}
-		out[i] = names.Entry{Key: e.Key, Value: v, Publisher: e.Publisher, FirstRead: e.FirstRead}
+		out[i] = names.Entry{Key: string(e.Key), Value: v, Publisher: string(e.Publisher), FirstRead: e.FirstRead}
 	}
 	*es = out
 	return nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"prun/internal/jsonbytes"
 	"prun/internal/trace"
 	"slices"
 	"strconv"
@@ -317,6 +318,16 @@ func (n *node) readParent() {
 	for {
 		f, err := n.parent.Recv()
 		if err != nil {
+			if silent := (*ctl.SilentError)(nil); errors.As(err, &silent) {
+				// Its last word, before its ranks are killed (and their
+				// deaths reported), where the link still carries one: a
+				// launcher that was stopped reads it once it runs again.
+				why := fmt.Sprintf("no heartbeat from the launcher for %v", silent.After)
+				if p := ctl.Parent(n.me, n.boot.Fanout); p != 0 {
+					why = fmt.Sprintf("no heartbeat from %s's daemon for %v", n.boot.Hosts[p-1], silent.After)
+				}
+				n.sendUp(tGaveUp, &msg{Host: n.host, Err: why})
+			}
 			n.end("lost the link to the launcher: " + err.Error())
 			return
 		}
@@ -399,6 +410,16 @@ func (n *node) handle(typ uint8, m *msg) {
 		go n.d.DeliverEvent(m.Status, m.Proc, m.Range, m.Info)
 	case tInspect:
 		n.reply(m.ID, &msg{States: n.d.Inspect(m.Nspace, m.Wait)})
+	case tSuspend, tResume:
+		// Only the launcher stops: a daemon below another hears that one's
+		// heartbeats throughout.
+		if ctl.Parent(n.me, n.boot.Fanout) == 0 {
+			if typ == tSuspend {
+				n.parent.Suspend()
+			} else {
+				n.parent.Resume()
+			}
+		}
 	case tClose:
 		trace.Mark("close")
 		// Kill and reap everything, then say so; the launcher closes the
@@ -488,7 +509,7 @@ func (x nodeNames) Lookup(keys []string, wait bool, timeout time.Duration, done 
 }
 
 func (x nodeNames) Unpublish(pub string, keys []string, done func(error)) {
-	x.n.call(tUnpublish, &msg{Pub: pub, Keys: keys}, func(m *msg) { done(nameErr(m)) })
+	x.n.call(tUnpublish, &msg{Pub: jsonbytes.String(pub), Keys: keys}, func(m *msg) { done(nameErr(m)) })
 }
 
 // nameErr restores the name service's errors, which callers tell apart.

@@ -26,6 +26,10 @@ type Bootstrap struct {
 	Secret []byte
 	Vertex int      // this daemon's vertex, 1..len(Hosts)
 	Hosts  []string // vertex v runs on Hosts[v-1], named as the user named it
+	// Logins[v-1], when Logins is not empty, is the user and SSH port of
+	// vertex v as its host list gave them: every daemon starts its children
+	// with them, so a login reaches the grandchildren of the launcher too.
+	Logins []Login `json:",omitempty"`
 	Fanout int
 	// The parent's listener: its port, and its addresses to try after the
 	// one the SSH connection came from (SSH_CONNECTION).
@@ -50,6 +54,22 @@ type Bootstrap struct {
 	Agent string `json:",omitempty"`
 
 	hint string // the parent's likely address, tried first (not sent)
+}
+
+// Login is how a node is logged in to, beyond its name: the host list's
+// user@host or user=, and port= (the node's SSH port). Zero values: the
+// defaults (ssh_config's, else the local user and 22).
+type Login struct {
+	User string `json:",omitzero"`
+	Port int    `json:",omitzero"`
+}
+
+// login is vertex v's Login.
+func (b Bootstrap) login(v int) Login {
+	if v-1 < len(b.Logins) {
+		return b.Logins[v-1]
+	}
+	return Login{}
 }
 
 // connectTimeout bounds a daemon's connection to its parent.
@@ -167,7 +187,9 @@ func (s *spawner) launch(v int, sendCopy bool) {
 		return
 	}
 	host := s.host(v)
-	argv, opts := daemonCommand(b.Exe), rsh.Options{Home: b.Home, Command: b.Rsh, ConnectTimeout: b.ConnectTimeout}
+	lg := b.login(v)
+	argv, opts := daemonCommand(b.Exe), rsh.Options{Home: b.Home, Command: b.Rsh, ConnectTimeout: b.ConnectTimeout,
+		User: lg.User, Port: lg.Port}
 	if sendCopy {
 		img, err := selfImage()
 		if err != nil {

@@ -31,6 +31,7 @@ import (
 // Config says where and how to start daemons.
 type Config struct {
 	Hosts          []string // the remote nodes, as the user named them
+	Logins         []Login  // each host's user and SSH port (empty: defaults for all)
 	Exe            string   // prun's path on the nodes
 	CopyExe        bool     // send a copy where Exe is missing (see copy.go)
 	Home           string   // for SSH settings ($HOME/.ssh)
@@ -131,7 +132,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	outWin := outWindow(len(cfg.Hosts))
 	t.out = newOutFlow(len(cfg.Hosts), outWin, up,
 		func(v int, body []byte) { t.kids.send(v, tOutputAck, frame(uint32(v), toLauncher, body)) }, up.Event)
-	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
+	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Logins: cfg.Logins, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
@@ -164,12 +165,16 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 func (t *Tree) nodeFailed(host string, err error) {
 	// The nodes below a lost one are cut off with it.
 	var cut []string
+	label := host
 	t.mu.Lock()
 	started := len(t.hellos) == len(t.cfg.Hosts)
 	closing := t.closing
 	for v, h := range t.cfg.Hosts {
 		if h != host {
 			continue
+		}
+		if v < len(t.cfg.Logins) {
+			label = rsh.Label(host, t.cfg.Logins[v].User, t.cfg.Logins[v].Port)
 		}
 		for _, w := range ctl.Subtree(v+1, t.cfg.Fanout, len(t.cfg.Hosts)) {
 			if !t.down[w] {
@@ -183,9 +188,10 @@ func (t *Tree) nodeFailed(host string, err error) {
 		}
 	}
 	t.mu.Unlock()
-	// Errors of the SSH client already start with the host's name.
-	if !strings.HasPrefix(err.Error(), host+": ") {
-		err = fmt.Errorf("%s: %w", host, err)
+	// Errors of the SSH client already start with the host's name (as
+	// user@host:port when the host list gave those).
+	if !strings.HasPrefix(err.Error(), host+": ") && !strings.HasPrefix(err.Error(), label+": ") {
+		err = fmt.Errorf("%s: %w", label, err)
 	}
 	t.calls.fail(err)
 	switch {
@@ -382,6 +388,41 @@ func (t *Tree) Close() error {
 	return nil
 }
 
+// GaveUp is a daemon's last word: it ends because its parent (the
+// launcher, or the daemon it relays through) fell silent.
+type GaveUp struct{ Why string }
+
+func (g *GaveUp) Error() string { return "its daemon gave up: " + g.Why }
+
+// Suspend is the launcher's Ctrl-Z: the daemons it links to stop expecting
+// its heartbeats (and it theirs) until Resume. Called before the launcher
+// stops itself; the frames are in the kernel by then.
+func (t *Tree) Suspend() {
+	t.kids.broadcast(tSuspend, frame(toBroadcast, toLauncher, encode(&msg{})))
+	for _, l := range t.links() {
+		l.Suspend()
+	}
+}
+
+// Resume is the launcher running again after Suspend.
+func (t *Tree) Resume() {
+	for _, l := range t.links() {
+		l.Resume()
+	}
+	t.kids.broadcast(tResume, frame(toBroadcast, toLauncher, encode(&msg{})))
+}
+
+// links are the launcher's links to its children.
+func (t *Tree) links() []*ctl.Link {
+	t.kids.mu.Lock()
+	defer t.kids.mu.Unlock()
+	ls := make([]*ctl.Link, 0, len(t.kids.links))
+	for _, l := range t.kids.links {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
 // dispatch handles a frame from below.
 func (t *Tree) dispatch(typ uint8, payload []byte) {
 	_, src, body, err := header(payload)
@@ -440,6 +481,8 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		t.mu.Unlock()
 	case tFailed:
 		t.nodeFailed(m.Host, errors.New(m.Err))
+	case tGaveUp:
+		t.nodeFailed(host, &GaveUp{Why: m.Err})
 	case tSourceInfo:
 		// Queued too: the Writer's lock may be held by a write to a stalled
 		// stdout. Before the source's runs on both streams (applying it
@@ -473,7 +516,7 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 			reply(errOf(&msg{Entries: e, Kind: nameKind(err)}, err))
 		})
 	case tUnpublish:
-		up.Names().Unpublish(m.Pub, m.Keys, func(err error) { reply(errOf(&msg{Kind: nameKind(err)}, err)) })
+		up.Names().Unpublish(string(m.Pub), m.Keys, func(err error) { reply(errOf(&msg{Kind: nameKind(err)}, err)) })
 	case tNamespaces:
 		up.Namespaces(func(ns []string) { reply(&msg{Names: ns}) })
 	case tProcTable:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -13,15 +14,26 @@ import (
 
 // startCommand starts argv on host with the external remote shell command
 // opts.Command.
-func startCommand(host string, argv []string, stdin []byte, opts Options) (*Session, error) {
+// label names the login in errors.
+func startCommand(host, label string, argv []string, stdin []byte, opts Options) (*Session, error) {
 	words, err := shellwords.Split(opts.Command)
 	if err != nil {
-		return nil, fmt.Errorf("%s: bad remote shell command %q: %v", host, opts.Command, err)
+		return nil, fmt.Errorf("%s: bad remote shell command %q: %v", label, opts.Command, err)
 	}
 	if len(words) == 0 {
-		return nil, fmt.Errorf("%s: empty remote shell command", host)
+		return nil, fmt.Errorf("%s: empty remote shell command", label)
 	}
-	cmd := exec.Command(words[0], append(words[1:], host, shellwords.Join(argv))...)
+	args := words[1:len(words):len(words)]
+	// OpenSSH's spelling, which rsh and most wrappers share: options
+	// before the host.
+	if opts.User != "" {
+		args = append(args, "-l", opts.User)
+	}
+	if opts.Port != 0 {
+		args = append(args, "-p", strconv.Itoa(opts.Port))
+	}
+	cmd := exec.Command(words[0], append(args, host, shellwords.Join(argv))...)
+	host = label
 	// A process group of its own: a terminal's ^C is the launcher's to
 	// handle, and Close kills whatever the command started (a ProxyCommand).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"prun/internal/jsonbytes"
 	"prun/rsh/sshproto"
 )
 
@@ -177,7 +178,9 @@ func Shutdown() {
 }
 
 // startSSH starts argv on host with the built-in client, in prun-ssh.
-func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opts Options) (*Session, error) {
+// label names the login in errors.
+func startSSH(ctx context.Context, host, label string, argv []string, stdin []byte, opts Options) (*Session, error) {
+	name, host := host, label // errors name the login; the request, the host
 	h, err := getHelper()
 	if err != nil {
 		return nil, hostErr(host, err)
@@ -216,8 +219,8 @@ func startSSH(ctx context.Context, host string, argv []string, stdin []byte, opt
 	id := h.next
 	h.waiting[id] = ch
 	h.mu.Unlock()
-	err = h.send(sshproto.Request{Op: sshproto.OpStart, ID: id, Host: host, Argv: argv, Home: opts.Home,
-		ConnectTimeout: opts.ConnectTimeout, Grace: closeGrace}, theirs[:]...)
+	err = h.send(sshproto.Request{Op: sshproto.OpStart, ID: id, Host: name, User: opts.User, Port: opts.Port, Argv: argv,
+		Home: jsonbytes.String(opts.Home), ConnectTimeout: opts.ConnectTimeout, Grace: closeGrace}, theirs[:]...)
 	sshproto.CloseFds(theirs[:]) // the helper has its own copies now
 	if err != nil {
 		h.mu.Lock()

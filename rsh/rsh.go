@@ -12,7 +12,7 @@
 // launcher's (or daemon's) sessions, prun-ssh (rsh/sshclient, started on
 // the first session, spoken to through rsh/sshproto): linked into prun, the
 // SSH and crypto packages were initialised at every start of prun, jobs on
-// one node included (0.35 ms of an empty Go program's start). Sites whose access goes through something else (a
+// one node included. Sites whose access goes through something else (a
 // ProxyCommand, Kerberos, a batch system's own remote shell) name an
 // external command instead, as Open MPI's plm_rsh_agent and Hydra's
 // -launcher-exec do.
@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,25 @@ type Options struct {
 	// StdinHead is written to the remote standard input before stdin (a
 	// file to upload ahead of it; it is not copied).
 	StdinHead []byte
+	// User and Port, when set, are the login on the node (a host list's
+	// user@host, user=, port=): they override ssh_config's User and Port
+	// as ssh's -l and -p do, and an external Command gets them as
+	// "-l USER -p PORT" before the host, which OpenSSH takes.
+	User string
+	Port int
+}
+
+// Label is how errors name a login: user@host, with :port (host in
+// brackets when it is an IPv6 address) when a port other than 22 was given.
+func Label(host, user string, port int) string {
+	s := host
+	if port != 0 && port != 22 {
+		s = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	if user != "" {
+		s = user + "@" + s
+	}
+	return s
 }
 
 // feed writes head, then stdin, to w in the background; the session's
@@ -110,7 +130,8 @@ type Session struct {
 // patterns match it).
 //
 // ctx bounds the start only: once Start has returned, the session lasts until
-// the command ends or Close. Errors are one line that starts with the host.
+// the command ends or Close. Errors are one line that starts with the host
+// (as Label writes it: user@host:port when opts give them).
 func Start(ctx context.Context, host string, argv []string, stdin []byte, opts Options) (*Session, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -121,16 +142,23 @@ func Start(ctx context.Context, host string, argv []string, stdin []byte, opts O
 	if strings.HasPrefix(host, "-") || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return nil, fmt.Errorf("%q: bad host name", host)
 	}
+	if strings.HasPrefix(opts.User, "-") || strings.ContainsFunc(opts.User, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '@' }) {
+		return nil, fmt.Errorf("%q: bad user name for %s", opts.User, host)
+	}
+	if opts.Port < 0 || opts.Port > 65535 {
+		return nil, fmt.Errorf("%s: bad port %d", host, opts.Port)
+	}
+	label := Label(host, opts.User, opts.Port)
 	if len(argv) == 0 {
-		return nil, fmt.Errorf("%s: no command to run", host)
+		return nil, fmt.Errorf("%s: no command to run", label)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, hostErr(host, err)
+		return nil, hostErr(label, err)
 	}
 	if opts.Command != "" {
-		return startCommand(host, argv, stdin, opts)
+		return startCommand(host, label, argv, stdin, opts)
 	}
-	return startSSH(ctx, host, argv, stdin, opts)
+	return startSSH(ctx, host, label, argv, stdin, opts)
 }
 
 // Stdin writes more to the remote command's standard input, after what

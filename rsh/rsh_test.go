@@ -703,3 +703,39 @@ func TestHelperMissing(t *testing.T) {
 		t.Errorf("error %v, want %s", err, want)
 	}
 }
+
+// A login's user and port reach an external command as OpenSSH's -l and
+// -p, before the host; errors name user@host:port.
+func TestCommandLogin(t *testing.T) {
+	for _, tc := range []struct {
+		user       string
+		port       int
+		out, label string
+	}{
+		{"", 0, "h1 true\n", "h1"},
+		{"u", 0, "-l u h1 true\n", "u@h1"},
+		{"", 2222, "-p 2222 h1 true\n", "h1:2222"},
+		{"u", 22, "-l u -p 22 h1 true\n", "u@h1"},
+	} {
+		s, err := Start(context.Background(), "h1", []string{"true"}, nil, Options{Command: "echo", User: tc.user, Port: tc.port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(s.Stdout())
+		s.Wait()
+		s.Close()
+		if string(out) != tc.out {
+			t.Errorf("user %q port %d: the command got %q, want %q", tc.user, tc.port, out, tc.out)
+		}
+		if l := Label("h1", tc.user, tc.port); l != tc.label {
+			t.Errorf("Label(h1, %q, %d) = %q, want %q", tc.user, tc.port, l, tc.label)
+		}
+	}
+	if l := Label("::1", "u", 2222); l != "u@[::1]:2222" {
+		t.Errorf("Label(::1, u, 2222) = %q", l)
+	}
+	_, err := Start(context.Background(), "h1", []string{"true"}, nil, Options{Command: "echo", User: "-oProxyCommand=x"})
+	if err == nil || !strings.Contains(err.Error(), "bad user name") {
+		t.Errorf("a user name that is an option: %v", err)
+	}
+}

@@ -41,8 +41,8 @@ type Dir struct {
 // Create makes the top directory under tmp (os.TempDir() when empty). It
 // also removes, in the background, what dead launchers of this user left
 // behind: a SIGKILLed prun cannot clean up after itself, so the next one
-// does. (Reading a large $TMPDIR costs 0.5 ms per 5,000 entries, time the
-// launch spends better starting its PMIx server.)
+// does. (A large $TMPDIR takes a while to read, time the launch spends
+// better starting its PMIx server.)
 func Create(tmp string) (*Dir, error) {
 	if tmp == "" {
 		tmp = os.TempDir()
@@ -58,8 +58,7 @@ func Create(tmp string) (*Dir, error) {
 	}
 	// The lock is the directory's own, held until the process ends, however
 	// it ends; its fd is close-on-exec, so ranks do not inherit it. (A lock
-	// file inside cost every launch its creation and removal: 0.4 ms of a
-	// 4-rank launch on ext4.)
+	// file inside would cost every launch its creation and removal.)
 	f, err := os.Open(top)
 	if err == nil {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -135,7 +134,7 @@ func CleanStale(tmp string) {
 // sessionNames lists the entries of dir named like session directories.
 // Every launch reads $TMPDIR, which on a shared machine can hold many
 // thousands of entries: names only, unsorted, without an entry object each
-// (about 2x faster than os.ReadDir at 5,000).
+// (os.ReadDir makes and sorts one per entry).
 func sessionNames(dir string) []string {
 	f, err := os.Open(dir)
 	if err != nil {

@@ -71,7 +71,7 @@ func build(root *node, allowed CPUSet) (*Topology, error) {
 		t.levels[NUMANode] = level{first: []int32{0}, count: []int32{int32(n)}, os: []int32{0}}
 	}
 	// As many flags as the highest PU number needs, not MaxCPUs: 64 KiB
-	// zeroed on every launch was 16 page faults.
+	// zeroed on every launch is 16 pages to fault in.
 	top := -1
 	for _, c := range t.pus {
 		if c < 0 || c >= MaxCPUs {

@@ -100,8 +100,8 @@ func allowedCPUs() string { return processCPUs().String() }
 
 // processCPUs is the set of CPUs this process may use: its main thread's
 // affinity, which is what Cpus_allowed_list of /proc/self/status shows,
-// without the kernel writing out that whole file (20-40 us here, read
-// twice a launch). nil means no restriction known.
+// without the kernel writing out that whole file (read twice a launch).
+// nil means no restriction known.
 var processCPUs = sync.OnceValue(func() CPUSet {
 	var set unix.CPUSet
 	if unix.SchedGetaffinity(os.Getpid(), &set) == nil {
@@ -196,8 +196,8 @@ func Local() (t *Topology, xml []byte, err error) {
 	return t, nil, err
 }
 
-// The XML takes 0.2 ms to parse, a tenth of a local launch; its synthetic
-// form (when the machine has one) parses in 20 us. The synthetic file sits
+// Parsing the XML is a noticeable part of a local launch; the synthetic
+// form (when the machine has one) is one line. The synthetic file sits
 // beside the XML and names the XML's size and modification time, so that a
 // replaced XML is never read through a stale synthetic form.
 

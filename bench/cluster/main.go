@@ -32,13 +32,13 @@
 //     if_base_do_not_resolve 1, because mpirun resolves every --host name to
 //     see whether it is the local node and the names are not in this
 //     machine's /etc/hosts, so each run asks DNS, whose server here drops a
-//     query now and then (a 5 s resolver retry: 1 run in 8 on 4 hosts, most
-//     runs on 32); prun and hydra do not resolve the names. --mca
+//     query now and then (a resolver retry of seconds); prun and hydra do
+//     not resolve the names. --mca
 //     oob_tcp_if_include and btl_tcp_if_include 198.18.0.0/24 point the
 //     daemons and ranks at the cluster's network (what prun sets for its
 //     ranks); they are not strictly needed here, since the hosts have no
-//     other route. --mca pml ob1 spares each rank the UCX PML probe (about
-//     250 ms per hello; prun's ranks get pml ^cm, same effect). Tree spawn
+//     other route. --mca pml ob1 spares each rank the UCX PML probe (most
+//     of a hello's start; prun's ranks get pml ^cm, same effect). Tree spawn
 //     (the default) is kept: plm_rsh_no_tree_spawn 1 measured the same.
 //   - mpiexec.hydra: -launcher ssh -launcher-exec <wrapper>, -localhost
 //     198.18.0.254 (otherwise its proxies cannot connect back and it hangs);

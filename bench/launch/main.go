@@ -56,8 +56,8 @@ type command struct {
 	rssMiB float64
 	// times multiplies -runs for the group this command leads: launches of
 	// /bin/true cost milliseconds, and Hydra's times there fall in two
-	// modes (4.7 and 10 ms here), whose mix moves a median of 21 by a
-	// millisecond from one run of the benchmark to the next.
+	// modes, whose mix moves a median of 21 from one run of the benchmark
+	// to the next.
 	times int
 }
 
@@ -172,9 +172,8 @@ func run() error {
 	for _, g := range groups {
 		// Round-robin so that drifting machine noise hits every side alike,
 		// each round starting one command further on: a run right after
-		// another is slower or faster for what the one before left behind
-		// (2026-11-24: 0.1-0.3 ms for the second of two alternating
-		// launchers), so every command takes every place as often.
+		// another is slower or faster for what the one before left behind,
+		// so every command takes every place as often.
 		n := *runs
 		if g[0].times > 0 {
 			n *= g[0].times
@@ -188,8 +187,7 @@ func run() error {
 			}
 		}
 		// The launcher's peak RSS comes from runs of their own: sampling
-		// /proc every millisecond takes CPU from the launch being timed
-		// (on 2 CPUs, 0.3-0.5 ms of prun's 7 ms -n 4 /bin/true).
+		// /proc every millisecond takes CPU from the launch being timed.
 		for i := 0; i < memRuns; i++ {
 			for _, c := range g {
 				if err := c.runOnce(dir, false, true); err != nil {
@@ -200,10 +198,10 @@ func run() error {
 	}
 
 	// The /bin/true group again, each launcher started by fork as a shell
-	// starts it, not by the vfork of Go's os/exec: on this project's 2-CPU
-	// VMs, whose kernel keeps a new process on its parent's CPU, which of
-	// the two starts a launcher moves Hydra's median by up to a millisecond
-	// and prun's by 0.2 ms (docs/benchmarks.md).
+	// starts it, not by the vfork of Go's os/exec: where the kernel keeps a
+	// new process on its parent's CPU (this project's 2-CPU VMs), which of
+	// the two starts a launcher moves its median, Hydra's most
+	// (docs/benchmarks.md, "The open miss").
 	forked, err := forkRuns(dir, groups[0], *runs*groups[0][0].times)
 	if err != nil {
 		return err

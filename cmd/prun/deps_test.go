@@ -8,8 +8,8 @@ import (
 
 // Every package prun links is initialised at every start, a job on one
 // node's too: the SSH client lives in prun-ssh and the control plane needs
-// no gob (0.35 and 0.15 ms of an empty Go program's start,
-// docs/benchmarks.md). A new import
+// no gob (their cost at start: docs/benchmarks-history.md, third
+// session). A new import
 // that brings them back fails here, not in a benchmark weeks later.
 func TestNoStartupWeight(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()

@@ -35,6 +35,11 @@ func (p Peer) String() string {
 // not this kernel's to name.
 var ErrNotLocal = errors.New("not a loopback peer")
 
+// ErrGone: the peer closed its socket before it could be named (a client
+// that gave up, a port scan). Nobody is left to serve or to tell, so
+// callers drop such a connection without reporting it.
+var ErrGone = errors.New("the peer closed its socket")
+
 // OfFD finds the peer of the connected TCP socket fd. The error says why the
 // uid is unknown; Peer.Addr is filled whenever the address could be read.
 func OfFD(fd int) (Peer, error) {
@@ -156,7 +161,7 @@ func Lookup(local, remote netip.AddrPort) (int, error) {
 			if len(m.Data) >= 4 {
 				if e := int32(ne.Uint32(m.Data)); e != 0 {
 					if unix.Errno(-e) == unix.ENOENT {
-						return -1, errors.New("the peer's socket is gone")
+						return -1, ErrGone
 					}
 					return -1, fmt.Errorf("sock_diag: %w", unix.Errno(-e))
 				}
@@ -166,7 +171,7 @@ func Lookup(local, remote netip.AddrPort) (int, error) {
 				return -1, errors.New("sock_diag: short answer")
 			}
 			if ne.Uint32(m.Data[offMsgInode:]) == 0 {
-				return -1, errors.New("the peer closed its socket")
+				return -1, ErrGone
 			}
 			return int(ne.Uint32(m.Data[offMsgUID:])), nil
 		}

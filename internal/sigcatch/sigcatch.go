@@ -3,10 +3,10 @@
 // values on a channel: what os/signal.Notify does, without its cost.
 //
 // Go's runtime starts or stops catching a signal with a round trip to a
-// goroutine locked to its own thread: two thread switches per signal, 0.25
-// to 0.4 ms for the nine a launch forwards on the project's 2-core VMs,
-// where waking a thread on the other CPU is expensive. sigaction costs a
-// microsecond.
+// goroutine locked to its own thread: two thread switches per signal, for
+// each of the signals a launch forwards, dear wherever waking a thread on
+// another CPU is (a virtual machine's IPIs trap to the hypervisor).
+// sigaction is one system call.
 //
 // Only for signals os/signal does not also handle in the same process: a
 // handler installed here replaces the runtime's, and the runtime does not

@@ -4,9 +4,8 @@
 //
 // While any goroutine sits in a system call or a cgo call, the runtime's
 // sysmon thread sleeps 20 us at a time, which the kernel's default 50 us
-// slack turns into a wake-up every 70-80 us: on the project's 2-CPU VMs
-// that is about a tenth of a CPU taken from the ranks a launch is starting
-// (0.3-0.4 ms of `prun -n 4 /bin/true`). A wide slack lets the kernel
+// slack turns into a wake-up every 70-80 us: CPU taken from the ranks a
+// launch is starting, on the few CPUs they share. A wide slack lets the kernel
 // batch those wake-ups; prun's own timers (grace periods, timeouts, hold
 // timeouts) are tens of milliseconds or more and do not mind being late by
 // one. Ranks must not inherit it: an MPI progress loop's short sleeps would

@@ -47,9 +47,9 @@ func loadConfigs(home string) (configs, error) {
 
 // parsedConfigs keeps each configuration file as parsed, for as long as the
 // file keeps its size and modification time. Every session of a launch
-// reads the same files, and parsing (a regexp compiled per Host pattern)
-// cost 0.6 ms of CPU a session with a Host block per node of 32: a launch's
-// SSH work grew with nodes times blocks. An edited file is read again; the
+// reads the same files, and parsing compiles a regexp per Host pattern:
+// with a Host block per node, parsing per session made a launch's SSH work
+// grow with nodes times blocks. An edited file is read again; the
 // files it includes are read when it is. A parsed Config is only read
 // afterwards (its Includes lock their own state), so sessions share it.
 var parsedConfigs = configCache{m: map[string]cachedConfig{}}

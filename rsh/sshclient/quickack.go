@@ -11,8 +11,8 @@ import (
 // handshake is ping-pong traffic, for which Linux delays its ACKs by up to
 // 40 ms. After authentication sshd sends a packet the client does not answer
 // (its host keys), so its reply to our channel open then waits in Nagle's
-// buffer for that delayed ACK: every connection took 40 ms longer to start
-// its command. Forcing the ACK after each read removes the wait.
+// buffer for that delayed ACK, and every connection starts its command that
+// much later. Forcing the ACK after each read removes the wait.
 type quickACK struct {
 	*net.TCPConn
 	raw syscall.RawConn

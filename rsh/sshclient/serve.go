@@ -102,7 +102,7 @@ func (s *server) reply(r sshproto.Reply) {
 // channel and the pipe ends, then its exit status.
 func (s *server) start(ctx context.Context, req sshproto.Request, fds []int) {
 	stdin, stdout, stderr := os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")
-	cmd, err := start(ctx, req.Host, req.Argv, stderr, Options{Home: req.Home, ConnectTimeout: req.ConnectTimeout})
+	cmd, err := start(ctx, req.Host, req.Argv, stderr, Options{Home: string(req.Home), ConnectTimeout: req.ConnectTimeout, User: req.User, Port: req.Port})
 	s.mu.Lock()
 	delete(s.ctxs, req.ID)
 	if err == nil && ctx.Err() == nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,10 @@ import (
 type Options struct {
 	Home           string        // where ~/.ssh is ("" = $HOME)
 	ConnectTimeout time.Duration // per hop, when ssh_config has none (default 5 s)
+	// User and Port, when set, override ssh_config's for the host (as
+	// ssh -l and -p do; not for its ProxyJump hops).
+	User string
+	Port int
 }
 
 // defaultConnectTimeout applies when neither Options nor ssh_config give a
@@ -50,7 +55,11 @@ func start(ctx context.Context, host string, argv []string, stderr io.Writer, op
 	if err != nil {
 		return nil, err
 	}
-	route, err := cs.route(host, "", "", nil, home, 0)
+	port := ""
+	if opts.Port != 0 {
+		port = strconv.Itoa(opts.Port)
+	}
+	route, err := cs.route(host, opts.User, port, nil, home, 0)
 	if err != nil {
 		return nil, err
 	}

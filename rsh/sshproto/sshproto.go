@@ -5,9 +5,8 @@
 // as pipe ends passed with its start request, not through the socket.
 //
 // The client is a process of its own because the SSH and crypto packages
-// cost every Go program that links them about 0.35 ms of package
-// initialisation and page faults at start, which a job on one node, never
-// using SSH, should not pay.
+// cost every Go program that links them package initialisation and page
+// faults at start, which a job on one node, never using SSH, should not pay.
 package sshproto
 
 import (
@@ -18,6 +17,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"prun/internal/jsonbytes"
 )
 
 // Fd is the helper's descriptor of its end of the control socket.
@@ -43,10 +44,12 @@ const (
 type Request struct {
 	Op             string
 	ID             uint64
-	Host           string        `json:",omitempty"`
-	Argv           []string      `json:",omitempty"`
-	Home           string        `json:",omitempty"`
-	ConnectTimeout time.Duration `json:",omitempty"`
+	Host           string            `json:",omitempty"`
+	User           string            `json:",omitempty"` // overrides ssh_config's User
+	Port           int               `json:",omitempty"` // overrides ssh_config's Port
+	Argv           jsonbytes.Strings `json:",omitempty"` // byte for byte: a path need not be UTF-8
+	Home           jsonbytes.String  `json:",omitempty"`
+	ConnectTimeout time.Duration     `json:",omitempty"`
 	// Grace is how long the remote command may take to end once its
 	// standard input has closed, before its connection is closed.
 	Grace time.Duration `json:",omitempty"`

@@ -8,7 +8,7 @@
 #   - address 198.18.0.K/24 on eth0 (RFC 2544 benchmark range), a veth whose
 #     root end prunvK is a port of the bridge prunbr0 (198.18.0.254, the
 #     launcher's address as seen from the hosts), and loopback up;
-#   - its own sshd (Debian openssh-server, `sshd -D -e`) in its own UTS
+#   - its own sshd (Debian openssh-server, `sshd -D -e`, on ports 22 and 2222) in its own UTS
 #     namespace whose hostname is prun-hK, host key DIR/prun-hK/ssh_host_ed25519_key,
 #     log DIR/prun-hK/sshd.log;
 #   - its own temporary directory DIR/prun-hK/tmp and home DIR/prun-hK/home,
@@ -25,7 +25,7 @@
 #   id_ed25519{,.pub}   the client key pair; authorized_keys = its public key
 #   ssh_config          Host prun-hK -> HostName 198.18.0.K, User root, the key,
 #                       UserKnownHostsFile DIR/known_hosts, StrictHostKeyChecking yes
-#   known_hosts         every host's key under "prun-hK,198.18.0.K"
+#   known_hosts         every host's key under "prun-hK,198.18.0.K" (and [...]:2222)
 #   hosts               the name list (same as /etc/netns/prun-hK/hosts)
 #   hostfile            one host name per line
 #   home/.ssh/          {config,known_hosts,id_ed25519{,.pub}} for clients that
@@ -51,6 +51,7 @@ VETH=prunv        # root-namespace veth ends: prunv1 .. prunvN
 BRIDGE=prunbr0
 NET=198.18.0
 LAUNCHER=$NET.254
+PORT2=2222        # every sshd listens on 22 and on this port (tests of port=)
 LOCK=/run/lock/prun-cluster.lock
 SSHD=/usr/sbin/sshd
 
@@ -184,13 +185,14 @@ do_up() {
 		mkdir -p "$dir/$h/tmp" "$dir/$h/home" || die "up: cannot create $dir/$h/{tmp,home}"
 		chmod 1777 "$dir/$h/tmp"
 		keygen "$dir/$h/ssh_host_ed25519_key" "$h"
-		echo "$h,$addr $(cut -d' ' -f1-2 "$dir/$h/ssh_host_ed25519_key.pub")" >>"$dir/known_hosts"
+		echo "$h,$addr,[$h]:$PORT2,[$addr]:$PORT2 $(cut -d' ' -f1-2 "$dir/$h/ssh_host_ed25519_key.pub")" >>"$dir/known_hosts"
 		echo "$h" >>"$dir/hostfile"
 		printf 'Host %s\n  HostName %s\n' "$h" "$addr" >>"$dir/ssh_config"
 		cat >"$dir/$h/sshd_config" <<EOF
 # sshd of test host $h (cluster.sh)
 ListenAddress $addr
 Port 22
+Port $PORT2
 HostKey $dir/$h/ssh_host_ed25519_key
 AuthorizedKeysFile $dir/authorized_keys
 PermitRootLogin prohibit-password
@@ -275,11 +277,11 @@ EOF
 			</dev/null >>"$dir/$h/sshd.log" 2>&1 9>&- &
 		pids[$k]=$!
 	done
-	# Ready when each one says it is listening (within 10 s), dead if it exits.
+	# Ready when each one says it is listening on both ports (within 10 s), dead if it exits.
 	local waiting=" $(seq -s ' ' "$n") " deadline=$(($(date +%s%N) + 10000000000)) names=
 	while :; do
 		for k in $waiting; do
-			if grep -q '^Server listening on' "$dir/$PREFIX$k/sshd.log"; then
+			if [ "$(grep -c '^Server listening on' "$dir/$PREFIX$k/sshd.log")" -ge 2 ]; then # ports 22 and $PORT2
 				waiting=${waiting/ $k / }
 			elif [ -z "$(alive "${pids[$k]}")" ]; then
 				die "up: sshd of $PREFIX$k exited: $(grep -m1 . "$dir/$PREFIX$k/sshd.log" || echo 'no output') (log $dir/$PREFIX$k/sshd.log)"

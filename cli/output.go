@@ -1,17 +1,19 @@
-package iof
+package cli
 
 import (
 	"fmt"
 	"strings"
+
+	"prun/jobspec"
 )
 
-// ParseOutput sets o from an --output value: a comma-separated list of
+// parseOutput sets o from an --output value: a comma-separated list of
 // tag, tag-detailed, rank, timestamp, merge-stderr-to-stdout, json, xml,
 // ordered, dir=DIR and file=PREFIX. As with mpirun, the files get a copy
 // of the output and the terminal keeps it (Tee) unless every dir and file
-// says :nocopy. It leaves the fields the launcher decides (Color,
-// SpillDir, Clock…) alone.
-func ParseOutput(spec string, o *Options) error {
+// says :nocopy. It sets only what the value names, so that the older
+// spellings add to it.
+func parseOutput(spec string, o *jobspec.Output) error {
 	files, copies := false, false
 	for _, item := range strings.Split(spec, ",") {
 		name, val, hasVal := strings.Cut(strings.TrimSpace(item), "=")

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"prun/jobspec"
+	"prun/topology"
+)
+
+// compatCount reads the count of an old placement option: 1 to 2^20.
+func compatCount(what, s string) (int, error) {
+	if s == "" || len(s) > 8 || strings.Trim(s, "0123456789") != "" {
+		return 0, fmt.Errorf("%s %s: want a positive number", what, strconv.Quote(s))
+	}
+	n, _ := strconv.Atoi(s)
+	if n < 1 || n > 1<<20 {
+		return 0, fmt.Errorf("%s %s: want a number from 1 to %d", what, strconv.Quote(s), 1<<20)
+	}
+	return n, nil
+}
+
+// ApplyCompat applies one of mpirun's older placement options to the
+// parsed policies of pl: npernode N (also -N N), ppr N:RESOURCE, pernode, npersocket N, bynode,
+// byslot, bycore, bysocket, oversubscribe, nooversubscribe, nolocal,
+// use-hwthread-cpus, cpus-per-proc N (also cpus-per-rank), bind-to-core,
+// bind-to-socket, bind-to-none and report-bindings. name may carry its
+// leading dashes; value is "" for the options that take none. A mapping
+// option that contradicts a mapping already given is an error; call it
+// after --map-by, --rank-by and --bind-to are applied.
+func ApplyCompat(o *jobspec.Placement, name, value string) error {
+	opt := strings.TrimLeft(name, "-")
+	takes := map[string]bool{"npernode": true, "N": true, "npersocket": true, "cpus-per-proc": true, "cpus-per-rank": true,
+		"ppr": true, "ppn": true}
+	if takes[opt] != (value != "") {
+		if value != "" {
+			return fmt.Errorf("--%s takes no value", opt)
+		}
+		return fmt.Errorf("--%s needs a value", opt)
+	}
+	setMap := func(p jobspec.MapPolicy) error {
+		cur := o.MapBy
+		if cur.By != jobspec.MapDefault && (cur.By != p.By || cur.PPR != p.PPR || cur.PPRObject != p.PPRObject) {
+			return fmt.Errorf("--%s conflicts with --map-by %s", opt, cur)
+		}
+		cur.By, cur.PPR, cur.PPRObject, cur.Cycle = p.By, p.PPR, p.PPRObject, p.Cycle
+		if err := cur.Check(); err != nil {
+			return fmt.Errorf("--%s: %v", opt, err)
+		}
+		o.MapBy = cur
+		return nil
+	}
+	setBind := func(t jobspec.BindTarget) error {
+		if o.BindTo.To != jobspec.BindDefault && o.BindTo.To != t {
+			return fmt.Errorf("--%s conflicts with --bind-to %s", opt, o.BindTo.To)
+		}
+		o.BindTo.To = t
+		return nil
+	}
+	setFlag := func(flag *bool) error {
+		*flag = true
+		if err := o.MapBy.Check(); err != nil {
+			*flag = false
+			return fmt.Errorf("--%s: %v", opt, err)
+		}
+		return nil
+	}
+	switch opt {
+	case "npernode", "N", "npersocket":
+		n, err := compatCount("--"+opt, value)
+		if err != nil {
+			return err
+		}
+		obj := topology.Machine
+		if opt == "npersocket" {
+			obj = topology.Package
+		}
+		return setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: n, PPRObject: obj})
+	case "ppn": // Hydra's: N per host, host after host, round after round
+		n, err := compatCount("-ppn", value)
+		if err != nil {
+			return err
+		}
+		return setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: n, PPRObject: topology.Machine, Cycle: true})
+	case "ppr": // Open MPI 4's --ppr N:RESOURCE
+		p, err := jobspec.ParseMapBy("ppr:" + value)
+		if err != nil || p.By != jobspec.MapPPR || strings.Count(value, ":") != 1 {
+			return fmt.Errorf("--ppr %s: want N:RESOURCE (e.g. 2:package)", value)
+		}
+		return setMap(p)
+	case "pernode":
+		return setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: 1, PPRObject: topology.Machine})
+	case "bynode":
+		return setMap(jobspec.MapPolicy{By: jobspec.MapNode})
+	case "byslot":
+		return setMap(jobspec.MapPolicy{By: jobspec.MapSlot})
+	case "bycore":
+		return setMap(jobspec.MapPolicy{By: jobspec.MapCore})
+	case "bysocket":
+		return setMap(jobspec.MapPolicy{By: jobspec.MapPackage})
+	case "hydra-hosts":
+		// Hydra's host list (-hosts, -f): a job larger than the hosts'
+		// slots goes round them again, each its slots per round, ranked
+		// as placed; only under the default placement.
+		if (o.MapBy.By == jobspec.MapDefault || o.MapBy.By == jobspec.MapSlot) && !o.MapBy.NoOversubscribe && !o.MapBy.Span {
+			o.MapBy.Cycle, o.MapBy.Oversubscribe = true, true
+		}
+		return nil
+	case "oversubscribe":
+		return setFlag(&o.MapBy.Oversubscribe)
+	case "nooversubscribe":
+		return setFlag(&o.MapBy.NoOversubscribe)
+	case "nolocal":
+		return setFlag(&o.MapBy.NoLocal)
+	case "use-hwthread-cpus":
+		return setFlag(&o.MapBy.HWTCPUS)
+	case "cpus-per-proc", "cpus-per-rank":
+		n, err := compatCount("--"+opt, value)
+		if err != nil {
+			return err
+		}
+		if o.MapBy.PE != 0 && o.MapBy.PE != n {
+			return fmt.Errorf("--%s %d conflicts with PE=%d", opt, n, o.MapBy.PE)
+		}
+		o.MapBy.PE = n
+		if err := o.MapBy.Check(); err != nil {
+			o.MapBy.PE = 0
+			return fmt.Errorf("--%s: %v", opt, err)
+		}
+		return nil
+	case "bind-to-core":
+		return setBind(jobspec.BindCore)
+	case "bind-to-socket":
+		return setBind(jobspec.BindPackage)
+	case "bind-to-none":
+		return setBind(jobspec.BindNone)
+	case "report-bindings":
+		o.BindTo.Report = true
+		return nil
+	}
+	return fmt.Errorf("unknown option %s", strconv.Quote("--"+opt))
+}

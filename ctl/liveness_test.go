@@ -1,0 +1,108 @@
+package ctl
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// shortLiveness makes heartbeats and the silence limit short for a test.
+func shortLiveness(t *testing.T) {
+	every, dead := HeartbeatEvery, DeadAfter
+	HeartbeatEvery, DeadAfter = 50*time.Millisecond, 250*time.Millisecond
+	t.Cleanup(func() { HeartbeatEvery, DeadAfter = every, dead })
+}
+
+// silentPeer is a link to a TCP peer that reads everything and sends only
+// what the test writes to the returned conn.
+func silentPeer(t *testing.T) (*Link, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the heartbeats of the link's end, discarded
+		buf := make([]byte, 4096)
+		for {
+			if _, err := peer.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	l := newLink(c)
+	t.Cleanup(func() { l.Close(); peer.Close() })
+	return l, peer
+}
+
+func recvAsync(l *Link) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		_, err := l.Recv()
+		ch <- err
+	}()
+	return ch
+}
+
+// A silent peer is lost after DeadAfter and half a heartbeat's interval.
+func TestLinkSilentPeerLost(t *testing.T) {
+	shortLiveness(t)
+	l, _ := silentPeer(t)
+	start := time.Now()
+	_, err := l.Recv()
+	var se *SilentError
+	if !errors.As(err, &se) {
+		t.Fatalf("Recv from a silent peer: %v, want a SilentError", err)
+	}
+	if d := time.Since(start); d < DeadAfter+HeartbeatEvery/2 || d > 5*time.Second {
+		t.Errorf("lost after %v, want %v and half a heartbeat's interval", d, DeadAfter)
+	}
+	if got, want := err.Error(), "no heartbeat for 250ms"; got != want {
+		t.Errorf("error %q, want %q", got, want)
+	}
+}
+
+// A suspended link waits for its peer however long it is silent; resumed,
+// it expects heartbeats again.
+func TestLinkSuspendResume(t *testing.T) {
+	shortLiveness(t)
+	l, peer := silentPeer(t)
+	got := recvAsync(l)
+	l.Suspend() // while Recv waits, its deadline armed
+	select {
+	case err := <-got:
+		t.Fatalf("Recv of a suspended link returned: %v", err)
+	case <-time.After(6 * DeadAfter):
+	}
+	if err := WriteFrame(peer, Frame{Type: 9, Payload: []byte("back")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Recv after the peer spoke: %v", err)
+	}
+	got = recvAsync(l)
+	select {
+	case err := <-got:
+		t.Fatalf("Recv of a suspended link returned: %v", err)
+	case <-time.After(4 * DeadAfter):
+	}
+	l.Resume()
+	select {
+	case err := <-got:
+		var se *SilentError
+		if !errors.As(err, &se) {
+			t.Fatalf("resumed link: %v, want a SilentError", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a resumed link with a silent peer was never lost")
+	}
+}

@@ -1,0 +1,130 @@
+package launcher
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"prun/ctl"
+)
+
+// stallWatch notices that the launcher itself did not run for a while
+// (kill -STOP, then SIGCONT; a host too starved to schedule it): a ticker
+// that finds a gap between its ticks. Go's clock is monotonic and runs on
+// while the process is stopped. The daemons give up on a launcher silent
+// for ctl.DeadAfter; when they do, the launcher, back, names its own
+// stall rather than the nodes it finds gone.
+type stallWatch struct {
+	stop chan struct{}
+
+	mu      sync.Mutex
+	last    time.Time     // the latest tick
+	gap     time.Duration // the latest stall's length, ended at resumed
+	resumed time.Time
+}
+
+const stallTick = 250 * time.Millisecond
+
+// stallMin is the shortest stall that may make a daemon give up: it last
+// heard a heartbeat up to HeartbeatEvery before the launcher stopped.
+func stallMin() time.Duration { return ctl.DeadAfter - ctl.HeartbeatEvery }
+
+func startStallWatch() *stallWatch {
+	w := &stallWatch{stop: make(chan struct{}), last: time.Now()}
+	go func() {
+		t := time.NewTicker(stallTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case now := <-t.C:
+				now = time.Now() // the tick's own time is when it was due
+				w.mu.Lock()
+				if d := now.Sub(w.last); d >= stallMin() {
+					w.gap, w.resumed = d, now
+				}
+				w.last = now
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *stallWatch) close() {
+	if w != nil {
+		close(w.stop)
+	}
+}
+
+// recent is the length of a stall that ended lately (or is ending now, its
+// gap not ticked yet), long enough for daemons to have given up; else 0.
+// Lately: the lost links of such a stall are read as soon as the launcher
+// runs; a few DeadAfters leave room for a loaded host.
+func (w *stallWatch) recent() time.Duration {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if d := now.Sub(w.last); d >= stallMin() {
+		return d
+	}
+	if !w.resumed.IsZero() && now.Sub(w.resumed) < 3*ctl.DeadAfter {
+		return w.gap
+	}
+	return 0
+}
+
+// reset forgets a stall the daemons were told about (Ctrl-Z).
+func (w *stallWatch) reset() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last, w.gap, w.resumed = time.Now(), 0, time.Time{}
+}
+
+// stallMessage names a launcher's stall as the cause of the job's end.
+func stallMessage(d time.Duration) string {
+	return fmt.Sprintf("the launcher was stopped for %v; its daemons gave up on it after %v without a heartbeat",
+		d.Round(time.Second), ctl.DeadAfter)
+}
+
+// suspend is Ctrl-Z (SIGTSTP), a person's job control, ridden out as a
+// shell job would be: every rank on every node stops (SIGSTOP, as mpirun
+// forwards SIGTSTP), the daemons are told to expect no heartbeats, then
+// prun stops itself. Once continued (fg, bg, kill -CONT) the daemons
+// expect heartbeats again and the ranks continue; the job goes on to its
+// own end. prun stops with SIGSTOP, not its caught SIGTSTP's default
+// action: the kernel discards a SIGTSTP to an orphaned process group,
+// which would leave the ranks stopped and prun running.
+func (r *run) suspend() {
+	r.signalAll(syscall.SIGSTOP)
+	if r.tree != nil {
+		r.tree.Suspend()
+	}
+	stopSelf()
+	if r.tree != nil {
+		r.stall.reset()
+		r.tree.Resume()
+	}
+	r.signalAll(syscall.SIGCONT)
+}
+
+// stopSelf stops the process and returns once it is continued. It raises
+// SIGSTOP on its own thread, as raise(3) does: sent to the process, the
+// signal may be taken by another thread, and this one would run on (and
+// continue the ranks) before the stop reached it.
+func stopSelf() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Tgkill(unix.Getpid(), unix.Gettid(), unix.SIGSTOP)
+}

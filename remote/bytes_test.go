@@ -1,0 +1,51 @@
+package remote
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"prun/daemon"
+	"prun/names"
+	"prun/pmixsrv"
+)
+
+// allBytes is every byte value from 1 to 255.
+func allBytes() string {
+	var b strings.Builder
+	for i := 1; i < 256; i++ {
+		b.WriteByte(byte(i))
+	}
+	return b.String()
+}
+
+// The user's bytes cross the control plane unchanged: spawn requests,
+// names, PMIx string values, and the bootstrap.
+func TestMessagesBytes(t *testing.T) {
+	x := "x\xffy" + allBytes()
+	in := &msg{ID: 1, Preput: [][2]string{{"k\xff", x}}, Pub: "a:\xfe", Keys: []string{x, "plain"},
+		Entries: []names.Entry{{Key: x, Value: x, Publisher: "p\xff"}},
+		Info:    []pmixsrv.Info{{Key: "k\xff", Value: x}, {Key: "n", Value: uint32(5)}},
+		Apps:    []daemon.SpawnApp{{Cmd: "/c\xff", Argv: []string{"c", x}, Env: []string{"V=" + x}, Cwd: "/\xe9", NP: 2}},
+		Event:   &daemon.Event{Kind: daemon.ProcAborted, Rank: 1, Msg: "abort " + x},
+		Table:   []pmixsrv.ProcInfo{{Proc: pmixsrv.Proc{Nspace: "n", Rank: 1}, Host: "h", Exe: "/\xff", Pid: 3}}}
+	out, err := decode(encode(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Errorf("message came back as\n%+v\nwant\n%+v", out, in)
+	}
+
+	b := Bootstrap{Secret: []byte{1, 2}, Vertex: 2, Hosts: []string{"a", "b"}, Logins: []Login{{}, {User: "u", Port: 2222}},
+		Fanout: 2, ParentPort: 9, Exe: "/opt/\xff/prun", Home: "/h\xfe", Rsh: "ssh -o X=\xff", Env: []string{"OMPI_MCA_x=" + x}}
+	line, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Bootstrap
+	if err := json.Unmarshal(line, &back); err != nil || !reflect.DeepEqual(b, back) {
+		t.Errorf("bootstrap came back as %+v, %v; want %+v (via %s)", back, err, b, line)
+	}
+}
