@@ -505,7 +505,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.genvAll, "genvall", false, "the processes on other nodes get prun's whole environment, not only -x and the MPI libraries' settings (Hydra's -genvall; also HYDRA_ENV=all)")
 	fs.Var(listValue{&g.genvList}, "genvlist", "export the variables of `LIST` (VAR,VAR...) to every process (Hydra's -genvlist)")
 	_ = fs.MarkHidden("genvlist")
-	fs.StringVar(&g.launcher, "launcher", "", "Hydra's -launcher: `ssh` (the built-in client), rsh (--rsh rsh) or fork (this node only)")
+	fs.StringVar(&g.launcher, "launcher", "", "Hydra's -launcher: `ssh` (the built-in client), rsh (--rsh rsh), slurm (one srun step), auto (slurm inside a Slurm allocation, else ssh; the default) or fork (this node only)")
 	fs.StringVar(&g.launcher, "bootstrap", "", "same as -launcher")
 	fs.StringVar(&g.launch.rsh, "launcher-exec", "", "same as --rsh (Hydra's -launcher-exec)")
 	fs.StringVar(&g.launch.rsh, "bootstrap-exec", "", "same as --rsh")
@@ -951,20 +951,28 @@ func (p *parser) launch() error {
 	if g.launch.rsh == "" && g.launcher == "" {
 		g.launcher, g.launch.rsh = remoteShell(p.mca, env)
 	}
-	localOnly := false
+	localOnly, agent := false, ""
 	switch g.launcher {
 	case "fork":
 		localOnly = true
-	case "", "ssh":
+	case "", "auto":
+	case "ssh":
+		agent = "ssh"
 	case "rsh":
+		agent = "ssh"
 		if g.launch.rsh == "" {
 			g.launch.rsh = "rsh"
 		}
+	case "slurm":
+		if g.launch.rsh != "" {
+			return usagef("-launcher slurm and --rsh %s: give one", g.launch.rsh)
+		}
+		agent = "slurm"
 	default:
-		return usagef("-launcher %s: prun starts daemons with ssh, rsh or --rsh CMD (fork: this node only)", g.launcher)
+		return usagef("-launcher %s: prun starts daemons with ssh, rsh, --rsh CMD or slurm (srun; auto: slurm inside an allocation), fork: this node only", g.launcher)
 	}
 	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude,
-		LocalOnly: localOnly, Ports: p.ports}
+		LocalOnly: localOnly, Ports: p.ports, Agent: agent}
 	return nil
 }
 

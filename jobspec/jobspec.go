@@ -124,6 +124,10 @@ type Launch struct {
 	Fanout    int    // --launch-fanout (0: the default)
 	IfInclude string // --if-include: the control network, CIDR or interface
 	LocalOnly bool   // Hydra's -launcher fork: no node but this one
+	// Agent starts the other nodes' daemons: "ssh" (SSH or --rsh),
+	// "slurm" (one srun step), "" for auto: slurm inside a Slurm
+	// allocation unless --rsh was given, else ssh.
+	Agent string
 	// Ports: the control plane's listeners (the launcher's and the
 	// daemons' that start others) take a port of these ranges, lo to hi
 	// (--port-range, Hydra's MPIEXEC_PORT_RANGE, Open MPI's
