@@ -466,7 +466,7 @@ func (d *DVM) routeStdin(r *run, s *startup) {
 	}
 	if readsHere && r.opts.Stdin != nil {
 		jio.Stdin = r.opts.Stdin
-		if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == "true" || s.job.PTY == "" && isTerminal(f)) {
+		if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == jobspec.PTYOn || s.job.PTY == jobspec.PTYAuto && isTerminal(f)) {
 			plan.PTY = true
 			if isTerminal(f) {
 				jio.TTY = f
