@@ -175,7 +175,9 @@ func (c *Conn) Send(v any) error {
 }
 
 // Recv reads one message.
-func (c *Conn) Recv(v any) error {
+func (c *Conn) Recv(v any) error { return recvFrom(c, v) }
+
+func recvFrom(c io.Reader, v any) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
 		return err
