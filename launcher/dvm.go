@@ -393,7 +393,7 @@ func (d *DVM) grant(job *jobspec.Job) (hostfile.Allocation, string, map[string]b
 				return free, "", nil, fmt.Errorf("host %s is not one of the DVM's nodes (%s)", a.Name, strings.Join(d.Nodes(), ", "))
 			}
 			h := free.Hosts[i]
-			if !asked.Implicit && a.Slots > 0 {
+			if counted(job.Place.Hosts, a.Name) { // --host h:N caps; a bare name selects, as from a hostfile
 				h.Slots = min(h.Slots, a.Slots)
 			}
 			sel = append(sel, h)
@@ -621,4 +621,19 @@ func (d *DVM) closeNodes() {
 	if d.sess != nil {
 		d.sess.Remove()
 	}
+}
+
+// counted says whether a --host list gives host a slot count (host:N).
+func counted(lists []string, host string) bool {
+	for _, l := range lists {
+		for _, e := range strings.Split(l, ",") {
+			if at := strings.LastIndexByte(e, '@'); at >= 0 {
+				e = e[at+1:]
+			}
+			if name, _, ok := strings.Cut(e, ":"); ok && name == host {
+				return true
+			}
+		}
+	}
+	return false
 }
