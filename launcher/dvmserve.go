@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -94,6 +94,14 @@ func (d *DVM) watchIdle(idle time.Duration) {
 
 func (d *DVM) serveConn(c *dvm.Conn) {
 	defer c.Close()
+	// A bug met by one submission is that submitter's failure, not the
+	// end of everyone's runtime.
+	defer func() {
+		if p := recover(); p != nil {
+			d.logf("internal error serving a client: %v\n%s", p, debug.Stack())
+			c.Send(dvm.Reply{Done: true, Exit: ExitFailure, Error: fmt.Sprintf("internal error: %v", p)})
+		}
+	}()
 	b, files, err := c.ReadHello()
 	defer func() {
 		for _, f := range files {
@@ -348,4 +356,3 @@ func Command(dir string, req dvm.Request) int {
 	return rep.Exit
 }
 
-var _ = strconv.Itoa
