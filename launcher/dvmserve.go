@@ -355,4 +355,3 @@ func Command(dir string, req dvm.Request) int {
 	}
 	return rep.Exit
 }
-
