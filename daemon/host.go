@@ -214,6 +214,26 @@ func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv
 						table = local
 					}
 					out = append(out, pmixsrv.Info{Key: k, Value: table})
+				case pmixsrv.KeyQueryJobStatus:
+					type answer struct {
+						t   []pmixsrv.ProcInfo
+						err error
+					}
+					ch := make(chan answer, 1)
+					h.d.up.ProcTable(nspace, func(t []pmixsrv.ProcInfo, err error) { ch <- answer{t, err} })
+					if a := <-ch; a.err == nil {
+						out = append(out, pmixsrv.Info{Key: k, Value: jobState(a.t)})
+					}
+				case pmixsrv.KeyQueryNumPsets:
+					out = append(out, pmixsrv.Info{Key: k, Value: pmixsrv.Size(len(h.d.psetNames()))})
+				case pmixsrv.KeyQueryPsetNames:
+					out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(h.d.psetNames(), ",")})
+				case pmixsrv.KeyQueryMemoryUsage:
+					mem := ""
+					if _, ok := pmixsrv.Lookup(q.Qualifiers, pmixsrv.KeyNspace); ok {
+						mem = nspace
+					}
+					out = append(out, pmixsrv.Info{Key: k, Value: h.d.memoryUsage(mem)})
 				}
 			}
 		}
