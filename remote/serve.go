@@ -10,6 +10,7 @@ import (
 	"os"
 	"prun/internal/jsonbytes"
 	"prun/internal/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +43,14 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		return 1
 	}
 	var b Bootstrap
-	if err := json.Unmarshal(line, &b); err != nil || b.Vertex < 1 || b.Vertex > len(b.Hosts) || b.Fanout < 1 {
+	err = json.Unmarshal(line, &b)
+	if err == nil && b.Agent == AgentSlurm {
+		if err := slurmDaemonEnv(&b); err != nil {
+			logf("%v", err)
+			return 1
+		}
+	}
+	if err != nil || b.Vertex < 1 || b.Vertex > len(b.Hosts) || b.Fanout < 1 {
 		logf("bad bootstrap")
 		return 1
 	}
@@ -50,6 +58,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		b.OutWindow = outWindow(len(b.Hosts))
 	}
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow)}
+	if b.Agent == AgentSlurm {
+		n.slurmTerm = make(chan struct{})
+	}
 	for _, kv := range b.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			os.Setenv(k, v)
@@ -58,6 +69,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("%s: bootstrap read", b.Hosts[b.Vertex-1])
 	parent, err := dialParent(b)
 	overSSH := false
+	if err != nil && b.Agent == AgentSlurm {
+		// Several daemons share the step's stdout: no link can run over it.
+		logf("%s: cannot connect to the launcher: %v", n.host, err)
+		return 1
+	}
 	if err != nil {
 		// The parent cannot be reached from here (a firewall, a jump host):
 		// the control plane runs over this SSH session instead.
@@ -141,6 +157,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("hello sent")
 
 	go n.readParent()
+	if b.Agent == AgentSlurm {
+		n.slurmSignals()
+	}
 	why := <-n.gone
 	n.out.kill()
 	n.calls.fail(errors.New(n.host + ": daemon ending"))
@@ -181,6 +200,8 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 	var addrs []string
 	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && b.IfInclude == "" {
 		addrs = append(addrs, f[0])
+	} else if b.hint != "" && b.IfInclude == "" && slices.Contains(b.ParentAddrs, b.hint) {
+		addrs = append(addrs, b.hint)
 	}
 	for _, a := range b.ParentAddrs {
 		if len(addrs) == 0 || a != addrs[0] {
@@ -244,16 +265,17 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 // node is a remote daemon's side of the control plane; it is the
 // daemon.Upstream of the node's Daemon.
 type node struct {
-	boot   Bootstrap
-	me     int
-	host   string
-	parent *ctl.Link
-	kids   *spawner
-	d      *daemon.Daemon
-	topo   *topology.Topology
-	calls  calls
-	stdin  stdinPipe
-	out    *outCredit // the output window (output.go)
+	boot      Bootstrap
+	slurmTerm chan struct{} // closed when Slurm signalled the step (AgentSlurm only)
+	me        int
+	host      string
+	parent    *ctl.Link
+	kids      *spawner
+	d         *daemon.Daemon
+	topo      *topology.Topology
+	calls     calls
+	stdin     stdinPipe
+	out       *outCredit // the output window (output.go)
 
 	closeOnce sync.Once
 	closed    atomic.Bool // the launcher said close
@@ -441,7 +463,10 @@ func (n *node) SetSourceInfo(src iof.Source, host string, pid int) {
 
 func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &msg{Src: src, Stream: st}) }
 
-func (n *node) Event(ev daemon.Event) { n.sendUp(tEvent, &msg{Event: &ev}) }
+func (n *node) Event(ev daemon.Event) {
+	n.holdSlurmKill(ev)
+	n.sendUp(tEvent, &msg{Event: &ev})
+}
 
 func (n *node) Fence(_, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
 	n.call(tFence, &msg{Kind: kind, Procs: procs, Data: data}, func(m *msg) { done(m.Data, m.err()) })
