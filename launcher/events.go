@@ -42,7 +42,13 @@ func (nt *notifier) wait(d time.Duration) {
 // announceEnds raises PMIX_EVENT_JOB_END for each job that ended since the
 // last call: for its spawner, for tools watching the launch (on any node),
 // and for the user's job too. Not a default event: Open MPI's default
-// handler would abort a running parent on it.
+// handler would abort a running parent on it. Only the user's job's end is
+// kept by the servers for handlers registered later: libpmix 4.2.2 caching
+// each spawned job's end cost every later spawn cycle of a parent 45 ms
+// (spawnloop: 200 cycles in 10 s instead of 1 s), so a spawner registers
+// for its child's end before the child can end (spawn, then register with
+// the child's namespace, then let it go; or register for every job's end
+// before spawning).
 func (r *run) announceEnds() {
 	for _, j := range r.jobs.list {
 		if j.state != jobDone || j.endAnnounced {
@@ -55,6 +61,7 @@ func (r *run) announceEnds() {
 			{Key: pmixsrv.KeyJobTermStatus, Value: status},
 			{Key: pmixsrv.KeyExitCode, Value: code},
 			{Key: pmixsrv.KeyEventNonDefault, Value: true},
+			{Key: pmixsrv.KeyEventDoNotCache, Value: j != r.jobs.primary()},
 		})
 	}
 }

@@ -99,6 +99,7 @@ const (
 	KeyEventAffectedProc   = C.PMIX_EVENT_AFFECTED_PROC
 	KeyEventAffectedProcs  = C.PMIX_EVENT_AFFECTED_PROCS
 	KeyEventNonDefault     = C.PMIX_EVENT_NON_DEFAULT
+	KeyEventDoNotCache     = C.PMIX_EVENT_DO_NOT_CACHE
 	KeyCPUSet              = C.PMIX_CPUSET
 	KeyLocalCPUSets        = C.PMIX_LOCAL_CPUSETS
 	KeyLocalityString      = C.PMIX_LOCALITY_STRING
