@@ -300,6 +300,21 @@ func (d *Daemon) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmix
 	return d.srv.Notify(code, source, rng, info)
 }
 
+// DeliverEventAsync is DeliverEvent off the caller's goroutine (a link's
+// reader must not wait for the library), counted for Close before it
+// returns, so a close read right after it still waits for it.
+func (d *Daemon) DeliverEventAsync(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
+	if code == pmixsrv.DebuggerRelease { // not waited for (DeliverEvent)
+		go d.DeliverEvent(code, source, rng, info)
+		return
+	}
+	d.delivering.Add(1)
+	go func() {
+		defer d.delivering.Done()
+		d.DeliverEvent(code, source, rng, info)
+	}()
+}
+
 // Close kills whatever still runs, deregisters every job and stops the PMIx
 // server answering. It returns once every local process has been reaped.
 // A daemon lives as long as its process, which exits after Close: the server
