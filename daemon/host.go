@@ -193,17 +193,10 @@ func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv
 					h.d.up.Namespaces(func(ns []string) { ch <- ns })
 					out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(<-ch, ",")})
 				case pmixsrv.KeyQueryProcTable, pmixsrv.KeyQueryLocalProcTable:
-					type answer struct {
-						t   []pmixsrv.ProcInfo
-						err error
-					}
-					ch := make(chan answer, 1)
-					h.d.up.ProcTable(nspace, func(t []pmixsrv.ProcInfo, err error) { ch <- answer{t, err} })
-					a := <-ch
-					if a.err != nil {
+					table, err := h.procTable(nspace)
+					if err != nil {
 						continue
 					}
-					table := a.t
 					if k == pmixsrv.KeyQueryLocalProcTable {
 						local := table[:0:0]
 						for _, pi := range table {
@@ -215,14 +208,8 @@ func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv
 					}
 					out = append(out, pmixsrv.Info{Key: k, Value: table})
 				case pmixsrv.KeyQueryJobStatus:
-					type answer struct {
-						t   []pmixsrv.ProcInfo
-						err error
-					}
-					ch := make(chan answer, 1)
-					h.d.up.ProcTable(nspace, func(t []pmixsrv.ProcInfo, err error) { ch <- answer{t, err} })
-					if a := <-ch; a.err == nil {
-						out = append(out, pmixsrv.Info{Key: k, Value: jobState(a.t)})
+					if table, err := h.procTable(nspace); err == nil {
+						out = append(out, pmixsrv.Info{Key: k, Value: jobState(table)})
 					}
 				case pmixsrv.KeyQueryNumPsets:
 					out = append(out, pmixsrv.Info{Key: k, Value: pmixsrv.Size(len(h.d.psetNames()))})

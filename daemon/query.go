@@ -14,6 +14,18 @@ import (
 // the rest): a job's status from the launcher's process table, process
 // sets from the plans every node holds, memory from this node's /proc.
 
+// procTable asks the launcher for nspace's process table and waits.
+func (h host) procTable(nspace string) ([]pmixsrv.ProcInfo, error) {
+	type answer struct {
+		t   []pmixsrv.ProcInfo
+		err error
+	}
+	ch := make(chan answer, 1)
+	h.d.up.ProcTable(nspace, func(t []pmixsrv.ProcInfo, err error) { ch <- answer{t, err} })
+	a := <-ch
+	return a.t, a.err
+}
+
 // jobState is a job's state as its process table shows it: running once
 // every rank started, terminated (with error, when a rank failed) once
 // every rank ended.

@@ -151,34 +151,34 @@ func TestPMIxEventsMultiNode(t *testing.T) {
 		}
 	})
 
-	// Tools attached to the launcher's server and to the third host's
-	// daemon (PRRTE #2568: a tool of a non-master daemon never heard its
-	// job end) both hear the user's job end.
+	// Tools attached to the daemons of the first and the third host
+	// (PRRTE #2568: a tool of a non-master daemon never heard its job end;
+	// the launcher's own server, which runs no rank here, has none) both
+	// hear the user's job end. Each rank writes its server's URI.
 	t.Run("jobend-tools", func(t *testing.T) {
 		bin := ctest.Build(t, ctest.PMIx, "jobend.c")
 		dir := t.TempDir()
-		uriFile := filepath.Join(dir, "uri")
 		goFiles := []string{filepath.Join(dir, "go.0"), filepath.Join(dir, "go.1")}
-		p := startPrun(t, opts{env: m.env(), args: []string{"--report-uri", uriFile, "--hostfile", m.hostfile,
+		p := startPrun(t, opts{env: m.env(), args: []string{"--hostfile", m.hostfile,
 			"--map-by", "node", "-n", "4", "sh", "-c",
-			fmt.Sprintf(`echo "$PMIX_SERVER_URI41" > %s/rank.$PRUN_RANK.uri; while [ ! -e %s ] || [ ! -e %s ]; do sleep 0.1; done`,
+			fmt.Sprintf(`echo "$PMIX_SERVER_URI41" > %s/rank.$PRUN_RANK.tmp && mv %[1]s/rank.$PRUN_RANK.tmp %[1]s/rank.$PRUN_RANK.uri; while [ ! -e %s ] || [ ! -e %s ]; do sleep 0.1; done`,
 				dir, goFiles[0], goFiles[1])}})
 		nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
-		third := filepath.Join(dir, "rank.2.uri") // --map-by node: rank 2 on the third host
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if b, err := os.ReadFile(third); err == nil && strings.TrimSpace(string(b)) != "" {
-				break
+		var tools []*exec.Cmd
+		for i, rank := range []int{0, 2} { // --map-by node: rank 2 on the third host
+			uriFile := filepath.Join(dir, fmt.Sprintf("rank.%d.uri", rank))
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if _, err := os.Stat(uriFile); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					p.signal(syscall.SIGTERM)
+					t.Fatalf("no URI from rank %d in %s\n%s", rank, uriFile, p.wait())
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			if time.Now().After(deadline) {
-				p.signal(syscall.SIGTERM)
-				t.Fatalf("no URI from rank 2 in %s\n%s", third, p.wait())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		tools := []*exec.Cmd{
-			exec.Command(bin, "tool", readURI(t, uriFile), nspace, goFiles[0]),
-			c.InNetns(m.hosts[2], bin, "tool", readURI(t, third), nspace, goFiles[1]),
+			tools = append(tools, c.InNetns(m.hosts[rank], bin, "tool", readURI(t, uriFile), nspace, goFiles[i]))
 		}
 		outs := make([]chan string, len(tools))
 		for i, tool := range tools {
@@ -193,7 +193,7 @@ func TestPMIxEventsMultiNode(t *testing.T) {
 		want := fmt.Sprintf("jobend: tool heard %s end: status 0 exit 0\n", nspace)
 		for i := range tools {
 			if out := <-outs[i]; !strings.Contains(out, want) {
-				t.Errorf("tool %d: %s\nwant %q", i, out, want)
+				t.Errorf("tool on %s: %s\nwant %q", m.hosts[[]int{0, 2}[i]], out, want)
 			}
 		}
 		m.checkClean(t, 10*time.Second)
