@@ -297,8 +297,15 @@ func (d *Daemon) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmix
 		d.delivering.Add(1)
 		defer d.delivering.Done()
 	}
+	info = append(info[:len(info):len(info)], pmixsrv.Info{Key: keyRelayed, Value: true})
 	return d.srv.Notify(code, source, rng, info)
 }
+
+// keyRelayed marks the events the daemon hands its server (DeliverEvent):
+// libpmix 4.2.2 gives the host's own events back to its notify_event upcall
+// like a client's, and host.NotifyEvent must not send them on again (every
+// node would pass each back and forth without end).
+const keyRelayed = "prun.relayed"
 
 // DeliverEventAsync is DeliverEvent off the caller's goroutine (a link's
 // reader must not wait for the library), counted for Close before it

@@ -171,6 +171,9 @@ func (h host) NotifyEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.
 	case pmixsrv.RangeRM, pmixsrv.RangeLocal, pmixsrv.RangeProcLocal:
 		return nil
 	}
+	if _, relayed := pmixsrv.Lookup(info, keyRelayed); relayed {
+		return nil // routed already: the host handed it to the library (DeliverEvent)
+	}
 	h.d.up.NotifyEvent(h.d.cfg.Name, code, source, rng, info)
 	return nil
 }
