@@ -197,6 +197,7 @@ type contextOpts struct {
 	env      []string
 	wdir     string
 	path     string // --path: where to look for the program instead of PATH
+	pset     string // --pset: this context's process set name
 	envNone  bool
 	envAll   bool     // Hydra's -envall: this context keeps the environment despite -genvnone
 	hosts    []string // --host given in a context after the first (mpirun's per-context -H)
@@ -592,6 +593,7 @@ func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	fs.StringVar(&c.wdir, "wd", "", "same as --wdir")
 	_ = fs.MarkHidden("wd")
 	fs.StringVar(&c.path, "path", "", "look for the program in `DIRS` (colon-separated) instead of PATH")
+	fs.StringVar(&c.pset, "pset", "", "name this context's processes as the PMIx process set `NAME` (PRRTE's --pset; default: NSPACE.appN)")
 	fs.BoolVar(&c.envNone, "envnone", false, "pass none of the launching environment to this context's processes, only -x/-env/--mca variables (Hydra's -envnone)")
 	fs.BoolVar(&c.envAll, "envall", false, "pass the launching environment to this context's processes despite -genvnone (Hydra's -envall)")
 	_ = fs.MarkHidden("envall")
@@ -893,6 +895,16 @@ func (p *parser) processes() error {
 			return usagef("--xterm %s: %v", g.xterm, err)
 		}
 		job.Xterm = x
+	}
+	psets := map[string]int{}
+	for i, a := range job.Apps {
+		if a.Pset == "" {
+			continue
+		}
+		if j, dup := psets[a.Pset]; dup {
+			return usagef("--pset %s in application contexts %d and %d: each context is a process set of its own", a.Pset, j+1, i+1)
+		}
+		psets[a.Pset] = i
 	}
 	if g.cwdSession {
 		for i, given := range p.wdirGiven {
@@ -1408,7 +1420,10 @@ func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, er
 	if c.np == 0 && c.npSet {
 		return jobspec.App{}, usagef("-n 0%s: at least one process is needed", where)
 	}
-	app := jobspec.App{Argv: rest, NP: c.np, Wdir: c.wdir, EnvNone: c.envNone}
+	if strings.ContainsAny(c.pset, ", \t\n") {
+		return jobspec.App{}, usagef("--pset %q%s: a process set's name has no commas or spaces", c.pset, where)
+	}
+	app := jobspec.App{Argv: rest, NP: c.np, Wdir: c.wdir, EnvNone: c.envNone, Pset: c.pset}
 	for _, x := range c.env {
 		kv, err := exportVar(x, env)
 		if err != nil {

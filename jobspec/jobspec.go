@@ -32,6 +32,9 @@ type App struct {
 	// hostfile): its processes go only to that file's hosts (Hosts, when
 	// set, selects among them), and the file's hosts join the allocation.
 	Hostfile string
+	// Pset names this context's processes as a PMIx process set (PRRTE's
+	// --pset); empty: the default name, NSPACE.appN.
+	Pset string
 }
 
 // RestartsUnlimited is Job.MaxRestarts for mpirun's --continuous: a failed

@@ -34,6 +34,8 @@ type job struct {
 	pending   int          // nodes with ranks that have not reported NodeJobDone
 	doneNodes map[int]bool // ... and those that have, by node index
 	mpirBase  int          // where its ranks start in the MPIR table; -1 until they are in it
+
+	endAnnounced bool // PMIX_EVENT_JOB_END raised (events.go)
 }
 
 // jobState is where a job stands: launched → running (every rank started

@@ -163,6 +163,8 @@ type run struct {
 	jobs *jobTable // the user's job first, then the jobs its ranks spawned; the loop's
 	pol  policy    // the launch's fate and its exit status
 
+	events notifier // the launcher's own PMIx events in flight (events.go)
+
 	alloc hostfile.Allocation
 	// allocSource says where the allocation came from, for --display.
 	allocSource string
@@ -535,6 +537,7 @@ func (r *run) finish() int {
 	if msg := r.pol.finish(); msg != "" {
 		r.errorf("%s", msg)
 	}
+	r.events.wait(5 * time.Second)
 	r.closeNodes()
 	r.helpSummary()
 	trace.Mark("closed")
@@ -919,6 +922,7 @@ func (r *run) handle(item any) {
 	case killSubmission: // a DVM's job: prun dvm kill, or the DVM stopping
 		r.onSignal(ev.sig)
 	}
+	r.announceEnds()
 }
 
 // brokenPipe says prun's stdout or stderr reader went away.
@@ -988,6 +992,9 @@ func (r *run) onEvent(ev daemon.Event) {
 		r.act(r.pol.aborted(r.rankDesc(ev.Nspace, ev.Rank), ev.Status, ev.Msg))
 	case daemon.ProcExited:
 		r.jobs.exited(j, ev.Rank, &ev)
+		if r.pol.recovery && (ev.Status != 0 || ev.Signal != 0) {
+			r.announceFailure(j, ev)
+		}
 		r.act(r.pol.rankEnded(rankEnd{desc: r.rankDesc(ev.Nspace, ev.Rank), pid: ev.Pid, status: ev.Status,
 			signal: ev.Signal, connected: ev.Connected, finalized: ev.Finalized, spawned: j.plan.Index > 0,
 			time: ev.Time}, r.jobs.runningRanks(), time.Now()))

@@ -409,7 +409,7 @@ func (n *node) handle(typ uint8, m *msg) {
 	case tDeliver:
 		// Off the link's reader: the library may hold an event (its debugger
 		// aggregator does) before it calls back.
-		go n.d.DeliverEvent(m.Status, m.Proc, m.Range, m.Info)
+		n.d.DeliverEventAsync(m.Status, m.Proc, m.Range, m.Info)
 	case tInspect:
 		n.reply(m.ID, &msg{States: n.d.Inspect(m.Nspace, m.Wait)})
 	case tSuspend, tResume:
