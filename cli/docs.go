@@ -32,6 +32,7 @@ var flagGroups = []flagGroup{
 		"preload-files", "nameserver", "debug-daemons"}},
 	{"debugging", "Debugging", []string{"debug", "debugger", "verbose", "profile", "report-state-on-timeout", "get-stack-traces",
 		"xterm", "report-pid", "report-uri", "output-proctable"}},
+	{"dvm", "Persistent runtime (prun dvm)", []string{"dvm", "wait"}},
 	{"compatibility", "mpirun's older spellings", []string{"oversubscribe", "nolocal", "npernode", "pernode", "use-hwthread-cpus",
 		"cpus-per-proc", "bynode", "machinefile", "launch-agent", "tv", "allow-run-as-root"}},
 }

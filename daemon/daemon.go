@@ -147,9 +147,20 @@ type Config struct {
 	BaseEnv []string        // environment the ranks inherit
 	Stdin   io.Reader       // the launcher's stdin (nil: none); see StdinStopper
 	TTY     *os.File        // the launcher's terminal, for a --pty rank's window size (nil: none)
+	// JobIO, when set, gives each job its own Stdin, TTY and BaseEnv: a
+	// persistent runtime's jobs each have a submitter (prun dvm).
+	JobIO func(nspace string) JobIO
 	// Network is the network of a job across nodes (nil on one node): the
 	// MPI libraries are pointed at it.
 	Network *Network
+}
+
+// JobIO is what a submitter gives its job on the runtime's node: the
+// submitter's stdin, terminal and environment.
+type JobIO struct {
+	Stdin   io.Reader
+	TTY     *os.File
+	BaseEnv []string
 }
 
 // Network is the network a node shares with the others.
@@ -344,6 +355,20 @@ func (d *Daemon) Close() error {
 	waitFor(&d.delivering, 5*time.Second)
 	d.srv.Abandon()
 	return nil
+}
+
+// Forget ends a job on this node for good: whatever still runs is killed
+// and reaped, and the namespace is deregistered. A persistent runtime
+// forgets each job once it is over; a launch forgets its jobs at Close.
+func (d *Daemon) Forget(nspace string) {
+	d.mu.Lock()
+	sh := d.shells[nspace]
+	delete(d.shells, nspace)
+	d.mu.Unlock()
+	if sh != nil {
+		sh.close()
+		d.srv.DeregisterNspace(nspace)
+	}
 }
 
 func (d *Daemon) shell(nspace string) *shell {

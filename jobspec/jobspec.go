@@ -97,6 +97,11 @@ type Job struct {
 	ErrfilePattern        string // -errfile-pattern: ... their stderr
 	UnivSize              int    // -usize: the universe size; 0: the allocation's slots; UnivInfinite: none
 	Launch                Launch
+	// DVM is --dvm: the persistent runtime to run in (a name or its
+	// directory; "" finds one as prun dvm's docs say); DVMWait is --wait: a
+	// job that does not fit its free slots waits.
+	DVM     string
+	DVMWait bool
 }
 
 // Job.Stdin's values beside a rank (daemon.Plan.Stdin's too).

@@ -399,6 +399,8 @@ func (n *node) handle(typ uint8, m *msg) {
 		}
 	case tSignal:
 		n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
+	case tForget:
+		go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
 	case tServeDmodex:
 		id := m.ID
 		n.d.ServeDirectModex(m.Proc, func(data []byte, err error) {
