@@ -367,7 +367,7 @@ func (sp *spelledPlacement) resolve() (jobspec.Placement, error) {
 func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) spelledPlacement {
 	pl := spelledPlacement{Placement: jobspec.Placement{
 		Hostfile: p.hostfile, Rankfile: p.rankfile,
-		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch,
+		Topology: p.topology, Display: displays(p.display), DoNotLaunch: p.doNotLaunch,
 		AddHosts: p.addHosts, LocalHost: p.localHost,
 		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes), MaxNodes: p.maxNodes,
 	}, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo, MemBind: p.memBind, ReportBindings: p.reportBindings}
@@ -388,16 +388,16 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) spelledPlacement {
 	}
 	pl.Hosts = p.hosts
 	if p.displayMap {
-		pl.Display = append(pl.Display, "map")
+		pl.Display = append(pl.Display, jobspec.DisplayMap)
 	}
 	if p.displayAlloc {
-		pl.Display = append(pl.Display, "allocation")
+		pl.Display = append(pl.Display, jobspec.DisplayAllocation)
 	}
 	if p.displayTopo {
-		pl.Display = append(pl.Display, "topo")
+		pl.Display = append(pl.Display, jobspec.DisplayTopo)
 	}
 	if p.rankMap {
-		pl.Display = append(pl.Display, "rank-map")
+		pl.Display = append(pl.Display, jobspec.DisplayRankMap)
 	}
 	for _, c := range compatFlags {
 		name := c.name
@@ -992,8 +992,12 @@ func (p *parser) interfaces() error {
 		job.Stdin = n
 	}
 	switch g.pty {
-	case "", "true", "false":
-		job.PTY = g.pty
+	case "":
+		job.PTY = jobspec.PTYAuto
+	case "true":
+		job.PTY = jobspec.PTYOn
+	case "false":
+		job.PTY = jobspec.PTYOff
 	default:
 		return usagef("--pty=%s: want true or false", g.pty)
 	}
@@ -1030,7 +1034,7 @@ func checkPlacement(p *spelledPlacement) error {
 	}
 	for _, d := range p.Display {
 		switch d {
-		case "map", "map:json", "allocation", "topo", "rank-map":
+		case jobspec.DisplayMap, jobspec.DisplayMapJSON, jobspec.DisplayAllocation, jobspec.DisplayTopo, jobspec.DisplayRankMap:
 		default:
 			return usagef("--display %s: want map, map:json, allocation, topo or rank-map", d)
 		}
@@ -1041,6 +1045,15 @@ func checkPlacement(p *spelledPlacement) error {
 		}
 	}
 	return nil
+}
+
+// displays types --display's words (checked with the other placement values).
+func displays(words []string) []jobspec.Display {
+	var d []jobspec.Display
+	for _, w := range words {
+		d = append(d, jobspec.Display(w))
+	}
+	return d
 }
 
 // splitContexts cuts the command line at every lone ":".

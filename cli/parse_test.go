@@ -334,7 +334,7 @@ func TestCompatFlags(t *testing.T) {
 	}
 	pl := req.place
 	want := [][2]string{{"nooversubscribe", ""}, {"npersocket", "1"}, {"use-hwthread-cpus", ""}, {"cpus-per-rank", "2"}, {"bind-to-none", ""}}
-	if fmt.Sprint(pl.Compat) != fmt.Sprint(want) || strings.Join(pl.Display, ",") != "map,allocation" {
+	if fmt.Sprint(pl.Compat) != fmt.Sprint(want) || fmt.Sprint(pl.Display) != "[map allocation]" {
 		t.Errorf("compat %v (want %v), display %v", pl.Compat, want, pl.Display)
 	}
 	// ... and the job spec has them applied, as parsed policies.

@@ -54,7 +54,7 @@ type Job struct {
 	Place     Placement
 
 	Stdin                int    // --stdin: a rank, or StdinAll, StdinNone
-	PTY                  string // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
+	PTY                  PTY    // --pty
 	Report               string // --report: write the run's JSON report here
 	ReportStateOnTimeout bool   // --report-state-on-timeout
 	PrintExitCodes       bool   // --print-all-exitcodes: every rank's ending, after the job
@@ -225,7 +225,7 @@ type Placement struct {
 	RankBy      RankPolicy
 	BindTo      BindPolicy // BindTo.Report: --report-bindings
 	MemBind     MemPolicy  // Hydra's -membind
-	Display     []string   // map, map:json, allocation
+	Display     []Display  // --display, in the order asked
 	DoNotLaunch bool
 	Topology    string // --topology: hwloc synthetic description or an XML file
 	LocalHost   string // Hydra's -localhost: this node's name in the host list
@@ -264,3 +264,23 @@ func ArgvString(argv []string) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// PTY is --pty's choice of a terminal for the rank that reads stdin.
+type PTY int
+
+const (
+	PTYAuto PTY = iota // on when prun's stdin is a terminal and goes to one rank
+	PTYOn              // --pty
+	PTYOff             // --pty=false
+)
+
+// Display is what --display shows before the job runs.
+type Display string
+
+const (
+	DisplayMap        Display = "map"        // the map's table
+	DisplayMapJSON    Display = "map:json"   // the map as JSON
+	DisplayAllocation Display = "allocation" // the hosts and slots
+	DisplayTopo       Display = "topo"       // each node's topology
+	DisplayRankMap    Display = "rank-map"   // Hydra's (host:ranks) lines
+)
