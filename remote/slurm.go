@@ -190,7 +190,7 @@ func askSlurm(env []string, hosts []string) (host, verdict string) {
 func downNode(out string) (desc, host string) {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.SplitN(l, "|", 3)
-		if len(f) < 2 {
+		if len(f) < 2 || f[0] == "" {
 			continue
 		}
 		st := f[1]
