@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -84,8 +85,9 @@ type step struct {
 
 	// The verdict on the step's end, asked of Slurm once (slurmFail).
 	asked       sync.Once
-	verdictHost string // the node Slurm declared failed ("": none)
-	verdict     string // "" when Slurm said nothing telling
+	verdictHost string      // the node Slurm declared failed ("": none)
+	verdict     string      // "" when Slurm said nothing telling
+	named       atomic.Bool // verdictHost was reported lost
 }
 
 // slurmEndedStep starts a daemon's word that Slurm signalled its step.
@@ -119,10 +121,13 @@ func (s *spawner) slurmFail(v int, err error) {
 		s.fail(v, err)
 		return
 	}
+	// The failed node first, once; then v itself, which is lost too (its
+	// daemon ends on Slurm's SIGTERM or has ended): every node must be
+	// reported, or the launcher waits for ranks no daemon will report.
 	if st.verdictHost != "" {
 		for i, h := range s.boot.Hosts {
-			if h == st.verdictHost {
-				v = i + 1
+			if h == st.verdictHost && i+1 != v && !st.named.Swap(true) {
+				s.fail(i+1, errors.New(st.verdict))
 			}
 		}
 	}
