@@ -195,7 +195,7 @@ func TestSlurm(t *testing.T) {
 		// prun's own death (SIGKILL) inside a longer allocation: its srun
 		// ends the daemons' step, the daemons kill their ranks, and Slurm
 		// shows the step gone, while the allocation lives on.
-		script := fmt.Sprintf("%s -n 6 sleep 300; echo prun=$?; sleep 60", prunBin)
+		script := fmt.Sprintf("%s -n 6 sleep 300; echo prun=$?; exec sleep 60", prunBin) // exec: scancel ends it
 		// prun cannot reap its srun nor remove its own session directory:
 		// srun's zombie goes to the subreaper, the directory to the next
 		// prun's cleanup (sessiondir). The daemons' are checked below.
