@@ -109,6 +109,7 @@ bench: build
 	$(GO) run ./bench/launch
 	$(GO) run ./bench/cluster
 	$(GO) run ./bench/slurm
+	$(GO) run ./bench/dvm
 
 clean:
 	rm -rf bin

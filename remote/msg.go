@@ -49,6 +49,7 @@ const (
 	tSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats
 	tResume                       // down (broadcast): the launcher is back; expect heartbeats
 	tGaveUp                       // up: a daemon's last word: its parent fell silent (Err says so)
+	tForget                       // down: a persistent runtime's job is over: drop it (daemon.Daemon.Forget)
 )
 
 // Vertex addresses in a frame's routing header.

@@ -305,6 +305,11 @@ func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
 	n.t.send(n.v, tSignal, &msg{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
 }
 
+// Forget drops a job that is over from the node (a persistent runtime's).
+func (n *Node) Forget(nspace string) {
+	n.t.send(n.v, tForget, &msg{Nspace: nspace})
+}
+
 func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
 	n.t.call(n.v, tServeDmodex, &msg{Proc: target}, func(m *msg) { done(m.Data, m.err()) })
 }
