@@ -195,7 +195,7 @@ func TestSlurm(t *testing.T) {
 		// prun's own death (SIGKILL) inside a longer allocation: its srun
 		// ends the daemons' step, the daemons kill their ranks, and Slurm
 		// shows the step gone, while the allocation lives on.
-		script := fmt.Sprintf("%s -n 6 sleep 300; echo prun=$?; exec sleep 60", prunBin) // exec: scancel ends it
+		script := fmt.Sprintf("%s -n 6 sleep 300; echo prun=$?; exec sleep 60", prunBin)
 		// prun cannot reap its srun nor remove its own session directory:
 		// srun's zombie goes to the subreaper, the directory to the next
 		// prun's cleanup (sessiondir). The daemons' are checked below.
@@ -240,7 +240,13 @@ func TestSlurm(t *testing.T) {
 				break
 			}
 		}
-		sc.Output("scancel", job)
+		// The script's sleep ends the allocation (salloc leaves its
+		// command to run on after scancel).
+		for _, pi := range jobProcs(p.cmd.Process.Pid, p.mark) {
+			if pi.comm == "sleep" && pi.session == p.cmd.Process.Pid {
+				syscall.Kill(pi.pid, syscall.SIGKILL)
+			}
+		}
 		p.wait()
 		ents, _ := os.ReadDir(tmp)
 		for _, e := range ents {
