@@ -7,8 +7,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"prun/internal/slurmtest"
 )
@@ -84,6 +87,62 @@ func TestSlurm(t *testing.T) {
 		expectContains(t, "batch output", string(b), "ring: 6 ranks, 10 laps, sum ok\n")
 		expectContains(t, "batch output", string(b), "prun=0\n")
 	})
+	t.Run("in-step", func(t *testing.T) {
+		// prun inside a step of the job (SLURM_STEP_* set, and srun's
+		// SLURM_TASKS_PER_NODE the step's): the step's nodes and tasks.
+		script := fmt.Sprintf(`[ "$SLURM_PROCID" = 0 ] || exit 0; echo step=$SLURM_STEP_ID; exec %s --map-by node -n 2 hostname`, prunBin)
+		r := run(t, opts{bin: sallocBin, args: []string{"-N", "3", "--ntasks-per-node=2", "srun", "-N", "2", "-n", "2", "sh", "-c", script}, env: env})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if want := "prun-s1 prun-s2 step=0"; strings.Join(got, " ") != want {
+			t.Errorf("prun -n 2 hostname in a step of 2 nodes: %q, want %s\n%s", got, want, r)
+		}
+	})
+	t.Run("host-select", func(t *testing.T) {
+		// --host selects within the allocation; a host outside it is refused.
+		r := run(t, opts{bin: sallocBin, args: salloc("--host", "prun-s2,prun-s3", "--map-by", "node", "-n", "2", "hostname"), env: env})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if want := "prun-s2 prun-s3"; strings.Join(got, " ") != want {
+			t.Errorf("--host prun-s2,prun-s3: %q, want %s\n%s", got, want, r)
+		}
+		r = run(t, opts{bin: sallocBin, args: salloc("--host", "prun-s3,prun-h9", "-n", "2", "hostname"), env: env})
+		if r.code == 0 || r.stdout != "" {
+			t.Errorf("--host prun-s3,prun-h9 ran:\n%s", r)
+		}
+		expectContains(t, "stderr", r.stderr, "prun: --host within the slurm allocation: host prun-h9 is not in the allocation\n")
+	})
+	t.Run("spawn-ompi", func(t *testing.T) {
+		// MPI_Comm_spawn: the children go to the allocation's next free slots.
+		dir, prog := ompi(t, "spawn.c")
+		r := run(t, opts{bin: sallocBin, args: salloc("-n", "2", prog, "2"), env: env, dir: dir})
+		expectCode(t, r, 0)
+		for i := 0; i < 2; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawn: parent %d of 2: merged sum 4 ", i))
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawn: child %d of 2: merged sum 4 ", i))
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		r := run(t, opts{bin: sallocBin, args: salloc("--timeout", "3", "-n", "6", "sleep", "300"), env: env})
+		expectCode(t, r, 124)
+		expectContains(t, "stderr", r.stderr, "prun: ")
+		if r.dur > 30*time.Second {
+			t.Errorf("--timeout 3 took %v", r.dur)
+		}
+	})
+	// prunIn finds prun itself among salloc's processes (its session; the
+	// other nodes' daemons run under slurmstepd).
+	prunIn := func(t *testing.T, p *proc) int {
+		for _, pi := range jobProcs(p.cmd.Process.Pid, p.mark) {
+			if pi.comm == "prun" && pi.session == p.cmd.Process.Pid {
+				return pi.pid
+			}
+		}
+		t.Fatalf("no prun under salloc\n%s", p.stderr.String())
+		return 0
+	}
 	// running starts `salloc ... prun -n 6 sleep 300` and waits for its ranks.
 	running := func(t *testing.T) (*proc, string) {
 		p := startPrun(t, opts{bin: sallocBin, args: salloc("-n", "6", "sleep", "300"), env: env, timeout: 90 * time.Second})
@@ -119,7 +178,82 @@ func TestSlurm(t *testing.T) {
 			t.Errorf("scancel: exit 0\n%s", r)
 		}
 		expectContains(t, "stderr", r.stderr, "prun: lost node")
-		expectContains(t, "stderr", r.stderr, "Slurm ended the daemons' step (SIGTERM")
+		expectContains(t, "stderr", r.stderr, "Slurm ended the daemons' step: Slurm's job "+job+" is CANCELLED")
+	})
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run("signal-"+unix.SignalName(sig), func(t *testing.T) {
+			// Ctrl-C or a SIGTERM to prun: the job ends on every node, prun
+			// exits 128+signal. salloc is the session's leader, as in a shell.
+			p, _ := running(t)
+			syscall.Kill(prunIn(t, p), sig)
+			r := p.wait()
+			expectCode(t, r, 128+int(sig))
+			expectContains(t, "stderr", r.stderr, "prun: received "+unix.SignalName(sig))
+		})
+	}
+	t.Run("prun-killed", func(t *testing.T) {
+		// prun's own death (SIGKILL) inside a longer allocation: its srun
+		// ends the daemons' step, the daemons kill their ranks, and Slurm
+		// shows the step gone, while the allocation lives on.
+		script := fmt.Sprintf("%s -n 6 sleep 300; echo prun=$?; exec sleep 60", prunBin)
+		// prun cannot reap its srun nor remove its own session directory:
+		// srun's zombie goes to the subreaper, the directory to the next
+		// prun's cleanup (sessiondir). The daemons' are checked below.
+		tmp := t.TempDir()
+		p := startPrun(t, opts{bin: sallocBin, args: []string{"-N", "3", "--ntasks-per-node=2", "sh", "-c", script}, env: env,
+			timeout: 120 * time.Second, tmpdir: tmp, allowZombieRanks: true, skipTmpCheck: true})
+		waitSleeps := func(want int, within time.Duration) bool {
+			for end := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+				n := 0
+				for _, pi := range jobProcs(p.cmd.Process.Pid, p.mark) {
+					if pi.comm == "sleep" && pi.session != p.cmd.Process.Pid {
+						n++
+					}
+				}
+				if n == want {
+					return true
+				}
+				if time.Now().After(end) {
+					t.Logf("%d sleep ranks on the other nodes, want %d", n, want)
+					return false
+				}
+			}
+		}
+		if !waitSleeps(6, 30*time.Second) {
+			t.Fatalf("ranks not running\n%s", p.stderr.String())
+		}
+		job, _ := sc.Output("squeue", "-h", "-o", "%i")
+		job = strings.TrimSpace(job)
+		prunPid := prunIn(t, p)
+		killPid(prunPid)
+		p.waitOutput(10*time.Second, "prun=137\n")
+		if !waitSleeps(0, 15*time.Second) {
+			t.Errorf("ranks on the other nodes outlived prun by 15 s")
+		}
+		for end := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			steps, err := sc.Output("squeue", "-h", "-s", "-j", job, "-o", "%i %j")
+			if err == nil && !strings.Contains(steps, "prun-daemons") {
+				break
+			}
+			if time.Now().After(end) {
+				t.Errorf("the daemons' step outlived prun by 15 s: %q %v", steps, err)
+				break
+			}
+		}
+		// The script's sleep ends the allocation (salloc leaves its
+		// command to run on after scancel).
+		for _, pi := range jobProcs(p.cmd.Process.Pid, p.mark) {
+			if pi.comm == "sleep" && pi.session == p.cmd.Process.Pid {
+				syscall.Kill(pi.pid, syscall.SIGKILL)
+			}
+		}
+		p.wait()
+		ents, _ := os.ReadDir(tmp)
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), fmt.Sprintf("prun.%d.", prunPid)) {
+				t.Errorf("TMPDIR holds %s: the daemons' session directories must go with them", e.Name())
+			}
+		}
 	})
 	t.Run("slurmd-killed", func(t *testing.T) {
 		// Last: the node stays down. Slurm declares it failed after
@@ -137,7 +271,9 @@ func TestSlurm(t *testing.T) {
 			t.Errorf("slurmd killed: exit 0\n%s", r)
 		}
 		expectContains(t, "stderr", r.stderr, "Node failure on prun-s2")
-		expectContains(t, "stderr", r.stderr, "prun: ")
+		// prun names the node Slurm declared failed, not the daemon that
+		// heard Slurm's SIGTERM first, nor a rank killed by it.
+		expectContains(t, "stderr", r.stderr, "prun: lost node prun-s2: node failure: Slurm declared prun-s2 down")
 	})
 }
 

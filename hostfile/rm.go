@@ -20,7 +20,8 @@ const (
 //   - Slurm: SLURM_JOB_NODELIST (or the older SLURM_NODELIST), in
 //     hostlist syntax, with slots from SLURM_TASKS_PER_NODE (what the job
 //     was granted, e.g. "2(x3),1"), else SLURM_JOB_CPUS_PER_NODE, else the
-//     nodes' core counts;
+//     nodes' core counts; inside a step, SLURM_STEP_NODELIST with
+//     SLURM_STEP_TASKS_PER_NODE;
 //   - PBS/Torque: PBS_NODEFILE, a file naming one host a line, a host
 //     repeated once per slot;
 //   - LSF: LSB_MCPU_HOSTS, "host1 4 host2 2".
@@ -71,9 +72,16 @@ func detectSlurm(getenv func(string) string, _ func(string) ([]byte, error)) ([]
 			return nil, true, fmt.Errorf("%s=%s: a Slurm heterogeneous job; prun does not support those (run it in one component)", v, quote(s))
 		}
 	}
+	// Inside a step (srun ... prun), what Slurm gave is the step's: its
+	// nodes and its tasks per node (srun sets SLURM_TASKS_PER_NODE to the
+	// step's too, so pairing it with the job's node list was wrong).
+	if s := getenv("SLURM_STEP_NODELIST"); s != "" {
+		entries, err := slurm(getenv, "SLURM_STEP_NODELIST", s, "SLURM_STEP_TASKS_PER_NODE")
+		return entries, true, err
+	}
 	for _, v := range []string{"SLURM_JOB_NODELIST", "SLURM_NODELIST"} {
 		if s := getenv(v); s != "" {
-			entries, err := slurm(getenv, v, s)
+			entries, err := slurm(getenv, v, s, "SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE")
 			return entries, true, err
 		}
 	}
@@ -108,7 +116,9 @@ func detectLSF(getenv func(string) string, _ func(string) ([]byte, error)) ([]En
 	return entries, true, nil
 }
 
-func slurm(getenv func(string) string, nlVar, nl string) ([]Entry, error) {
+// slurm pairs the nodes of nlVar with the slot counts of the first of
+// countVars set (none: each node's cores).
+func slurm(getenv func(string) string, nlVar, nl string, countVars ...string) ([]Entry, error) {
 	names, err := ExpandNodelist(nl)
 	if err != nil {
 		return nil, fmt.Errorf("%s=%s: %w", nlVar, quote(nl), err)
@@ -117,7 +127,7 @@ func slurm(getenv func(string) string, nlVar, nl string) ([]Entry, error) {
 	for i, n := range names {
 		entries[i] = Entry{Name: n, SlotsFromCores: true}
 	}
-	for _, v := range []string{"SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE"} {
+	for _, v := range countVars {
 		s := getenv(v)
 		if s == "" {
 			continue

@@ -138,6 +138,10 @@ func TestDetect(t *testing.T) {
 		{"slurm tasks before cpus", env{"SLURM_JOB_NODELIST": "a", "SLURM_TASKS_PER_NODE": "2", "SLURM_JOB_CPUS_PER_NODE": "8"},
 			[]Entry{named("a", 2)}, Slurm},
 		{"slurm no counts", env{"SLURM_JOB_NODELIST": "a,b"}, []Entry{cores("a"), cores("b")}, Slurm},
+		// srun -N 2 -n 2 in a 3-node job: SLURM_TASKS_PER_NODE is the step's.
+		{"slurm step", env{"SLURM_JOB_NODELIST": "a,b,c", "SLURM_NODELIST": "a,b,c", "SLURM_JOB_CPUS_PER_NODE": "2(x3)",
+			"SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_STEP_NODELIST": "a,b", "SLURM_STEP_TASKS_PER_NODE": "1(x2)"},
+			[]Entry{named("a", 1), named("b", 1)}, Slurm},
 		{"slurm before pbs", env{"SLURM_JOB_NODELIST": "a", "SLURM_TASKS_PER_NODE": "1", "PBS_NODEFILE": "/pbs/nodes"},
 			[]Entry{named("a", 1)}, Slurm},
 		{"pbs", env{"PBS_NODEFILE": "/pbs/nodes"}, []Entry{named("n1", 3), named("n2", 1)}, PBS},

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -80,6 +82,153 @@ type step struct {
 	ended  chan struct{}
 	err    error // after ended: how srun exited
 	closed sync.Once
+
+	// The verdict on the step's end, asked of Slurm once (slurmFail).
+	asked       sync.Once
+	verdictHost string      // the node Slurm declared failed ("": none)
+	verdict     string      // "" when Slurm said nothing telling
+	named       atomic.Bool // verdictHost was reported lost
+}
+
+// slurmEndedStep starts a daemon's word that Slurm signalled its step.
+const slurmEndedStep = "Slurm ended the daemons' step"
+
+// slurmStep says whether this vertex's children run as a Slurm step.
+func (s *spawner) slurmStep() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.step != nil
+}
+
+// slurmFail reports child v lost, in a Slurm step, with Slurm's own word
+// on the job where it has one: the first report asks slurmctld (every
+// other waits for that answer), and all of them then name the node Slurm
+// declared failed and the job's state (NODE_FAIL, CANCELLED, TIMEOUT),
+// so that prun's exit says "node failure" and which node, rather than
+// the daemon that happened to hear Slurm's SIGTERM first.
+func (s *spawner) slurmFail(v int, err error) {
+	s.mu.Lock()
+	st := s.step
+	s.mu.Unlock()
+	if st == nil {
+		s.fail(v, err)
+		return
+	}
+	st.asked.Do(func() {
+		st.verdictHost, st.verdict = askSlurm(s.env, s.boot.Hosts)
+	})
+	if st.verdict == "" {
+		s.fail(v, err)
+		return
+	}
+	// The failed node first, once; then v itself, which is lost too (its
+	// daemon ends on Slurm's SIGTERM or has ended): every node must be
+	// reported, or the launcher waits for ranks no daemon will report.
+	if st.verdictHost != "" {
+		for i, h := range s.boot.Hosts {
+			if h == st.verdictHost && i+1 != v && !st.named.Swap(true) {
+				s.fail(i+1, errors.New(st.verdict))
+			}
+		}
+	}
+	s.fail(v, errors.New(st.verdict))
+}
+
+// askSlurm asks slurmctld how the job stands (squeue) and which of hosts
+// it declared down or failing (sinfo), each within a few seconds: the
+// node to name (a failed one, "" if none) and the verdict ("" if Slurm
+// says the job is still running and no node failed).
+func askSlurm(env []string, hosts []string) (host, verdict string) {
+	job := lookupEnv(env, "SLURM_JOB_ID")
+	if job == "" {
+		job = lookupEnv(env, "SLURM_JOBID")
+	}
+	if job == "" {
+		return "", ""
+	}
+	// Both at once, within 2 s: the caller holds a link's reader, whose
+	// heartbeats must not go unread for long.
+	var state, down string
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		// COMPLETING hides how the job ended until its steps are gone
+		// (this one's daemons exit as they report): ask again a while.
+		for end := time.Now().Add(1500 * time.Millisecond); ; time.Sleep(100 * time.Millisecond) {
+			out, err := slurmQuery(env, "squeue", "-h", "-t", "all", "-j", job, "-o", "%T|%r")
+			if err != nil {
+				break
+			}
+			state, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
+			if !strings.HasPrefix(state, "COMPLETING") || time.Now().After(end) {
+				break
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if out, err := slurmQuery(env, "sinfo", "-h", "-N", "-n", strings.Join(hosts, ","), "-o", "%N|%T|%E"); err == nil {
+			down, host = downNode(out)
+		}
+	}()
+	wg.Wait()
+	st, reason, _ := strings.Cut(state, "|")
+	switch {
+	case down != "":
+		verdict = "node failure: Slurm declared " + down
+		if st != "" && st != "COMPLETING" {
+			verdict += "; job " + job + " " + st
+		}
+	case st != "" && st != "RUNNING":
+		verdict = fmt.Sprintf("%s: Slurm's job %s is %s", slurmEndedStep, job, st)
+		if reason != "" && reason != "None" {
+			verdict += " (" + reason + ")"
+		}
+	}
+	return host, verdict
+}
+
+// downNode picks, from sinfo's "node|state|reason" lines, the first node
+// down, failing or not responding (a state ending in "*"), described as
+// "prun-s2 down* (Not responding)".
+func downNode(out string) (desc, host string) {
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.SplitN(l, "|", 3)
+		if len(f) < 2 || f[0] == "" {
+			continue
+		}
+		st := f[1]
+		if strings.HasPrefix(st, "down") || strings.HasPrefix(st, "fail") || strings.HasSuffix(st, "*") {
+			desc = f[0] + " " + st
+			if len(f) == 3 && f[2] != "" && f[2] != "none" {
+				desc += " (" + f[2] + ")"
+			}
+			return desc, f[0]
+		}
+	}
+	return "", ""
+}
+
+func lookupEnv(env []string, k string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], k+"="); ok {
+			return v
+		}
+	}
+	return os.Getenv(k)
+}
+
+// slurmQuery runs a Slurm client command, for at most 2 s.
+func slurmQuery(env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	if env != nil {
+		cmd.Env = env
+	}
+	out, err := cmd.Output()
+	return string(out), err
 }
 
 // startStep launches every child of the launcher as one srun step. Each
@@ -148,7 +297,7 @@ func (s *spawner) startStep(kids []int, env []string) {
 		// lost, a daemon that could not start).
 		why := st.reason()
 		for _, v := range kids {
-			s.fail(v, fmt.Errorf("%s", why))
+			s.slurmFail(v, fmt.Errorf("%s", why))
 		}
 	}()
 	go func() {
@@ -288,7 +437,7 @@ func (n *node) slurmSignals() {
 	}
 	go func() {
 		sig := (<-k.C).(syscall.Signal)
-		why := fmt.Sprintf("Slurm ended the daemons' step (%s: scancel, the job's time limit or a failed node)", unix.SignalName(sig))
+		why := fmt.Sprintf("%s (%s: scancel, the job's time limit or a failed node)", slurmEndedStep, unix.SignalName(sig))
 		n.sendUp(tFailed, &msg{Host: n.host, Err: why})
 		close(n.slurmTerm)
 		n.end(why)

@@ -332,7 +332,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 			closing := s.closing
 			s.mu.Unlock()
 			if !closing {
-				s.fail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
+				s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
 			}
 			return
 		}
@@ -443,6 +443,14 @@ func (s *spawner) waitSessions(d time.Duration) {
 		}
 		close(done)
 	}()
+	s.mu.Lock()
+	if s.step != nil {
+		// srun's end is Slurm's record of the step's end, and srun must
+		// not be left to a subreaper: wait past close's SIGTERM (grace)
+		// and SIGKILL (twice the grace) to it, on a busy machine.
+		d = max(d, 8*time.Second)
+	}
+	s.mu.Unlock()
 	select {
 	case <-done:
 	case <-time.After(d):

@@ -485,6 +485,13 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		}
 		t.mu.Unlock()
 	case tFailed:
+		if strings.HasPrefix(m.Err, slurmEndedStep) && t.kids.slurmStep() {
+			// Slurm's word on why (a failed node, scancel, the time limit),
+			// asked on the link's reader: the ranks' deaths by the same
+			// SIGTERM, which follow on this link, must not be news first.
+			t.kids.slurmFail(v, errors.New(m.Err))
+			return
+		}
 		t.nodeFailed(m.Host, errors.New(m.Err))
 	case tGaveUp:
 		t.nodeFailed(host, &GaveUp{Why: m.Err})
