@@ -316,6 +316,7 @@ func (r *run) run(job *jobspec.Job) int {
 		}
 		replay = pending
 		r.tree = tree
+		r.up.setVia(tree.Via)
 		defer tree.Close()
 		r.stall = startStallWatch()
 		defer r.stall.close()

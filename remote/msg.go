@@ -49,6 +49,9 @@ const (
 	tSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats
 	tResume                       // down (broadcast): the launcher is back; expect heartbeats
 	tGaveUp                       // up: a daemon's last word: its parent fell silent (Err says so)
+	tColl                         // up: a subtree's combined contribution to a collective (coll.go)
+	tCollDone                     // down: a collective's result, to a child that contributed
+	tCollFail                     // down (broadcast): nodes lost; their collectives fail
 )
 
 // Vertex addresses in a frame's routing header.
@@ -96,6 +99,8 @@ type msg struct {
 	States  []daemon.RankState `json:",omitzero"`
 	Src     iof.Source         `json:",omitzero"`
 	Stream  iof.Stream         `json:",omitzero"`
+	Coll    string             `json:",omitzero"` // a collective's key (coll.go)
+	Verts   []int              `json:",omitzero"` // vertices, as ranges (packVerts)
 }
 
 // entries are published names; their values keep their types.

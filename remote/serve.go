@@ -10,6 +10,7 @@ import (
 	"os"
 	"prun/internal/jsonbytes"
 	"prun/internal/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		b.OutWindow = outWindow(len(b.Hosts))
 	}
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow)}
+	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
+		n.sendUp(tColl, &msg{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Data: data})
+	})
 	for _, kv := range b.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			os.Setenv(k, v)
@@ -98,7 +102,13 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		cb := b
 		cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
 		cb.ParentAddrs = ln.Hosts()
-		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) { n.parent.Send(typ, p) },
+		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) {
+			if typ == tColl {
+				n.childColl(p) // combined here, not relayed
+				return
+			}
+			n.parent.Send(typ, p)
+		},
 			func(v int, err error) {
 				n.sendUp(tFailed, &msg{Host: b.Hosts[v-1], Err: err.Error()})
 			})
@@ -144,6 +154,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	why := <-n.gone
 	n.out.kill()
 	n.calls.fail(errors.New(n.host + ": daemon ending"))
+	n.coll.failAll(errors.New(n.host + ": daemon ending"))
 	closed := n.closed.Load()
 	n.closeDaemon()
 	if !closed {
@@ -252,8 +263,12 @@ type node struct {
 	d      *daemon.Daemon
 	topo   *topology.Topology
 	calls  calls
+	coll   *collectives // the collectives pending at this vertex (coll.go)
 	stdin  stdinPipe
 	out    *outCredit // the output window (output.go)
+
+	vertOnce sync.Once
+	verts    map[string]int // node name -> vertex
 
 	closeOnce sync.Once
 	closed    atomic.Bool // the launcher said close
@@ -398,6 +413,13 @@ func (n *node) handle(typ uint8, m *msg) {
 				n.parent.Resume()
 			}
 		}
+	case tCollDone:
+		n.coll.result(m.Coll, m.Data, m.collErr())
+	case tCollFail:
+		lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+		if err == nil {
+			n.coll.fail(lost, m.collErr())
+		}
 	case tClose:
 		trace.Mark("close")
 		// Kill and reap everything, then say so; the launcher closes the
@@ -443,8 +465,68 @@ func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &msg{Src: src
 
 func (n *node) Event(ev daemon.Event) { n.sendUp(tEvent, &msg{Event: &ev}) }
 
+// Fence is this node's contribution to a collective, combined along the
+// tree (coll.go).
 func (n *node) Fence(_, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
-	n.call(tFence, &msg{Kind: kind, Procs: procs, Data: data}, func(m *msg) { done(m.Data, m.err()) })
+	n.fence(kind, procs, data, done, 0)
+}
+
+// fence resolves the participants' nodes from the plans. A namespace this
+// daemon does not know may be a spawned job whose plan is still on its way
+// (a parent's rank may hear of the spawn from another rank, over MPI, first):
+// it waits for the plan a while; then the launcher answers (a connect to
+// another launch's job is refused, and said why).
+func (n *node) fence(kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error), tries int) {
+	names, ok := n.d.NodesOf(procs)
+	if !ok {
+		if tries < 20 {
+			time.AfterFunc(time.Duration(tries+1)*10*time.Millisecond, func() { n.fence(kind, procs, data, done, tries+1) })
+			return
+		}
+		n.call(tFence, &msg{Kind: kind, Procs: procs, Data: data}, func(m *msg) { done(m.Data, m.err()) })
+		return
+	}
+	verts := make([]int, 0, len(names))
+	for _, name := range names {
+		verts = append(verts, n.vertex(name))
+	}
+	slices.Sort(verts)
+	verts = slices.Compact(verts)
+	n.coll.contribute(n.me, collKey(kind, procs), kind, procs, verts, data, done)
+}
+
+// vertex is the vertex of the node named name: the launcher's (0) when no
+// daemon of the tree runs there.
+func (n *node) vertex(name string) int {
+	n.vertOnce.Do(func() {
+		n.verts = make(map[string]int, len(n.boot.Hosts))
+		for i, h := range n.boot.Hosts {
+			n.verts[h] = i + 1
+		}
+	})
+	return n.verts[name]
+}
+
+// childColl is a child's combined contribution to a collective.
+func (n *node) childColl(p []byte) {
+	_, src, body, err := header(p)
+	v := int(src)
+	if err != nil || v < 1 || v > len(n.boot.Hosts) || ctl.Parent(v, n.boot.Fanout) != n.me {
+		return
+	}
+	m, err := decode(body)
+	if err != nil {
+		return
+	}
+	done := func(data []byte, err error) {
+		n.kids.send(v, tCollDone, frame(uint32(v), uint32(n.me), encode(errOf(&msg{Coll: m.Coll, Data: data}, err))))
+	}
+	verts, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	n.coll.contribute(v, m.Coll, m.Kind, m.Procs, verts, m.Data, done)
 }
 
 func (n *node) DirectModex(_ string, target pmixsrv.Proc, done func([]byte, error)) {

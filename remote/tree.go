@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,11 +81,16 @@ type Tree struct {
 
 	closeAnswers chan struct{} // one per node that answered the closing broadcast
 
+	vertOnce sync.Once
+	verts    map[string]int // host -> vertex (Via)
+
 	// Per vertex (index v-1): the stdin and preload windows.
 	stdin   []*window
 	preload []*window
 	// out queues the nodes' output for the Writer (output.go).
 	out *outFlow
+
+	stats stats // the launcher's structural counters (stats.go)
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -126,6 +132,11 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
+	t.kids.sent = func(typ uint8, n int) {
+		if typ != tCollDone { // counted by collOut
+			t.stats.frame(false, n)
+		}
+	}
 	t.kids.start()
 	select {
 	case <-t.ready:
@@ -154,6 +165,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 func (t *Tree) nodeFailed(host string, err error) {
 	// The nodes below a lost one are cut off with it.
 	var cut []string
+	var lostVerts []int
 	label := host
 	t.mu.Lock()
 	started := len(t.hellos) == len(t.cfg.Hosts)
@@ -168,6 +180,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 		for _, w := range ctl.Subtree(v+1, t.cfg.Fanout, len(t.cfg.Hosts)) {
 			if !t.down[w] {
 				t.down[w] = true
+				lostVerts = append(lostVerts, w)
 				t.stdin[w-1].kill()
 				t.preload[w-1].kill()
 				if w != v+1 {
@@ -191,6 +204,10 @@ func (t *Tree) nodeFailed(host string, err error) {
 		default:
 		}
 	default:
+		// The collectives the lost nodes take part in fail before the
+		// state machine hears of the loss (and ends the job, killing the
+		// ranks that wait in them): their participants learn why.
+		t.failCollectives(lostVerts, err)
 		t.lost(host, err)
 		for _, h := range cut {
 			t.lost(h, fmt.Errorf("cut off with %s", host))
@@ -341,6 +358,7 @@ func (t *Tree) Close() error {
 		}
 	}
 	t.mu.Unlock()
+	t.stats.setPhase(phaseTeardown)
 	if live > 0 {
 		answered := make(chan struct{}, live)
 		t.mu.Lock()
@@ -420,6 +438,9 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		return
 	}
 	host := t.cfg.Hosts[v-1]
+	if typ != tColl { // counted by collIn
+		t.stats.frame(true, len(payload))
+	}
 	switch typ {
 	case tOutput:
 		// Queued, never written here: this goroutine reads the link.
@@ -464,6 +485,7 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 				t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
 			}
 			if len(t.hellos) == len(t.cfg.Hosts) {
+				t.stats.setPhase(phaseRun)
 				close(t.ready)
 			}
 		}
@@ -488,6 +510,16 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		}
 	case tFence:
 		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
+	case tColl:
+		// A child's subtree's combined contribution: the launcher is the
+		// last vertex of the combination (upstream.Fence, through Via).
+		key := m.Coll
+		t.stats.collIn(key, len(payload))
+		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) {
+			b := frame(uint32(v), toLauncher, encode(errOf(&msg{Coll: key, Data: data}, err)))
+			t.stats.collOut(key, len(b), err != nil)
+			t.kids.send(v, tCollDone, b)
+		})
 	case tDmodex:
 		up.DirectModex(host, m.Proc, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
 	case tNotify:
@@ -521,5 +553,47 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		if f := t.calls.take(m.ID); f != nil {
 			f(m)
 		}
+	}
+}
+
+// Via names the launcher's child through which the daemon of host is
+// reached: the contributor the launcher hears from, in a collective that
+// host takes part in. Any other name (this node's) is its own.
+func (t *Tree) Via(host string) string {
+	t.vertOnce.Do(func() {
+		t.verts = make(map[string]int, len(t.cfg.Hosts))
+		for i, h := range t.cfg.Hosts {
+			t.verts[h] = i + 1
+		}
+	})
+	v, ok := t.verts[host]
+	if !ok {
+		return host
+	}
+	return t.cfg.Hosts[ctl.NextHop(0, v, t.cfg.Fanout)-1]
+}
+
+// collFailer is the launcher's side of a collective's failure (upstream).
+type collFailer interface {
+	FailCollectives(hosts []string, err error)
+}
+
+// failCollectives fails, everywhere, the collectives that the daemons of
+// vertices lost take part in: the launcher decides, each daemon fails its
+// pending ones (and later ones with those nodes), and the launcher's own.
+func (t *Tree) failCollectives(lost []int, cause error) {
+	if len(lost) == 0 {
+		return
+	}
+	slices.Sort(lost)
+	err := fmt.Errorf("a collective failed: %v: %w", cause, pmixsrv.ErrUnreach)
+	t.kids.broadcast(tCollFail, frame(toBroadcast, toLauncher,
+		encode(errOf(&msg{Verts: packVerts(lost)}, err))))
+	if f, ok := t.up.(collFailer); ok {
+		hosts := make([]string, len(lost))
+		for i, w := range lost {
+			hosts[i] = t.cfg.Hosts[w-1]
+		}
+		f.FailCollectives(hosts, err)
 	}
 }
