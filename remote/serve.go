@@ -50,7 +50,8 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	if b.OutWindow <= 0 {
 		b.OutWindow = outWindow(len(b.Hosts))
 	}
-	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow)}
+	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
+		helloSent: make(chan struct{})}
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
 		n.sendUp(tColl, &msg{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Data: data})
 	})
@@ -103,6 +104,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
 		cb.ParentAddrs = ln.Hosts()
 		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) {
+			// The parent takes a link only with its child's own hello
+			// first: a child's hello (a child started without SSH's
+			// handshake, as in a simulated cluster, is up before its
+			// parent's PMIx server) waits for it.
+			<-n.helloSent
 			if typ == tColl {
 				n.childColl(p) // combined here, not relayed
 				return
@@ -110,11 +116,19 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			n.parent.Send(typ, p)
 		},
 			func(v int, err error) {
+				<-n.helloSent
 				n.sendUp(tFailed, &msg{Host: b.Hosts[v-1], Err: err.Error()})
 			})
 		n.kids.start()
 		defer rsh.Shutdown() // after the sessions' close below: prun-ssh goes before this daemon
-		defer n.kids.close()
+		// Its children's sessions end before it does: they end as the
+		// children see their links close, and the launcher, which waits
+		// for its own sessions, then ends after the whole tree (and no
+		// session's process is left to whoever reaps orphans).
+		defer func() {
+			n.kids.close()
+			n.kids.waitSessions(3 * time.Second)
+		}()
 	}
 
 	trace.Mark("children started")
@@ -148,6 +162,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		hello.TopoXML = xml // no synthetic description says it all
 	}
 	n.sendUp(tHello, hello)
+	close(n.helloSent)
 	trace.Mark("hello sent")
 
 	go n.readParent()
@@ -267,8 +282,9 @@ type node struct {
 	stdin  stdinPipe
 	out    *outCredit // the output window (output.go)
 
-	vertOnce sync.Once
-	verts    map[string]int // node name -> vertex
+	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
+	vertOnce  sync.Once
+	verts     map[string]int // node name -> vertex
 
 	closeOnce sync.Once
 	closed    atomic.Bool // the launcher said close
