@@ -4,7 +4,7 @@
 GO       ?= go
 BIN      := bin/prun
 DEB_PKGS := libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev mpich libmpich-dev hwloc libhwloc-dev gcc pkg-config \
-            openssh-server openssh-client iproute2 gdb xterm xvfb
+            openssh-server openssh-client iproute2 gdb xterm xvfb zsh
 EXAMPLES := bin/examples
 # MPICH built with ch3 (PMI-1, and its PMI-2 twin) for the tests of dynamic
 # processes, once per machine: Debian's ch4:ucx MPICH cannot spawn here.
@@ -25,7 +25,7 @@ deps:
 	    ! command -v mpicc.mpich >/dev/null || ! command -v mpiexec.hydra >/dev/null || \
 	    ! command -v hwloc-ls >/dev/null || ! command -v gcc >/dev/null || \
 	    ! test -x /usr/sbin/sshd || ! command -v ssh >/dev/null || ! command -v ip >/dev/null || \
-	    ! command -v gdb >/dev/null || ! command -v xterm >/dev/null || ! command -v Xvfb >/dev/null; then \
+	    ! command -v gdb >/dev/null || ! command -v xterm >/dev/null || ! command -v Xvfb >/dev/null || ! command -v zsh >/dev/null; then \
 		echo "== installing Debian packages: $(DEB_PKGS)"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && \

@@ -176,6 +176,8 @@ type Daemon struct {
 	events map[pmixsrv.Status]int // event codes local clients registered for
 
 	refusedUIDs map[int]bool // uids whose refused connections were reported (refuse.go)
+
+	ckpt map[pmixsrv.Proc]ckptMethod // how each process asked to be checkpointed (jobctrl.go)
 }
 
 // New starts the node's PMIx server.
@@ -255,6 +257,14 @@ func (d *Daemon) Launch(p *Plan) error {
 
 // Signal sends sig to ranks of a job on this node (all when ranks is nil).
 func (d *Daemon) Signal(nspace string, ranks []int, sig syscall.Signal) {
+	if sig == SigCheckpoint {
+		d.checkpoint(nspace, ranks)
+		return
+	}
+	if m, ok := ckptMethodOf(sig); ok {
+		d.recordCkpt(nspace, ranks, m)
+		return
+	}
 	if sh := d.shell(nspace); sh != nil {
 		sh.signal(ranks, sig)
 	}
@@ -264,7 +274,7 @@ func (d *Daemon) Signal(nspace string, ranks []int, sig syscall.Signal) {
 // (after SIGWINCH).
 func (d *Daemon) ResizePTY(nspace string) {
 	if sh := d.shell(nspace); sh != nil {
-		sh.resizePTY()
+		sh.io.resize()
 	}
 }
 

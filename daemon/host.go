@@ -31,12 +31,12 @@ func (h host) ClientConnected(p pmixsrv.Proc) error {
 	if err := sh.makeDirs(); err != nil {
 		return err
 	}
-	sh.setState(int(p.Rank), func(st *rankState) { st.connected = true })
+	sh.setState(int(p.Rank), func(st *rankState) { st.client.connected = true })
 	return nil
 }
 
 func (h host) ClientFinalized(p pmixsrv.Proc) error {
-	h.rankState(p, func(st *rankState) { st.finalized = true })
+	h.rankState(p, func(st *rankState) { st.client.finalized = true })
 	return nil
 }
 
@@ -48,7 +48,7 @@ func (h host) Abort(p pmixsrv.Proc, status int, msg string, targets []pmixsrv.Pr
 		msg = ""
 	}
 	if sh := h.d.shell(p.Nspace); sh != nil {
-		sh.setState(int(p.Rank), func(st *rankState) { st.aborted = true })
+		sh.setState(int(p.Rank), func(st *rankState) { st.client.aborted = true })
 	}
 	h.d.up.Event(Event{Kind: ProcAborted, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
 		Status: status, Msg: msg})
@@ -228,8 +228,26 @@ func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv
 
 func (h host) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, dirs []pmixsrv.Info, done func(error)) error {
 	sig := syscall.Signal(-1)
+	var method ckptMethod
+	checkpoint := false
 	for _, in := range dirs {
 		switch in.Key {
+		case pmixsrv.KeyJobCtrlPreemptible:
+			b, _ := in.Value.(bool)
+			method.preemptible = b
+			method.set = true
+		case pmixsrv.KeyJobCtrlCkptSignal:
+			if n, ok := in.Value.(int); ok && n > 0 {
+				method.sig = syscall.Signal(n)
+				method.set = true
+			}
+		case pmixsrv.KeyJobCtrlCkptEvent:
+			if b, ok := in.Value.(bool); ok && b {
+				method.event = true
+				method.set = true
+			}
+		case pmixsrv.KeyJobCtrlCheckpoint:
+			checkpoint = true
 		case pmixsrv.KeyJobCtrlKill, pmixsrv.KeyJobCtrlTerminate:
 			if b, ok := in.Value.(bool); ok && b {
 				sig = syscall.SIGKILL
@@ -240,7 +258,21 @@ func (h host) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, dirs []pmixsr
 			}
 		}
 	}
-	if sig < 0 {
+	if sig < 0 && !checkpoint && method.set {
+		// A process declares how it wants to be checkpointed (Open MPI's
+		// mpirun accepts this too): recorded on every node where a target
+		// runs (a wildcard: the whole namespace, on every node), through
+		// the launcher like any job control, and used when a checkpoint is
+		// asked for (SigCheckpoint), which follows the same links after it.
+		if len(targets) == 0 {
+			targets = []pmixsrv.Proc{req}
+		}
+		h.d.up.JobControl(req, targets, method.signal(), done)
+		return nil
+	}
+	if sig < 0 && checkpoint {
+		sig = SigCheckpoint
+	} else if sig < 0 {
 		return pmixsrv.ErrNotSupported
 	}
 	if len(targets) == 0 {

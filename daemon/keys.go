@@ -128,8 +128,28 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 			kv(pmixsrv.KeyHostname, m.Nodes[pr.Node].Name),
 			kv(pmixsrv.KeyReincarnation, uint32(0)),
 		}
+		// The app's own keys, and the local node's, also in each rank's
+		// data: the standard's first way to ask for them is by the rank of a
+		// process of the app or on the node, with no qualifier (PMIx v2
+		// 5.1.5.3, 5.1.5.5), and libpmix 4.2.2 answers that from the
+		// rank's own data alone. For another node's rank the client library
+		// asks by host name instead, which the node arrays answer.
+		app := m.Apps[pr.App]
+		pi = append(pi,
+			kv(pmixsrv.KeyAppSize, uint32(app.Size)),
+			kv(pmixsrv.KeyAppLdr, pmixsrv.Rank(app.Offset)),
+			kv(pmixsrv.KeyAppArgv, jobspec.ArgvString(p.Job.Apps[pr.App].Argv)),
+			kv(pmixsrv.KeyWDir, p.Job.Apps[pr.App].Wdir),
+		)
 		if pr.Node == self {
-			pi = append(pi, kv(pmixsrv.KeyProcDir, sess.ProcDir(p.Nspace, pr.Rank)))
+			n := m.Nodes[self]
+			pi = append(pi,
+				kv(pmixsrv.KeyProcDir, sess.ProcDir(p.Nspace, pr.Rank)),
+				kv(pmixsrv.KeyNodeSize, uint32(len(n.Procs))),
+				kv(pmixsrv.KeyLocalSize, uint32(len(n.Procs))),
+				kv(pmixsrv.KeyLocalLdr, pmixsrv.Rank(n.Procs[0])),
+				kv(pmixsrv.KeyLocalPeers, joinInts(n.Procs)),
+			)
 		}
 		if len(pr.CPUs) > 0 {
 			pi = append(pi, kv(pmixsrv.KeyCPUSet, pmixsrv.CPUSetString(pr.CPUs)))

@@ -3,12 +3,16 @@ package daemon
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
+	"prun/mapper"
 	"prun/names"
 	"prun/pmi"
 	"prun/pmixsrv"
@@ -20,6 +24,7 @@ import (
 // published names share the PMIx name service.
 type pmiJob struct {
 	sh *shell
+	ln net.Listener // -pmi-port: where the job's ranks connect (pmiport.go); nil: each inherits a socket
 
 	mu       sync.Mutex
 	kvs      map[string]string // the job's KVS as of the last barrier
@@ -43,6 +48,69 @@ func newPMIJob(sh *shell) *pmiJob {
 
 // Kvsname is the job's PMI KVS name and PMI-2 job id.
 func (j *pmiJob) kvsname() string { return "kvs_" + j.sh.plan.Nspace }
+
+// env is what a PMI-1/PMI-2 client (MPICH) needs, as Hydra gives it: an
+// inherited socket, or with -pmi-port where to connect and who it is.
+func (j *pmiJob) env(pr mapper.Proc) []string {
+	p := j.sh.plan
+	node := p.Map.Nodes[pr.Node]
+	conn := []string{"PMI_FD=3", "PMI_RANK=" + strconv.Itoa(pr.Rank), "PMI_SIZE=" + strconv.Itoa(len(p.Map.Procs))}
+	if j.ln != nil {
+		conn = []string{"PMI_PORT=" + j.ln.Addr().String(), "PMI_ID=" + strconv.Itoa(pr.Rank)}
+	}
+	if p.ParentKVS != "" {
+		// MPICH's PMI-1 client learns that it was spawned (and must
+		// connect to its parents) from this alone, as Hydra tells it.
+		conn = append(conn, "PMI_SPAWNED=1")
+	}
+	conn = append(conn,
+		"PMI_JOBID="+j.kvsname(),
+		"MPI_LOCALNRANKS="+strconv.Itoa(len(node.Procs)),
+		"MPI_LOCALRANKID="+strconv.Itoa(pr.LocalRank),
+	)
+	if !p.Job.NoHostnamePropagation {
+		conn = append(conn, "MPIR_CVAR_CH3_INTERFACE_HOSTNAME="+node.Name)
+	}
+	return conn
+}
+
+// socket makes the connection a rank inherits as PMI_FD (descriptor 3),
+// unless the job's ranks connect to its -pmi-port: then both are nil.
+func (j *pmiJob) socket(fs *startFiles) (server, client *os.File, err error) {
+	if j.ln != nil {
+		return nil, nil, nil
+	}
+	if server, client, err = socketPair(); err == nil {
+		fs.add(server, client)
+	}
+	return server, client, err
+}
+
+// serve serves rank's PMI connection; the channel closes when it ends.
+func (j *pmiJob) serve(conn *os.File, rank int, versions pmi.Versions) <-chan struct{} {
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		pmi.Serve(conn, rank, j, versions)
+	}()
+	return served
+}
+
+// socketPair makes a connected pair of close-on-exec unix stream sockets.
+func socketPair() (server, client *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("PMI socket: %w", err)
+	}
+	// The server's end is served through Go's poller: a rank that never
+	// speaks PMI (most do not) holds no OS thread in a read.
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("PMI socket: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "pmi-server"), os.NewFile(uintptr(fds[1]), "pmi-client"), nil
+}
 
 func (j *pmiJob) Info(rank int) pmi.RankInfo {
 	p := j.sh.plan
@@ -231,17 +299,17 @@ func (j *pmiJob) Spawn(rank int, req pmi.SpawnRequest, done func(string, error))
 }
 
 func (j *pmiJob) Abort(rank, code int, msg string) {
-	j.sh.setState(rank, func(st *rankState) { st.aborted = true })
+	j.sh.setState(rank, func(st *rankState) { st.client.aborted = true })
 	j.sh.d.up.Event(Event{Kind: ProcAborted, Nspace: j.sh.plan.Nspace, Rank: rank, Node: j.sh.nodeName(),
 		Status: code, Msg: msg})
 }
 
 func (j *pmiJob) Connected(rank int) {
-	j.sh.setState(rank, func(st *rankState) { st.connected = true })
+	j.sh.setState(rank, func(st *rankState) { st.client.connected = true })
 }
 
 func (j *pmiJob) Finalize(rank int) {
-	j.sh.setState(rank, func(st *rankState) { st.finalized = true })
+	j.sh.setState(rank, func(st *rankState) { st.client.finalized = true })
 }
 
 func (j *pmiJob) ProtocolError(rank int, err error) {

@@ -36,7 +36,7 @@ func (sh *shell) listenPMI(versions pmi.Versions) error {
 	if err != nil {
 		return fmt.Errorf("PMI port: %w", err)
 	}
-	sh.pmiLn = ln
+	sh.pmi.ln = ln
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -147,17 +147,17 @@ func (sh *shell) claimPMIRank(rank int, served <-chan struct{}) error {
 	switch {
 	case !ok:
 		return fmt.Errorf("pmiid %d: no such rank of this job on %s", rank, sh.nodeName())
-	case st.pmiPort:
+	case st.client.pmiPort:
 		return fmt.Errorf("pmiid %d: that rank is connected already", rank)
 	}
-	st.pmiPort = true
-	st.pmiServed = served
+	st.client.pmiPort = true
+	st.client.pmiServed = served
 	return nil
 }
 
 // closePMI stops the job's PMI port, if it has one.
 func (sh *shell) closePMI() {
-	if sh.pmiLn != nil {
-		sh.pmiLn.Close()
+	if sh.pmi.ln != nil {
+		sh.pmi.ln.Close()
 	}
 }

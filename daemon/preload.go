@@ -15,6 +15,12 @@ import (
 	"sync"
 )
 
+// preloaded is what preload placed for one job on this node.
+type preloaded struct {
+	exes   map[int]string // apps whose ranks run a preloaded copy of their program
+	placed []string       // files --preload-files put in working directories
+}
+
 // preload places what the plan sends for this node's ranks: an app's
 // program, when this node's copy at the same path differs or is missing,
 // goes to the session directory and the ranks run it from there; the files
@@ -58,10 +64,10 @@ func (sh *shell) preload() error {
 				return fmt.Errorf("--preload-binary: %s on %s: %w", app.Exe, sh.nodeName(), err)
 			}
 			if placed {
-				if sh.exes == nil {
-					sh.exes = map[int]string{}
+				if sh.preloaded.exes == nil {
+					sh.preloaded.exes = map[int]string{}
 				}
-				sh.exes[a] = path
+				sh.preloaded.exes[a] = path
 			}
 		}
 		for _, dir := range dirs[a] {
@@ -71,7 +77,7 @@ func (sh *shell) preload() error {
 					return fmt.Errorf("--preload-files: %s on %s: %w", path, sh.nodeName(), err)
 				}
 				if placed {
-					sh.placed = append(sh.placed, path)
+					sh.preloaded.placed = append(sh.preloaded.placed, path)
 				}
 			}
 		}
@@ -81,7 +87,7 @@ func (sh *shell) preload() error {
 
 // exe is the program app's ranks run on this node.
 func (sh *shell) exe(app int) string {
-	if path, ok := sh.exes[app]; ok {
+	if path, ok := sh.preloaded.exes[app]; ok {
 		return path
 	}
 	return sh.plan.Job.Apps[app].Exe
@@ -89,10 +95,10 @@ func (sh *shell) exe(app int) string {
 
 // unplace removes the files preload placed.
 func (sh *shell) unplace() {
-	for _, path := range sh.placed {
+	for _, path := range sh.preloaded.placed {
 		os.Remove(path)
 	}
-	sh.placed = nil
+	sh.preloaded.placed = nil
 }
 
 // placeProgram puts the program f at path (placed true) unless this node's

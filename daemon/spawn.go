@@ -3,8 +3,11 @@ package daemon
 import (
 	"errors"
 	"os"
+	"runtime"
 	"syscall"
 	"unsafe"
+
+	"prun/internal/timerslack"
 
 	"golang.org/x/sys/unix"
 )
@@ -123,4 +126,64 @@ func (p *proc) reap() {
 		syscall.Close(p.pidfd)
 	}
 	p.pidfd = -1
+}
+
+// startLocked starts cmd, bound by b, from the calling goroutine's OS
+// thread, locked to it for the fork. PR_SET_PDEATHSIG follows the forking
+// thread, and Go ends a thread only when a goroutine exits while locked to
+// it, which the deferred unlock rules out; so the thread outlives the rank
+// as the process does. Forking here rather than on a pool of locked threads
+// spares each rank two thread wake-ups.
+func startLocked(cmd command, b binding) (proc, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return timerslack.Fork(func() (proc, error) { return b.start(cmd) })
+}
+
+// startFiles are the descriptors made for one process's start, kept as
+// os/exec's Cmd.Start keeps them: the child's ends are closed once the
+// fork has copied them (or the start failed), the parent's ends only if
+// the start failed; otherwise they belong to whoever serves them.
+type startFiles struct {
+	child, parent []*os.File
+}
+
+// add records a parent's end and a child's end (either may be nil).
+func (f *startFiles) add(parent, child *os.File) {
+	if parent != nil {
+		f.parent = append(f.parent, parent)
+	}
+	if child != nil {
+		f.child = append(f.child, child)
+	}
+}
+
+// pipe makes a pipe whose write end is the child's (childWrites) or the
+// parent's.
+func (f *startFiles) pipe(childWrites bool) (parent, child *os.File, err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if childWrites {
+		parent, child = r, w
+	} else {
+		parent, child = w, r
+	}
+	f.add(parent, child)
+	return parent, child, nil
+}
+
+// close closes the child's ends, and the parent's too if the start failed.
+func (f *startFiles) close(failed bool) {
+	for _, c := range f.child {
+		c.Close()
+	}
+	f.child = nil
+	if failed {
+		for _, c := range f.parent {
+			c.Close()
+		}
+	}
+	f.parent = nil
 }

@@ -41,7 +41,7 @@ func TestCLIProgramNamedLikeSubcommand(t *testing.T) {
 // The last case failed before (prun __complete returned no candidates).
 func TestCLICompletionBash(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
+		t.Fatalf("bash is needed: %v", err)
 	}
 	dir := t.TempDir()
 	script, err := exec.Command(prunBin, "completion", "bash").Output()
@@ -80,6 +80,62 @@ printf '%s\n' "${COMPREPLY[@]}"
 		{[]string{"-n", "1", "./x", "--tim"}, nil}, // the program's own argument: files, not prun's flags
 	} {
 		cmd := exec.Command("bash", append([]string{"-c", driver, "driver"}, c.words...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(prunBin)+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("%q: %v\n%s", c.words, err, out)
+			continue
+		}
+		got := strings.Fields(string(out))
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("prun %s<TAB>: %q, want %q", strings.Join(c.words, " "), got, c.want)
+		}
+	}
+}
+
+// TestCLICompletionZsh sources the script of `prun completion zsh` in a
+// real zsh (make test installs it) and completes command lines through it.
+// Outside an interactive shell zsh's completion system is not loaded, so
+// the three functions of it the script calls print what they were given:
+// _describe the candidates (value:description), compadd and _arguments a
+// marker.
+func TestCLICompletionZsh(t *testing.T) {
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Fatalf("zsh is needed (make test installs it): %v", err)
+	}
+	dir := t.TempDir()
+	script, err := exec.Command(prunBin, "completion", "zsh").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prun.zsh"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte("alpha slots=2\nbeta\n# gamma\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const driver = `
+compdef() { :; }
+_describe() { print -rl -- "${completions[@]%%:*}"; }
+compadd() { print -r -- "compadd $*"; }
+_arguments() { print -r -- "files"; }
+source ./prun.zsh
+words=(prun "$@")
+CURRENT=$(( $# + 1 ))
+_prun
+`
+	for _, c := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"--tim"}, []string{"--timeout", "--timestamp-output"}},
+		{[]string{"--map-by", "nu"}, []string{"numa"}},
+		{[]string{"--bind-to", "co"}, []string{"core"}},
+		{[]string{"--output", "js"}, []string{"json"}},
+		{[]string{"--hostfile", "hosts", "-H", ""}, []string{"alpha", "beta"}},
+	} {
+		cmd := exec.Command("zsh", append([]string{"-f", "-c", driver, "driver"}, c.words...)...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(prunBin)+":"+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()

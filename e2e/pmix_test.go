@@ -32,6 +32,7 @@ func TestKeys(t *testing.T) {
 		env  []string
 	}{
 		{"n3", []string{"-n", "3", keys}, "3", 3, nil},
+		{"mpmd2+1+2", []string{"-n", "2", keys, ":", "-n", "1", keys, ":", "-n", "2", keys}, "2,1,2", 5, nil},
 		{"mpmd2+3", []string{"-n", "2", keys, ":", "-n", "3", keys}, "2,3", 5, nil},
 		// libpmix then calls prun's fence_nb and direct_modex even on one node.
 		{"n3-host-fence", []string{"-n", "3", keys}, "3", 3,

@@ -38,13 +38,6 @@ import (
 	"prun/topology"
 )
 
-// Exit statuses that are prun's own (ranks' statuses pass through).
-const (
-	ExitUsage   = 2   // bad command line or input files
-	ExitTimeout = 124 // --timeout expired (like timeout(1))
-	ExitFailure = 1   // a launch failure or an internal error
-)
-
 // Options are the launcher's surroundings; tests substitute them.
 type Options struct {
 	Stdin          io.Reader
@@ -98,8 +91,8 @@ func Run(job *jobspec.Job, opts Options) int {
 		}
 	}
 	out := outputOptions(job.Output, opts.ColorTags)
-	r := &run{opts: opts, quiet: job.Quiet, showProgress: job.ShowProgress, recovery: job.EnableRecovery,
-		primaryStatus: job.PrimaryStatus}
+	r := &run{opts: opts, showProgress: job.ShowProgress, jobs: newJobTable(),
+		pol: policy{quiet: job.Quiet, recovery: job.EnableRecovery, primaryOnly: job.PrimaryStatus}}
 	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
 	out.OutPattern, out.ErrPattern = job.OutfilePattern, job.ErrfilePattern
 	out.OnBrokenPipe = func() {
@@ -151,16 +144,18 @@ func Run(job *jobspec.Job, opts Options) int {
 }
 
 type run struct {
-	opts  Options
-	quiet bool // -q: no notices about the ranks' endings
-	out   *iof.Writer
-	up    *upstream
+	opts Options
+	out  *iof.Writer
+	up   *upstream
+	jobs *jobTable // the user's job first, then the jobs its ranks spawned; the loop's
+	pol  policy    // the launch's fate and its exit status
+
 	alloc hostfile.Allocation
 	// allocSource says where the allocation came from, for --display.
 	allocSource string
 	local       *daemon.Daemon // this node's daemon, when ranks run here
 	tree        *remote.Tree   // the other nodes' daemons (r.up holds every node's)
-	jobs        []*jobRun      // the user's job first, then the jobs its ranks spawned
+	stall       *stallWatch    // with other nodes: the launcher's own stalls
 	mpirProcs   []mpir.Proc    // the MPIR table published so far: each job once it has started whole
 	univ        int
 
@@ -182,35 +177,7 @@ type run struct {
 	proctableFile *os.File
 	showProgress  bool // --show-progress
 
-	fail     *failure
-	signaled syscall.Signal
-	stall    *stallWatch // with other nodes: the launcher's own stalls
-	// --enable-recovery: a rank's failure does not end the job; the first
-	// one decides the exit status.
-	recovery      bool
-	primaryStatus bool // -report-child-jobs-separately
-	recovered     *failure
-	killAt        time.Time // when the SIGKILL after a termination's grace is due
-	killed        bool      // ... and it has been sent
-}
-
-// jobRun is the launcher's view of one running job.
-type jobRun struct {
-	plan        *daemon.Plan
-	running     int          // ranks started and not yet reaped
-	started     int          // ProcStarted events so far
-	pendingNode int          // daemons that have not reported NodeJobDone
-	doneNodes   map[int]bool // ... and those that have (by node index)
-	mpirBase    int          // where its ranks start in the MPIR table; -1 until they are in it
-}
-
-func (r *run) job(nspace string) *jobRun {
-	for _, j := range r.jobs {
-		if j.plan.Nspace == nspace {
-			return j
-		}
-	}
-	return nil
+	graceDue bool // the polite signal went out: SIGKILL follows after the grace
 }
 
 // nodeIndex is host's index among the job's nodes.
@@ -219,30 +186,6 @@ func (r *run) nodeIndex(host string) (int, bool) {
 	defer r.nodesMu.Unlock()
 	i, ok := r.nodes[host]
 	return i, ok
-}
-
-// active reports whether any job still has ranks or undrained output.
-func (r *run) active() bool {
-	for _, j := range r.jobs {
-		if j.running > 0 || j.pendingNode > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *run) runningRanks() int {
-	n := 0
-	for _, j := range r.jobs {
-		n += j.running
-	}
-	return n
-}
-
-// failure is the first thing that went wrong; it decides the exit status.
-type failure struct {
-	msg  string
-	code int
 }
 
 func (r *run) errorf(format string, a ...any) {
@@ -255,100 +198,150 @@ func (r *run) errorf(format string, a ...any) {
 	r.out.Printf("%s\n", msg)
 }
 
-func (r *run) run(job *jobspec.Job) int {
-	// --timeout counts from here: starting other nodes is part of the job.
-	var deadline time.Time
-	if job.Timeout > 0 {
-		deadline = time.Now().Add(job.Timeout)
+// startup is what the phases of run hand on to each other, and what they
+// leave to undo when run returns.
+type startup struct {
+	job      *jobspec.Job
+	m        *mapper.Map
+	deadline time.Time // --timeout's, counted from the start: starting other nodes is part of the job
+	sigs     <-chan os.Signal
+	sess     *sessiondir.Dir
+	replay   []os.Signal // signals caught while the start could not act on them
+	plan     *daemon.Plan
+	stdin    io.Reader // this node's ranks' stdin
+	tty      *os.File  // ... when it is prun's terminal, given to a --pty rank
+	undo     []func()
+}
+
+func (s *startup) defer_(f func()) { s.undo = append(s.undo, f) }
+
+func (s *startup) unwind() {
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
 	}
-	// Map first with this node's topology for every node: bad input fails
-	// here, before anything starts.
-	first := *job
-	first.Apps = append([]jobspec.App(nil), job.Apps...)
-	m, code := r.place(&first)
-	trace.Mark("mapped")
-	if m == nil {
+}
+
+// run is the launch, in phases: prepare (map on this node, session,
+// signals), start the other nodes (and map again on their topologies),
+// make the plan, start this node's daemon, launch, the loop, finish. A
+// phase that fails says why and returns prun's exit status.
+func (r *run) run(job *jobspec.Job) int {
+	s := &startup{job: job}
+	defer s.unwind()
+	if code, done := r.prepare(s); done {
 		return code
 	}
+	for _, phase := range []func(*startup) int{r.startNodes, r.makePlan, r.startLocal, r.launchFirst} {
+		if code := phase(s); code != 0 {
+			return code
+		}
+	}
+	r.loop(s)
+	return r.finish()
+}
+
+// prepare maps the job with this node's topology for every node (bad input
+// fails here, before anything starts), shows the map for --do-not-launch,
+// catches signals and creates the session directory. done says the launch
+// goes no further, with its status.
+func (r *run) prepare(s *startup) (code int, done bool) {
+	job := s.job
+	if job.Timeout > 0 {
+		s.deadline = time.Now().Add(job.Timeout)
+	}
+	m, code := r.place(job)
+	trace.Mark("mapped")
+	if m == nil {
+		return code, true
+	}
+	s.m = m
 	if job.Place.DoNotLaunch {
-		return r.display(job, m)
+		return r.display(job, m), true
 	}
 	// Signals are caught before anything starts so that no Ctrl-C is lost.
-	sigs := r.opts.Signals.channel()
-	defer r.opts.Signals.stop()
+	s.sigs = r.opts.Signals.channel()
+	s.defer_(r.opts.Signals.stop)
 	sess, err := sessiondir.Create(r.opts.TmpDir)
 	if err != nil {
 		r.errorf("%v", err)
-		return ExitFailure
+		return ExitFailure, true
 	}
-	defer func() { sess.Remove(); trace.Mark("session directory removed") }()
+	s.sess = sess
+	s.defer_(func() { sess.Remove(); trace.Mark("session directory removed") })
 	trace.Mark("session directory")
 	r.out.SetSpillDir(sess.Top)
 	// Ordered output spilled into the session directory must print before
 	// the directory goes.
-	defer r.out.Flush()
-	r.up = newUpstream(r.out)
-	defer r.up.names.Close()
+	s.defer_(func() { r.out.Flush() })
+	r.up = newUpstream(r.out, r.jobs)
+	s.defer_(func() { r.up.names.Close() })
 	if job.NameServer != "" {
 		sn := newSharedNames(r.up.names, job.NameServer, func(err error) { r.errorf("-nameserver: %v", err) })
 		r.up.ns = sn
-		defer sn.close()
+		s.defer_(sn.close)
 	}
+	return 0, false
+}
 
-	// Other nodes: their daemons start (as a tree) and report their
-	// topologies, and the job is mapped again on what they reported.
-	var replay []os.Signal // signals caught while they started
-	if hosts := remoteHosts(r.alloc, job.Place.LocalHost); len(hosts) > 0 {
-		trace.Mark("mapped; starting %d daemons", len(hosts))
-		tree, pending, err := r.startRemoteWatched(job, hosts, sigs, deadline)
-		trace.Mark("daemons up")
-		var abort startupAbort
-		switch {
-		case errors.As(err, &abort):
-			r.errorf("%v", err)
-			if abort.sig != 0 {
-				return 128 + int(abort.sig)
-			}
-			return ExitTimeout
-		case err != nil:
-			r.errorf("%v", err)
-			return ExitFailure
-		}
-		replay = pending
-		r.tree = tree
-		r.up.setVia(tree.Via)
-		defer tree.Close()
-		r.stall = startStallWatch()
-		defer r.stall.close()
-		if job.Place.Topology == "" {
-			r.topos.reported = map[string]*topology.Topology{}
-			for _, h := range hosts {
-				if t := tree.Topology(h); t != nil {
-					r.topos.reported[h] = t
-				}
-			}
-			if m, code = r.place(job); m == nil {
-				return code
-			}
-		} else {
-			*job = first
-		}
-		for _, h := range hosts {
-			r.up.addNode(h, tree.Node(h))
-		}
-	} else {
-		*job = first
+// startNodes starts the other nodes' daemons (as a tree), which report
+// their topologies, and maps the job again on what they reported.
+func (r *run) startNodes(s *startup) int {
+	job := s.job
+	hosts := remoteHosts(r.alloc, job.Place.LocalHost)
+	if len(hosts) == 0 {
+		return r.indexNodes(s)
 	}
-	if code := r.display(job, m); code != 0 {
+	trace.Mark("mapped; starting %d daemons", len(hosts))
+	tree, pending, err := r.startRemoteWatched(job, hosts, s.sigs, s.deadline)
+	trace.Mark("daemons up")
+	if err != nil {
+		r.errorf("%v", err)
+		if abort := (startupAbort{}); errors.As(err, &abort) {
+			return startStatus(abort)
+		}
+		return ExitFailure
+	}
+	s.replay = pending
+	r.tree = tree
+	r.up.setVia(tree.Via)
+	s.defer_(func() { tree.Close() })
+	r.stall = startStallWatch()
+	s.defer_(r.stall.close)
+	if job.Place.Topology == "" {
+		r.topos.reported = map[string]*topology.Topology{}
+		for _, h := range hosts {
+			if t := tree.Topology(h); t != nil {
+				r.topos.reported[h] = t
+			}
+		}
+		var code int
+		if s.m, code = r.place(job); s.m == nil {
+			return code
+		}
+	}
+	for _, h := range hosts {
+		r.up.addNode(h, tree.Node(h))
+	}
+	return r.indexNodes(s)
+}
+
+// indexNodes shows what --display asks for and numbers the map's nodes.
+func (r *run) indexNodes(s *startup) int {
+	if code := r.display(s.job, s.m); code != 0 {
 		return code
 	}
-
 	r.nodesMu.Lock()
 	r.nodes = map[string]int{}
-	for i, n := range m.Nodes {
+	for i, n := range s.m.Nodes {
 		r.nodes[n.Name] = i
 	}
 	r.nodesMu.Unlock()
+	return 0
+}
+
+// makePlan makes the user's job's launch plan.
+func (r *run) makePlan(s *startup) int {
+	job, m := s.job, s.m
 	r.univ = max(m.Slots, len(m.Procs))
 	switch {
 	case job.UnivSize == jobspec.UnivInfinite:
@@ -371,54 +364,21 @@ func (r *run) run(job *jobspec.Job) int {
 		r.errorf("--stdin %d: the job has ranks 0-%d", plan.Stdin, len(m.Procs)-1)
 		return ExitUsage
 	}
+	var err error
 	if plan.Programs, plan.Files, err = preloads(job); err != nil {
 		r.errorf("%v", err)
 		return ExitFailure
 	}
+	s.plan = plan
+	return 0
+}
 
-	// Which nodes read stdin: this one through the daemon's own reader, or
-	// several through a fan-out.
-	localName, localStdin := "", false
-	var remoteStdin []*remote.Node
-	for _, n := range m.Nodes {
-		if len(n.Procs) == 0 {
-			continue
-		}
-		reads := plan.Stdin == daemon.StdinAll || plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == n.Name
-		if isLocal(n.Name, job.Place.LocalHost) && r.up.node(n.Name) == nil {
-			localName, localStdin = n.Name, reads
-		} else if reads {
-			remoteStdin = append(remoteStdin, r.up.node(n.Name).(*remote.Node))
-		}
-	}
-	stdin := r.opts.Stdin
-	if len(remoteStdin) > 0 && stdin != nil {
-		var pw *io.PipeWriter
-		if localStdin {
-			var pr *io.PipeReader
-			pr, pw = io.Pipe()
-			stdin = stoppablePipe{pr}
-		}
-		go stdinFanout(r.opts.Stdin, pw, remoteStdin)
-	}
-
-	// An interactive rank gets a pseudo-terminal and prun's terminal goes
-	// raw, so that keys (Ctrl-C too) reach the rank as typed; the terminal's
-	// state comes back on every ending but SIGKILL.
-	var tty *os.File
-	if f, ok := r.opts.Stdin.(*os.File); ok && localStdin && len(remoteStdin) == 0 && plan.Stdin >= 0 &&
-		(job.PTY == "true" || job.PTY == "" && isTerminal(f)) {
-		plan.PTY = true
-		if isTerminal(f) {
-			tty = f
-			if restore, err := makeRaw(f); err == nil {
-				defer restore()
-			}
-		}
-	}
-
+// startLocal routes stdin and starts this node's daemon when ranks run
+// here.
+func (r *run) startLocal(s *startup) int {
+	localName := r.routeStdin(s)
 	if localName != "" {
-		cfg := daemon.Config{Name: localName, Session: sess, BaseEnv: r.opts.Env, Stdin: stdin, TTY: tty}
+		cfg := daemon.Config{Name: localName, Session: s.sess, BaseEnv: r.opts.Env, Stdin: s.stdin, TTY: s.tty}
 		if r.tree != nil {
 			cfg.Network = r.tree.LocalNetwork()
 		}
@@ -431,69 +391,140 @@ func (r *run) run(job *jobspec.Job) int {
 		r.local = d
 		r.up.addNode(localName, d)
 	}
-	if job.ReportURI != "" {
-		if err := r.reportURI(job.ReportURI); err != nil {
-			r.errorf("--report-uri %s: %v", job.ReportURI, err)
+	if s.job.ReportURI != "" {
+		if err := r.reportURI(s.job.ReportURI); err != nil {
+			r.errorf("--report-uri %s: %v", s.job.ReportURI, err)
 			r.closeNodes()
 			return ExitFailure
 		}
 	}
+	return 0
+}
+
+// routeStdin decides which nodes read stdin: this one through its daemon's
+// own reader, or several through a fan-out. An interactive rank here gets a
+// pseudo-terminal and prun's terminal goes raw, so that keys (Ctrl-C too)
+// reach the rank as typed; the terminal's state comes back on every ending
+// but SIGKILL. It returns this node's name when ranks run here.
+func (r *run) routeStdin(s *startup) (localName string) {
+	job, m, plan := s.job, s.m, s.plan
+	localStdin := false
+	var remoteStdin []*remote.Node
+	for _, n := range m.Nodes {
+		if len(n.Procs) == 0 {
+			continue
+		}
+		reads := plan.Stdin == daemon.StdinAll || plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == n.Name
+		if isLocal(n.Name, job.Place.LocalHost) && r.up.node(n.Name) == nil {
+			localName, localStdin = n.Name, reads
+		} else if reads {
+			remoteStdin = append(remoteStdin, r.up.node(n.Name).(*remote.Node))
+		}
+	}
+	s.stdin = r.opts.Stdin
+	if len(remoteStdin) > 0 && s.stdin != nil {
+		var pw *io.PipeWriter
+		if localStdin {
+			var pr *io.PipeReader
+			pr, pw = io.Pipe()
+			s.stdin = stoppablePipe{pr}
+		}
+		go stdinFanout(r.opts.Stdin, pw, remoteStdin)
+	}
+	if f, ok := r.opts.Stdin.(*os.File); ok && localStdin && len(remoteStdin) == 0 && plan.Stdin >= 0 &&
+		(job.PTY == "true" || job.PTY == "" && isTerminal(f)) {
+		plan.PTY = true
+		if isTerminal(f) {
+			s.tty = f
+			if restore, err := makeRaw(f); err == nil {
+				s.defer_(restore)
+			}
+		}
+	}
+	return localName
+}
+
+// launchFirst launches the user's job (after what it preloads), then
+// handles the signals that came during the start.
+func (r *run) launchFirst(s *startup) int {
 	trace.Mark("launching")
-	pending, err := r.launchWatched(plan, sigs, deadline, job.Timeout)
-	replay = append(replay, pending...)
+	pending, err := r.launchWatched(s.plan, s.sigs, s.deadline, s.job.Timeout)
+	s.replay = append(s.replay, pending...)
 	if err != nil {
 		r.errorf("%v", err)
 		r.closeNodes()
 		if abort := (startupAbort{}); errors.As(err, &abort) {
-			if abort.sig != 0 {
-				return 128 + int(abort.sig)
-			}
-			return ExitTimeout
+			return startStatus(abort)
 		}
 		return ExitFailure
 	}
-
-	for _, s := range replay {
-		r.onSignal(s.(syscall.Signal))
+	for _, sig := range s.replay {
+		r.onSignal(sig.(syscall.Signal))
 	}
+	return 0
+}
+
+// loop is the launch's state machine: it handles the daemons' events, the
+// signals, the timeout and the grace's end until every job is over.
+func (r *run) loop(s *startup) {
 	var timeout <-chan time.Time
-	if job.Timeout > 0 {
-		t := time.NewTimer(time.Until(deadline))
+	if s.job.Timeout > 0 {
+		t := time.NewTimer(time.Until(s.deadline))
 		defer t.Stop()
 		timeout = t.C
 	}
-	var killTimer <-chan time.Time
-	for r.active() {
+	var graceOver <-chan time.Time
+	for r.jobs.active() {
+		var d decision
 		select {
 		case <-r.up.queue.ready:
 			for _, item := range r.up.queue.drain() {
 				r.handle(item)
 			}
-		case s := <-sigs:
-			r.onSignal(s.(syscall.Signal))
+		case sig := <-s.sigs:
+			r.onSignal(sig.(syscall.Signal))
 		case <-timeout:
-			r.onTimeout(job.Timeout)
-		case <-killTimer:
-			r.killed = true
-			r.signalAll(syscall.SIGKILL)
+			r.onTimeout(s.job.Timeout)
+		case <-graceOver:
+			d = r.pol.graceOver()
 		}
-		if !r.killAt.IsZero() && !r.killed && killTimer == nil {
-			killTimer = time.After(time.Until(r.killAt))
+		r.act(d)
+		if r.graceDue && graceOver == nil {
+			graceOver = time.After(r.opts.KillGrace)
 		}
 	}
+}
+
+// finish ends every daemon and returns prun's exit status.
+func (r *run) finish() int {
 	trace.Mark("job done; closing")
+	if msg := r.pol.finish(); msg != "" {
+		r.errorf("%s", msg)
+	}
 	r.closeNodes()
 	r.helpSummary()
 	trace.Mark("closed")
-	switch {
-	case r.fail != nil:
-		return r.fail.code
-	case r.signaled != 0:
-		return 128 + int(r.signaled)
-	case r.recovered != nil:
-		return r.recovered.code
+	return r.pol.status()
+}
+
+// act carries out a decision of the policy.
+func (r *run) act(d decision) {
+	if d.say != "" {
+		r.errorf("%s", d.say)
 	}
-	return 0
+	if d.failed != "" {
+		if j := r.jobs.primary(); j != nil && j.plan.DebugStop {
+			mpir.Aborting(d.failed) // the debugger may look at the ranks before they go
+		}
+	}
+	if d.stop != 0 {
+		r.signalAll(syscall.SIGCONT) // a stopped rank cannot act on SIGTERM
+		r.signalAll(d.stop)
+		r.graceDue = true // SIGKILL after the grace
+	}
+	if d.kill {
+		r.signalAll(syscall.SIGKILL)
+	}
 }
 
 // closeNodes ends every daemon, this node's and the others' at once.
@@ -631,15 +662,10 @@ func (r *run) nspace(index int) string {
 
 // launch hands a plan to the daemons and starts tracking the job.
 func (r *run) launch(plan *daemon.Plan) error {
-	r.up.addJob(plan)
-	j := &jobRun{plan: plan, running: len(plan.Map.Procs), doneNodes: map[int]bool{}, mpirBase: -1}
-	r.jobs = append(r.jobs, j)
+	r.jobs.add(plan)
 	for _, n := range plan.Map.Nodes {
-		if len(n.Procs) > 0 {
-			if r.up.node(n.Name) == nil {
-				return fmt.Errorf("no daemon on %s", n.Name)
-			}
-			j.pendingNode++ // nodes with ranks report NodeJobDone
+		if len(n.Procs) > 0 && r.up.node(n.Name) == nil {
+			return fmt.Errorf("no daemon on %s", n.Name)
 		}
 	}
 	// Every daemon registers the job, ranks there or not: a process may ask
@@ -690,7 +716,7 @@ func (r *run) launchWatched(plan *daemon.Plan, sigs <-chan os.Signal, deadline t
 func (r *run) onSpawn(req daemon.SpawnRequest) {
 	done := req.Done
 	req.Done = func(nspace string, err error) {
-		if err != nil && r.fail == nil && r.signaled == 0 {
+		if err != nil && !r.pol.ended() {
 			var cmds []string
 			for _, a := range req.Apps {
 				cmds = append(cmds, a.Cmd)
@@ -698,7 +724,7 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 			msg := fmt.Sprintf("spawn of %s by %s refused: %v", strings.Join(cmds, " : "),
 				r.rankDesc(req.Parent.Nspace, int(req.Parent.Rank)), err)
 			if req.FailJobOnRefusal {
-				r.failJob(msg, ExitFailure)
+				r.act(r.pol.failed(msg, ExitFailure))
 			} else {
 				// The MPI library reports only that its spawn failed.
 				r.errorf("%s", msg)
@@ -706,11 +732,11 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		}
 		done(nspace, err)
 	}
-	if r.fail != nil || r.signaled != 0 {
+	if r.pol.ended() {
 		req.Done("", errors.New("the job is ending"))
 		return
 	}
-	parent := r.job(req.Parent.Nspace)
+	parent := r.jobs.get(req.Parent.Nspace)
 	if parent == nil {
 		req.Done("", fmt.Errorf("spawn from unknown namespace %s", req.Parent.Nspace))
 		return
@@ -749,7 +775,7 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		req.Done("", err)
 		return
 	}
-	index := len(r.jobs)
+	index := len(r.jobs.list)
 	plan := &daemon.Plan{
 		Nspace:    r.nspace(index),
 		JobID:     strconv.Itoa(os.Getpid()) + "." + strconv.Itoa(index+1),
@@ -764,8 +790,8 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		DebugStop: mpir.BeingDebugged(), // held for the debugger, as the user's job
 	}
 	if err := r.launch(plan); err != nil {
-		r.failJob(fmt.Sprintf("spawn of %s failed: %v", job.CmdLine, err), ExitFailure)
-		req.Done("", err) // after failJob: its message is the one line
+		r.act(r.pol.failed(fmt.Sprintf("spawn of %s failed: %v", job.CmdLine, err), ExitFailure))
+		req.Done("", err) // after the failure: its message is the one line
 		return
 	}
 	req.Done(plan.Nspace, nil)
@@ -788,20 +814,7 @@ func spawnProgram(cmd, path, wdir string) (string, error) {
 
 // freeSlots is the allocation less the ranks that still run on it.
 func (r *run) freeSlots() hostfile.Allocation {
-	used := map[string]int{}
-	for _, j := range r.jobs {
-		if j.running == 0 {
-			continue
-		}
-		r.up.mu.Lock()
-		jr := r.up.jobs[j.plan.Nspace]
-		for rank, p := range jr.procs {
-			if !p.exited {
-				used[j.plan.Map.Nodes[j.plan.Map.Procs[rank].Node].Name]++
-			}
-		}
-		r.up.mu.Unlock()
-	}
+	used := r.jobs.used()
 	free := hostfile.Allocation{Implicit: r.alloc.Implicit}
 	for _, h := range r.alloc.Hosts {
 		free.Hosts = append(free.Hosts, hostfile.Host{Name: h.Name, Slots: max(h.Slots-used[h.Name], 0)})
@@ -814,12 +827,12 @@ func (r *run) freeSlots() hostfile.Allocation {
 
 // spawned reports whether nspace is a job the ranks spawned, not the user's.
 func (r *run) spawned(nspace string) bool {
-	j := r.job(nspace)
+	j := r.jobs.get(nspace)
 	return j != nil && j.plan.Index > 0
 }
 
 func (r *run) rankDesc(nspace string, rank int) string {
-	j := r.job(nspace)
+	j := r.jobs.get(nspace)
 	if j == nil || rank < 0 || rank >= len(j.plan.Map.Procs) {
 		return fmt.Sprintf("rank %d of %s", rank, nspace)
 	}
@@ -842,34 +855,32 @@ func (r *run) handle(item any) {
 	case nodeLost:
 		r.onNodeLost(ev)
 	case brokenPipe:
-		// prun | head: the reader is gone. End the job as SIGPIPE ends a
-		// pipeline's writer, quietly, with 128+SIGPIPE.
-		if r.signaled == 0 && r.fail == nil {
-			r.signaled = syscall.SIGPIPE
-			r.terminate(syscall.SIGTERM)
-		}
+		r.act(r.pol.brokenPipe())
 	}
 }
 
 // brokenPipe says prun's stdout or stderr reader went away.
 type brokenPipe struct{}
 
+// onNodeLost ends the job: the node's ranks are gone with its daemon.
+func (r *run) onNodeLost(nl nodeLost) {
+	r.jobs.nodeLost(nl.host)
+	r.up.dropNode(nl.host)
+	r.act(r.pol.nodeLost(nl.host, nl.err, r.stall.recent()))
+}
+
 func (r *run) onEvent(ev daemon.Event) {
 	if ev.Kind == daemon.Refused { // a node's, not a job's
 		r.errorf("%s: %s", ev.Node, ev.Msg)
 		return
 	}
-	j := r.job(ev.Nspace)
+	j := r.jobs.get(ev.Nspace)
 	if j == nil {
 		return
 	}
 	switch ev.Kind {
 	case daemon.ProcStarted:
-		again := false
-		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) {
-			again = p.started // a restart (--max-restarts)
-			p.pid, p.started, p.startTime = ev.Pid, true, ev.Time
-		})
+		again := r.jobs.started(j, ev.Rank, ev.Pid, ev.Time) // again: a restart (--max-restarts)
 		if r.reportBindings {
 			r.reportBinding(j, ev)
 		}
@@ -880,18 +891,17 @@ func (r *run) onEvent(ev daemon.Event) {
 			}
 			return
 		}
-		j.started++
-		if r.showProgress && j == r.jobs[0] && progressStep(j.started, len(j.plan.Map.Procs)) {
+		if r.showProgress && j == r.jobs.primary() && progressStep(j.started, len(j.plan.Map.Procs)) {
 			r.out.Printf("prun: %d of %d processes started\n", j.started, len(j.plan.Map.Procs))
 		}
 		if j.started == len(j.plan.Map.Procs) {
-			if r.proctable != "" && j == r.jobs[0] {
+			if r.proctable != "" && j == r.jobs.primary() {
 				r.outputProctable(j)
 			}
 			r.debuggerAcquire(j)
 		}
 	case daemon.ProcRestarted:
-		if !r.quiet {
+		if !r.pol.quiet {
 			how := fmt.Sprintf("exited with status %d", ev.Status)
 			if ev.Signal != 0 {
 				how = fmt.Sprintf("was killed by signal %d (%s)", int(ev.Signal), signalName(ev.Signal))
@@ -903,28 +913,17 @@ func (r *run) onEvent(ev daemon.Event) {
 			r.errorf("%s (pid %d) %s; starting it again (%s)", r.rankDesc(ev.Nspace, ev.Rank), ev.Pid, how, of)
 		}
 	case daemon.LaunchFailed:
-		j.running--
-		r.failJob(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Nspace, ev.Rank), ev.Msg), ExitFailure)
+		r.jobs.exited(j, ev.Rank, nil)
+		r.act(r.pol.failed(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Nspace, ev.Rank), ev.Msg), ExitFailure))
 	case daemon.ProcAborted:
-		msg := fmt.Sprintf("%s called abort with status %d", r.rankDesc(ev.Nspace, ev.Rank), ev.Status)
-		if ev.Msg != "" {
-			msg += ": " + ev.Msg
-		}
-		r.failRank(msg, ev.Status)
+		r.act(r.pol.aborted(r.rankDesc(ev.Nspace, ev.Rank), ev.Status, ev.Msg))
 	case daemon.ProcExited:
-		j.running--
-		r.up.update(ev.Nspace, ev.Rank, func(p *procRecord) {
-			p.exited, p.exitCode, p.signal, p.endTime = true, ev.Status, ev.Signal, ev.Time
-			p.userCPU, p.sysCPU, p.maxRSSKiB = ev.UserCPU, ev.SysCPU, ev.MaxRSSKiB
-		})
-		r.onExit(ev)
+		r.jobs.exited(j, ev.Rank, &ev)
+		r.act(r.pol.rankEnded(rankEnd{desc: r.rankDesc(ev.Nspace, ev.Rank), pid: ev.Pid, status: ev.Status,
+			signal: ev.Signal, connected: ev.Connected, finalized: ev.Finalized, spawned: j.plan.Index > 0,
+			time: ev.Time}, r.jobs.runningRanks(), time.Now()))
 	case daemon.NodeJobDone:
-		for i, n := range j.plan.Map.Nodes {
-			if n.Name == ev.Node && !j.doneNodes[i] {
-				j.doneNodes[i] = true
-				j.pendingNode--
-			}
-		}
+		r.jobs.nodeDone(j, ev.Node)
 	case daemon.LogMessage:
 		r.out.Printf("[%s:%d] %s\n", ev.Nspace, ev.Rank, ev.Msg)
 	case daemon.HelpMessage:
@@ -942,7 +941,7 @@ func (r *run) onEvent(ev daemon.Event) {
 // first of a topic whole, later ones of the same topic counted (see
 // helpSummary).
 func (r *run) onHelp(ev daemon.Event) {
-	if r.quiet {
+	if r.pol.quiet {
 		return
 	}
 	if r.helpRepeats == nil {
@@ -973,41 +972,8 @@ func (r *run) helpSummary() {
 	}
 }
 
-func (r *run) onExit(ev daemon.Event) {
-	if r.fail != nil || r.signaled != 0 {
-		return // the job is already ending; later deaths are its consequence
-	}
-	desc := r.rankDesc(ev.Nspace, ev.Rank)
-	var msg string
-	var code int
-	switch {
-	case ev.Signal != 0:
-		msg, code = fmt.Sprintf("%s (pid %d) was killed by signal %d (%s)", desc, ev.Pid, int(ev.Signal), signalName(ev.Signal)), 128+int(ev.Signal)
-	case ev.Status != 0:
-		msg, code = fmt.Sprintf("%s (pid %d) exited with status %d", desc, ev.Pid, ev.Status), ev.Status
-	case ev.Connected && !ev.Finalized:
-		// Its peers may wait for it in a collective for ever: end the job.
-		msg, code = fmt.Sprintf("%s (pid %d) exited without calling finalize", desc, ev.Pid), ExitFailure
-	default:
-		return
-	}
-	if r.recovery {
-		// --enable-recovery: the others go on; the first failure is the
-		// job's exit status once they are done (the primary job's first,
-		// with -report-child-jobs-separately).
-		if r.recovered == nil && !(r.primaryStatus && r.spawned(ev.Nspace)) {
-			r.recovered = &failure{msg: msg, code: code}
-		}
-		if !r.quiet {
-			r.errorf("%s; the other ranks go on (--enable-recovery)", msg)
-		}
-		return
-	}
-	r.failRank(msg+killing(r.runningRanks()), code)
-}
-
 // reportBinding prints where a rank runs, as --report-bindings asks.
-func (r *run) reportBinding(j *jobRun, ev daemon.Event) {
+func (r *run) reportBinding(j *job, ev daemon.Event) {
 	p := j.plan.Map.Procs[ev.Rank]
 	where := "not bound"
 	if len(p.CPUs) > 0 {
@@ -1022,52 +988,8 @@ func (r *run) reportBinding(j *jobRun, ev daemon.Event) {
 	r.out.Printf("prun: %s, pid %d: %s\n", r.rankDesc(ev.Nspace, ev.Rank), ev.Pid, where)
 }
 
-func killing(others int) string {
-	switch others {
-	case 0:
-		return ""
-	case 1:
-		return "; killing the other rank"
-	}
-	return fmt.Sprintf("; killing the other %d ranks", others)
-}
-
-// failJob records the first failure and ends the job.
-func (r *run) failJob(msg string, code int) {
-	r.failWith(msg, code, true)
-}
-
-// failRank is failJob for a rank's own ending, which -q keeps quiet: the
-// exit status tells it.
-func (r *run) failRank(msg string, code int) {
-	r.failWith(msg, code, !r.quiet)
-}
-
-func (r *run) failWith(msg string, code int, say bool) {
-	if r.fail != nil || r.signaled != 0 {
-		return
-	}
-	r.fail = &failure{msg: msg, code: code}
-	if say {
-		r.errorf("%s", msg)
-	}
-	if len(r.jobs) > 0 && r.jobs[0].plan.DebugStop {
-		mpir.Aborting(msg) // the debugger may look at the ranks before they go
-	}
-	r.terminate(syscall.SIGTERM)
-}
-
-// terminate sends sig to every rank, then SIGKILL after the grace period.
-func (r *run) terminate(sig syscall.Signal) {
-	r.signalAll(syscall.SIGCONT) // a stopped rank cannot act on SIGTERM
-	r.signalAll(sig)
-	if r.killAt.IsZero() {
-		r.killAt = time.Now().Add(r.opts.KillGrace)
-	}
-}
-
 func (r *run) signalAll(sig syscall.Signal) {
-	for _, j := range r.jobs {
+	for _, j := range r.jobs.list {
 		for _, n := range r.up.nodes() {
 			n.Signal(j.plan.Nspace, nil, sig)
 		}
@@ -1078,23 +1000,10 @@ func (r *run) onSignal(sig syscall.Signal) {
 	switch sig {
 	case syscall.SIGWINCH:
 		if r.local != nil {
-			r.local.ResizePTY(r.jobs[0].plan.Nspace)
+			r.local.ResizePTY(r.jobs.primary().plan.Nspace)
 		}
-		return
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-		if r.signaled != 0 || r.fail != nil {
-			// A second Ctrl-C: no more grace.
-			r.signalAll(syscall.SIGKILL)
-			if r.signaled == 0 {
-				r.signaled = sig
-			}
-			return
-		}
-		r.signaled = sig
-		if !r.quiet {
-			r.errorf("received %s; forwarding it to %d ranks", signalName(sig), r.runningRanks())
-		}
-		r.terminate(sig)
+		r.act(r.pol.signal(sig, r.jobs.runningRanks()))
 	case syscall.SIGTSTP:
 		r.suspend()
 	default: // SIGUSR1, SIGUSR2, SIGCONT: pass on, nothing more
@@ -1103,22 +1012,19 @@ func (r *run) onSignal(sig syscall.Signal) {
 }
 
 func (r *run) onTimeout(after time.Duration) {
-	if r.fail != nil {
+	if r.pol.fail != nil {
 		return
 	}
 	var still []string
-	r.up.mu.Lock()
-	for _, j := range r.jobs {
-		jr := r.up.jobs[j.plan.Nspace]
-		for rank, p := range jr.procs {
+	for _, j := range r.jobs.list {
+		for rank, p := range j.procs {
 			if p.started && !p.exited {
 				still = append(still, r.stillRunning(j, rank, p.pid))
 			}
 		}
 	}
-	r.up.mu.Unlock()
-	if r.jobs[0].plan.Job.ReportStateOnTimeout || r.jobs[0].plan.Job.GetStackTraces {
-		r.reportState(r.jobs[0].plan.Job.GetStackTraces)
+	if pj := r.jobs.primary().plan.Job; pj.ReportStateOnTimeout || pj.GetStackTraces {
+		r.reportState(pj.GetStackTraces)
 	}
 	msg := fmt.Sprintf("job timed out after %s; killing %d running rank", after, len(still))
 	if len(still) != 1 {
@@ -1127,13 +1033,13 @@ func (r *run) onTimeout(after time.Duration) {
 	if len(still) > 0 {
 		msg += ": " + strings.Join(still, ", ")
 	}
-	r.failJob(msg, ExitTimeout)
+	r.act(r.pol.timedOut(msg))
 }
 
 func (r *run) onJobControl(jc jobControl) {
 	targets := map[string][]int{} // nspace -> ranks, nil for all
 	for _, t := range jc.targets {
-		if r.job(t.Nspace) == nil {
+		if r.jobs.get(t.Nspace) == nil {
 			continue
 		}
 		if t.Rank == pmixsrv.RankWildcard {
@@ -1148,7 +1054,7 @@ func (r *run) onJobControl(jc jobControl) {
 		jc.done(pmixsrv.ErrNotFound)
 		return
 	}
-	if jc.sig == syscall.SIGKILL && r.fail == nil {
+	if jc.sig == syscall.SIGKILL && r.pol.fail == nil {
 		var who []string
 		for ns, ranks := range targets {
 			if ranks == nil {
@@ -1159,9 +1065,8 @@ func (r *run) onJobControl(jc jobControl) {
 			}
 		}
 		sort.Strings(who)
-		msg := fmt.Sprintf("rank %d of %s requested PMIx_Job_control kill of %s", jc.req.Rank, jc.req.Nspace, strings.Join(who, ", "))
-		r.fail = &failure{msg: msg, code: 128 + int(syscall.SIGKILL)}
-		r.errorf("%s", msg)
+		r.act(r.pol.killRequested(fmt.Sprintf("rank %d of %s requested PMIx_Job_control kill of %s",
+			jc.req.Rank, jc.req.Nspace, strings.Join(who, ", "))))
 	}
 	for ns, ranks := range targets {
 		for _, n := range r.up.nodes() {
@@ -1174,7 +1079,7 @@ func (r *run) onJobControl(jc jobControl) {
 // reportState prints what each running rank is doing, and its stacks when
 // asked, before a timeout kills them.
 func (r *run) reportState(stacks bool) {
-	for _, j := range r.jobs {
+	for _, j := range r.jobs.list {
 		var states []daemon.RankState
 		for _, n := range r.up.nodes() {
 			states = append(states, n.Inspect(j.plan.Nspace, stacks)...)
@@ -1198,27 +1103,12 @@ func (r *run) reportState(stacks bool) {
 
 // stillRunning names a rank in the timeout message: "3 (pid 123 on n1)",
 // or "job 1 rank 3 (...)" for a spawned job's.
-func (r *run) stillRunning(j *jobRun, rank, pid int) string {
+func (r *run) stillRunning(j *job, rank, pid int) string {
 	host := j.plan.Map.Nodes[j.plan.Map.Procs[rank].Node].Name
 	if j.plan.Index > 0 {
 		return fmt.Sprintf("job %d rank %d (pid %d on %s)", j.plan.Index, rank, pid, host)
 	}
 	return fmt.Sprintf("%d (pid %d on %s)", rank, pid, host)
-}
-
-func signalName(sig syscall.Signal) string {
-	if n := sigNames[sig]; n != "" {
-		return n
-	}
-	return sig.String()
-}
-
-var sigNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
-	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
-	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGCHLD: "SIGCHLD",
-	syscall.SIGCONT: "SIGCONT", syscall.SIGSTOP: "SIGSTOP", syscall.SIGTSTP: "SIGTSTP", syscall.SIGXCPU: "SIGXCPU",
 }
 
 func isTerminal(f *os.File) bool { return isatty.IsTerminal(f.Fd()) }
@@ -1299,18 +1189,12 @@ func preloads(job *jobspec.Job) (programs, files []daemon.File, err error) {
 
 // outputProctable writes every rank of j as prterun's --output-proctable
 // does, one line each: "(rank, host, exe, pid) = (0, node1, /path/app, 4242)".
-func (r *run) outputProctable(j *jobRun) {
+func (r *run) outputProctable(j *job) {
 	var b strings.Builder
-	r.up.mu.Lock()
-	jr := r.up.jobs[j.plan.Nspace]
 	for rank, p := range j.plan.Map.Procs {
-		pid := 0
-		if jr != nil && rank < len(jr.procs) {
-			pid = jr.procs[rank].pid
-		}
-		fmt.Fprintf(&b, "(rank, host, exe, pid) = (%d, %s, %s, %d)\n", rank, j.plan.Map.Nodes[p.Node].Name, j.plan.Job.Apps[p.App].Exe, pid)
+		fmt.Fprintf(&b, "(rank, host, exe, pid) = (%d, %s, %s, %d)\n", rank, j.plan.Map.Nodes[p.Node].Name,
+			j.plan.Job.Apps[p.App].Exe, j.procs[rank].pid)
 	}
-	r.up.mu.Unlock()
 	var err error
 	if r.proctableFile != nil {
 		_, err = r.proctableFile.WriteString(b.String())
@@ -1330,18 +1214,12 @@ func (r *run) outputProctable(j *jobRun) {
 // it attaches later; a spawned job's processes are added at its end), and,
 // when it started prun, the breakpoint at which it attaches to them, after
 // which the ranks it holds in PMIx_Init are released.
-func (r *run) debuggerAcquire(j *jobRun) {
+func (r *run) debuggerAcquire(j *job) {
 	j.mpirBase = len(r.mpirProcs)
-	r.up.mu.Lock()
-	jr := r.up.jobs[j.plan.Nspace]
 	for rank, p := range j.plan.Map.Procs {
-		proc := mpir.Proc{Host: j.plan.Map.Nodes[p.Node].Name, Exe: j.plan.Job.Apps[p.App].Exe}
-		if jr != nil && rank < len(jr.procs) {
-			proc.Pid = jr.procs[rank].pid
-		}
-		r.mpirProcs = append(r.mpirProcs, proc)
+		r.mpirProcs = append(r.mpirProcs, mpir.Proc{Host: j.plan.Map.Nodes[p.Node].Name,
+			Exe: j.plan.Job.Apps[p.App].Exe, Pid: j.procs[rank].pid})
 	}
-	r.up.mu.Unlock()
 	mpir.Publish(r.mpirProcs)
 	if !j.plan.DebugStop {
 		return
@@ -1354,7 +1232,7 @@ func (r *run) debuggerAcquire(j *jobRun) {
 	// handler after the release (libpmix hands it the cached event).
 	rng := pmixsrv.RangeLocal // the user's job: no other runs yet
 	info := []pmixsrv.Info{{Key: pmixsrv.KeyEventNonDefault, Value: true}}
-	if j != r.jobs[0] {
+	if j != r.jobs.primary() {
 		rng = pmixsrv.RangeCustom
 		info = append(info, pmixsrv.Info{Key: pmixsrv.KeyEventCustomRange,
 			Value: []pmixsrv.Proc{{Nspace: j.plan.Nspace, Rank: pmixsrv.RankWildcard}}})

@@ -3,7 +3,6 @@ package launcher
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,19 +14,8 @@ import (
 	"prun/daemon"
 	"prun/hostfile"
 	"prun/jobspec"
-	"prun/pmixsrv"
 	"prun/remote"
 )
-
-// node is a node's daemon as the launcher drives it: the in-process
-// daemon.Daemon for this node, a remote.Node for the others.
-type node interface {
-	Launch(*daemon.Plan) error
-	Signal(nspace string, ranks []int, sig syscall.Signal)
-	ServeDirectModex(target pmixsrv.Proc, done func([]byte, error))
-	DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error
-	Inspect(nspace string, stacks bool) []daemon.RankState
-}
 
 // nodeLost says a remote node's daemon is gone.
 type nodeLost struct {
@@ -98,24 +86,6 @@ func forwardedEnv(env []string, all bool) []string {
 // session: another node has its own.
 var hostOwn = map[string]bool{"HOSTNAME": true, "HOST": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true,
 	"HOME": true, "TMPDIR": true, "DISPLAY": true, "XAUTHORITY": true, "TERM": true, "TERMCAP": true, "MAIL": true}
-
-// startupAbort is why the other nodes' start was given up.
-type startupAbort struct {
-	sig     syscall.Signal // a terminating signal, or
-	timeout time.Duration  // the job's --timeout
-	while   string         // what was under way; default: the daemons' start
-}
-
-func (a startupAbort) Error() string {
-	while := a.while
-	if while == "" {
-		while = "the other nodes' daemons started"
-	}
-	if a.sig != 0 {
-		return "received " + signalName(a.sig) + " while " + while + "; no rank had started"
-	}
-	return fmt.Sprintf("job timed out after %s while %s; no rank had started", a.timeout, while)
-}
 
 // startRemoteWatched starts the other nodes' daemons. Until they are all up,
 // a terminating signal or the job's --timeout (at deadline) gives the start
@@ -216,39 +186,6 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 // of the way, and the last.
 func progressStep(n, total int) bool {
 	return n == total || n*10/total != (n-1)*10/total
-}
-
-// onNodeLost ends the job: the node's ranks are gone with its daemon.
-func (r *run) onNodeLost(nl nodeLost) {
-	r.up.mu.Lock()
-	for _, j := range r.jobs {
-		m := j.plan.Map
-		jr := r.up.jobs[j.plan.Nspace]
-		for i, n := range m.Nodes {
-			if n.Name != nl.host || len(n.Procs) == 0 {
-				continue
-			}
-			for _, rank := range n.Procs {
-				if p := &jr.procs[rank]; !p.exited {
-					p.exited, p.exitCode = true, -1
-					j.running--
-				}
-			}
-			if !j.doneNodes[i] {
-				j.doneNodes[i] = true
-				j.pendingNode--
-			}
-		}
-	}
-	r.up.mu.Unlock()
-	r.up.dropNode(nl.host)
-	// A launcher that was stopped finds its daemons gone: they gave up on
-	// its silence. That, not a node, is the cause.
-	if d := r.stall.recent(); d > 0 {
-		r.failJob(stallMessage(d), ExitFailure)
-		return
-	}
-	r.failJob(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure)
 }
 
 // stoppablePipe is this node's end of the stdin fan-out: when its ranks

@@ -73,14 +73,11 @@ func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
 	end := time.Now()
 	rep := report{Version: 1, CommandLine: job.CmdLine, StartTime: start, EndTime: end,
 		TotalSeconds: end.Sub(start).Seconds(), ExitStatus: code, Jobs: []reportJob{}}
-	if f := r.fail; f != nil || r.recovered != nil {
-		if f == nil {
-			f = r.recovered
-		}
+	if f := r.pol.firstFailure(); f != nil {
 		rep.FirstFailure = &reportFail{Message: f.msg, Status: f.code}
 	}
-	if r.signaled != 0 {
-		rep.Signal = signalName(r.signaled)
+	if r.pol.signaled != 0 {
+		rep.Signal = signalName(r.pol.signaled)
 	}
 	if r.tree != nil {
 		st := r.tree.Stats()
@@ -91,7 +88,7 @@ func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
 		rep.Launcher = &reportLauncher{UserCPU: time.Duration(ru.Utime.Nano()).Seconds(),
 			SysCPU: time.Duration(ru.Stime.Nano()).Seconds(), MaxRSSKiB: ru.Maxrss}
 	}
-	for _, j := range r.jobs {
+	for _, j := range r.jobs.list {
 		mapJSON, err := j.plan.Map.JSON()
 		if err != nil {
 			return err
@@ -100,10 +97,8 @@ func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
 		if j.plan.Parent != nil {
 			rj.Parent = j.plan.Parent.String()
 		}
-		r.up.mu.Lock()
-		recs := r.up.jobs[j.plan.Nspace].procs
 		for rank, p := range j.plan.Map.Procs {
-			rec := recs[rank]
+			rec := j.procs[rank]
 			rr := reportRank{Rank: rank, App: p.App, Host: j.plan.Map.Nodes[p.Node].Name, Pid: rec.pid,
 				Argv: j.plan.Job.Apps[p.App].Argv, Started: rec.started, Exited: rec.exited,
 				UserCPU: rec.userCPU.Seconds(), SysCPU: rec.sysCPU.Seconds(), MaxRSSKiB: rec.maxRSSKiB}
@@ -122,7 +117,6 @@ func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
 			}
 			rj.Ranks = append(rj.Ranks, rr)
 		}
-		r.up.mu.Unlock()
 		rep.Jobs = append(rep.Jobs, rj)
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
@@ -140,14 +134,10 @@ func (r *run) exitCodes() []string {
 		return nil // nothing started: a usage error, --do-not-launch
 	}
 	var lines []string
-	r.up.mu.Lock()
-	defer r.up.mu.Unlock()
-	for _, j := range r.jobs {
-		recs := r.up.jobs[j.plan.Nspace].procs
+	for _, j := range r.jobs.list {
 		var outcomes []string
 		ranks := map[string][]int{}
-		for rank := range j.plan.Map.Procs {
-			rec := recs[rank]
+		for rank, rec := range j.procs {
 			var o string
 			switch {
 			case !rec.started:

@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"fmt"
 	"runtime"
 	"sync"
 	"syscall"
@@ -90,12 +89,6 @@ func (w *stallWatch) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.last, w.gap, w.resumed = time.Now(), 0, time.Time{}
-}
-
-// stallMessage names a launcher's stall as the cause of the job's end.
-func stallMessage(d time.Duration) string {
-	return fmt.Sprintf("the launcher was stopped for %v; its daemons gave up on it after %v without a heartbeat",
-		d.Round(time.Second), ctl.DeadAfter)
 }
 
 // suspend is Ctrl-Z (SIGTSTP), a person's job control, ridden out as a

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"prun/daemon"
 	"prun/iof"
@@ -13,20 +12,32 @@ import (
 	"prun/pmixsrv"
 )
 
+// node is a node's daemon as the launcher drives it: the in-process
+// daemon.Daemon for this node, a remote.Node for the others.
+type node interface {
+	Launch(*daemon.Plan) error
+	Signal(nspace string, ranks []int, sig syscall.Signal)
+	ServeDirectModex(target pmixsrv.Proc, done func([]byte, error))
+	DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error
+	Inspect(nspace string, stacks bool) []daemon.RankState
+}
+
 // upstream is the launcher's side of every daemon link. It routes what
 // spans nodes (fences, direct modex, events, job control) between daemons,
 // serves the name service and the process table, and queues daemon events
-// for the launcher's state machine. Today every daemon is in-process.
+// for the launcher's loop. What it knows of jobs it reads from the
+// loop's job table (jobIndex): it keeps no job state of its own.
 type upstream struct {
 	*iof.Writer
 	names *names.Service
 	ns    daemon.NameService // what daemons reach: names, or sharedNames over it (-nameserver)
 	queue *queue
 
+	jobs jobIndex // the loop's job table, read-only here
+
 	mu      sync.Mutex
-	daemons map[string]node       // by node name
-	jobs    map[string]*jobRecord // by namespace
-	fences  map[string]*fence     // in-flight fences, by participant signature
+	daemons map[string]node   // by node name
+	fences  map[string]*fence // in-flight fences, by participant signature
 	// via maps a node to the contributor the launcher hears from in a
 	// collective: remote nodes' contributions combine along the tree, so
 	// it is the launcher's child above the node (remote.Tree.Via); nil:
@@ -37,28 +48,9 @@ type upstream struct {
 	foreignOnce sync.Once // the refused connection to another launch's job is told once
 }
 
-// jobRecord is what the launcher knows of one job while it runs.
-type jobRecord struct {
-	plan  *daemon.Plan
-	procs []procRecord
-}
-
-type procRecord struct {
-	pid      int
-	started  bool
-	exited   bool
-	exitCode int
-
-	// for --report
-	startTime, endTime time.Time
-	signal             syscall.Signal
-	userCPU, sysCPU    time.Duration
-	maxRSSKiB          int64
-}
-
-func newUpstream(w *iof.Writer) *upstream {
-	return &upstream{Writer: w, names: names.New(), queue: newQueue(),
-		daemons: map[string]node{}, jobs: map[string]*jobRecord{}, fences: map[string]*fence{}}
+func newUpstream(w *iof.Writer, jobs jobIndex) *upstream {
+	return &upstream{Writer: w, names: names.New(), queue: newQueue(), jobs: jobs,
+		daemons: map[string]node{}, fences: map[string]*fence{}}
 }
 
 func (u *upstream) Event(ev daemon.Event) { u.queue.push(ev) }
@@ -106,46 +98,25 @@ func (u *upstream) Names() daemon.NameService {
 	return daemon.LocalNames{S: u.names}
 }
 
-func (u *upstream) addJob(p *daemon.Plan) *jobRecord {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	jr := &jobRecord{plan: p, procs: make([]procRecord, len(p.Map.Procs))}
-	u.jobs[p.Nspace] = jr
-	return jr
-}
-
-// update changes a process record under the lock.
-func (u *upstream) update(nspace string, rank int, f func(*procRecord)) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if jr, ok := u.jobs[nspace]; ok && rank >= 0 && rank < len(jr.procs) {
-		f(&jr.procs[rank])
-	}
-}
-
-// nodesOf returns the names of the nodes that host any of procs.
 // foreign returns a namespace of procs that is none of this launch's jobs.
 func (u *upstream) foreign(procs []pmixsrv.Proc) string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	for _, p := range procs {
-		if _, ok := u.jobs[p.Nspace]; !ok {
+		if u.jobs.plan(p.Nspace) == nil {
 			return p.Nspace
 		}
 	}
 	return ""
 }
 
+// nodesOf returns the names of the nodes that host any of procs.
 func (u *upstream) nodesOf(procs []pmixsrv.Proc) (map[string]bool, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	nodes := map[string]bool{}
 	for _, p := range procs {
-		jr, ok := u.jobs[p.Nspace]
-		if !ok {
+		plan := u.jobs.plan(p.Nspace)
+		if plan == nil {
 			return nil, false
 		}
-		m := jr.plan.Map
+		m := plan.Map
 		if p.Rank == pmixsrv.RankWildcard {
 			for _, n := range m.Nodes {
 				if len(n.Procs) > 0 { // only nodes with ranks have daemons in the job
@@ -279,13 +250,10 @@ func signature(procs []pmixsrv.Proc) string {
 
 // DirectModex asks the daemon that hosts target for its data.
 func (u *upstream) DirectModex(from string, target pmixsrv.Proc, done func([]byte, error)) {
-	u.mu.Lock()
 	var d node
-	if jr, ok := u.jobs[target.Nspace]; ok && target.Rank != pmixsrv.RankWildcard && int(target.Rank) < len(jr.plan.Map.Procs) {
-		m := jr.plan.Map
-		d = u.daemons[m.Nodes[m.Procs[target.Rank].Node].Name]
+	if plan := u.jobs.plan(target.Nspace); plan != nil && target.Rank != pmixsrv.RankWildcard && int(target.Rank) < len(plan.Map.Procs) {
+		d = u.node(plan.Map.Nodes[plan.Map.Procs[target.Rank].Node].Name)
 	}
-	u.mu.Unlock()
 	if d == nil {
 		done(nil, pmixsrv.ErrNotFound)
 		return
@@ -308,10 +276,10 @@ func (u *upstream) NotifyEvent(from string, code pmixsrv.Status, source pmixsrv.
 	}
 }
 
-// Spawn is decided by the state machine, which owns the set of jobs.
+// Spawn is decided by the launcher's loop, which owns the job table.
 func (u *upstream) Spawn(req daemon.SpawnRequest) { u.queue.push(req) }
 
-// JobControl is decided by the state machine, which owns the job's fate.
+// JobControl is decided by the launcher's loop, which owns the jobs' fate.
 func (u *upstream) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error)) {
 	u.queue.push(jobControl{req: req, targets: targets, sig: sig, done: done})
 }
@@ -323,53 +291,14 @@ type jobControl struct {
 	done    func(error)
 }
 
-func (u *upstream) Namespaces(done func([]string)) {
-	u.mu.Lock()
-	out := make([]string, 0, len(u.jobs))
-	for ns := range u.jobs {
-		out = append(out, ns)
-	}
-	u.mu.Unlock()
-	sort.Strings(out)
-	done(out)
-}
+func (u *upstream) Namespaces(done func([]string)) { done(u.jobs.namespaces()) }
 
 func (u *upstream) ProcTable(nspace string, done func([]pmixsrv.ProcInfo, error)) {
-	done(u.procTable(nspace))
-}
-
-func (u *upstream) procTable(nspace string) ([]pmixsrv.ProcInfo, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	jr, ok := u.jobs[nspace]
-	if !ok {
-		return nil, pmixsrv.ErrInvalidNspace
-	}
-	m := jr.plan.Map
-	out := make([]pmixsrv.ProcInfo, len(m.Procs))
-	for i, p := range m.Procs {
-		rec := jr.procs[i]
-		state := pmixsrv.ProcStateRunning
-		switch {
-		case rec.exited:
-			state = pmixsrv.ProcStateTerminated
-		case !rec.started:
-			state = pmixsrv.ProcStatePrepped
-		}
-		out[i] = pmixsrv.ProcInfo{
-			Proc:     pmixsrv.Proc{Nspace: nspace, Rank: pmixsrv.Rank(i)},
-			Host:     m.Nodes[p.Node].Name,
-			Exe:      jr.plan.Job.Apps[p.App].Exe,
-			Pid:      rec.pid,
-			ExitCode: rec.exitCode,
-			State:    state,
-		}
-	}
-	return out, nil
+	done(u.jobs.procTable(nspace))
 }
 
 // queue is an unbounded FIFO: daemons and the PMIx thread must never block
-// on the launcher's state machine.
+// on the launcher's loop.
 type queue struct {
 	mu    sync.Mutex
 	items []any

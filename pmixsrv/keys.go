@@ -81,6 +81,10 @@ const (
 	KeyJobCtrlKill         = C.PMIX_JOB_CTRL_KILL
 	KeyJobCtrlSignal       = C.PMIX_JOB_CTRL_SIGNAL
 	KeyJobCtrlTerminate    = C.PMIX_JOB_CTRL_TERMINATE
+	KeyJobCtrlPreemptible  = C.PMIX_JOB_CTRL_PREEMPTIBLE
+	KeyJobCtrlCheckpoint   = C.PMIX_JOB_CTRL_CHECKPOINT
+	KeyJobCtrlCkptEvent    = C.PMIX_JOB_CTRL_CHECKPOINT_EVENT
+	KeyJobCtrlCkptSignal   = C.PMIX_JOB_CTRL_CHECKPOINT_SIGNAL
 	KeyLogStderr           = C.PMIX_LOG_STDERR
 	KeyLogStdout           = C.PMIX_LOG_STDOUT
 	KeyLogMsg              = C.PMIX_LOG_MSG

@@ -51,6 +51,7 @@ const (
 	ErrInvalidNspace Status = C.PMIX_ERR_INVALID_NAMESPACE
 	ErrProcAborted   Status = C.PMIX_ERR_PROC_ABORTED
 	ErrJobTerminated Status = C.PMIX_EVENT_JOB_END
+	JCtrlCheckpoint  Status = C.PMIX_JCTRL_CHECKPOINT // asks a process that chose the event to checkpoint
 	DebuggerRelease  Status = C.PMIX_DEBUGGER_RELEASE // lets processes stopped for a debugger go on
 	// operationSucceeded tells the library the upcall completed inline.
 	operationSucceeded = C.PMIX_OPERATION_SUCCEEDED
@@ -305,7 +306,18 @@ func (s *Server) RegisterClients(nspace string, ranks []Rank, uid, gid int) (err
 	return errs
 }
 
-// DeregisterClient forgets a local process (after it exited).
+// DeregisterClient forgets a local process (after it exited). prun does
+// not call it: a restarted rank connects again under its registration, and
+// the namespace's deregistration drops every rank's record.
+//
+// Hazard (libpmix 4.2.2): if the process had connected and the library's
+// progress thread has not yet read the EOF of its connection, the
+// library closes that socket without deleting its read event; libevent
+// keeps the descriptor number as watched, and the next connection that
+// gets the number (a spawned job's rank, a tool) is never read: its
+// PMIx_Init hangs. A process that simply ended must therefore not be
+// deregistered: the library tears its connection down itself on the EOF
+// (deleting the event first), and DeregisterNspace drops its record.
 func (s *Server) DeregisterClient(p Proc) {
 	ns := C.CString(p.Nspace)
 	defer C.free(unsafe.Pointer(ns))

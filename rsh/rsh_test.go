@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 // cluster at a time on the machine, and building it costs a second.
 func TestSSH(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("the test cluster needs root")
+		t.Fatal("the test cluster needs root (make test runs as root)")
 	}
 	c := cluster.Start(t, 2)
 	ctx := context.Background()
@@ -297,7 +297,7 @@ func TestSSH(t *testing.T) {
 		sock := filepath.Join(td, "agent.sock")
 		ag := exec.Command("ssh-agent", "-D", "-a", sock)
 		if err := ag.Start(); err != nil {
-			t.Skipf("no ssh-agent: %v", err)
+			t.Fatalf("ssh-agent (openssh-client, which make test installs): %v", err)
 		}
 		defer func() { ag.Process.Kill(); ag.Wait() }()
 		for range 100 {

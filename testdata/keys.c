@@ -14,11 +14,14 @@
  *   KEYS_TIMEOUT      seconds before a watchdog gives up on a hung call
  *                     (default 60)
  *   KEYS_VERBOSE      if set and not "0", print every value fetched to stderr
+ *   KEYS_REALMS_ONLY  if set and not "0", only the checks of the app and node
+ *                     realms' retrieval methods (check_realm_methods), which
+ *                     hold on any number of nodes
  *   KEYS_STRICT       if set and not "0", also fail where OpenPMIx 4.x itself
  *                     cannot give the standard answer (see "Known libpmix 4
  *                     limits" below)
  *
- * All ranks are expected on ONE node (node id 0). With N = the sum of the
+ * All ranks are expected on ONE node (node id 0), unless KEYS_REALMS_ONLY. With N = the sum of the
  * app sizes, app a holds ranks offset(a) .. offset(a)+size(a)-1.
  *
  * Output: "keys: rank R ok (C checks)" on stdout and exit 0 when every check
@@ -31,8 +34,24 @@
  * PMIx_server_register_nspace and never stored, so clients get NOT-FOUND;
  * (2) PMIx_Resolve_peers on a node the job does not use waits 2 s in the
  * server and returns PMIX_ERR_TIMEOUT instead of PMIX_SUCCESS with no procs.
- * Unless KEYS_STRICT is set, those two answers are accepted (still counted as
- * checks); anything else from those calls still fails.
+ * (3) an app-realm key asked with PMIX_APPNUM and a valid rank is answered
+ * from that rank's own data (its own app's value: the rank is not ignored);
+ * (4) a non-specific key (PMIX_NUM_NODES) asked by a rank with PMIX_APP_INFO
+ * waits for that rank's data and times out.
+ * (5) PMIX_NODEID asked by the rank of a process on ANOTHER node, no
+ * qualifier, is NOT-FOUND: PMIx_Get_nb (src/client/pmix_client_get.c)
+ * treats it as a node-realm key, looks up the rank's PMIX_HOSTNAME and,
+ * that not being its own node, asks {PMIX_NODE_INFO, PMIX_HOSTNAME} with
+ * an undefined rank; gds/hash's fetch_nodeinfo then searches only the
+ * node's info list, where pmix_gds_hash_process_node_array never stores
+ * PMIX_NODEID or PMIX_HOSTNAME (they identify the node and are kept
+ * apart). No registration can reach it: the rank's own PMIX_NODEID, which
+ * the host registers, is never consulted. (A local rank's is answered
+ * from its data; PMIX_HOSTNAME is returned by the lookup itself.)
+ * Unless KEYS_STRICT is set, the answers of (1), (2) and (5) are accepted
+ * (still counted as checks; for (5) the node id is then read from the
+ * node's whole array, asked by host name), and (3) and (4) are asked the
+ * other ways instead; anything else from those calls still fails.
  *
  * Every rank runs the same sequence of collective calls (fences) whatever
  * fails, so a failed check never turns into a hang; a SIGALRM watchdog ends
@@ -58,7 +77,7 @@
 
 static pmix_proc_t myproc;  /* who we are */
 static pmix_proc_t wild;    /* our nspace, PMIX_RANK_WILDCARD: job realm */
-static int nchecks, nfails, verbose, strict;
+static int nchecks, nfails, verbose, strict, realms_only;
 static int libpmix4; /* the client library is OpenPMIx 4.x (see above) */
 static char ctx[128];       /* appended to key names, e.g. "[rank 3]" */
 static const char *volatile phase = "PMIx_Init";
@@ -563,6 +582,220 @@ static void check_node(void)
     PMIX_INFO_DESTRUCT(&info);
 }
 
+/* get_same fetches key for p with the given qualifiers, and checks it
+ * against ref (when ref is not NULL) with PMIx_Value_compare: the same
+ * value asked another way. Returns the value (caller releases) or NULL. */
+static pmix_value_t *get_same(const pmix_proc_t *p, const char *key, const char *name,
+                              const pmix_info_t *info, size_t ninfo, const pmix_value_t *ref,
+                              const char *how)
+{
+    pmix_value_t *v = get(p, key, name, info, ninfo, ref ? ref->type : PMIX_UNDEF);
+    if (v && ref && PMIx_Value_compare(v, (pmix_value_t *)ref) != PMIX_EQUAL) {
+        char was[512];
+        snprintf(was, sizeof was, "%s", fmtval(ref));
+        failf(name, "%s: got %s, want %s (as asked by rank)", how, fmtval(v), was);
+    }
+    return v;
+}
+
+/* find_u32 looks for key in v, descending into arrays of pmix_info_t. */
+static int find_u32(const pmix_value_t *v, const char *key, uint32_t *out)
+{
+    const pmix_info_t *in;
+    if (v->type != PMIX_DATA_ARRAY || !v->data.darray || v->data.darray->type != PMIX_INFO)
+        return 0;
+    in = (const pmix_info_t *)v->data.darray->array;
+    for (size_t i = 0; i < v->data.darray->size; i++) {
+        if (PMIX_CHECK_KEY(&in[i], key) && in[i].value.type == PMIX_UINT32) {
+            *out = in[i].value.data.uint32;
+            return 1;
+        }
+        if (find_u32(&in[i].value, key, out))
+            return 1;
+    }
+    return 0;
+}
+
+/* node_id_of: PMIX_NODEID of rank p (one check), whose host is hn. On
+ * another node than ours, libpmix 4 answers NOT-FOUND (known limit (5)):
+ * accepted unless KEYS_STRICT, the id then read from that node's whole
+ * array (a NULL key asked with PMIX_NODE_INFO and the host name). */
+static int node_id_of(const pmix_proc_t *p, const char *hn, const char *myhost, uint32_t *nid)
+{
+    pmix_value_t *v = NULL;
+    pmix_proc_t undef;
+    pmix_info_t q[2];
+    pmix_status_t rc;
+    bool t = true;
+    int ok;
+
+    nchecks++;
+    phase = "PMIX_NODEID";
+    rc = PMIx_Get(p, PMIX_NODEID, NULL, 0, &v);
+    if (rc == PMIX_SUCCESS && v && v->type == PMIX_UINT32) {
+        *nid = v->data.uint32;
+        PMIX_VALUE_RELEASE(v);
+        return 1;
+    }
+    if (rc != PMIX_ERR_NOT_FOUND || !libpmix4 || strict || !hn || !myhost || strcmp(hn, myhost) == 0) {
+        failf("PMIX_NODEID", "PMIx_Get(%s, \"%s\"): %s", procstr(p), PMIX_NODEID,
+              rc == PMIX_SUCCESS ? fmtval(v) : PMIx_Error_string(rc));
+        if (v)
+            PMIX_VALUE_RELEASE(v);
+        return 0;
+    }
+    if (verbose)
+        fprintf(stderr, "keys: rank %u: PMIX_NODEID%s: NOT-FOUND for a rank on %s, accepted: libpmix 4 "
+                "limit (5)\n", myproc.rank, ctx, hn);
+    PMIX_PROC_LOAD(&undef, p->nspace, PMIX_RANK_UNDEF);
+    PMIX_INFO_LOAD(&q[0], PMIX_NODE_INFO, &t, PMIX_BOOL);
+    PMIX_INFO_LOAD(&q[1], PMIX_HOSTNAME, hn, PMIX_STRING);
+    nchecks++;
+    v = NULL;
+    rc = PMIx_Get(&undef, NULL, q, 2, &v);
+    PMIX_INFO_DESTRUCT(&q[0]);
+    PMIX_INFO_DESTRUCT(&q[1]);
+    ok = rc == PMIX_SUCCESS && v && find_u32(v, PMIX_NODEID, nid);
+    if (!ok)
+        failf("PMIX_NODEID", "the node array of %s (NULL key, PMIX_NODE_INFO, PMIX_HOSTNAME): %s", hn,
+              rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "no PMIX_NODEID in it");
+    if (v)
+        PMIX_VALUE_RELEASE(v);
+    return ok;
+}
+
+/*
+ * check_realm_methods: every app-realm key by each of the retrieval methods
+ * of the standard (PMIx v2 5.1.5.3), for every rank's app:
+ *   1. the namespace and the rank of a process of the app, no qualifier
+ *      (non-specific keys, e.g. PMIX_NUM_NODES, with PMIX_APP_INFO);
+ *   2. PMIX_APPNUM naming the app, the proc's namespace naming the job
+ *      (its rank ignored);
+ *   3. PMIX_APPNUM and PMIX_NSPACE naming both (the proc ignored);
+ * and every node-realm key by each method of 5.1.5.5: by the rank of a
+ * process on the node, by PMIX_NODEID and by PMIX_HOSTNAME (the proc
+ * ignored), non-specific keys with PMIX_NODE_INFO. Every method must give
+ * the same value; where the test knows it (one node, the local node), the
+ * value must be the expected one.
+ */
+static void check_realm_methods(void)
+{
+    static const struct {
+        const char *key, *name;
+        int specific; /* an app-only key: no PMIX_APP_INFO needed */
+    } appkeys[] = {
+        {K(PMIX_APP_SIZE), 1}, {K(PMIX_APPLDR), 1}, {K(PMIX_APP_ARGV), 1},
+        {K(PMIX_WDIR), 0},     {K(PMIX_MAX_PROCS), 0}, {K(PMIX_NUM_NODES), 0},
+    };
+    static const struct {
+        const char *key, *name;
+    } nodekeys[] = {
+        {K(PMIX_NODE_SIZE)}, {K(PMIX_LOCAL_SIZE)}, {K(PMIX_LOCALLDR)}, {K(PMIX_LOCAL_PEERS)},
+    };
+    char *myhost = NULL;
+    uint32_t mynode = 0;
+    pmix_proc_t self = myproc, p;
+
+    get_u32(&self, K(PMIX_NODEID), NULL, 0, &mynode);
+    myhost = get_str(&self, K(PMIX_HOSTNAME), NULL, 0);
+    for (uint32_t r = 0; r < nprocs; r++) {
+        int a = app_of(r);
+        uint32_t an = (uint32_t)a, nid = 0;
+        bool t = true;
+        PMIX_PROC_LOAD(&p, myproc.nspace, r);
+        for (size_t k = 0; k < sizeof appkeys / sizeof appkeys[0]; k++) {
+            pmix_info_t q[3];
+            size_t nq = 0;
+            pmix_value_t *ref, *v;
+            setctx("[rank %u, no qualifier]", r);
+            if (!appkeys[k].specific)
+                PMIX_INFO_LOAD(&q[nq++], PMIX_APP_INFO, &t, PMIX_BOOL);
+            if (appkeys[k].specific || strict) {
+                ref = get(&p, appkeys[k].key, appkeys[k].name, q, nq, PMIX_UNDEF);
+            } else {
+                /* libpmix 4.2.2 sends a non-specific key asked by a rank
+                 * with PMIX_APP_INFO to the server as that rank's data, and
+                 * waits for it (TIMEOUT): asked by app number instead. */
+                setctx("[app %d by PMIX_APPNUM, wildcard rank]", a);
+                PMIX_INFO_LOAD(&q[nq], PMIX_APPNUM, &an, PMIX_UINT32);
+                ref = get(&wild, appkeys[k].key, appkeys[k].name, q, nq + 1, PMIX_UNDEF);
+                PMIX_INFO_DESTRUCT(&q[nq]);
+            }
+            if (ref && strcmp(appkeys[k].key, PMIX_APP_SIZE) == 0 &&
+                (ref->type != PMIX_UINT32 || ref->data.uint32 != (uint32_t)sizes[a]))
+                failf(appkeys[k].name, "got %s, want %d", fmtval(ref), sizes[a]);
+            if (ref && strcmp(appkeys[k].key, PMIX_APPLDR) == 0 &&
+                (ref->type != PMIX_PROC_RANK || ref->data.rank != (pmix_rank_t)offsets[a]))
+                failf(appkeys[k].name, "got %s, want %d", fmtval(ref), offsets[a]);
+            /* 2: PMIX_APPNUM; the rank is to be ignored, but libpmix 4.2.2
+             * answers from a valid rank's own data first (its own app's
+             * value), so the wildcard rank unless KEYS_STRICT */
+            setctx("[app %d by PMIX_APPNUM]", a);
+            PMIX_INFO_LOAD(&q[nq], PMIX_APPNUM, &an, PMIX_UINT32);
+            v = get_same(strict ? &self : &wild, appkeys[k].key, appkeys[k].name, q, nq + 1, ref, "by PMIX_APPNUM");
+            if (v)
+                PMIX_VALUE_RELEASE(v);
+            /* 3: PMIX_APPNUM and PMIX_NSPACE; a proc of no job */
+            setctx("[app %d by PMIX_APPNUM+PMIX_NSPACE]", a);
+            PMIX_INFO_LOAD(&q[nq + 1], PMIX_NSPACE, myproc.nspace, PMIX_STRING);
+            v = get_same(&wild, appkeys[k].key, appkeys[k].name, q, nq + 2, ref,
+                         "by PMIX_APPNUM and PMIX_NSPACE");
+            if (v)
+                PMIX_VALUE_RELEASE(v);
+            for (size_t i = 0; i < nq + 2; i++)
+                PMIX_INFO_DESTRUCT(&q[i]);
+            if (ref)
+                PMIX_VALUE_RELEASE(ref);
+        }
+
+        setctx("[rank %u]", r);
+        char *hn = get_str(&p, K(PMIX_HOSTNAME), NULL, 0);
+        if (!node_id_of(&p, hn, myhost, &nid)) {
+            free(hn);
+            continue;
+        }
+        for (size_t k = 0; k < sizeof nodekeys / sizeof nodekeys[0]; k++) {
+            pmix_info_t q[2];
+            pmix_value_t *ref, *v, *local;
+            setctx("[rank %u, no qualifier]", r);
+            ref = get(&p, nodekeys[k].key, nodekeys[k].name, NULL, 0, PMIX_UNDEF);
+            /* The local node's value is also the job-level one. */
+            if (ref && nid == mynode) {
+                local = get(&wild, nodekeys[k].key, nodekeys[k].name, NULL, 0, PMIX_UNDEF);
+                if (local && PMIx_Value_compare(local, ref) != PMIX_EQUAL) {
+                    char was[512];
+                    snprintf(was, sizeof was, "%s", fmtval(local));
+                    failf(nodekeys[k].name, "got %s, want %s (this node's, asked with the wildcard rank)",
+                          fmtval(ref), was);
+                }
+                if (local)
+                    PMIX_VALUE_RELEASE(local);
+            }
+            setctx("[node %u by PMIX_NODEID]", nid);
+            PMIX_INFO_LOAD(&q[0], PMIX_NODE_INFO, &t, PMIX_BOOL);
+            PMIX_INFO_LOAD(&q[1], PMIX_NODEID, &nid, PMIX_UINT32);
+            v = get_same(&self, nodekeys[k].key, nodekeys[k].name, q, 2, ref, "by PMIX_NODEID");
+            if (v)
+                PMIX_VALUE_RELEASE(v);
+            PMIX_INFO_DESTRUCT(&q[1]);
+            if (hn) {
+                setctx("[node %s by PMIX_HOSTNAME]", hn);
+                PMIX_INFO_LOAD(&q[1], PMIX_HOSTNAME, hn, PMIX_STRING);
+                v = get_same(&self, nodekeys[k].key, nodekeys[k].name, q, 2, ref, "by PMIX_HOSTNAME");
+                if (v)
+                    PMIX_VALUE_RELEASE(v);
+                PMIX_INFO_DESTRUCT(&q[1]);
+            }
+            PMIX_INFO_DESTRUCT(&q[0]);
+            if (ref)
+                PMIX_VALUE_RELEASE(ref);
+        }
+        free(hn);
+    }
+    free(myhost);
+    setctx("");
+}
+
 static void check_resolve(void)
 {
     pmix_proc_t *procs = NULL;
@@ -892,6 +1125,7 @@ int main(int argc, char **argv)
         timeout_secs = atoi(e);
     verbose = (e = getenv("KEYS_VERBOSE")) && *e && strcmp(e, "0") != 0;
     strict = (e = getenv("KEYS_STRICT")) && *e && strcmp(e, "0") != 0;
+    realms_only = (e = getenv("KEYS_REALMS_ONLY")) && *e && strcmp(e, "0") != 0;
     libpmix4 = strncmp(PMIx_Get_version(), "OpenPMIx 4.", 11) == 0;
     signal(SIGALRM, on_alarm);
     alarm((unsigned)timeout_secs);
@@ -921,11 +1155,19 @@ int main(int argc, char **argv)
     if (myproc.rank >= N)
         failf("rank", "got %u, want < %u (the sum of KEYS_EXPECT_APPS)", myproc.rank, N);
 
+    if (realms_only) {
+        /* any number of nodes: only the checks that compare methods */
+        nprocs = N;
+        check_realm_methods();
+        fence(NULL, 0, "PMIx_Fence(final)");
+        goto done;
+    }
     check_session();
     check_job();
     check_apps();
     check_procs();
     check_node();
+    check_realm_methods();
     check_resolve();
     modex_round("keys.val", 1);
     modex_round("keys.val2", 0);
@@ -935,6 +1177,7 @@ int main(int argc, char **argv)
     /* Nobody leaves while a peer may still want its data. */
     fence(NULL, 0, "PMIx_Fence(final)");
 
+done:
     phase = "PMIx_Finalize";
     if ((rc = PMIx_Finalize(NULL, 0)) != PMIX_SUCCESS) {
         nchecks++;
