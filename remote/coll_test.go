@@ -105,3 +105,21 @@ func TestCollectivesFail(t *testing.T) {
 		t.Errorf("a later collective with vertex 3: %v", errC)
 	}
 }
+
+// The launcher's counters keep consecutive collectives of the same
+// participants apart, though the next one's contributions arrive while the
+// last one's results still go out.
+func TestStatsConsecutive(t *testing.T) {
+	var st stats
+	st.collIn("k", 10)
+	st.collIn("k", 10)
+	st.collOut("k", 10, false)
+	st.collIn("k", 10) // the next fence, from the child answered first
+	st.collOut("k", 10, false)
+	st.collIn("k", 10)
+	st.collOut("k", 10, false)
+	st.collOut("k", 10, false)
+	if st.s.Collectives != 2 || st.s.MaxCollMsgsIn != 2 || st.s.MaxCollMsgsOut != 2 || len(st.inflight) != 0 {
+		t.Errorf("%+v, inflight %v: want 2 collectives of 2 messages each way", st.s, st.inflight)
+	}
+}

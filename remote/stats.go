@@ -54,7 +54,11 @@ type stats struct {
 	mu       sync.Mutex
 	s        Stats
 	phase    int                  // phaseStartup, phaseRun, phaseTeardown
-	inflight map[string]*collMsgs // collectives the launcher has contributions of
+	// inflight: per key, the collectives the launcher has contributions
+	// of, oldest first. The next collective of the same participants may
+	// start (a child that has its result contributes again) while the
+	// launcher still sends the results of the last one.
+	inflight map[string][]*collMsgs
 }
 
 const (
@@ -63,7 +67,10 @@ const (
 	phaseTeardown
 )
 
-type collMsgs struct{ in, out int }
+type collMsgs struct {
+	in, out int
+	answering bool // its results are going out: a contribution now is the next one's
+}
 
 func (st *stats) setPhase(p int) {
 	st.mu.Lock()
@@ -97,14 +104,14 @@ func (st *stats) collIn(key string, n int) {
 	defer st.mu.Unlock()
 	st.s.CollTraffic.in(n)
 	if st.inflight == nil {
-		st.inflight = map[string]*collMsgs{}
+		st.inflight = map[string][]*collMsgs{}
 	}
-	c := st.inflight[key]
-	if c == nil {
-		c = &collMsgs{}
-		st.inflight[key] = c
+	q := st.inflight[key]
+	if len(q) == 0 || q[len(q)-1].answering {
+		q = append(q, &collMsgs{})
+		st.inflight[key] = q
 	}
-	c.in++
+	q[len(q)-1].in++
 }
 
 // collOut counts a result sent down; the collective is over at the
@@ -113,15 +120,21 @@ func (st *stats) collOut(key string, n int, failed bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.s.CollTraffic.out(n)
-	c := st.inflight[key]
-	if c == nil {
+	q := st.inflight[key]
+	if len(q) == 0 {
 		return
 	}
+	c := q[0]
+	c.answering = true
 	c.out++
 	if c.out < c.in {
 		return
 	}
-	delete(st.inflight, key)
+	if len(q) == 1 {
+		delete(st.inflight, key)
+	} else {
+		st.inflight[key] = q[1:]
+	}
 	st.s.Collectives++
 	if failed {
 		st.s.CollectivesLost++
