@@ -51,12 +51,16 @@ func TestSimulatedTree(t *testing.T) {
 	if tr.Daemons != nodes || tr.Children != 4 || tr.Depth != 3 {
 		t.Errorf("tree: %d daemons, %d launcher children, depth %d; want %d, 4, 3", tr.Daemons, tr.Children, tr.Depth, nodes)
 	}
-	checkCollCounters(t, rep, 3)
+	checkCollCounters(t, rep, 4)
 	if tr.MaxIn != 4 || tr.MaxOut != 4 {
 		t.Errorf("a fence of every node cost the launcher %d messages in, %d out; want 4 each", tr.MaxIn, tr.MaxOut)
 	}
 	// Start-up and teardown go along the tree, but today every daemon's
 	// hello and closing answer reach the launcher: one each per daemon.
+	// The plan goes down as one broadcast: a message per launcher child.
+	if tr.Launch.MsgsOut != 4 {
+		t.Errorf("the plan cost the launcher %d messages, want 4 (one per child)", tr.Launch.MsgsOut)
+	}
 	if tr.Startup.MsgsIn != nodes || tr.Teardown.MsgsIn != nodes || tr.Teardown.MsgsOut != 4 {
 		t.Errorf("startup %d messages in, teardown %d in, %d out; want %d, %d, 4", tr.Startup.MsgsIn, tr.Teardown.MsgsIn,
 			tr.Teardown.MsgsOut, nodes, nodes)

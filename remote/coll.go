@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -244,3 +245,34 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.text }
 func (e *statusError) Unwrap() error { return e.st }
+
+// Collective frames carry their data as bytes, not JSON: a fence's result
+// is every participant's data (an allgather), and base64 inside JSON, at
+// every vertex it passes, cost most of a large fence's time. The body is
+// the JSON header's length (4 bytes), the header (msg without Data), then
+// the data.
+func encodeColl(m *msg) []byte {
+	data := m.Data
+	h := *m
+	h.Data = nil
+	hdr := encode(&h)
+	b := make([]byte, 4, 4+len(hdr)+len(data))
+	binary.BigEndian.PutUint32(b, uint32(len(hdr)))
+	return append(append(b, hdr...), data...)
+}
+
+func decodeColl(body []byte) (*msg, error) {
+	if len(body) < 4 {
+		return nil, errors.New("short collective message")
+	}
+	n := binary.BigEndian.Uint32(body)
+	if uint64(n) > uint64(len(body)-4) {
+		return nil, errors.New("bad collective message header")
+	}
+	m, err := decode(body[4 : 4+n])
+	if err != nil {
+		return nil, err
+	}
+	m.Data = body[4+n:]
+	return m, nil
+}

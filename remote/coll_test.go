@@ -123,3 +123,29 @@ func TestStatsConsecutive(t *testing.T) {
 		t.Errorf("%+v, inflight %v: want 2 collectives of 2 messages each way", st.s, st.inflight)
 	}
 }
+
+func TestCollFrame(t *testing.T) {
+	m := &msg{Coll: "pmix|j:*", Kind: "pmix", Verts: []int{1, 4}, Data: []byte("\x00\xffdata"), Err: "x", Code: -1}
+	got, err := decodeColl(encodeColl(m))
+	if err != nil || got.Coll != m.Coll || string(got.Data) != string(m.Data) || !slices.Equal(got.Verts, m.Verts) || got.Err != "x" {
+		t.Errorf("round trip: %+v, %v", got, err)
+	}
+	if m.Data == nil {
+		t.Error("encodeColl changed its message")
+	}
+}
+
+func FuzzDecodeColl(f *testing.F) {
+	f.Add(encodeColl(&msg{Coll: "k", Data: []byte("abc")}))
+	f.Add([]byte{0, 0, 0, 9, '{', '}'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeColl(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeColl(encodeColl(m))
+		if err != nil || string(again.Data) != string(m.Data) || again.Coll != m.Coll {
+			t.Errorf("round trip of %q: %+v, %v", b, again, err)
+		}
+	})
+}

@@ -53,7 +53,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
-		n.sendUp(tColl, &msg{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Data: data})
+		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&msg{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Data: data})))
 	})
 	for _, kv := range b.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -374,7 +374,12 @@ func (n *node) readParent() {
 			n.out.ack(k, key, grant)
 			continue
 		}
-		m, err := decode(body)
+		var m *msg
+		if f.Type == tCollDone {
+			m, err = decodeColl(body)
+		} else {
+			m, err = decode(body)
+		}
 		if err != nil {
 			// The stream from the launcher cannot be read past this: a
 			// daemon that no longer understands it is lost.
@@ -530,12 +535,12 @@ func (n *node) childColl(p []byte) {
 	if err != nil || v < 1 || v > len(n.boot.Hosts) || ctl.Parent(v, n.boot.Fanout) != n.me {
 		return
 	}
-	m, err := decode(body)
+	m, err := decodeColl(body)
 	if err != nil {
 		return
 	}
 	done := func(data []byte, err error) {
-		n.kids.send(v, tCollDone, frame(uint32(v), uint32(n.me), encode(errOf(&msg{Coll: m.Coll, Data: data}, err))))
+		n.kids.send(v, tCollDone, frame(uint32(v), uint32(n.me), encodeColl(errOf(&msg{Coll: m.Coll, Data: data}, err))))
 	}
 	verts, err := unpackVerts(m.Verts, len(n.boot.Hosts))
 	if err != nil {

@@ -17,6 +17,7 @@ type Stats struct {
 	Depth    int `json:"depth"`             // links from the launcher to the deepest daemon
 
 	Startup  Traffic `json:"startup"`  // until every daemon said hello
+	Launch   Traffic `json:"launch"`   // the jobs' plans, sent down
 	Teardown Traffic `json:"teardown"` // the closing broadcast and its answers
 	// Collectives: the launcher's share of every collective that spanned
 	// its links (a combined contribution in per child that takes part, a
@@ -51,9 +52,9 @@ func Depth(n, k int) int {
 
 // stats counts the launcher's traffic.
 type stats struct {
-	mu       sync.Mutex
-	s        Stats
-	phase    int                  // phaseStartup, phaseRun, phaseTeardown
+	mu    sync.Mutex
+	s     Stats
+	phase int // phaseStartup, phaseRun, phaseTeardown
 	// inflight: per key, the collectives the launcher has contributions
 	// of, oldest first. The next collective of the same participants may
 	// start (a child that has its result contributes again) while the
@@ -68,7 +69,7 @@ const (
 )
 
 type collMsgs struct {
-	in, out int
+	in, out   int
 	answering bool // its results are going out: a contribution now is the next one's
 }
 
@@ -96,6 +97,13 @@ func (st *stats) frame(up bool, n int) {
 	} else {
 		tr.out(n)
 	}
+}
+
+// launch counts a plan sent down.
+func (st *stats) launch(n int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Launch.out(n)
 }
 
 // collIn counts a child's contribution to collective key.

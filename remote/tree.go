@@ -75,9 +75,10 @@ type Tree struct {
 	// Reported topologies parsed once per distinct report, so that alike
 	// nodes share one *Topology (the mapper's per-topology work is per
 	// pointer); the plan last sent, encoded once for every node.
-	topos    map[string]*topology.Topology
-	plan     *daemon.Plan
-	planJSON []byte
+	topos         map[string]*topology.Topology
+	plan          *daemon.Plan
+	planJSON      []byte
+	broadcastPlan *daemon.Plan // the plan last broadcast (Launch)
 
 	closeAnswers chan struct{} // one per node that answered the closing broadcast
 
@@ -133,7 +134,11 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.kids.sent = func(typ uint8, n int) {
-		if typ != tCollDone { // counted by collOut
+		switch typ {
+		case tCollDone: // counted by collOut
+		case tLaunch:
+			t.stats.launch(n)
+		default:
 			t.stats.frame(false, n)
 		}
 	}
@@ -284,13 +289,27 @@ func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
 	t.calls.call(m, func(m *msg) error { return t.send(v, typ, m) }, reply)
 }
 
-// Launch hands the node a plan; failures come back as events.
+// Launch hands the node a plan; failures come back as events. Every
+// daemon registers every job, so the launcher hands each plan to every
+// node: the first Launch of a plan broadcasts it down the tree (one frame
+// per link, each daemon relaying it to its children) and the others have
+// nothing left to send. Sent node by node, a plan, whose size grows with
+// the job, cost the launcher a frame per node: O(N^2) bytes.
 func (n *Node) Launch(p *daemon.Plan) error {
-	b, err := n.t.encodePlan(p)
+	t := n.t
+	t.mu.Lock()
+	sent := t.broadcastPlan == p
+	t.broadcastPlan = p
+	t.mu.Unlock()
+	if sent {
+		return nil
+	}
+	b, err := t.encodePlan(p)
 	if err != nil {
 		return err
 	}
-	return n.t.send(n.v, tLaunch, &msg{Plan: b})
+	t.kids.broadcast(tLaunch, frame(toBroadcast, toLauncher, encode(&msg{Plan: b})))
+	return nil
 }
 
 // encodePlan encodes p once for all the nodes the launcher hands it to.
@@ -466,7 +485,12 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		t.window(v).kill() // the stdin fan-out drops the node
 		return
 	}
-	m, err := decode(body)
+	var m *msg
+	if typ == tColl {
+		m, err = decodeColl(body)
+	} else {
+		m, err = decode(body)
+	}
 	if err != nil {
 		t.nodeFailed(host, err)
 		return
@@ -516,7 +540,7 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		key := m.Coll
 		t.stats.collIn(key, len(payload))
 		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) {
-			b := frame(uint32(v), toLauncher, encode(errOf(&msg{Coll: key, Data: data}, err)))
+			b := frame(uint32(v), toLauncher, encodeColl(errOf(&msg{Coll: key, Data: data}, err)))
 			t.stats.collOut(key, len(b), err != nil)
 			t.kids.send(v, tCollDone, b)
 		})

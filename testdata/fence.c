@@ -6,7 +6,8 @@
  *
  *   fence data BYTES [REPS]
  *       Every rank puts BYTES bytes of its own pattern under "fence.blob",
- *       commits, and fences REPS times (default 1) with PMIX_COLLECT_DATA;
+ *       commits, fences once without data (the ranks started at different
+ *       times), then REPS times (default 1) with PMIX_COLLECT_DATA;
  *       then it reads the blob of the next rank (from its local copy: no
  *       direct modex) and checks it. Rank 0 prints "fence: N ranks, B bytes
  *       each, R fences in U us" (the time of the fences alone); every rank
@@ -86,6 +87,13 @@ static int data(size_t bytes, int reps)
     phase = "PMIx_Put";
     if ((rc = PMIx_Put(PMIX_GLOBAL, "fence.blob", &v)) != PMIX_SUCCESS || (rc = PMIx_Commit()) != PMIX_SUCCESS) {
         printf("fence: rank %u put: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    /* A fence without data first: the ranks start at different times, and
+       the timed fences should not measure that. */
+    phase = "PMIx_Fence (start)";
+    if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS) {
+        printf("fence: rank %u first fence: %s\n", myproc.rank, PMIx_Error_string(rc));
         return 1;
     }
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);

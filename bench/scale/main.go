@@ -141,7 +141,11 @@ func run() (bool, error) {
 		os.WriteFile(hydraHosts, []byte(h.String()), 0o644)
 		ns := strconv.Itoa(n)
 		prunArgs := func(prog ...string) []string {
-			return append([]string{prun, "--rsh", agent, "--hostfile", hosts, "--map-by", "node", "-n", ns}, prog...)
+			// The control plane on loopback: the machine's other addresses
+			// may include IPv6 ones, and a daemon linked over IPv6 gives
+			// its Open MPI ranks an IPv6 btl_tcp_if_include, which Open MPI
+			// 4.1 refuses.
+			return append([]string{prun, "--rsh", agent, "--if-include", "lo", "--hostfile", hosts, "--map-by", "node", "-n", ns}, prog...)
 		}
 		hydraArgs := func(prog ...string) []string {
 			return append([]string{"mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", agent, "-f", hydraHosts, "-n", ns}, prog...)
