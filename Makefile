@@ -4,7 +4,7 @@
 GO       ?= go
 BIN      := bin/prun
 DEB_PKGS := libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev mpich libmpich-dev hwloc libhwloc-dev gcc pkg-config \
-            openssh-server openssh-client iproute2 gdb xterm xvfb zsh
+            openssh-server openssh-client iproute2 gdb xterm xvfb zsh slurmctld slurmd slurm-client munge
 EXAMPLES := bin/examples
 # MPICH built with ch3 (PMI-1, and its PMI-2 twin) for the tests of dynamic
 # processes, once per machine: Debian's ch4:ucx MPICH cannot spawn here.
@@ -25,7 +25,9 @@ deps:
 	    ! command -v mpicc.mpich >/dev/null || ! command -v mpiexec.hydra >/dev/null || \
 	    ! command -v hwloc-ls >/dev/null || ! command -v gcc >/dev/null || \
 	    ! test -x /usr/sbin/sshd || ! command -v ssh >/dev/null || ! command -v ip >/dev/null || \
-	    ! command -v gdb >/dev/null || ! command -v xterm >/dev/null || ! command -v Xvfb >/dev/null || ! command -v zsh >/dev/null; then \
+	    ! command -v gdb >/dev/null || ! command -v xterm >/dev/null || ! command -v Xvfb >/dev/null || ! command -v zsh >/dev/null || \
+	    ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v srun >/dev/null || \
+	    ! command -v munged >/dev/null; then \
 		echo "== installing Debian packages: $(DEB_PKGS)"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && \
@@ -106,6 +108,7 @@ fuzz: deps
 bench: build
 	$(GO) run ./bench/launch
 	$(GO) run ./bench/cluster
+	$(GO) run ./bench/slurm
 
 # Kept out of `bench`: it takes tens of minutes (docs/scaling.md). Simulated
 # clusters of 256 to 1,024 daemons (one machine, testdata/simrsh.sh), then

@@ -186,7 +186,7 @@ func applyMCA(m *mcaParams, g *globalOpts, pl *spelledPlacement, changed func(st
 		{"rmaps_base_oversubscribe", func() { pl.Compat = append(pl.Compat, [2]string{"oversubscribe", ""}) }, changed("nooversubscribe")},
 		{"rmaps_base_no_oversubscribe", func() { pl.Compat = append(pl.Compat, [2]string{"nooversubscribe", ""}) }, changed("oversubscribe")},
 		{"hwloc_base_use_hwthreads_as_cpus", func() { pl.Compat = append(pl.Compat, [2]string{"use-hwthread-cpus", ""}) }, changed("use-hwthread-cpus")},
-		{"rmaps_base_display_map", func() { pl.Display = append(pl.Display, "map") }, false},
+		{"rmaps_base_display_map", func() { pl.Display = append(pl.Display, jobspec.DisplayMap) }, false},
 		{"hwloc_base_report_bindings", func() { pl.ReportBindings = true }, false},
 		{"orte_tag_output", func() { g.tagOutput = true }, false},
 		{"orte_timestamp_output", func() { g.timestamp = true }, false},

@@ -367,7 +367,7 @@ func (sp *spelledPlacement) resolve() (jobspec.Placement, error) {
 func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) spelledPlacement {
 	pl := spelledPlacement{Placement: jobspec.Placement{
 		Hostfile: p.hostfile, Rankfile: p.rankfile,
-		Topology: p.topology, Display: p.display, DoNotLaunch: p.doNotLaunch,
+		Topology: p.topology, Display: displays(p.display), DoNotLaunch: p.doNotLaunch,
 		AddHosts: p.addHosts, LocalHost: p.localHost,
 		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes), MaxNodes: p.maxNodes,
 	}, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo, MemBind: p.memBind, ReportBindings: p.reportBindings}
@@ -388,16 +388,16 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) spelledPlacement {
 	}
 	pl.Hosts = p.hosts
 	if p.displayMap {
-		pl.Display = append(pl.Display, "map")
+		pl.Display = append(pl.Display, jobspec.DisplayMap)
 	}
 	if p.displayAlloc {
-		pl.Display = append(pl.Display, "allocation")
+		pl.Display = append(pl.Display, jobspec.DisplayAllocation)
 	}
 	if p.displayTopo {
-		pl.Display = append(pl.Display, "topo")
+		pl.Display = append(pl.Display, jobspec.DisplayTopo)
 	}
 	if p.rankMap {
-		pl.Display = append(pl.Display, "rank-map")
+		pl.Display = append(pl.Display, jobspec.DisplayRankMap)
 	}
 	for _, c := range compatFlags {
 		name := c.name
@@ -505,7 +505,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.BoolVar(&g.genvAll, "genvall", false, "the processes on other nodes get prun's whole environment, not only -x and the MPI libraries' settings (Hydra's -genvall; also HYDRA_ENV=all)")
 	fs.Var(listValue{&g.genvList}, "genvlist", "export the variables of `LIST` (VAR,VAR...) to every process (Hydra's -genvlist)")
 	_ = fs.MarkHidden("genvlist")
-	fs.StringVar(&g.launcher, "launcher", "", "Hydra's -launcher: `ssh` (the built-in client), rsh (--rsh rsh) or fork (this node only)")
+	fs.StringVar(&g.launcher, "launcher", "", "Hydra's -launcher: `ssh` (the built-in client), rsh (--rsh rsh), slurm (one srun step), auto (slurm inside a Slurm allocation, else ssh; the default) or fork (this node only)")
 	fs.StringVar(&g.launcher, "bootstrap", "", "same as -launcher")
 	fs.StringVar(&g.launch.rsh, "launcher-exec", "", "same as --rsh (Hydra's -launcher-exec)")
 	fs.StringVar(&g.launch.rsh, "bootstrap-exec", "", "same as --rsh")
@@ -951,20 +951,28 @@ func (p *parser) launch() error {
 	if g.launch.rsh == "" && g.launcher == "" {
 		g.launcher, g.launch.rsh = remoteShell(p.mca, env)
 	}
-	localOnly := false
+	localOnly, agent := false, ""
 	switch g.launcher {
 	case "fork":
 		localOnly = true
-	case "", "ssh":
+	case "", "auto":
+	case "ssh":
+		agent = "ssh"
 	case "rsh":
+		agent = "ssh"
 		if g.launch.rsh == "" {
 			g.launch.rsh = "rsh"
 		}
+	case "slurm":
+		if g.launch.rsh != "" {
+			return usagef("-launcher slurm and --rsh %s: give one", g.launch.rsh)
+		}
+		agent = "slurm"
 	default:
-		return usagef("-launcher %s: prun starts daemons with ssh, rsh or --rsh CMD (fork: this node only)", g.launcher)
+		return usagef("-launcher %s: prun starts daemons with ssh, rsh, --rsh CMD or slurm (srun; auto: slurm inside an allocation), fork: this node only", g.launcher)
 	}
 	job.Launch = jobspec.Launch{Prefix: g.launch.prefix, Rsh: g.launch.rsh, Fanout: g.launch.fanout, IfInclude: g.launch.ifInclude,
-		LocalOnly: localOnly, Ports: p.ports}
+		LocalOnly: localOnly, Ports: p.ports, Agent: agent}
 	return nil
 }
 
@@ -984,8 +992,12 @@ func (p *parser) interfaces() error {
 		job.Stdin = n
 	}
 	switch g.pty {
-	case "", "true", "false":
-		job.PTY = g.pty
+	case "":
+		job.PTY = jobspec.PTYAuto
+	case "true":
+		job.PTY = jobspec.PTYOn
+	case "false":
+		job.PTY = jobspec.PTYOff
 	default:
 		return usagef("--pty=%s: want true or false", g.pty)
 	}
@@ -1022,7 +1034,7 @@ func checkPlacement(p *spelledPlacement) error {
 	}
 	for _, d := range p.Display {
 		switch d {
-		case "map", "map:json", "allocation", "topo", "rank-map":
+		case jobspec.DisplayMap, jobspec.DisplayMapJSON, jobspec.DisplayAllocation, jobspec.DisplayTopo, jobspec.DisplayRankMap:
 		default:
 			return usagef("--display %s: want map, map:json, allocation, topo or rank-map", d)
 		}
@@ -1033,6 +1045,15 @@ func checkPlacement(p *spelledPlacement) error {
 		}
 	}
 	return nil
+}
+
+// displays types --display's words (checked with the other placement values).
+func displays(words []string) []jobspec.Display {
+	var d []jobspec.Display
+	for _, w := range words {
+		d = append(d, jobspec.Display(w))
+	}
+	return d
 }
 
 // splitContexts cuts the command line at every lone ":".

@@ -255,17 +255,24 @@ func TestHydraFlags(t *testing.T) {
 	if j.Launch.Rsh != "rsh" {
 		t.Errorf("-launcher rsh: rsh %q", j.Launch.Rsh)
 	}
+	for args, want := range map[string]string{"-launcher slurm ./app": "slurm", "-bootstrap slurm ./app": "slurm",
+		"--launcher auto ./app": "", "./app": "", "--launcher ssh ./app": "ssh", "-launcher rsh ./app": "ssh"} {
+		if req, err := Parse(strings.Fields(args), env); err != nil || req.Job.Launch.Agent != want {
+			t.Errorf("%s: agent %q, want %q (%v)", args, req.Job.Launch.Agent, want, err)
+		}
+	}
 	if req, err = Parse(strings.Fields("-bootstrap ssh -bootstrap-exec myssh -n 1 ./app"), env); err != nil || req.Job.Launch.Rsh != "myssh" {
 		t.Errorf("-bootstrap-exec myssh: %v %+v", err, req)
 	}
 	for args, want := range map[string]string{
-		"-genv 1X y ./app":      `"1X" is not a valid environment variable name`,
-		"-n 1 -env X":           "--env needs a KEY and a VALUE",
-		"-envlist A,,B ./app":   `--envlist "A,,B": "" is not a valid environment variable name`,
-		"-launcher slurm ./app": "-launcher slurm: prun starts daemons with ssh, rsh or --rsh CMD",
-		"-launchr ssh ./app":    "unknown flag -launchr",
-		"-lh ./app":             "unknown flag -lh",
-		"-rsh=x -launch ./app":  "unknown flag -launch (did you mean --launch-agent?)",
+		"-genv 1X y ./app":             `"1X" is not a valid environment variable name`,
+		"-n 1 -env X":                  "--env needs a KEY and a VALUE",
+		"-envlist A,,B ./app":          `--envlist "A,,B": "" is not a valid environment variable name`,
+		"-launcher pbs ./app":          "-launcher pbs: prun starts daemons with ssh, rsh, --rsh CMD or slurm",
+		"-launcher slurm -rsh x ./app": "-launcher slurm and --rsh x: give one",
+		"-launchr ssh ./app":           "unknown flag -launchr",
+		"-lh ./app":                    "unknown flag -lh",
+		"-rsh=x -launch ./app":         "unknown flag -launch (did you mean --launch-agent?)",
 	} {
 		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", args, err, want)
@@ -327,7 +334,7 @@ func TestCompatFlags(t *testing.T) {
 	}
 	pl := req.place
 	want := [][2]string{{"nooversubscribe", ""}, {"npersocket", "1"}, {"use-hwthread-cpus", ""}, {"cpus-per-rank", "2"}, {"bind-to-none", ""}}
-	if fmt.Sprint(pl.Compat) != fmt.Sprint(want) || strings.Join(pl.Display, ",") != "map,allocation" {
+	if fmt.Sprint(pl.Compat) != fmt.Sprint(want) || fmt.Sprint(pl.Display) != "[map allocation]" {
 		t.Errorf("compat %v (want %v), display %v", pl.Compat, want, pl.Display)
 	}
 	// ... and the job spec has them applied, as parsed policies.

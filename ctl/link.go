@@ -25,6 +25,11 @@ var (
 	HandshakeTimeout = 5 * time.Second
 )
 
+// livenessMu orders a new link's reading of HeartbeatEvery and DeadAfter
+// with a test's change of them (a link a listener makes after its test
+// ended would otherwise race with the next test's settings).
+var livenessMu sync.RWMutex
+
 // TypeHeartbeat frames keep a link alive; Link.Recv never returns them.
 const TypeHeartbeat = 0
 
@@ -51,6 +56,11 @@ type Link struct {
 	// deadline that Recv arms, so that no deadline outlives a Suspend.
 	dmu       sync.Mutex
 	suspended bool
+
+	// The liveness settings in force when the link was made: a link's
+	// goroutines never read the package's variables, which tests change
+	// between links.
+	every, dead time.Duration
 }
 
 // SilentError is Recv's failure when the peer sent nothing, not even a
@@ -67,7 +77,10 @@ type conn interface {
 }
 
 func newLink(c conn) *Link {
-	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{})}
+	livenessMu.RLock()
+	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{}),
+		every: HeartbeatEvery, dead: DeadAfter}
+	livenessMu.RUnlock()
 	go l.beat()
 	return l
 }
@@ -96,11 +109,11 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 	if len(payload) > MaxFrame {
 		return fmt.Errorf("ctl: frame of %d bytes exceeds %d", len(payload), MaxFrame)
 	}
-	l.c.SetWriteDeadline(time.Now().Add(DeadAfter))
+	l.c.SetWriteDeadline(time.Now().Add(l.dead))
 	if err := writeFrame(l.c, typ, payload); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			err = fmt.Errorf("the peer read nothing for %v", DeadAfter)
+			err = fmt.Errorf("the peer read nothing for %v", l.dead)
 		}
 		l.werr = fmt.Errorf("ctl: link closed after a failed write: %w", err)
 		l.Close()
@@ -121,26 +134,26 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 // second look fails at once.)
 func (l *Link) Recv() (Frame, error) {
 	for {
-		l.arm(DeadAfter)
+		l.arm(l.dead)
 		_, err := l.r.Peek(1)
 		if isTimeout(err) && !l.isSuspended() {
-			l.arm(HeartbeatEvery / 2)
+			l.arm(l.every / 2)
 			_, err = l.r.Peek(1)
 		}
 		if isTimeout(err) {
 			if l.isSuspended() {
 				continue
 			}
-			return Frame{}, &SilentError{DeadAfter}
+			return Frame{}, &SilentError{l.dead}
 		}
 		if err != nil {
 			return Frame{}, err
 		}
-		l.arm(DeadAfter) // for the rest of the frame
+		l.arm(l.dead) // for the rest of the frame
 		f, err := ReadFrame(l.r)
 		if err != nil {
 			if isTimeout(err) {
-				return Frame{}, &SilentError{DeadAfter}
+				return Frame{}, &SilentError{l.dead}
 			}
 			return Frame{}, err
 		}
@@ -187,11 +200,11 @@ func (l *Link) Resume() {
 	l.dmu.Lock()
 	defer l.dmu.Unlock()
 	l.suspended = false
-	l.c.SetReadDeadline(time.Now().Add(DeadAfter))
+	l.c.SetReadDeadline(time.Now().Add(l.dead))
 }
 
 func (l *Link) beat() {
-	t := time.NewTicker(HeartbeatEvery)
+	t := time.NewTicker(l.every)
 	defer t.Stop()
 	for {
 		select {

@@ -32,9 +32,7 @@ func framePayload(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 
 // whole frames, in order, then the end of the link; never the rest of a
 // frame taken for a header (issue 24: "frame of 859059510 bytes").
 func TestLinkWholeFramesOrDead(t *testing.T) {
-	old := DeadAfter
-	DeadAfter = 300 * time.Millisecond
-	t.Cleanup(func() { DeadAfter = old })
+	setLiveness(t, HeartbeatEvery, 300*time.Millisecond)
 	a, b := linkPair(t)
 
 	sent := 0
@@ -91,9 +89,7 @@ func TestLinkWholeFramesOrDead(t *testing.T) {
 
 // A link over a stream (an SSH session's stdio) follows the same rule.
 func TestStreamLinkWholeFramesOrDead(t *testing.T) {
-	old := DeadAfter
-	DeadAfter = 300 * time.Millisecond
-	t.Cleanup(func() { DeadAfter = old })
+	setLiveness(t, HeartbeatEvery, 300*time.Millisecond)
 	secret, _ := NewSecret()
 	x, y := pipes()
 	ch := make(chan *Link, 1)

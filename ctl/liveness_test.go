@@ -9,9 +9,21 @@ import (
 
 // shortLiveness makes heartbeats and the silence limit short for a test.
 func shortLiveness(t *testing.T) {
-	every, dead := HeartbeatEvery, DeadAfter
-	HeartbeatEvery, DeadAfter = 50*time.Millisecond, 250*time.Millisecond
-	t.Cleanup(func() { HeartbeatEvery, DeadAfter = every, dead })
+	setLiveness(t, 50*time.Millisecond, 250*time.Millisecond)
+}
+
+// setLiveness sets the heartbeat interval and the silence limit of the
+// links a test makes, and restores them after it, under livenessMu.
+func setLiveness(t *testing.T, every, dead time.Duration) {
+	livenessMu.Lock()
+	oldEvery, oldDead := HeartbeatEvery, DeadAfter
+	HeartbeatEvery, DeadAfter = every, dead
+	livenessMu.Unlock()
+	t.Cleanup(func() {
+		livenessMu.Lock()
+		HeartbeatEvery, DeadAfter = oldEvery, oldDead
+		livenessMu.Unlock()
+	})
 }
 
 // silentPeer is a link to a TCP peer that reads everything and sends only

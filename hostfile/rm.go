@@ -63,6 +63,14 @@ func DetectRM(rm string, getenv func(string) string, readFile func(string) ([]by
 }
 
 func detectSlurm(getenv func(string) string, _ func(string) ([]byte, error)) ([]Entry, bool, error) {
+	// A heterogeneous job's components each have their own nodes and
+	// tasks (SLURM_JOB_NODELIST_HET_GROUP_n...); the plain variables
+	// describe one of them only.
+	for _, v := range []string{"SLURM_HET_SIZE", "SLURM_PACK_SIZE"} {
+		if s := getenv(v); s != "" && s != "1" {
+			return nil, true, fmt.Errorf("%s=%s: a Slurm heterogeneous job; prun does not support those (run it in one component)", v, quote(s))
+		}
+	}
 	for _, v := range []string{"SLURM_JOB_NODELIST", "SLURM_NODELIST"} {
 		if s := getenv(v); s != "" {
 			entries, err := slurm(getenv, v, s)

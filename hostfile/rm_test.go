@@ -170,6 +170,7 @@ func TestDetect(t *testing.T) {
 		{env{"PBS_NODEFILE": "/pbs/missing"}, "PBS_NODEFILE=/pbs/missing: open /pbs/missing: file does not exist"},
 		{env{"PBS_NODEFILE": "/pbs/empty"}, "PBS_NODEFILE /pbs/empty: no hosts"},
 		{env{"PBS_NODEFILE": "/pbs/bad"}, `PBS_NODEFILE /pbs/bad:2: "n2 n3": not a host name or address`},
+		{env{"SLURM_JOB_NODELIST": "a", "SLURM_HET_SIZE": "2"}, `SLURM_HET_SIZE=2: a Slurm heterogeneous job; prun does not support those (run it in one component)`},
 		{env{"PBS_NODEFILE": "/pbs/badname"}, `PBS_NODEFILE /pbs/badname:3: n$: not a host name or address`},
 		{env{"LSB_MCPU_HOSTS": "h1 4 h2"}, "LSB_MCPU_HOSTS=\"h1 4 h2\": h2: host without a slot count"},
 		{env{"LSB_MCPU_HOSTS": "h1 x"}, "LSB_MCPU_HOSTS=\"h1 x\": h1 x: slot count not a number"},

@@ -54,7 +54,7 @@ type Job struct {
 	Place     Placement
 
 	Stdin                int    // --stdin: a rank, or StdinAll, StdinNone
-	PTY                  string // --pty: "true", "false", or "" (on when stdin is a terminal and goes to one rank)
+	PTY                  PTY    // --pty
 	Report               string // --report: write the run's JSON report here
 	ReportStateOnTimeout bool   // --report-state-on-timeout
 	PrintExitCodes       bool   // --print-all-exitcodes: every rank's ending, after the job
@@ -124,6 +124,10 @@ type Launch struct {
 	Fanout    int    // --launch-fanout (0: the default)
 	IfInclude string // --if-include: the control network, CIDR or interface
 	LocalOnly bool   // Hydra's -launcher fork: no node but this one
+	// Agent starts the other nodes' daemons: "ssh" (SSH or --rsh),
+	// "slurm" (one srun step), "" for auto: slurm inside a Slurm
+	// allocation unless --rsh was given, else ssh.
+	Agent string
 	// Ports: the control plane's listeners (the launcher's and the
 	// daemons' that start others) take a port of these ranges, lo to hi
 	// (--port-range, Hydra's MPIEXEC_PORT_RANGE, Open MPI's
@@ -221,7 +225,7 @@ type Placement struct {
 	RankBy      RankPolicy
 	BindTo      BindPolicy // BindTo.Report: --report-bindings
 	MemBind     MemPolicy  // Hydra's -membind
-	Display     []string   // map, map:json, allocation
+	Display     []Display  // --display, in the order asked
 	DoNotLaunch bool
 	Topology    string // --topology: hwloc synthetic description or an XML file
 	LocalHost   string // Hydra's -localhost: this node's name in the host list
@@ -260,3 +264,23 @@ func ArgvString(argv []string) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// PTY is --pty's choice of a terminal for the rank that reads stdin.
+type PTY int
+
+const (
+	PTYAuto PTY = iota // on when prun's stdin is a terminal and goes to one rank
+	PTYOn              // --pty
+	PTYOff             // --pty=false
+)
+
+// Display is what --display shows before the job runs.
+type Display string
+
+const (
+	DisplayMap        Display = "map"        // the map's table
+	DisplayMapJSON    Display = "map:json"   // the map as JSON
+	DisplayAllocation Display = "allocation" // the hosts and slots
+	DisplayTopo       Display = "topo"       // each node's topology
+	DisplayRankMap    Display = "rank-map"   // Hydra's (host:ranks) lines
+)

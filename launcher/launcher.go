@@ -432,7 +432,7 @@ func (r *run) routeStdin(s *startup) (localName string) {
 		go stdinFanout(r.opts.Stdin, pw, remoteStdin)
 	}
 	if f, ok := r.opts.Stdin.(*os.File); ok && localStdin && len(remoteStdin) == 0 && plan.Stdin >= 0 &&
-		(job.PTY == "true" || job.PTY == "" && isTerminal(f)) {
+		(job.PTY == jobspec.PTYOn || job.PTY == jobspec.PTYAuto && isTerminal(f)) {
 		plan.PTY = true
 		if isTerminal(f) {
 			s.tty = f
@@ -548,20 +548,20 @@ func (r *run) closeNodes() {
 func (r *run) display(job *jobspec.Job, m *mapper.Map) int {
 	for _, d := range job.Place.Display {
 		switch d {
-		case "allocation":
+		case jobspec.DisplayAllocation:
 			fmt.Fprint(r.opts.Stdout, displayAllocation(r.alloc, r.allocSource))
-		case "map":
+		case jobspec.DisplayMap:
 			fmt.Fprint(r.opts.Stdout, m.Table())
-		case "map:json":
+		case jobspec.DisplayMapJSON:
 			b, err := m.JSON()
 			if err != nil {
 				r.errorf("%v", err)
 				return ExitFailure
 			}
 			fmt.Fprintf(r.opts.Stdout, "%s\n", b)
-		case "topo":
+		case jobspec.DisplayTopo:
 			fmt.Fprint(r.opts.Stdout, r.displayTopologies(m))
-		case "rank-map":
+		case jobspec.DisplayRankMap:
 			fmt.Fprint(r.opts.Stdout, m.RankMap())
 		}
 	}

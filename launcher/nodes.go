@@ -162,7 +162,13 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 			home = v
 		}
 	}
+	agent, err := remote.ChooseAgent(job.Launch.Agent, job.Launch.Rsh, r.opts.Env)
+	if err != nil {
+		return nil, err
+	}
 	return remote.Start(ctx, remote.Config{
+		Agent:          agent,
+		LaunchEnv:      r.opts.Env,
 		Hosts:          hosts,
 		Logins:         logins(r.alloc, hosts),
 		Exe:            exe,

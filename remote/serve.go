@@ -43,7 +43,14 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		return 1
 	}
 	var b Bootstrap
-	if err := json.Unmarshal(line, &b); err != nil || b.Vertex < 1 || b.Vertex > len(b.Hosts) || b.Fanout < 1 {
+	err = json.Unmarshal(line, &b)
+	if err == nil && b.Agent == AgentSlurm {
+		if err := slurmDaemonEnv(&b); err != nil {
+			logf("%v", err)
+			return 1
+		}
+	}
+	if err != nil || b.Vertex < 1 || b.Vertex > len(b.Hosts) || b.Fanout < 1 {
 		logf("bad bootstrap")
 		return 1
 	}
@@ -55,6 +62,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
 		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&msg{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Data: data})))
 	})
+	if b.Agent == AgentSlurm {
+		n.slurmTerm = make(chan struct{})
+	}
 	for _, kv := range b.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			os.Setenv(k, v)
@@ -63,6 +73,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("%s: bootstrap read", b.Hosts[b.Vertex-1])
 	parent, err := dialParent(b)
 	overSSH := false
+	if err != nil && b.Agent == AgentSlurm {
+		// Several daemons share the step's stdout: no link can run over it.
+		logf("%s: cannot connect to the launcher: %v", n.host, err)
+		return 1
+	}
 	if err != nil {
 		// The parent cannot be reached from here (a firewall, a jump host):
 		// the control plane runs over this SSH session instead.
@@ -166,6 +181,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("hello sent")
 
 	go n.readParent()
+	if b.Agent == AgentSlurm {
+		n.slurmSignals()
+	}
 	why := <-n.gone
 	n.out.kill()
 	n.calls.fail(errors.New(n.host + ": daemon ending"))
@@ -207,6 +225,8 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 	var addrs []string
 	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && b.IfInclude == "" {
 		addrs = append(addrs, f[0])
+	} else if b.hint != "" && b.IfInclude == "" && slices.Contains(b.ParentAddrs, b.hint) {
+		addrs = append(addrs, b.hint)
 	}
 	for _, a := range b.ParentAddrs {
 		if len(addrs) == 0 || a != addrs[0] {
@@ -270,17 +290,18 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 // node is a remote daemon's side of the control plane; it is the
 // daemon.Upstream of the node's Daemon.
 type node struct {
-	boot   Bootstrap
-	me     int
-	host   string
-	parent *ctl.Link
-	kids   *spawner
-	d      *daemon.Daemon
-	topo   *topology.Topology
-	calls  calls
-	coll   *collectives // the collectives pending at this vertex (coll.go)
-	stdin  stdinPipe
-	out    *outCredit // the output window (output.go)
+	boot      Bootstrap
+	slurmTerm chan struct{} // closed when Slurm signalled the step (AgentSlurm only)
+	me        int
+	host      string
+	parent    *ctl.Link
+	kids      *spawner
+	d         *daemon.Daemon
+	topo      *topology.Topology
+	calls     calls
+	coll      *collectives // the collectives pending at this vertex (coll.go)
+	stdin     stdinPipe
+	out       *outCredit // the output window (output.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
 	vertOnce  sync.Once
@@ -484,7 +505,10 @@ func (n *node) SetSourceInfo(src iof.Source, host string, pid int) {
 
 func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &msg{Src: src, Stream: st}) }
 
-func (n *node) Event(ev daemon.Event) { n.sendUp(tEvent, &msg{Event: &ev}) }
+func (n *node) Event(ev daemon.Event) {
+	n.holdSlurmKill(ev)
+	n.sendUp(tEvent, &msg{Event: &ev})
+}
 
 // Fence is this node's contribution to a collective, combined along the
 // tree (coll.go).

@@ -47,6 +47,13 @@ type Bootstrap struct {
 	Ports          [][2]int // the listeners' port ranges, when the user chose some
 	Env            []string // the launcher's settings for daemons and ranks (MCA variables, ...)
 	OutWindow      int      // output bytes a node may send unacknowledged (output.go; 0: outWindow(len(Hosts)))
+	// Agent is how the launcher started the daemons: "" (SSH or --rsh) or
+	// AgentSlurm (one srun step: every daemon is the launcher's child,
+	// finds its vertex by its node name, and has no SSH session to fall
+	// back on for its link).
+	Agent string `json:",omitempty"`
+
+	hint string // the parent's likely address, tried first (not sent)
 }
 
 // Login is how a node is logged in to, beyond its name: the host list's
@@ -101,6 +108,8 @@ type spawner struct {
 	sessions map[int]*rsh.Session
 	closing  bool
 	local    net.IP // this end's address of the first child link
+	step     *step  // the Slurm step of the children's daemons (AgentSlurm)
+	env      []string
 }
 
 func (s *spawner) localIP() net.IP {
@@ -127,6 +136,10 @@ func (s *spawner) start() {
 		return
 	}
 	go s.accept()
+	if s.boot.Agent == AgentSlurm {
+		s.startStep(kids, s.env)
+		return
+	}
 	sem := make(chan struct{}, maxParallelStarts)
 	for _, c := range kids {
 		go func() {
@@ -321,7 +334,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 			closing := s.closing
 			s.mu.Unlock()
 			if !closing {
-				s.fail(v, fmt.Errorf("lost the connection to its daemon: %v", err))
+				s.fail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
 			}
 			return
 		}
@@ -401,8 +414,11 @@ func (s *spawner) broadcast(typ uint8, payload []byte) {
 func (s *spawner) close() {
 	s.mu.Lock()
 	s.closing = true
-	links, sessions := s.links, s.sessions
+	links, sessions, st := s.links, s.sessions, s.step
 	s.mu.Unlock()
+	if st != nil {
+		st.close(3 * time.Second)
+	}
 	s.cancel()
 	s.ln.Close()
 	for _, l := range links {
@@ -427,6 +443,12 @@ func (s *spawner) waitSessions(d time.Duration) {
 		for _, sess := range sessions {
 			sess.Wait()
 		}
+		s.mu.Lock()
+		st := s.step
+		s.mu.Unlock()
+		if st != nil {
+			<-st.ended
+		}
 		close(done)
 	}()
 	select {
@@ -440,6 +462,11 @@ func (s *spawner) waitSessions(d time.Duration) {
 func (s *spawner) dumpStderr(w io.Writer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.step != nil {
+		for _, l := range strings.Split(strings.TrimSpace(s.step.out.String()), "\n") {
+			fmt.Fprintf(w, "[srun] %s\n", l)
+		}
+	}
 	for v, sess := range s.sessions {
 		for _, l := range strings.Split(strings.TrimSpace(sess.Stderr()), "\n") {
 			if l != "" {

@@ -48,6 +48,11 @@ type Config struct {
 	// have, of how many (--show-progress). It is called in order, before
 	// the launch can go on, with the tree locked: it must not call the tree.
 	OnHello func(up, of int)
+	// Agent starts the daemons: AgentSSH ("" too) or AgentSlurm, with
+	// LaunchEnv the environment of srun (the launcher's, with the job's
+	// SLURM_* variables).
+	Agent     string
+	LaunchEnv []string
 }
 
 // closeCall is the id of the closing broadcast's answers; calls numbers
@@ -101,6 +106,11 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	if cfg.Fanout < 1 {
 		cfg.Fanout = DefaultFanout
 	}
+	agent := ""
+	if cfg.Agent == AgentSlurm {
+		// One step starts every daemon: all are the launcher's children.
+		agent, cfg.Fanout, cfg.CopyExe = AgentSlurm, max(1, len(cfg.Hosts)), false
+	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
@@ -131,7 +141,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		func(v int, body []byte) { t.kids.send(v, tOutputAck, frame(uint32(v), toLauncher, body)) }, up.Event)
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Logins: cfg.Logins, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
-		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin}
+		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.kids.sent = func(typ uint8, n int) {
 		switch typ {
@@ -142,6 +152,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 			t.stats.frame(false, n)
 		}
 	}
+	t.kids.env = cfg.LaunchEnv
 	t.kids.start()
 	select {
 	case <-t.ready:

@@ -111,6 +111,11 @@ func Up(n int, dir string, logf func(string, ...any), who string) (*Cluster, err
 	return c, nil
 }
 
+// Lock takes the cluster lock exclusively, as Start does, for other test
+// clusters that add and remove interfaces (internal/slurmtest): one at a
+// time, and never while a Quiet test runs. Closing the file releases it.
+func Lock(logf func(string, ...any), who string) (*os.File, error) { return acquire(logf, who) }
+
 // acquire takes the cluster lock, waiting for another holder to finish.
 func acquire(logf func(string, ...any), who string) (*os.File, error) {
 	f, err := lockFile(syscall.LOCK_EX, logf)

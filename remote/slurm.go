@@ -1,0 +1,346 @@
+package remote
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"prun/daemon"
+	"prun/internal/sigcatch"
+)
+
+// Launch agents: how a vertex starts its children's daemons.
+const (
+	AgentSSH   = "ssh"   // one SSH (or --rsh) session per child, a tree of them
+	AgentSlurm = "slurm" // one Slurm step (srun) for every daemon, all children of the launcher
+)
+
+// ChooseAgent resolves -launcher: "slurm" inside a Slurm allocation (its job
+// id and node list in env) unless an --rsh command was given, else "ssh"
+// for "" or "auto"; an explicit word stays. Slurm outside an allocation is
+// an error.
+func ChooseAgent(want, rshCmd string, env []string) (string, error) {
+	get := func(k string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	inAlloc := (get("SLURM_JOB_ID") != "" || get("SLURM_JOBID") != "") &&
+		(get("SLURM_JOB_NODELIST") != "" || get("SLURM_NODELIST") != "")
+	switch want {
+	case "", "auto":
+		if inAlloc && rshCmd == "" {
+			return AgentSlurm, nil
+		}
+		return AgentSSH, nil
+	case AgentSlurm:
+		if !inAlloc {
+			return "", errors.New("-launcher slurm: not inside a Slurm allocation (no SLURM_JOB_ID and SLURM_JOB_NODELIST)")
+		}
+		return AgentSlurm, nil
+	}
+	return AgentSSH, nil
+}
+
+// srunArgs is the step that starts one daemon on each of hosts: one task
+// per node on exactly those nodes, no CPU or memory binding (the daemon
+// binds its ranks itself; the step holds all of the job's CPUs on its
+// nodes, as a step does without --exact), no MPI plugin of Slurm's, other
+// steps allowed beside it (--overlap: the ranks' own srun, a second prun),
+// and stdin broadcast to every task (the bootstrap, then EOF when the
+// launcher lets go). The daemons print nothing on stdout; stderr says why
+// a step or a task ended (srun's own lines too).
+func srunArgs(hosts []string, argv []string) []string {
+	n := fmt.Sprint(len(hosts))
+	a := []string{"--job-name=prun-daemons", "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1",
+		"--nodelist=" + strings.Join(hosts, ","), "--cpu-bind=none", "--mem-bind=none", "--mpi=none",
+		"--overlap", "--input=all", "--kill-on-bad-exit=0"}
+	return append(a, argv...)
+}
+
+// step is the Slurm step running a vertex's children's daemons.
+type step struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    tailBuffer
+	ended  chan struct{}
+	err    error // after ended: how srun exited
+	closed sync.Once
+}
+
+// startStep launches every child of the launcher as one srun step. Each
+// daemon reads the same bootstrap (Vertex 0: it finds its own vertex by
+// its Slurm node name) from the step's stdin, which srun broadcasts: the
+// secret is on no command line and in no environment, and goes no further
+// than Slurm's own I/O connections to the nodes. srun dies with the
+// launcher (PR_SET_PDEATHSIG; srun forwards SIGTERM to the step), and the
+// daemons end when their stdin closes or their link to the launcher goes.
+func (s *spawner) startStep(kids []int, env []string) {
+	b := s.boot
+	b.Vertex = 0
+	line, err := json.Marshal(b)
+	if err != nil {
+		s.failAll(kids, err)
+		return
+	}
+	srun, err := exec.LookPath("srun")
+	if err != nil {
+		s.failAll(kids, errors.New("-launcher slurm: srun not found on PATH"))
+		return
+	}
+	hosts := make([]string, len(kids))
+	for i, v := range kids {
+		hosts[i] = s.host(v)
+	}
+	st := &step{ended: make(chan struct{})}
+	cmd := exec.Command(srun, srunArgs(hosts, daemonCommand(b.Exe))...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = &st.out, &st.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	if st.stdin, err = cmd.StdinPipe(); err != nil {
+		s.failAll(kids, err)
+		return
+	}
+	st.cmd = cmd
+	started := make(chan error, 1)
+	go func() {
+		// PR_SET_PDEATHSIG follows the forking thread: this goroutine keeps
+		// it until srun is reaped.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		st.err = cmd.Wait()
+		close(st.ended)
+	}()
+	if err := <-started; err != nil {
+		s.failAll(kids, fmt.Errorf("srun: %v", err))
+		return
+	}
+	s.mu.Lock()
+	s.step = st
+	s.mu.Unlock()
+	st.stdin.Write(append(line, '\n')) // the pipe holds it: srun reads it once the step runs
+	go func() {
+		select {
+		case <-st.ended:
+		case <-s.ctx.Done():
+			return
+		}
+		// The step ended with the daemons still needed (scancel, a node
+		// lost, a daemon that could not start).
+		why := st.reason()
+		for _, v := range kids {
+			s.fail(v, fmt.Errorf("%s", why))
+		}
+	}()
+	go func() {
+		wait := b.ConnectTimeout + 10*time.Second
+		select {
+		case <-st.ended:
+		case <-s.ctx.Done():
+		case <-time.After(wait):
+			s.mu.Lock()
+			var missing []int
+			for _, v := range kids {
+				if s.links[v] == nil {
+					missing = append(missing, v)
+				}
+			}
+			s.mu.Unlock()
+			for _, v := range missing {
+				s.fail(v, fmt.Errorf("the daemon (Slurm step of srun) did not connect back to port %d of %s within %v: %s",
+					b.ParentPort, strings.Join(b.ParentAddrs, ", "), wait, st.out.last()))
+			}
+		}
+	}()
+}
+
+func (s *spawner) failAll(kids []int, err error) {
+	for _, v := range kids {
+		s.fail(v, err)
+	}
+}
+
+// reason says how the step ended, from srun's exit and its last words
+// ("slurmstepd: error: *** STEP 12.0 ON n1 CANCELLED AT ... ***").
+func (st *step) reason() string {
+	how := "exited"
+	var ee *exec.ExitError
+	if errors.As(st.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = "killed by " + ws.Signal().String()
+		} else {
+			how = fmt.Sprintf("exited with status %d", ee.ExitCode())
+		}
+	}
+	msg := "the daemons' Slurm step ended (srun " + how + ")"
+	if l := st.out.last(); l != "" {
+		msg += ": " + l
+	}
+	return msg
+}
+
+// stepReason adds the step's end to a lost link's error when the step
+// ended too (the link usually goes first): what Slurm did is the news.
+func (s *spawner) stepReason(err error) error {
+	s.mu.Lock()
+	st := s.step
+	s.mu.Unlock()
+	if st == nil {
+		return err
+	}
+	select {
+	case <-st.ended:
+	case <-time.After(2 * time.Second):
+		return err
+	}
+	return errors.New(st.reason())
+}
+
+// close lets the step go: stdin's EOF ends every daemon (they end anyway
+// when their links close); srun, if it outlives them by the grace (a node
+// that stopped answering), is killed, which Slurm counts as the step's end.
+func (st *step) close(grace time.Duration) {
+	st.closed.Do(func() {
+		st.stdin.Close()
+		go func() {
+			select {
+			case <-st.ended:
+			case <-time.After(grace):
+				st.cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-st.ended:
+				case <-time.After(grace):
+					st.cmd.Process.Kill()
+				}
+			}
+		}()
+	})
+}
+
+// tailBuffer keeps the last lines srun and the daemons wrote.
+type tailBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 16<<10 {
+		t.b = append([]byte(nil), t.b[len(t.b)-8<<10:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// last is the most telling line: Slurm's "***" line if any, else the
+// last error, else the last line.
+func (t *tailBuffer) last() string {
+	lines := strings.Split(strings.TrimSpace(t.String()), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "***") {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if bytes.Contains([]byte(lines[i]), []byte("error")) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// slurmSignals makes a daemon of a Slurm step end cleanly when Slurm ends
+// the step (scancel, the time limit, a failed node of the job: SIGCONT and
+// SIGTERM to every process of the step, SIGKILL after KillWait): it tells
+// the launcher first, so that prun's exit names Slurm rather than the
+// ranks' deaths by the same SIGTERM, then kills its ranks and removes its
+// session directory. The launcher ends the step by closing its stdin.
+func (n *node) slurmSignals() {
+	k, err := sigcatch.Catch(4, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if err != nil {
+		return
+	}
+	go func() {
+		sig := (<-k.C).(syscall.Signal)
+		why := fmt.Sprintf("Slurm ended the daemons' step (%s: scancel, the job's time limit or a failed node)", unix.SignalName(sig))
+		n.sendUp(tFailed, &msg{Host: n.host, Err: why})
+		close(n.slurmTerm)
+		n.end(why)
+	}()
+}
+
+// holdSlurmKill holds back, a short while, the news of a rank killed by
+// SIGTERM in a Slurm step: Slurm signals the daemon and its ranks at once,
+// and the daemon's own word (slurmSignals) must reach the launcher first.
+func (n *node) holdSlurmKill(ev daemon.Event) {
+	if n.slurmTerm == nil || ev.Kind != daemon.ProcExited || ev.Signal != syscall.SIGTERM {
+		return
+	}
+	select {
+	case <-n.slurmTerm:
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// stepVars are the variables a Slurm step gives its tasks that describe
+// the daemons' step, not the job: the ranks a daemon starts must not take
+// them for their own (an MPI library would think srun launched it).
+func stepVar(k string) bool {
+	switch k {
+	case "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASK_PID", "SLURM_GTIDS", "SLURM_NTASKS", "SLURM_NPROCS",
+		"SLURM_STEPID", "SLURM_DISTRIBUTION", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_PRIO_PROCESS", "SLURM_UMASK",
+		"SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_MPI_TYPE", "SLURM_LABELIO":
+		return true
+	}
+	return strings.HasPrefix(k, "SLURM_STEP_") || strings.HasPrefix(k, "SLURM_SRUN_") || strings.HasPrefix(k, "SLURM_CPU_BIND")
+}
+
+// slurmDaemonEnv prepares a daemon started by the step: it finds its
+// vertex by its Slurm node name and drops the step's variables.
+func slurmDaemonEnv(b *Bootstrap) error {
+	b.hint = os.Getenv("SLURM_LAUNCH_NODE_IPADDR") // the launcher's node, as SSH_CONNECTION says for SSH
+	name := os.Getenv("SLURMD_NODENAME")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	for i, h := range b.Hosts {
+		if h == name {
+			b.Vertex = i + 1
+		}
+	}
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); stepVar(k) {
+			os.Unsetenv(k)
+		}
+	}
+	if b.Vertex == 0 {
+		return fmt.Errorf("this node (%s) is not among the daemons' hosts", name)
+	}
+	return nil
+}
