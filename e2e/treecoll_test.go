@@ -25,9 +25,9 @@ type treeReport struct {
 			MsgsIn  int `json:"messages_in"`
 			MsgsOut int `json:"messages_out"`
 		} `json:"collective_traffic"`
-		MaxIn    int `json:"max_collective_messages_in"`
-		MaxOut   int `json:"max_collective_messages_out"`
-		Failed   int `json:"collectives_failed"`
+		MaxIn    int     `json:"max_collective_messages_in"`
+		MaxOut   int     `json:"max_collective_messages_out"`
+		Failed   int     `json:"collectives_failed"`
 		Startup  traffic `json:"startup"`
 		Launch   traffic `json:"launch"`
 		Teardown traffic `json:"teardown"`
