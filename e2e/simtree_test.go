@@ -55,15 +55,11 @@ func TestSimulatedTree(t *testing.T) {
 	if tr.MaxIn != 4 || tr.MaxOut != 4 {
 		t.Errorf("a fence of every node cost the launcher %d messages in, %d out; want 4 each", tr.MaxIn, tr.MaxOut)
 	}
-	// Start-up and teardown go along the tree, but today every daemon's
-	// hello and closing answer reach the launcher: one each per daemon.
-	// The plan goes down as one broadcast: a message per launcher child.
-	if tr.Launch.MsgsOut != 4 {
-		t.Errorf("the plan cost the launcher %d messages, want 4 (one per child)", tr.Launch.MsgsOut)
-	}
-	if tr.Startup.MsgsIn != nodes || tr.Teardown.MsgsIn != nodes || tr.Teardown.MsgsOut != 4 {
-		t.Errorf("startup %d messages in, teardown %d in, %d out; want %d, %d, 4", tr.Startup.MsgsIn, tr.Teardown.MsgsIn,
-			tr.Teardown.MsgsOut, nodes, nodes)
+	// Start-up goes along the tree, but every daemon's hello reaches the
+	// launcher; the answers to the closing broadcast combine on the way.
+	if tr.Startup.MsgsIn != nodes || tr.Teardown.MsgsIn != 4 || tr.Teardown.MsgsOut != 4 {
+		t.Errorf("startup %d messages in, teardown %d in, %d out; want %d, 4, 4", tr.Startup.MsgsIn, tr.Teardown.MsgsIn,
+			tr.Teardown.MsgsOut, nodes)
 	}
 	t.Logf("took %v; launcher peak RSS %d KiB", r.dur, rep.Launcher.MaxRSSKiB)
 }

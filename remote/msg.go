@@ -52,6 +52,7 @@ const (
 	tColl                         // up: a subtree's combined contribution to a collective (coll.go)
 	tCollDone                     // down: a collective's result, to a child that contributed
 	tCollFail                     // down (broadcast): nodes lost; their collectives fail
+	tClosed                       // up: a subtree closed (Count: its daemons that did), the closing broadcast's answer
 )
 
 // Vertex addresses in a frame's routing header.
@@ -101,6 +102,7 @@ type msg struct {
 	Stream  iof.Stream         `json:",omitzero"`
 	Coll    string             `json:",omitzero"` // a collective's key (coll.go)
 	Verts   []int              `json:",omitzero"` // vertices, as ranges (packVerts)
+	Count   int                `json:",omitzero"`
 }
 
 // entries are published names; their values keep their types.

@@ -85,7 +85,7 @@ type Tree struct {
 	planJSON      []byte
 	broadcastPlan *daemon.Plan // the plan last broadcast (Launch)
 
-	closeAnswers chan struct{} // one per node that answered the closing broadcast
+	closeAnswers chan int // daemons that answered the closing broadcast, a subtree at a time (tClosed)
 
 	vertOnce sync.Once
 	verts    map[string]int // host -> vertex (Via)
@@ -390,17 +390,19 @@ func (t *Tree) Close() error {
 	t.mu.Unlock()
 	t.stats.setPhase(phaseTeardown)
 	if live > 0 {
-		answered := make(chan struct{}, live)
+		answered := make(chan int, live)
 		t.mu.Lock()
 		t.closeAnswers = answered
 		t.mu.Unlock()
-		// One broadcast; every node answers to the same reserved id.
+		// One broadcast; the answers combine along the tree (each daemon
+		// answers for its subtree once its children have: serve.go).
 		t.kids.broadcast(tClose, frame(toBroadcast, toLauncher, encode(&msg{ID: closeCall})))
 		deadline := time.After(5 * time.Second)
 	wait:
-		for i := 0; i < live; i++ {
+		for got := 0; got < live; {
 			select {
-			case <-answered:
+			case k := <-answered:
+				got += k
 			case <-deadline:
 				break wait
 			}
@@ -577,14 +579,17 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		up.Namespaces(func(ns []string) { reply(&msg{Names: ns}) })
 	case tProcTable:
 		up.ProcTable(m.Nspace, func(pt []pmixsrv.ProcInfo, err error) { reply(errOf(&msg{Table: pt}, err)) })
-	case tReply:
+	case tClosed:
 		t.mu.Lock()
 		answered := t.closeAnswers
 		t.mu.Unlock()
-		if m.ID == closeCall && answered != nil {
-			answered <- struct{}{}
-			return
+		if answered != nil && m.Count > 0 {
+			select {
+			case answered <- m.Count:
+			default: // more answers than daemons: a confused subtree, not worth a wait
+			}
 		}
+	case tReply:
 		if f := t.calls.take(m.ID); f != nil {
 			f(m)
 		}
