@@ -109,6 +109,7 @@ bench: build
 	$(GO) run ./bench/launch
 	$(GO) run ./bench/cluster
 	$(GO) run ./bench/slurm
+	$(GO) run ./bench/dvm
 
 # Kept out of `bench`: it takes tens of minutes (docs/scaling.md). Simulated
 # clusters of 256 to 1,024 daemons (one machine, testdata/simrsh.sh), then

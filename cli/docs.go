@@ -21,7 +21,7 @@ type flagGroup struct {
 var flagGroups = []flagGroup{
 	{"processes", "Processes", []string{"np", "x", "wdir", "path", "app", "timeout", "stdin", "pty", "pmi", "pmi-port", "usize",
 		"max-restarts", "continuous", "enable-recovery", "disable-recovery", "report-child-jobs-separately",
-		"index-argv-by-rank", "set-cwd-to-session-dir", "help", "version"}},
+		"index-argv-by-rank", "set-cwd-to-session-dir", "pset", "help", "version"}},
 	{"placement", "Placement", []string{"host", "hostfile", "default-hostfile", "add-host", "rmk", "max-vm-size", "order-nodes",
 		"localhost", "map-by", "rank-by", "bind-to", "rankfile", "membind", "cpu-set", "topology", "display", "do-not-launch",
 		"report-bindings"}},
@@ -32,6 +32,7 @@ var flagGroups = []flagGroup{
 		"preload-files", "nameserver", "debug-daemons"}},
 	{"debugging", "Debugging", []string{"debug", "debugger", "verbose", "profile", "report-state-on-timeout", "get-stack-traces",
 		"xterm", "report-pid", "report-uri", "output-proctable"}},
+	{"dvm", "Persistent runtime (prun dvm)", []string{"dvm", "wait"}},
 	{"compatibility", "mpirun's older spellings", []string{"oversubscribe", "nolocal", "npernode", "pernode", "use-hwthread-cpus",
 		"cpus-per-proc", "bynode", "machinefile", "launch-agent", "tv", "allow-run-as-root"}},
 }

@@ -207,7 +207,6 @@ func TestRefusedFlags(t *testing.T) {
 	env, _ := testEnv(t)
 	for args, want := range map[string]string{
 		"-ompi-server file:/x ./app": "--ompi-server: prun does not speak Open MPI's ompi-server protocol: run hydra_nameserver and give -nameserver",
-		"--dvm ./app":                "--dvm: prun keeps no persistent virtual machine",
 		"--hnp uri ./app":            "--hnp: prun keeps no persistent virtual machine",
 		"-report-events x ./app":     "--report-events: prun reports a run's events in one JSON file instead: --report FILE",
 		"-gpus-per-proc 2 ./app":     "--gpus-per-proc: prun assigns no GPUs",
@@ -216,7 +215,7 @@ func TestRefusedFlags(t *testing.T) {
 			t.Errorf("%s: %v, want %q", args, err, want)
 		}
 	}
-	if _, err := Parse(strings.Fields("--dvm=false ./app"), env); err != nil {
-		t.Errorf("--dvm=false: %v", err)
+	if j, err := Parse(strings.Fields("--dvm x --wait ./app"), env); err != nil || j.Job.DVM != "x" || !j.Job.DVMWait {
+		t.Errorf("--dvm x --wait: %v", err)
 	}
 }

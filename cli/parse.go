@@ -153,6 +153,8 @@ type globalOpts struct {
 	appFile       string             // --app FILE: the contexts come from FILE (appfile.go)
 	quiet         bool
 	reportPID     string
+	dvm           string
+	dvmWait       bool
 	reportURI     string
 	proctable     string
 	preloadBin    bool
@@ -195,6 +197,7 @@ type contextOpts struct {
 	env      []string
 	wdir     string
 	path     string // --path: where to look for the program instead of PATH
+	pset     string // --pset: this context's process set name
 	envNone  bool
 	envAll   bool     // Hydra's -envall: this context keeps the environment despite -genvnone
 	hosts    []string // --host given in a context after the first (mpirun's per-context -H)
@@ -424,7 +427,6 @@ var refusedFlags = []struct {
 	noValue   bool
 }{
 	{name: "ompi-server", why: "prun does not speak Open MPI's ompi-server protocol: run hydra_nameserver and give -nameserver HOST[:PORT] to every launch that shares names"},
-	{name: "dvm", why: "prun keeps no persistent virtual machine: each launch starts its daemons and takes them down", noValue: true},
 	{name: "hnp", why: "prun keeps no persistent virtual machine to attach to: each launch starts its own daemons"},
 	{name: "report-events", why: "prun reports a run's events in one JSON file instead: --report FILE (docs/report.md)"},
 	{name: "gpus-per-proc", why: "prun assigns no GPUs: set CUDA_VISIBLE_DEVICES (or ZE_AFFINITY_MASK) per rank, e.g. from PRUN_LOCAL_RANK in a wrapper script"},
@@ -516,6 +518,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.appFile, "configfile", "", "same as --app (Hydra's -configfile)")
 	_ = fs.MarkHidden("configfile")
 	fs.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices about the ranks (how a failed rank ended, Open MPI's help messages): the exit status tells")
+	fs.StringVar(&g.dvm, "dvm", "", "run in the persistent runtime `NAME` (or at its directory) started by prun dvm start; default: PRUN_DVM, else this allocation's or this user's default DVM when one runs, else standalone")
+	fs.BoolVar(&g.dvmWait, "wait", false, "with a DVM: a job that does not fit its free slots waits for them instead of being refused")
 	fs.StringVar(&g.reportPID, "report-pid", "", "print prun's process id to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.BoolVar(&g.indexArgv, "index-argv-by-rank", false, "each process's argv[0] ends in -RANK (ps tells the ranks apart)")
 	fs.StringVar(&g.xterm, "xterm", "", "run the `RANKS` (0,2-3, or -1 for all) each in an xterm window of its own (xterm -e; its node needs xterm and a DISPLAY, -x DISPLAY=...); a trailing ! keeps the windows open after the rank ends (mpirun's)")
@@ -589,6 +593,7 @@ func addContextFlags(fs *pflag.FlagSet, c *contextOpts) {
 	fs.StringVar(&c.wdir, "wd", "", "same as --wdir")
 	_ = fs.MarkHidden("wd")
 	fs.StringVar(&c.path, "path", "", "look for the program in `DIRS` (colon-separated) instead of PATH")
+	fs.StringVar(&c.pset, "pset", "", "name this context's processes as the PMIx process set `NAME` (PRRTE's --pset; default: NSPACE.appN)")
 	fs.BoolVar(&c.envNone, "envnone", false, "pass none of the launching environment to this context's processes, only -x/-env/--mca variables (Hydra's -envnone)")
 	fs.BoolVar(&c.envAll, "envall", false, "pass the launching environment to this context's processes despite -genvnone (Hydra's -envall)")
 	_ = fs.MarkHidden("envall")
@@ -854,6 +859,7 @@ func (p *parser) processes() error {
 		job.UnivSize = n
 	}
 	job.Quiet, job.ReportPID, job.ReportURI, job.OutputProctable = g.quiet, g.reportPID, g.reportURI, g.proctable
+	job.DVM, job.DVMWait = g.dvm, g.dvmWait
 	job.PreloadBinary, job.ShowProgress, job.EnableRecovery = g.preloadBin, g.progress, g.recovery
 	job.PrimaryStatus = g.primaryStatus
 	if g.maxRestarts < 0 {
@@ -889,6 +895,16 @@ func (p *parser) processes() error {
 			return usagef("--xterm %s: %v", g.xterm, err)
 		}
 		job.Xterm = x
+	}
+	psets := map[string]int{}
+	for i, a := range job.Apps {
+		if a.Pset == "" {
+			continue
+		}
+		if j, dup := psets[a.Pset]; dup {
+			return usagef("--pset %s in application contexts %d and %d: each context is a process set of its own", a.Pset, j+1, i+1)
+		}
+		psets[a.Pset] = i
 	}
 	if g.cwdSession {
 		for i, given := range p.wdirGiven {
@@ -1404,7 +1420,10 @@ func buildApp(i, n int, rest []string, c *contextOpts, env Env) (jobspec.App, er
 	if c.np == 0 && c.npSet {
 		return jobspec.App{}, usagef("-n 0%s: at least one process is needed", where)
 	}
-	app := jobspec.App{Argv: rest, NP: c.np, Wdir: c.wdir, EnvNone: c.envNone}
+	if strings.ContainsAny(c.pset, ", \t\n") {
+		return jobspec.App{}, usagef("--pset %q%s: a process set's name has no commas or spaces", c.pset, where)
+	}
+	app := jobspec.App{Argv: rest, NP: c.np, Wdir: c.wdir, EnvNone: c.envNone, Pset: c.pset}
 	for _, x := range c.env {
 		kv, err := exportVar(x, env)
 		if err != nil {

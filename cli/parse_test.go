@@ -124,6 +124,8 @@ func TestUsageErrors(t *testing.T) {
 		{"-n 1 ./app : --timeout 3 ./app", "--timeout is a global option"},
 		{"-x 1BAD=3 ./app", "not a valid environment variable name"},
 		{"--timeout abc ./app", "--timeout abc: want a positive number"},
+		{"--pset a -n 1 ./app : --pset a -n 1 ./app", "--pset a in application contexts 1 and 2"},
+		{"--pset a,b -n 1 ./app", "a process set's name has no commas or spaces"},
 		{"--timeout -3 ./app", "want a positive number"},
 		{"-n two ./app", `--np "two": want a whole number`},
 		{"--launch-fanout 1x -n 1 ./app", `--launch-fanout "1x": want a whole number`},
@@ -487,6 +489,9 @@ func TestMoreSpellings(t *testing.T) {
 	}
 	if j := parse("--output-proctable=+ -n 1 ./app"); j.OutputProctable != "+" {
 		t.Errorf("--output-proctable=+: %q", j.OutputProctable)
+	}
+	if j := parse("--pset left -n 1 ./app : -n 1 ./app"); j.Apps[0].Pset != "left" || j.Apps[1].Pset != "" {
+		t.Errorf("--pset: %q %q", j.Apps[0].Pset, j.Apps[1].Pset)
 	}
 	if j := parse("--report-uri + -n 1 ./app"); j.ReportURI != "+" {
 		t.Errorf("--report-uri: %q", j.ReportURI)

@@ -147,9 +147,20 @@ type Config struct {
 	BaseEnv []string        // environment the ranks inherit
 	Stdin   io.Reader       // the launcher's stdin (nil: none); see StdinStopper
 	TTY     *os.File        // the launcher's terminal, for a --pty rank's window size (nil: none)
+	// JobIO, when set, gives each job its own Stdin, TTY and BaseEnv: a
+	// persistent runtime's jobs each have a submitter (prun dvm).
+	JobIO func(nspace string) JobIO
 	// Network is the network of a job across nodes (nil on one node): the
 	// MPI libraries are pointed at it.
 	Network *Network
+}
+
+// JobIO is what a submitter gives its job on the runtime's node: the
+// submitter's stdin, terminal and environment.
+type JobIO struct {
+	Stdin   io.Reader
+	TTY     *os.File
+	BaseEnv []string
 }
 
 // Network is the network a node shares with the others.
@@ -178,6 +189,8 @@ type Daemon struct {
 	refusedUIDs map[int]bool // uids whose refused connections were reported (refuse.go)
 
 	ckpt map[pmixsrv.Proc]ckptMethod // how each process asked to be checkpointed (jobctrl.go)
+
+	delivering sync.WaitGroup // events being handed to the library (DeliverEvent)
 }
 
 // New starts the node's PMIx server.
@@ -287,8 +300,37 @@ func (d *Daemon) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error))
 }
 
 // DeliverEvent notifies local clients of an event raised elsewhere.
+// Close waits for such deliveries, but for a debugger release, which the
+// library may hold (its debugger aggregator does): a job's end reaches its
+// node's tools before the server goes.
 func (d *Daemon) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
+	if code != pmixsrv.DebuggerRelease {
+		d.delivering.Add(1)
+		defer d.delivering.Done()
+	}
+	info = append(info[:len(info):len(info)], pmixsrv.Info{Key: keyRelayed, Value: true})
 	return d.srv.Notify(code, source, rng, info)
+}
+
+// keyRelayed marks the events the daemon hands its server (DeliverEvent):
+// libpmix 4.2.2 gives the host's own events back to its notify_event upcall
+// like a client's, and host.NotifyEvent must not send them on again (every
+// node would pass each back and forth without end).
+const keyRelayed = "prun.relayed"
+
+// DeliverEventAsync is DeliverEvent off the caller's goroutine (a link's
+// reader must not wait for the library), counted for Close before it
+// returns, so a close read right after it still waits for it.
+func (d *Daemon) DeliverEventAsync(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
+	if code == pmixsrv.DebuggerRelease { // not waited for (DeliverEvent)
+		go d.DeliverEvent(code, source, rng, info)
+		return
+	}
+	d.delivering.Add(1)
+	go func() {
+		defer d.delivering.Done()
+		d.DeliverEvent(code, source, rng, info)
+	}()
 }
 
 // Close kills whatever still runs, deregisters every job and stops the PMIx
@@ -310,12 +352,37 @@ func (d *Daemon) Close() error {
 	if d.fillWait != nil {
 		d.fillWait()
 	}
+	waitFor(&d.delivering, 5*time.Second)
 	d.srv.Abandon()
 	return nil
+}
+
+// Forget ends a job on this node for good: whatever still runs is killed
+// and reaped, and the namespace is deregistered. A persistent runtime
+// forgets each job once it is over; a launch forgets its jobs at Close.
+func (d *Daemon) Forget(nspace string) {
+	d.mu.Lock()
+	sh := d.shells[nspace]
+	delete(d.shells, nspace)
+	d.mu.Unlock()
+	if sh != nil {
+		sh.close()
+		d.srv.DeregisterNspace(nspace)
+	}
 }
 
 func (d *Daemon) shell(nspace string) *shell {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.shells[nspace]
+}
+
+// waitFor waits for wg, at most d.
+func waitFor(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }

@@ -171,6 +171,9 @@ func (h host) NotifyEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.
 	case pmixsrv.RangeRM, pmixsrv.RangeLocal, pmixsrv.RangeProcLocal:
 		return nil
 	}
+	if _, relayed := pmixsrv.Lookup(info, keyRelayed); relayed {
+		return nil // routed already: the host handed it to the library (DeliverEvent)
+	}
 	h.d.up.NotifyEvent(h.d.cfg.Name, code, source, rng, info)
 	return nil
 }
@@ -193,17 +196,10 @@ func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv
 					h.d.up.Namespaces(func(ns []string) { ch <- ns })
 					out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(<-ch, ",")})
 				case pmixsrv.KeyQueryProcTable, pmixsrv.KeyQueryLocalProcTable:
-					type answer struct {
-						t   []pmixsrv.ProcInfo
-						err error
-					}
-					ch := make(chan answer, 1)
-					h.d.up.ProcTable(nspace, func(t []pmixsrv.ProcInfo, err error) { ch <- answer{t, err} })
-					a := <-ch
-					if a.err != nil {
+					table, err := h.procTable(nspace)
+					if err != nil {
 						continue
 					}
-					table := a.t
 					if k == pmixsrv.KeyQueryLocalProcTable {
 						local := table[:0:0]
 						for _, pi := range table {
@@ -214,6 +210,20 @@ func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv
 						table = local
 					}
 					out = append(out, pmixsrv.Info{Key: k, Value: table})
+				case pmixsrv.KeyQueryJobStatus:
+					if table, err := h.procTable(nspace); err == nil {
+						out = append(out, pmixsrv.Info{Key: k, Value: jobState(table)})
+					}
+				case pmixsrv.KeyQueryNumPsets:
+					out = append(out, pmixsrv.Info{Key: k, Value: pmixsrv.Size(len(h.d.psetNames()))})
+				case pmixsrv.KeyQueryPsetNames:
+					out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(h.d.psetNames(), ",")})
+				case pmixsrv.KeyQueryMemoryUsage:
+					mem := ""
+					if _, ok := pmixsrv.Lookup(q.Qualifiers, pmixsrv.KeyNspace); ok {
+						mem = nspace
+					}
+					out = append(out, pmixsrv.Info{Key: k, Value: h.d.memoryUsage(mem)})
 				}
 			}
 		}

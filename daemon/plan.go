@@ -12,12 +12,17 @@ import (
 // and map (every daemon registers the full map with its PMIx server) and the
 // job-wide facts the launcher decided.
 type Plan struct {
-	Nspace   string
-	JobID    string
-	Index    int // 0 for the user's job, 1, 2, ... for jobs its ranks spawned
-	Job      *jobspec.Job
-	Map      *mapper.Map
-	UnivSize int // jobspec.UnivInfinite: none (the processes are told of no universe size)
+	Nspace string
+	JobID  string
+	Index  int // 0 for the user's job, 1, 2, ... for jobs its ranks spawned
+	// Submission numbers the job's submission to a persistent runtime
+	// (prun dvm; 0 standalone, else 1..MaxSubmission): the ranks' output
+	// carries it (OutputJob), so the runtime hands each run to its own
+	// submitter's Writer.
+	Submission int `json:",omitempty"`
+	Job        *jobspec.Job
+	Map        *mapper.Map
+	UnivSize   int // jobspec.UnivInfinite: none (the processes are told of no universe size)
 	// A debugger started prun (MPIR): the PMIx clients stop in PMIx_Init
 	// until the launcher releases them (pmixsrv.DebuggerRelease).
 	DebugStop bool `json:",omitempty"`
@@ -61,3 +66,15 @@ func (p *Plan) procsOn(n int) []int {
 	}
 	return p.Map.Nodes[n].Procs
 }
+
+// MaxSubmission is the largest Plan.Submission: OutputJob keeps the index
+// of a spawned job in the low 16 bits of iof.Source.Job, an int32 on the
+// wire.
+const MaxSubmission = 1<<15 - 1
+
+// OutputJob is the iof.Source.Job of the plan's output: its index, and its
+// submission above it.
+func (p *Plan) OutputJob() int { return p.Index | p.Submission<<16 }
+
+// SplitOutputJob undoes OutputJob.
+func SplitOutputJob(job int) (submission, index int) { return job >> 16, job & (1<<16 - 1) }

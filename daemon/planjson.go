@@ -45,6 +45,7 @@ type wireApp struct {
 	Exe                   jsonbytes.String
 	Env                   jsonbytes.Strings
 	Wdir, Hosts, Hostfile jsonbytes.String
+	Pset                  jsonbytes.String
 }
 
 type wireFile struct {
@@ -62,7 +63,8 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 			j.Apps = make([]wireApp, len(p.Job.Apps))
 			for i, a := range p.Job.Apps {
 				j.Apps[i] = wireApp{appAlias: appAlias(a), Argv: a.Argv, Exe: jsonbytes.String(a.Exe), Env: a.Env,
-					Wdir: jsonbytes.String(a.Wdir), Hosts: jsonbytes.String(a.Hosts), Hostfile: jsonbytes.String(a.Hostfile)}
+					Wdir: jsonbytes.String(a.Wdir), Hosts: jsonbytes.String(a.Hosts), Hostfile: jsonbytes.String(a.Hostfile),
+					Pset: jsonbytes.String(a.Pset)}
 			}
 		}
 		w.Job = j
@@ -89,7 +91,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 			for i, a := range w.Job.Apps {
 				app := jobspec.App(a.appAlias)
 				app.Argv, app.Exe, app.Env, app.Wdir = a.Argv, string(a.Exe), a.Env, string(a.Wdir)
-				app.Hosts, app.Hostfile = string(a.Hosts), string(a.Hostfile)
+				app.Hosts, app.Hostfile, app.Pset = string(a.Hosts), string(a.Hostfile), string(a.Pset)
 				j.Apps[i] = app
 			}
 		}

@@ -126,7 +126,7 @@ func (in incarnation) End(src iof.Source, st iof.Stream) {
 func (sh *shell) endHeld(rank int, held []iof.Stream) {
 	if e, ok := sh.d.up.(iof.Ender); ok {
 		for _, s := range held {
-			e.End(iof.Source{Job: sh.plan.Index, App: sh.plan.Map.Procs[rank].App, Rank: rank}, s)
+			e.End(iof.Source{Job: sh.plan.OutputJob(), App: sh.plan.Map.Procs[rank].App, Rank: rank}, s)
 		}
 	}
 }

@@ -65,8 +65,13 @@ type clientState struct {
 }
 
 func newShell(d *Daemon, p *Plan, self int) *shell {
+	cfg := d.cfg
+	if cfg.JobIO != nil {
+		jio := cfg.JobIO(p.Nspace)
+		cfg.Stdin, cfg.TTY, cfg.BaseEnv = jio.Stdin, jio.TTY, jio.BaseEnv
+	}
 	sh := &shell{d: d, plan: p, self: self, ranks: map[int]*rankState{}, done: make(chan struct{}),
-		env: newEnviron(p, d.cfg, d.tuning), io: newStdio(p, d.cfg)}
+		env: newEnviron(p, cfg, d.tuning), io: newStdio(p, cfg)}
 	sh.pmi = newPMIJob(sh)
 	return sh
 }
@@ -275,7 +280,7 @@ func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, 
 	if pmiServer != nil {
 		served = sh.pmi.serve(pmiServer, rank, versions)
 	}
-	src := iof.Source{Job: p.Index, App: p.Map.Procs[rank].App, Rank: rank}
+	src := iof.Source{Job: p.OutputJob(), App: p.Map.Procs[rank].App, Rank: rank}
 	if is, ok := sh.d.up.(iof.InfoSink); ok {
 		is.SetSourceInfo(src, sh.nodeName(), child.pid)
 	}

@@ -32,6 +32,9 @@ type App struct {
 	// hostfile): its processes go only to that file's hosts (Hosts, when
 	// set, selects among them), and the file's hosts join the allocation.
 	Hostfile string
+	// Pset names this context's processes as a PMIx process set (PRRTE's
+	// --pset); empty: the default name, NSPACE.appN.
+	Pset string
 }
 
 // RestartsUnlimited is Job.MaxRestarts for mpirun's --continuous: a failed
@@ -94,6 +97,11 @@ type Job struct {
 	ErrfilePattern        string // -errfile-pattern: ... their stderr
 	UnivSize              int    // -usize: the universe size; 0: the allocation's slots; UnivInfinite: none
 	Launch                Launch
+	// DVM is --dvm: the persistent runtime to run in (a name or its
+	// directory; "" finds one as prun dvm's docs say); DVMWait is --wait: a
+	// job that does not fit its free slots waits.
+	DVM     string
+	DVMWait bool
 }
 
 // Job.Stdin's values beside a rank (daemon.Plan.Stdin's too).

@@ -34,6 +34,8 @@ type job struct {
 	pending   int          // nodes with ranks that have not reported NodeJobDone
 	doneNodes map[int]bool // ... and those that have, by node index
 	mpirBase  int          // where its ranks start in the MPIR table; -1 until they are in it
+
+	endAnnounced bool // PMIX_EVENT_JOB_END raised (events.go)
 }
 
 // jobState is where a job stands: launched → running (every rank started
@@ -157,14 +159,15 @@ func (t *jobTable) nodeDone(j *job, node string) {
 }
 
 // nodeLost records that the ranks of every job on host are gone with
-// its daemon, and its output with them.
-func (t *jobTable) nodeLost(host string) {
+// its daemon, and its output with them; hit says some job had ranks there.
+func (t *jobTable) nodeLost(host string) (hit bool) {
 	t.mu.Lock()
 	for _, j := range t.list {
 		for i, n := range j.plan.Map.Nodes {
 			if n.Name != host || len(n.Procs) == 0 {
 				continue
 			}
+			hit = true
 			for _, rank := range n.Procs {
 				if p := &j.procs[rank]; !p.exited {
 					p.exited, p.exitCode = true, -1
@@ -181,6 +184,7 @@ func (t *jobTable) nodeLost(host string) {
 	for _, j := range t.list {
 		t.settle(j)
 	}
+	return hit
 }
 
 func (t *jobTable) settle(j *job) {

@@ -70,7 +70,13 @@ func DefaultOptions(sigs *Signals) Options {
 var verboseEnv = []string{"PRUN_DEBUG_TIMING", "PRUN_DEBUG_PMI", "PRUN_DEBUG_PMIX", "PRUN_DEBUG_REMOTE"}
 
 // Run runs job and returns prun's exit status.
-func Run(job *jobspec.Job, opts Options) int {
+func Run(job *jobspec.Job, opts Options) int { return runJob(job, opts, nil, 0) }
+
+// runJob runs job standalone (d nil: the launch starts and ends its own
+// daemons) or as submission sub of the persistent runtime d, whose daemons
+// it uses; the phases are the same but for those that start and end the
+// runtime (run.run).
+func runJob(job *jobspec.Job, opts Options, d *DVM, sub int) int {
 	var debug []string
 	switch {
 	case job.Verbose:
@@ -83,7 +89,7 @@ func Run(job *jobspec.Job, opts Options) int {
 			debug = append(debug, "PRUN_DEBUG_TIMING")
 		}
 	}
-	if len(debug) > 0 {
+	if len(debug) > 0 && d == nil {
 		opts.Env = slices.Clone(opts.Env)
 		for _, v := range debug {
 			os.Setenv(v, "1")
@@ -92,12 +98,18 @@ func Run(job *jobspec.Job, opts Options) int {
 	}
 	out := outputOptions(job.Output, opts.ColorTags)
 	r := &run{opts: opts, showProgress: job.ShowProgress, jobs: newJobTable(),
-		pol: policy{quiet: job.Quiet, recovery: job.EnableRecovery, primaryOnly: job.PrimaryStatus}}
+		pol: policy{quiet: job.Quiet, recovery: job.EnableRecovery, primaryOnly: job.PrimaryStatus},
+		dvm: d, sub: sub, nsBase: "prun." + strconv.Itoa(os.Getpid())}
+	if d != nil {
+		r.q = newQueue()
+		r.nsBase += ".s" + strconv.Itoa(sub)
+		r.topos = d.base.topos
+	}
 	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
 	out.OutPattern, out.ErrPattern = job.OutfilePattern, job.ErrfilePattern
 	out.OnBrokenPipe = func() {
-		if up := r.up; up != nil {
-			up.queue.push(brokenPipe{})
+		if q := r.q; q != nil {
+			q.push(brokenPipe{})
 		}
 	}
 	r.out = iof.NewWriter(opts.Stdout, opts.Stderr, out)
@@ -147,8 +159,11 @@ type run struct {
 	opts Options
 	out  *iof.Writer
 	up   *upstream
+	q    *queue    // what the loop handles: upstream's queue standalone; in a DVM, what the runtime routes to this run
 	jobs *jobTable // the user's job first, then the jobs its ranks spawned; the loop's
 	pol  policy    // the launch's fate and its exit status
+
+	events notifier // the launcher's own PMIx events in flight (events.go)
 
 	alloc hostfile.Allocation
 	// allocSource says where the allocation came from, for --display.
@@ -178,6 +193,13 @@ type run struct {
 	showProgress  bool // --show-progress
 
 	graceDue bool // the polite signal went out: SIGKILL follows after the grace
+
+	// A persistent runtime's submission (nil standalone): the runtime owns
+	// the daemons, the session directory, upstream and the node table; the
+	// run owns its jobs, its policy, its output and its exit status.
+	dvm    *DVM
+	sub    int
+	nsBase string // its namespaces are nsBase.1, nsBase.2, ...
 }
 
 // nodeIndex is host's index among the job's nodes.
@@ -249,7 +271,12 @@ func (r *run) prepare(s *startup) (code int, done bool) {
 	if job.Timeout > 0 {
 		s.deadline = time.Now().Add(job.Timeout)
 	}
-	m, code := r.place(job)
+	var m *mapper.Map
+	if r.dvm != nil {
+		m, code = r.dvm.place(r, job)
+	} else {
+		m, code = r.place(job)
+	}
 	trace.Mark("mapped")
 	if m == nil {
 		return code, true
@@ -261,6 +288,10 @@ func (r *run) prepare(s *startup) (code int, done bool) {
 	// Signals are caught before anything starts so that no Ctrl-C is lost.
 	s.sigs = r.opts.Signals.channel()
 	s.defer_(r.opts.Signals.stop)
+	if r.dvm != nil {
+		r.dvm.attach(r, s)
+		return 0, false
+	}
 	sess, err := sessiondir.Create(r.opts.TmpDir)
 	if err != nil {
 		r.errorf("%v", err)
@@ -274,6 +305,7 @@ func (r *run) prepare(s *startup) (code int, done bool) {
 	// the directory goes.
 	s.defer_(func() { r.out.Flush() })
 	r.up = newUpstream(r.out, r.jobs)
+	r.q = r.up.queue
 	s.defer_(func() { r.up.names.Close() })
 	if job.NameServer != "" {
 		sn := newSharedNames(r.up.names, job.NameServer, func(err error) { r.errorf("-nameserver: %v", err) })
@@ -288,7 +320,7 @@ func (r *run) prepare(s *startup) (code int, done bool) {
 func (r *run) startNodes(s *startup) int {
 	job := s.job
 	hosts := remoteHosts(r.alloc, job.Place.LocalHost)
-	if len(hosts) == 0 {
+	if len(hosts) == 0 || r.dvm != nil { // a runtime's daemons are up
 		return r.indexNodes(s)
 	}
 	trace.Mark("mapped; starting %d daemons", len(hosts))
@@ -350,12 +382,13 @@ func (r *run) makePlan(s *startup) int {
 		r.univ = max(job.UnivSize, len(m.Procs)) // never smaller than the job
 	}
 	plan := &daemon.Plan{
-		Nspace:   r.nspace(0),
-		JobID:    strconv.Itoa(os.Getpid()) + ".1",
-		Job:      job,
-		Map:      m,
-		UnivSize: r.univ,
-		Stdin:    job.Stdin,
+		Nspace:     r.nspace(0),
+		JobID:      r.jobID(0),
+		Submission: r.sub,
+		Job:        job,
+		Map:        m,
+		UnivSize:   r.univ,
+		Stdin:      job.Stdin,
 		// A debugger that started prun attaches to the ranks before they
 		// go past PMIx_Init.
 		DebugStop: mpir.BeingDebugged(),
@@ -376,6 +409,10 @@ func (r *run) makePlan(s *startup) int {
 // startLocal routes stdin and starts this node's daemon when ranks run
 // here.
 func (r *run) startLocal(s *startup) int {
+	if r.dvm != nil {
+		r.dvm.routeStdin(r, s)
+		return 0
+	}
 	localName := r.routeStdin(s)
 	if localName != "" {
 		cfg := daemon.Config{Name: localName, Session: s.sess, BaseEnv: r.opts.Env, Stdin: s.stdin, TTY: s.tty}
@@ -477,8 +514,8 @@ func (r *run) loop(s *startup) {
 	for r.jobs.active() {
 		var d decision
 		select {
-		case <-r.up.queue.ready:
-			for _, item := range r.up.queue.drain() {
+		case <-r.q.ready:
+			for _, item := range r.q.drain() {
 				r.handle(item)
 			}
 		case sig := <-s.sigs:
@@ -501,6 +538,7 @@ func (r *run) finish() int {
 	if msg := r.pol.finish(); msg != "" {
 		r.errorf("%s", msg)
 	}
+	r.events.wait(5 * time.Second)
 	r.closeNodes()
 	r.helpSummary()
 	trace.Mark("closed")
@@ -527,8 +565,13 @@ func (r *run) act(d decision) {
 	}
 }
 
-// closeNodes ends every daemon, this node's and the others' at once.
+// closeNodes ends every daemon, this node's and the others' at once; a
+// runtime's submission leaves them up and has its jobs forgotten instead.
 func (r *run) closeNodes() {
+	if r.dvm != nil {
+		r.dvm.forget(r)
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		if r.tree != nil {
@@ -571,11 +614,21 @@ func (r *run) display(job *jobspec.Job, m *mapper.Map) int {
 // place resolves the allocation, maps the job and shows what the user asked
 // to see. A nil map comes with prun's exit status.
 func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
+	m, code, err := r.mapJob(job)
+	if err != nil {
+		r.errorf("%v", err)
+	}
+	return m, code
+}
+
+// mapJob is place but for telling why it failed. In a persistent runtime
+// the allocation is what the runtime grants the job (DVM.grant): its nodes
+// less what running jobs use.
+func (r *run) mapJob(job *jobspec.Job) (*mapper.Map, int, error) {
 	if r.topos == nil {
 		topos, err := newTopologies(job.Place.Topology)
 		if err != nil {
-			r.errorf("%v", err)
-			return nil, ExitUsage
+			return nil, ExitUsage, err
 		}
 		r.topos = topos
 	}
@@ -585,44 +638,46 @@ func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
 	cp := *job
 	cp.Apps = slices.Clone(job.Apps)
 	job = &cp
-	alloc, source, fromCores, err := allocate(job.Place, job.Apps, topos.cores)
+	var alloc hostfile.Allocation
+	var source string
+	var fromCores map[string]bool
+	var err error
+	if r.dvm != nil {
+		alloc, source, fromCores, err = r.dvm.grant(job)
+	} else {
+		alloc, source, fromCores, err = allocate(job.Place, job.Apps, topos.cores)
+	}
 	if err != nil {
-		r.errorf("%v", err)
-		return nil, ExitUsage
+		return nil, ExitUsage, err
 	}
 	if err := localLogin(alloc, job.Place.LocalHost); err != nil {
-		r.errorf("%v", err)
-		return nil, ExitUsage
+		return nil, ExitUsage, err
 	}
 	r.alloc, r.allocSource = alloc, source
 	opts, err := mapOptions(job.Place, alloc, fromCores)
 	if err != nil {
-		r.errorf("%v", err)
-		return nil, ExitUsage
+		return nil, ExitUsage, err
 	}
 	r.mapOpts = opts
 	localAppHosts(job.Apps, alloc, job.Place.LocalHost)
 	m, err := mapper.PlaceWith(job, alloc, topos.of, opts)
 	if err != nil {
-		r.errorf("%v", err)
-		return nil, ExitUsage
+		return nil, ExitUsage, err
 	}
 	r.reportBindings = m.BindTo.Report
 	for _, x := range job.Xterm.Ranks {
 		if x >= len(m.Procs) {
-			r.errorf("--xterm: no rank %d in a job of %d", x, len(m.Procs))
-			return nil, ExitUsage
+			return nil, ExitUsage, fmt.Errorf("--xterm: no rank %d in a job of %d", x, len(m.Procs))
 		}
 	}
 	if job.Launch.LocalOnly {
 		for _, n := range m.Nodes {
 			if len(n.Procs) > 0 && !isLocal(n.Name, job.Place.LocalHost) {
-				r.errorf("-launcher fork starts processes on this node only, and the map puts some on %s", n.Name)
-				return nil, ExitUsage
+				return nil, ExitUsage, fmt.Errorf("-launcher fork starts processes on this node only, and the map puts some on %s", n.Name)
 			}
 		}
 	}
-	return m, 0
+	return m, 0, nil
 }
 
 // displayTopologies shows each mapped node's topology: its synthetic
@@ -657,12 +712,20 @@ func displayAllocation(a hostfile.Allocation, source string) string {
 }
 
 func (r *run) nspace(index int) string {
-	return "prun." + strconv.Itoa(os.Getpid()) + "." + strconv.Itoa(index+1)
+	return r.nsBase + "." + strconv.Itoa(index+1)
+}
+
+// jobID is the job's PMIx job id: the namespace without its prefix.
+func (r *run) jobID(index int) string {
+	return strings.TrimPrefix(r.nspace(index), "prun.")
 }
 
 // launch hands a plan to the daemons and starts tracking the job.
 func (r *run) launch(plan *daemon.Plan) error {
 	r.jobs.add(plan)
+	if r.dvm != nil {
+		r.dvm.own(plan.Nspace, r)
+	}
 	for _, n := range plan.Map.Nodes {
 		if len(n.Procs) > 0 && r.up.node(n.Name) == nil {
 			return fmt.Errorf("no daemon on %s", n.Name)
@@ -777,17 +840,18 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 	}
 	index := len(r.jobs.list)
 	plan := &daemon.Plan{
-		Nspace:    r.nspace(index),
-		JobID:     strconv.Itoa(os.Getpid()) + "." + strconv.Itoa(index+1),
-		Index:     index,
-		Job:       job,
-		Map:       m,
-		UnivSize:  r.univ,
-		Stdin:     daemon.StdinNone,
-		Parent:    &req.Parent,
-		ParentKVS: "kvs_" + req.Parent.Nspace,
-		Preput:    req.Preput,
-		DebugStop: mpir.BeingDebugged(), // held for the debugger, as the user's job
+		Nspace:     r.nspace(index),
+		JobID:      r.jobID(index),
+		Index:      index,
+		Submission: r.sub,
+		Job:        job,
+		Map:        m,
+		UnivSize:   r.univ,
+		Stdin:      daemon.StdinNone,
+		Parent:     &req.Parent,
+		ParentKVS:  "kvs_" + req.Parent.Nspace,
+		Preput:     req.Preput,
+		DebugStop:  mpir.BeingDebugged(), // held for the debugger, as the user's job
 	}
 	if err := r.launch(plan); err != nil {
 		r.act(r.pol.failed(fmt.Sprintf("spawn of %s failed: %v", job.CmdLine, err), ExitFailure))
@@ -856,7 +920,10 @@ func (r *run) handle(item any) {
 		r.onNodeLost(ev)
 	case brokenPipe:
 		r.act(r.pol.brokenPipe())
+	case killSubmission: // a DVM's job: prun dvm kill, or the DVM stopping
+		r.onSignal(ev.sig)
 	}
+	r.announceEnds()
 }
 
 // brokenPipe says prun's stdout or stderr reader went away.
@@ -864,7 +931,14 @@ type brokenPipe struct{}
 
 // onNodeLost ends the job: the node's ranks are gone with its daemon.
 func (r *run) onNodeLost(nl nodeLost) {
-	r.jobs.nodeLost(nl.host)
+	hit := r.jobs.nodeLost(nl.host)
+	if r.dvm != nil {
+		// The runtime dropped the node; a job with no rank there goes on.
+		if hit {
+			r.act(r.pol.failed(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure))
+		}
+		return
+	}
 	r.up.dropNode(nl.host)
 	r.act(r.pol.nodeLost(nl.host, nl.err, r.stall.recent()))
 }
@@ -919,6 +993,9 @@ func (r *run) onEvent(ev daemon.Event) {
 		r.act(r.pol.aborted(r.rankDesc(ev.Nspace, ev.Rank), ev.Status, ev.Msg))
 	case daemon.ProcExited:
 		r.jobs.exited(j, ev.Rank, &ev)
+		if r.pol.recovery && (ev.Status != 0 || ev.Signal != 0) {
+			r.announceFailure(j, ev)
+		}
 		r.act(r.pol.rankEnded(rankEnd{desc: r.rankDesc(ev.Nspace, ev.Rank), pid: ev.Pid, status: ev.Status,
 			signal: ev.Signal, connected: ev.Connected, finalized: ev.Finalized, spawned: j.plan.Index > 0,
 			time: ev.Time}, r.jobs.runningRanks(), time.Now()))
@@ -1005,6 +1082,10 @@ func (r *run) onSignal(sig syscall.Signal) {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
 		r.act(r.pol.signal(sig, r.jobs.runningRanks()))
 	case syscall.SIGTSTP:
+		if r.dvm != nil { // the runtime goes on: the job's ranks stop (the submitter stops itself)
+			r.signalAll(syscall.SIGSTOP)
+			break
+		}
 		r.suspend()
 	default: // SIGUSR1, SIGUSR2, SIGCONT: pass on, nothing more
 		r.signalAll(sig)

@@ -28,7 +28,7 @@ type node interface {
 // for the launcher's loop. What it knows of jobs it reads from the
 // loop's job table (jobIndex): it keeps no job state of its own.
 type upstream struct {
-	*iof.Writer
+	outSink
 	names *names.Service
 	ns    daemon.NameService // what daemons reach: names, or sharedNames over it (-nameserver)
 	queue *queue
@@ -48,8 +48,17 @@ type upstream struct {
 	foreignOnce sync.Once // the refused connection to another launch's job is told once
 }
 
-func newUpstream(w *iof.Writer, jobs jobIndex) *upstream {
-	return &upstream{Writer: w, names: names.New(), queue: newQueue(), jobs: jobs,
+// outSink is where the ranks' output goes: the launch's iof.Writer, or a
+// persistent runtime's router to each submission's Writer.
+type outSink interface {
+	iof.Sink
+	iof.Ender
+	iof.InfoSink
+	Printf(format string, a ...any)
+}
+
+func newUpstream(w outSink, jobs jobIndex) *upstream {
+	return &upstream{outSink: w, names: names.New(), queue: newQueue(), jobs: jobs,
 		daemons: map[string]node{}, fences: map[string]*fence{}}
 }
 

@@ -78,6 +78,13 @@ const (
 	KeyQueryLocalProcTable = C.PMIX_QUERY_LOCAL_PROC_TABLE
 	KeyQueryNumPsets       = C.PMIX_QUERY_NUM_PSETS
 	KeyQueryNamespaceInfo  = C.PMIX_QUERY_NAMESPACE_INFO
+	KeyQueryJobStatus      = C.PMIX_QUERY_JOB_STATUS
+	KeyQueryPsetNames      = C.PMIX_QUERY_PSET_NAMES
+	KeyQueryMemoryUsage    = C.PMIX_QUERY_MEMORY_USAGE
+	KeyDaemonMemory        = C.PMIX_DAEMON_MEMORY
+	KeyClientAvgMemory     = C.PMIX_CLIENT_AVG_MEMORY
+	KeyJobTermStatus       = C.PMIX_JOB_TERM_STATUS
+	KeyPsetName            = C.PMIX_PSET_NAME
 	KeyJobCtrlKill         = C.PMIX_JOB_CTRL_KILL
 	KeyJobCtrlSignal       = C.PMIX_JOB_CTRL_SIGNAL
 	KeyJobCtrlTerminate    = C.PMIX_JOB_CTRL_TERMINATE
@@ -92,6 +99,7 @@ const (
 	KeyEventAffectedProc   = C.PMIX_EVENT_AFFECTED_PROC
 	KeyEventAffectedProcs  = C.PMIX_EVENT_AFFECTED_PROCS
 	KeyEventNonDefault     = C.PMIX_EVENT_NON_DEFAULT
+	KeyEventDoNotCache     = C.PMIX_EVENT_DO_NOT_CACHE
 	KeyCPUSet              = C.PMIX_CPUSET
 	KeyLocalCPUSets        = C.PMIX_LOCAL_CPUSETS
 	KeyLocalityString      = C.PMIX_LOCALITY_STRING
@@ -105,6 +113,7 @@ const (
 	RangeLocal     DataRange = C.PMIX_RANGE_LOCAL      // this node's clients
 	RangeProcLocal DataRange = C.PMIX_RANGE_PROC_LOCAL // the source process alone
 	RangeCustom    DataRange = C.PMIX_RANGE_CUSTOM     // the processes of KeyEventCustomRange
+	RangeSession   DataRange = C.PMIX_RANGE_SESSION    // every process of the launch, tools included
 )
 
 // PersistFirstRead is the PMIX_PERSISTENCE of published data that goes with

@@ -51,6 +51,9 @@ const (
 	ErrInvalidNspace Status = C.PMIX_ERR_INVALID_NAMESPACE
 	ErrProcAborted   Status = C.PMIX_ERR_PROC_ABORTED
 	ErrJobTerminated Status = C.PMIX_EVENT_JOB_END
+	EventJobEnd      Status = C.PMIX_EVENT_JOB_END
+	EventProcTerm    Status = C.PMIX_EVENT_PROC_TERMINATED
+	ErrJobAborted    Status = C.PMIX_ERR_JOB_ABORTED
 	JCtrlCheckpoint  Status = C.PMIX_JCTRL_CHECKPOINT // asks a process that chose the event to checkpoint
 	DebuggerRelease  Status = C.PMIX_DEBUGGER_RELEASE // lets processes stopped for a debugger go on
 	// operationSucceeded tells the library the upcall completed inline.

@@ -266,6 +266,7 @@ void prun_info_int(pmix_info_t *a, size_t i, const char *key, int64_t v, pmix_da
     pmix_status_t st = (pmix_status_t)v;
     pmix_data_range_t rng = (pmix_data_range_t)v;
     pmix_persistence_t per = (pmix_persistence_t)v;
+    pmix_job_state_t js = (pmix_job_state_t)v;
     switch (t) {
     case PMIX_INT: PMIX_INFO_LOAD(&a[i], key, &iv, t); break;
     case PMIX_INT8: PMIX_INFO_LOAD(&a[i], key, &i8, t); break;
@@ -275,6 +276,7 @@ void prun_info_int(pmix_info_t *a, size_t i, const char *key, int64_t v, pmix_da
     case PMIX_STATUS: PMIX_INFO_LOAD(&a[i], key, &st, t); break;
     case PMIX_DATA_RANGE: PMIX_INFO_LOAD(&a[i], key, &rng, t); break;
     case PMIX_PERSIST: PMIX_INFO_LOAD(&a[i], key, &per, t); break;
+    case PMIX_JOB_STATE: PMIX_INFO_LOAD(&a[i], key, &js, t); break;
     default: PMIX_INFO_LOAD(&a[i], key, &v, PMIX_INT64); break;
     }
 }
@@ -282,6 +284,11 @@ void prun_info_int(pmix_info_t *a, size_t i, const char *key, int64_t v, pmix_da
 void prun_info_double(pmix_info_t *a, size_t i, const char *key, double v)
 {
     PMIX_INFO_LOAD(&a[i], key, &v, PMIX_DOUBLE);
+}
+
+void prun_info_float(pmix_info_t *a, size_t i, const char *key, float v)
+{
+    PMIX_INFO_LOAD(&a[i], key, &v, PMIX_FLOAT);
 }
 
 void prun_info_bytes(pmix_info_t *a, size_t i, const char *key, const char *b, size_t n)

@@ -22,6 +22,7 @@ void prun_info_bool(pmix_info_t *a, size_t i, const char *key, int v);
 void prun_info_uint(pmix_info_t *a, size_t i, const char *key, uint64_t v, pmix_data_type_t t);
 void prun_info_int(pmix_info_t *a, size_t i, const char *key, int64_t v, pmix_data_type_t t);
 void prun_info_double(pmix_info_t *a, size_t i, const char *key, double v);
+void prun_info_float(pmix_info_t *a, size_t i, const char *key, float v);
 void prun_info_bytes(pmix_info_t *a, size_t i, const char *key, const char *b, size_t n);
 void prun_info_proc(pmix_info_t *a, size_t i, const char *key, const char *ns, uint32_t rank);
 void prun_info_infos(pmix_info_t *a, size_t i, const char *key, pmix_info_t *sub, size_t n);

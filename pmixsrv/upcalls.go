@@ -256,6 +256,7 @@ func goNotifyEvent(code C.pmix_status_t, source *C.pmix_proc_t, rng C.pmix_data_
 	if source != nil {
 		src = procFromC(source)
 	}
+	trace("notify_event %d from %v range %d", code, src, rng)
 	return inline(h.NotifyEvent(Status(code), src, DataRange(rng), fromC(info, ninfo)))
 }
 

@@ -45,6 +45,8 @@ type (
 	Pid         int32
 	DataRange   int32
 	Persistence int32
+	// JobState is a pmix_job_state_t (PMIX_QUERY_JOB_STATUS's answer).
+	JobState uint8
 	// NodeMap is a comma list of node names; it is registered as the
 	// PMIX_REGEX that PMIx_generate_regex makes of it.
 	NodeMap string
@@ -58,6 +60,14 @@ const (
 	ProcStatePrepped    = C.PMIX_PROC_STATE_PREPPED
 	ProcStateRunning    = C.PMIX_PROC_STATE_RUNNING
 	ProcStateTerminated = C.PMIX_PROC_STATE_TERMINATED
+)
+
+// Job states (PMIX_QUERY_JOB_STATUS).
+const (
+	JobStateLaunchUnderway JobState = C.PMIX_JOB_STATE_LAUNCH_UNDERWAY
+	JobStateRunning        JobState = C.PMIX_JOB_STATE_RUNNING
+	JobStateTerminated     JobState = C.PMIX_JOB_STATE_TERMINATED
+	JobStateTerminatedErr  JobState = C.PMIX_JOB_STATE_TERMINATED_WITH_ERROR
 )
 
 // ProcInfo is one row of a process table (PMIX_QUERY_PROC_TABLE).
@@ -157,8 +167,12 @@ func setInfo(a *C.pmix_info_t, i C.size_t, in Info, cs *cstrings) error {
 		C.prun_info_int(a, i, k, C.int64_t(v), C.PMIX_DATA_RANGE)
 	case Persistence:
 		C.prun_info_int(a, i, k, C.int64_t(v), C.PMIX_PERSIST)
+	case JobState:
+		C.prun_info_int(a, i, k, C.int64_t(v), C.PMIX_JOB_STATE)
 	case float64:
 		C.prun_info_double(a, i, k, C.double(v))
+	case float32:
+		C.prun_info_float(a, i, k, C.float(v))
 	case []byte:
 		var p *C.char
 		if len(v) > 0 {

@@ -53,6 +53,7 @@ const (
 	tCollDone                     // down: a collective's result, to a child that contributed
 	tCollFail                     // down (broadcast): nodes lost; their collectives fail
 	tClosed                       // up: a subtree closed (Count: its daemons that did), the closing broadcast's answer
+	tForget                       // down: a persistent runtime's job is over: drop it (daemon.Daemon.Forget)
 )
 
 // Vertex addresses in a frame's routing header.

@@ -440,6 +440,8 @@ func (n *node) handle(typ uint8, m *msg) {
 		}
 	case tSignal:
 		n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
+	case tForget:
+		go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
 	case tServeDmodex:
 		id := m.ID
 		n.d.ServeDirectModex(m.Proc, func(data []byte, err error) {
@@ -448,7 +450,7 @@ func (n *node) handle(typ uint8, m *msg) {
 	case tDeliver:
 		// Off the link's reader: the library may hold an event (its debugger
 		// aggregator does) before it calls back.
-		go n.d.DeliverEvent(m.Status, m.Proc, m.Range, m.Info)
+		n.d.DeliverEventAsync(m.Status, m.Proc, m.Range, m.Info)
 	case tInspect:
 		n.reply(m.ID, &msg{States: n.d.Inspect(m.Nspace, m.Wait)})
 	case tSuspend, tResume:

@@ -80,10 +80,13 @@ type Tree struct {
 	// Reported topologies parsed once per distinct report, so that alike
 	// nodes share one *Topology (the mapper's per-topology work is per
 	// pointer); the plan last sent, encoded once for every node.
-	topos         map[string]*topology.Topology
-	plan          *daemon.Plan
-	planJSON      []byte
-	broadcastPlan *daemon.Plan // the plan last broadcast (Launch)
+	topos    map[string]*topology.Topology
+	plan     *daemon.Plan
+	planJSON []byte
+	// broadcast: the namespaces whose plans went down (Launch), until
+	// Forget; by namespace, not the last plan, as a persistent runtime's
+	// submissions launch at once.
+	broadcast map[string]bool
 
 	closeAnswers chan int // daemons that answered the closing broadcast, a subtree at a time (tClosed)
 
@@ -309,8 +312,11 @@ func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
 func (n *Node) Launch(p *daemon.Plan) error {
 	t := n.t
 	t.mu.Lock()
-	sent := t.broadcastPlan == p
-	t.broadcastPlan = p
+	sent := t.broadcast[p.Nspace]
+	if t.broadcast == nil {
+		t.broadcast = map[string]bool{}
+	}
+	t.broadcast[p.Nspace] = true
 	t.mu.Unlock()
 	if sent {
 		return nil
@@ -339,6 +345,14 @@ func (t *Tree) encodePlan(p *daemon.Plan) ([]byte, error) {
 
 func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
 	n.t.send(n.v, tSignal, &msg{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
+}
+
+// Forget drops a job that is over from the node (a persistent runtime's).
+func (n *Node) Forget(nspace string) {
+	n.t.mu.Lock()
+	delete(n.t.broadcast, nspace)
+	n.t.mu.Unlock()
+	n.t.send(n.v, tForget, &msg{Nspace: nspace})
 }
 
 func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {

@@ -1,9 +1,11 @@
 package sessiondir
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -66,7 +68,7 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	// A live launcher's that locks itself, held by another process.
 	otherSelf := filepath.Join(tmp, "prun.999999994.1")
 	os.MkdirAll(filepath.Join(otherSelf, "ns"), 0o700)
-	holderSelf := exec.Command("flock", otherSelf, "sleep", "5")
+	holderSelf := exec.Command("flock", otherSelf, "sleep", "600")
 	if err := holderSelf.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +78,15 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	other := filepath.Join(tmp, "prun.999999996.1")
 	os.Mkdir(other, 0o700)
 	os.WriteFile(filepath.Join(other, LockName), nil, 0o600)
-	holder := exec.Command("flock", filepath.Join(other, LockName), "sleep", "5")
+	holder := exec.Command("flock", filepath.Join(other, LockName), "sleep", "600")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Process.Kill()
-	time.Sleep(200 * time.Millisecond)
+	// The holders lock before CleanStale looks, however busy the machine:
+	// a fixed pause (200 ms, and holders that slept 5 s) failed under load.
+	waitLocked(t, otherSelf)
+	waitLocked(t, filepath.Join(other, LockName))
 
 	// Not directories: a file and a symlink (to a stale directory) with
 	// session-like names are not ours to remove.
@@ -101,4 +106,21 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 			t.Errorf("%s: exists=%v, want %v", filepath.Base(path), got, want)
 		}
 	}
+}
+
+// waitLocked waits until another process holds path's flock.
+func waitLocked(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		f.Close() // closing drops a lock we took by mistake
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return
+		}
+	}
+	t.Fatalf("%s: no other process took its lock within a minute", path)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"prun/cli"
+	"prun/dvm"
 	"prun/internal/trace"
 	"prun/jobspec"
 	"prun/launcher"
@@ -41,6 +42,9 @@ func main() {
 			os.Exit(0)
 		}
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "dvm" {
+		os.Exit(dvmMain(os.Args[2:]))
+	}
 	code := cli.Main(func(job *jobspec.Job) int {
 		// Caught after parsing: --version and usage errors need none.
 		sigs, err := launcher.CatchSignals()
@@ -49,8 +53,34 @@ func main() {
 			return launcher.ExitFailure
 		}
 		trace.Mark("parsed")
+		if dir, ok := findDVM(job); ok {
+			return launcher.Submit(dir, job, sigs, job.DVMWait)
+		}
 		return launcher.Run(job, launcher.DefaultOptions(sigs))
 	})
 	trace.Mark("exit")
 	os.Exit(code)
+}
+
+// findDVM is the runtime a job goes to: --dvm's or PRUN_DVM's (which must
+// answer), else this allocation's or this user's default when it has a
+// socket (a stale one is a dead runtime's: the job runs standalone).
+func findDVM(job *jobspec.Job) (string, bool) {
+	if job.DVM == "" && os.Getenv(dvm.Env) == "" {
+		dir := dvm.Dir(os.Getenv, dvm.DefaultName)
+		if _, err := os.Stat(dvm.Socket(dir)); err != nil {
+			return "", false
+		}
+		c, err := dvm.Dial(dir)
+		if err != nil {
+			return "", false
+		}
+		c.Close()
+		return dir, true
+	}
+	dir, err := dvmDir(job.DVM)
+	if err != nil {
+		return dir, true // Submit says why
+	}
+	return dir, true
 }

@@ -52,7 +52,12 @@ const (
 	// Prefix starts every host's name (and network namespace's name).
 	Prefix = "prun-h"
 
-	lockWait = 10 * time.Minute
+	// lockWait bounds a wait for the cluster. The lock is not fair: a
+	// package whose tests start clusters one after another (e2e) takes it
+	// again at once, so another package (rsh, internal/cluster, Slurm's
+	// tests) may wait until all of them are done; make test runs with
+	// -timeout 60m, and CI allows 90 minutes in all.
+	lockWait = 45 * time.Minute
 )
 
 // Cluster is a running test cluster.

@@ -1,0 +1,135 @@
+package daemon
+
+import (
+	"bufio"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"prun/pmixsrv"
+)
+
+// Query answers of the node's own (host.go's Query asks the launcher for
+// the rest): a job's status from the launcher's process table, process
+// sets from the plans every node holds, memory from this node's /proc.
+
+// procTable asks the launcher for nspace's process table and waits.
+func (h host) procTable(nspace string) ([]pmixsrv.ProcInfo, error) {
+	type answer struct {
+		t   []pmixsrv.ProcInfo
+		err error
+	}
+	ch := make(chan answer, 1)
+	h.d.up.ProcTable(nspace, func(t []pmixsrv.ProcInfo, err error) { ch <- answer{t, err} })
+	a := <-ch
+	return a.t, a.err
+}
+
+// jobState is a job's state as its process table shows it: running once
+// every rank started, terminated (with error, when a rank failed) once
+// every rank ended.
+func jobState(table []pmixsrv.ProcInfo) pmixsrv.JobState {
+	started, ended, failed := 0, 0, false
+	for _, p := range table {
+		switch p.State {
+		case pmixsrv.ProcStateRunning:
+			started++
+		case pmixsrv.ProcStateTerminated:
+			started++
+			ended++
+			failed = failed || p.ExitCode != 0
+		}
+	}
+	switch {
+	case ended == len(table) && failed:
+		return pmixsrv.JobStateTerminatedErr
+	case ended == len(table):
+		return pmixsrv.JobStateTerminated
+	case started == len(table):
+		return pmixsrv.JobStateRunning
+	}
+	return pmixsrv.JobStateLaunchUnderway
+}
+
+// PsetName is the process set of a job's app: the context's --pset, else
+// NSPACE.appN.
+func PsetName(p *Plan, app int) string {
+	if s := p.Job.Apps[app].Pset; s != "" {
+		return s
+	}
+	return p.Nspace + ".app" + strconv.Itoa(app)
+}
+
+// psetNames are the process sets of every job this node knows (each node
+// holds every job's plan), sorted.
+func (d *Daemon) psetNames() []string {
+	d.mu.Lock()
+	var out []string
+	for _, sh := range d.shells {
+		for i := range sh.plan.Job.Apps {
+			out = append(out, PsetName(sh.plan, i))
+		}
+	}
+	d.mu.Unlock()
+	sort.Strings(out)
+	return out
+}
+
+// memoryUsage is PMIX_QUERY_MEMORY_USAGE's answer, as PRRTE gives it: this
+// node's daemon's resident memory and its average over nspace's ranks on
+// this node (every job's, when nspace is empty), in megabytes.
+func (d *Daemon) memoryUsage(nspace string) []pmixsrv.Info {
+	var pids []int
+	d.mu.Lock()
+	shells := make([]*shell, 0, len(d.shells))
+	for ns, sh := range d.shells {
+		if nspace == "" || ns == nspace {
+			shells = append(shells, sh)
+		}
+	}
+	d.mu.Unlock()
+	for _, sh := range shells {
+		sh.mu.Lock()
+		for _, st := range sh.ranks {
+			if st.pid > 0 && !st.exited {
+				pids = append(pids, st.pid)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	var sum float64
+	n := 0
+	for _, pid := range pids {
+		if mb, ok := rssMB(strconv.Itoa(pid)); ok {
+			sum += mb
+			n++
+		}
+	}
+	avg := 0.0
+	if n > 0 {
+		avg = sum / float64(n)
+	}
+	self, _ := rssMB("self")
+	return []pmixsrv.Info{
+		{Key: pmixsrv.KeyDaemonMemory, Value: float32(self)},
+		{Key: pmixsrv.KeyClientAvgMemory, Value: float32(avg)},
+	}
+}
+
+// rssMB reads a process's resident set size (VmRSS) in megabytes.
+func rssMB(pid string) (float64, bool) {
+	f, err := os.Open("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024, err == nil
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,5 @@
+package dvm
+
+import "syscall"
+
+type syscallStat = syscall.Stat_t

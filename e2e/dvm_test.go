@@ -1,0 +1,463 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"prun/internal/cluster"
+	"prun/internal/ctest"
+)
+
+// dvmUnder is a persistent runtime started by the test (prun dvm start).
+type dvmUnder struct {
+	t    *testing.T
+	dir  string // the DVM's directory (PRUN_DVM)
+	tmp  string // its TMPDIR
+	env  []string
+	pid  int
+	done bool
+}
+
+// startDVM starts a detached DVM with args and stops it at the test's end.
+func startDVM(t *testing.T, env []string, args ...string) *dvmUnder {
+	t.Helper()
+	tmp := t.TempDir()
+	d := &dvmUnder{t: t, tmp: tmp, env: append(append(baseEnv(), "TMPDIR="+tmp, "NO_COLOR=1"), env...)}
+	cmd := exec.Command(prunBin, append([]string{"dvm", "start", "--name", "t"}, args...)...)
+	cmd.Env = d.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("prun dvm start: %v\n%s", err, out)
+	}
+	_, after, ok := strings.Cut(string(out), "PRUN_DVM=")
+	if !ok {
+		t.Fatalf("prun dvm start said %q", out)
+	}
+	d.dir = strings.TrimSpace(after)
+	d.pid = d.status(t).pid
+	t.Cleanup(func() { d.stop(t, true) })
+	return d
+}
+
+type dvmStatus struct {
+	text string
+	pid  int
+}
+
+func (d *dvmUnder) cmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(prunBin, append(append([]string{"dvm"}, args...), "--dvm", d.dir)...)
+	cmd.Env = d.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (d *dvmUnder) status(t *testing.T) dvmStatus {
+	t.Helper()
+	out, err := d.cmd(t, "status")
+	if err != nil {
+		t.Fatalf("prun dvm status: %v\n%s", err, out)
+	}
+	var st dvmStatus
+	fmt.Sscanf(out, "DVM pid %d", &st.pid)
+	st.text = out
+	return st
+}
+
+// stop stops the DVM and checks that nothing of it is left.
+func (d *dvmUnder) stop(t *testing.T, all bool) {
+	if d.done {
+		return
+	}
+	d.done = true
+	args := []string{"stop"}
+	if all {
+		args = append(args, "--all-jobs")
+	}
+	if out, err := d.cmd(t, args...); err != nil {
+		t.Errorf("prun dvm stop: %v\n%s", err, out)
+	}
+	d.gone(t, 10*time.Second)
+}
+
+// gone waits for the DVM's process to end and checks what it leaves.
+func (d *dvmUnder) gone(t *testing.T, within time.Duration) {
+	t.Helper()
+	d.done = true
+	deadline := time.Now().Add(within)
+	for alive(d.pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(d.pid, syscall.SIGKILL)
+			t.Errorf("the DVM (pid %d) still runs after %v", d.pid, within)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(d.dir); err == nil {
+		t.Errorf("the DVM's directory %s is still there", d.dir)
+	}
+	checkTmpDir(t, d.tmp, nil)
+}
+
+// alive says whether pid runs; a detached DVM that ended may be this
+// (subreaper) process's zombie, reaped here.
+func alive(pid int) bool {
+	var ws syscall.WaitStatus
+	syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	pi, ok := readStat(pid)
+	return ok && pi.state != 'Z'
+}
+
+// dvmRanks waits for n ranks named comm of the submission p: the DVM's
+// children carrying p's mark.
+func (d *dvmUnder) ranks(p *proc, n int, comm string) []procInfo {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var kids []procInfo
+		for _, pi := range jobProcs(p.cmd.Process.Pid, p.mark) {
+			if pi.ppid == d.pid && pi.comm == comm && pi.state != 'Z' {
+				kids = append(kids, pi)
+			}
+		}
+		if len(kids) >= n {
+			return kids
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the DVM did not start %d %s ranks (have %v)\nstderr: %s", n, comm, kids, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// run submits a job to the DVM.
+func (d *dvmUnder) run(t *testing.T, o opts) *result {
+	t.Helper()
+	o.env = append(o.env, "PRUN_DVM="+d.dir)
+	return run(t, o)
+}
+
+func (d *dvmUnder) start(t *testing.T, o opts) *proc {
+	t.Helper()
+	o.env = append(o.env, "PRUN_DVM="+d.dir)
+	return startPrun(t, o)
+}
+
+// expectServing checks that the DVM still runs a good job.
+func (d *dvmUnder) expectServing(t *testing.T) {
+	t.Helper()
+	r := d.run(t, opts{args: []string{"-n", "2", "echo", "still"}})
+	expectCode(t, r, 0)
+	if r.stdout != "still\nstill\n" {
+		t.Errorf("a good job after that: %s", r)
+	}
+}
+
+func TestDVM(t *testing.T) {
+	d := startDVM(t, nil, "--host", "localhost:4")
+
+	t.Run("output-and-status", func(t *testing.T) {
+		r := d.run(t, opts{args: []string{"-n", "4", "echo", "hi"}})
+		expectCode(t, r, 0)
+		if r.stdout != "hi\nhi\nhi\nhi\n" {
+			t.Errorf("%s", r)
+		}
+		r = d.run(t, opts{args: []string{"-n", "2", "sh", "-c", "exit 3"}})
+		expectCode(t, r, 3)
+		expectContains(t, "stderr", r.stderr, "exited with status 3")
+		r = d.run(t, opts{args: []string{"--output", "tag", "-n", "1", "echo", "a", ":", "-n", "1", "echo", "b"}})
+		expectCode(t, r, 0)
+		got := lines(r.stdout)
+		sort.Strings(got)
+		if strings.Join(got, ",") != "[0,0]<stdout>:a,[1,1]<stdout>:b" {
+			t.Errorf("tagged: %q", got)
+		}
+		r = d.run(t, opts{args: []string{"-n", "1", "cat"}, stdin: strings.NewReader("from stdin\n")})
+		expectCode(t, r, 0)
+		if r.stdout != "from stdin\n" {
+			t.Errorf("stdin: %s", r)
+		}
+		// The submitter's environment, not the DVM's.
+		r = d.run(t, opts{args: []string{"-n", "1", "sh", "-c", "echo $DVM_TEST_VAR"}, env: []string{"DVM_TEST_VAR=mine"}})
+		if r.stdout != "mine\n" {
+			t.Errorf("environment: %s", r)
+		}
+		r = d.run(t, opts{args: []string{"--timeout", "1", "-n", "1", "sleep", "30"}})
+		expectCode(t, r, 124)
+	})
+
+	t.Run("mpi", func(t *testing.T) {
+		cluster.Quiet(t) // as the MPI tests on this node
+		for _, tc := range []ctest.Toolchain{ctest.MPICH, ctest.OpenMPI} {
+			dir, ring := built(t, tc, "ring.c")
+			r := d.run(t, opts{args: []string{"-n", "4", ring}, dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ring: 4 ranks, 10 laps, sum ok\n")
+		}
+	})
+
+	t.Run("signal-ends-the-job-not-the-dvm", func(t *testing.T) {
+		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
+		d.ranks(p, 2, "sleep")
+		p.signal(syscall.SIGINT)
+		r := p.wait()
+		expectCode(t, r, 130)
+		d.expectServing(t)
+	})
+
+	t.Run("fit-and-wait", func(t *testing.T) {
+		r := d.run(t, opts{args: []string{"-n", "5", "true"}})
+		expectCode(t, r, 2)
+		expectContains(t, "stderr", r.stderr, "5 processes requested but only 4 slots are available")
+		p := d.start(t, opts{args: []string{"-n", "3", "sleep", "2"}})
+		d.ranks(p, 3, "sleep")
+		st := d.status(t)
+		expectContains(t, "status", st.text, "1 of 4 slots free")
+		r = d.run(t, opts{args: []string{"-n", "2", "true"}})
+		expectCode(t, r, 1)
+		expectContains(t, "stderr", r.stderr, "does not fit the DVM now (1 of 4 slots free)")
+		r = d.run(t, opts{args: []string{"--wait", "-n", "2", "echo", "waited"}})
+		expectCode(t, r, 0)
+		if r.stdout != "waited\nwaited\n" || r.dur < time.Second {
+			t.Errorf("--wait: %s", r)
+		}
+		expectCode(t, p.wait(), 0)
+	})
+
+	t.Run("ps-and-kill", func(t *testing.T) {
+		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
+		d.ranks(p, 2, "sleep")
+		out, err := d.cmd(t, "ps", "--json")
+		var jobs []struct {
+			Job     int
+			State   string
+			Ranks   int
+			Command string
+		}
+		if err != nil || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 1 || jobs[0].Ranks != 2 ||
+			jobs[0].State != "running" || !strings.Contains(jobs[0].Command, "sleep 100") {
+			t.Fatalf("ps --json: %v %q", err, out)
+		}
+		if out, err := d.cmd(t, "stop"); err == nil || !strings.Contains(out, "1 job running") {
+			t.Errorf("stop with a job running: %v %q", err, out)
+		}
+		if out, err := d.cmd(t, "kill", fmt.Sprint(jobs[0].Job)); err != nil {
+			t.Errorf("kill: %v %s", err, out)
+		}
+		expectCode(t, p.wait(), 128+int(syscall.SIGTERM))
+		d.expectServing(t)
+	})
+
+	// Submissions that fail anywhere are their submitter's business.
+	t.Run("failures-then-a-good-job", func(t *testing.T) {
+		r := d.run(t, opts{args: []string{"--host", "nothere", "-n", "1", "true"}})
+		expectCode(t, r, 2)
+		expectContains(t, "stderr", r.stderr, "host nothere is not one of the DVM's nodes")
+		r = d.run(t, opts{args: []string{"-n", "2", "sh", "-c", "kill -SEGV $$"}})
+		expectCode(t, r, 128+int(syscall.SIGSEGV))
+		// A program that is gone by the time the DVM starts it.
+		dir := t.TempDir()
+		prog := writeScript(t, dir, "vanish", "#!/bin/sh\necho never\n")
+		r = d.run(t, opts{args: []string{"-n", "1", "sh", "-c", "rm " + prog}})
+		expectCode(t, r, 0)
+		// A client that dies mid-submit: a hello without descriptors, half a
+		// message, gone.
+		c, err := net.Dial("unix", filepath.Join(d.dir, "sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{'S', 0, 0, 1, 0, '{'})
+		c.Close()
+		// A submitter killed while its job runs: the job ends.
+		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}, allowZombieRanks: true})
+		ranks := d.ranks(p, 2, "sleep")
+		syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+		p.wait()
+		deadline := time.Now().Add(10 * time.Second)
+		for _, rk := range ranks {
+			for syscall.Kill(rk.pid, 0) == nil && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if syscall.Kill(rk.pid, 0) == nil {
+				t.Errorf("rank pid %d outlived its killed submitter", rk.pid)
+			}
+		}
+		d.expectServing(t)
+	})
+
+	// Another user is refused by the directory (0700), and by the uid check
+	// when the directory's protection is gone.
+	t.Run("other-user", func(t *testing.T) {
+		bindir, err := os.MkdirTemp("", "prun-dvm-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(bindir)
+		os.Chmod(bindir, 0o755)
+		copyFile(t, prunBin, filepath.Join(bindir, "prun"))
+		os.Chmod(filepath.Join(bindir, "prun"), 0o755)
+		stranger := func() (string, error) {
+			cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+				filepath.Join(bindir, "prun"), "--dvm", d.dir, "-n", "1", "true")
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=/tmp"}
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		// The test's own directories let nobody through; the DVM's do not.
+		for _, dir := range []string{d.tmp, filepath.Dir(d.tmp)} {
+			os.Chmod(dir, 0o755)
+			defer os.Chmod(dir, 0o700)
+		}
+		out, err := stranger()
+		if err == nil || !strings.Contains(out, "permission denied") || len(lines(out)) != 1 {
+			t.Errorf("nobody through the 0700 directory: %v %q", err, out)
+		}
+		os.Chmod(d.dir, 0o755)
+		os.Chmod(filepath.Dir(d.dir), 0o755)
+		os.Chmod(filepath.Join(d.dir, "sock"), 0o777)
+		defer os.Chmod(d.dir, 0o700)
+		defer os.Chmod(filepath.Dir(d.dir), 0o700)
+		// The client refuses a directory open to others before the uid check
+		// could; past it, the DVM's own check refuses.
+		out, err = stranger()
+		if err == nil || len(lines(out)) != 1 {
+			t.Errorf("nobody with the directory open: %v %q", err, out)
+		}
+		t.Logf("refused: %s", out)
+		c, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+			`import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"C\x00\x00\x00\x10{\"Op\":\"status\"}"); print(s.recv(4096)[4:].decode())`,
+			filepath.Join(d.dir, "sock")).CombinedOutput()
+		if err != nil || !strings.Contains(string(c), "refused: uid 65534 is not the DVM's user") {
+			t.Errorf("nobody past the directory: %v %q", err, c)
+		}
+		os.Chmod(d.dir, 0o700)
+		os.Chmod(filepath.Dir(d.dir), 0o700)
+		d.expectServing(t)
+	})
+
+	t.Run("stop-all-jobs", func(t *testing.T) {
+		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
+		d.ranks(p, 2, "sleep")
+		d.stop(t, true)
+		r := p.wait()
+		if r.code == 0 {
+			t.Errorf("a job of a stopped DVM: %s", r)
+		}
+		// With no DVM, prun runs standalone.
+		r = run(t, opts{args: []string{"-n", "1", "echo", "standalone"}})
+		expectCode(t, r, 0)
+	})
+}
+
+// The DVM ends with the process that started its start shell (salloc, a
+// batch step), and after its idle timeout.
+func TestDVMLifetime(t *testing.T) {
+	t.Run("parent-gone", func(t *testing.T) {
+		tmp := t.TempDir()
+		outer := exec.Command("sh", "-c", `sh -c "$0 dvm start --name p; true"; exec sleep 1000`, prunBin)
+		outer.Env = append(baseEnv(), "TMPDIR="+tmp)
+		outer.Stdout, outer.Stderr = os.Stderr, os.Stderr
+		if err := outer.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer outer.Process.Kill()
+		d := &dvmUnder{t: t, tmp: tmp, env: outer.Env, dir: filepath.Join(tmp, fmt.Sprintf("prun-dvm-%d", os.Getuid()), "p")}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if out, err := d.cmd(t, "status"); err == nil {
+				fmt.Sscanf(out, "DVM pid %d", &d.pid)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the DVM never came up")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		outer.Process.Kill()
+		outer.Wait()
+		d.gone(t, 10*time.Second)
+	})
+	t.Run("idle-timeout", func(t *testing.T) {
+		d := startDVM(t, nil, "--idle-timeout", "1s")
+		d.gone(t, 10*time.Second)
+	})
+}
+
+// A DVM over the 4 test hosts: jobs across them, MPI programs, a node that
+// dies, and nothing left on any host after the stop.
+func TestDVMMultiNode(t *testing.T) {
+	c := cluster.Start(t, 4)
+	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
+	d := startDVM(t, m.env(), "--hostfile", m.hostfile)
+	sub := func(o opts) *result {
+		t.Helper()
+		o.env = append(m.env(), o.env...)
+		return d.run(t, o)
+	}
+
+	t.Run("hostname", func(t *testing.T) {
+		for i := 0; i < 3; i++ { // warm: the same daemons serve each
+			r := sub(opts{args: []string{"-n", "8", "hostname"}})
+			expectCode(t, r, 0)
+			got := lines(r.stdout)
+			sort.Strings(got)
+			want := []string{"prun-h1", "prun-h1", "prun-h2", "prun-h2", "prun-h3", "prun-h3", "prun-h4", "prun-h4"}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("hostnames %q, want %q\n%s", got, want, r)
+			}
+		}
+		r := sub(opts{args: []string{"--host", "prun-h3", "-n", "2", "hostname"}})
+		expectCode(t, r, 0)
+		if r.stdout != "prun-h3\nprun-h3\n" {
+			t.Errorf("--host prun-h3: %s", r)
+		}
+		r = sub(opts{args: []string{"-n", "8", "sh", "-c", "exit 5"}})
+		expectCode(t, r, 5)
+	})
+
+	t.Run("mpi", func(t *testing.T) {
+		for _, tc := range []ctest.Toolchain{ctest.MPICH, ctest.OpenMPI} {
+			dir, ring := built(t, tc, "ring.c")
+			r := sub(opts{args: []string{"-n", "8", ring}, dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ring: 8 ranks, 10 laps, sum ok\n")
+		}
+	})
+
+	t.Run("node-lost", func(t *testing.T) {
+		o := opts{args: []string{"-n", "8", "sh", "-c", `echo "ready $PRUN_RANK"; exec sleep 100`},
+			env: append(m.env(), "PRUN_DVM="+d.dir)}
+		p := startPrun(t, o)
+		var want []string
+		for i := 0; i < 8; i++ {
+			want = append(want, fmt.Sprintf("ready %d", i))
+		}
+		p.waitOutput(20*time.Second, want...)
+		syscall.Kill(m.daemonPid(t, "prun-h3"), syscall.SIGKILL)
+		r := p.wait()
+		if r.code == 0 || r.code == -1 {
+			t.Errorf("a job with ranks on a lost node: %s", r)
+		}
+		expectContains(t, "stderr", r.stderr, "lost node prun-h3")
+		st := d.status(t)
+		expectContains(t, "status", st.text, "lost:")
+		t.Logf("%s", st.text)
+		r = sub(opts{args: []string{"-n", "6", "hostname"}})
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "prun-h3") || len(lines(r.stdout)) != 6 {
+			t.Errorf("a job after the loss: %s", r)
+		}
+	})
+
+	d.stop(t, true)
+	m.checkClean(t, 10*time.Second)
+}

@@ -1,0 +1,639 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"prun/daemon"
+	"prun/hostfile"
+	"prun/iof"
+	"prun/jobspec"
+	"prun/mapper"
+	"prun/pmixsrv"
+	"prun/sessiondir"
+	"prun/topology"
+)
+
+// DVM is a persistent runtime (`prun dvm start`): the long-lived part of a
+// launch, kept up between jobs. It owns the nodes' daemons (this node's
+// in-process, the others' as a remote.Tree), the session directory,
+// upstream (routes, names, fences) and the node table (slots used and free,
+// lost nodes). Each submission is a run as a standalone launch is, through
+// the same phases (runJob), less the ones that start and end the daemons:
+// it owns its jobs (its job table), its policy, its Writer on the
+// submitter's descriptors and its exit status. A standalone prun is thus a
+// launch whose runtime lives as long as its one job.
+//
+// What routes between the daemons and the submissions: upstream's queue is
+// drained by dispatch, which hands each event, spawn and job-control request
+// to the run that owns the namespace; output carries its submission in
+// iof.Source.Job (daemon.Plan.OutputJob) and goes to that run's Writer;
+// upstream reads the jobs of every run through the DVM (a jobIndex).
+type DVM struct {
+	base *run // the runtime's own state: alloc, topos, up, tree, local, stall; it runs no job
+	sess *sessiondir.Dir
+	log  io.Writer
+
+	mu      sync.RWMutex
+	freed   *sync.Cond // a submission ended: --wait tries again
+	byNs    map[string]*run
+	bySub   map[int]*run
+	jobIO   map[string]daemon.JobIO
+	used    map[string]int   // slots reserved by running submissions, by host
+	reserve map[int][]string // ... each submission's, one entry per rank
+	lost    map[string]string
+	started map[int]time.Time
+	waits   map[int]bool // submissions that wait for free slots
+	nextSub int
+	idle    time.Time // when the last submission ended (or the start)
+	closing bool
+
+	localName string
+	done      chan struct{}
+}
+
+// DVMConfig says what a runtime spans and how it reaches its nodes.
+type DVMConfig struct {
+	Job    *jobspec.Job // its Place (hosts) and Launch (rsh, fanout, ...); no apps
+	Env    []string
+	TmpDir string
+	Log    io.Writer
+}
+
+// StartDVM starts the daemons of every node and returns once each said
+// hello, or why one did not (naming the node). ctx gives the start up.
+func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
+	job := cfg.Job
+	opts := Options{Stdout: cfg.Log, Stderr: cfg.Log, TmpDir: cfg.TmpDir, Env: cfg.Env, KillGrace: time.Second}
+	base := &run{opts: opts, jobs: newJobTable()}
+	base.out = iof.NewWriter(cfg.Log, cfg.Log, iof.Options{})
+	d := &DVM{base: base, log: cfg.Log, byNs: map[string]*run{}, bySub: map[int]*run{}, jobIO: map[string]daemon.JobIO{},
+		used: map[string]int{}, reserve: map[int][]string{}, lost: map[string]string{}, started: map[int]time.Time{}, waits: map[int]bool{},
+		idle: time.Now(), done: make(chan struct{})}
+	d.freed = sync.NewCond(&d.mu)
+	topos, err := newTopologies(job.Place.Topology)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := topos.localTopology(); err != nil && job.Place.Topology == "" {
+		return nil, err
+	}
+	base.topos = topos
+	alloc, source, fromCores, err := allocate(job.Place, nil, topos.cores)
+	if err != nil {
+		return nil, err
+	}
+	if err := localLogin(alloc, job.Place.LocalHost); err != nil {
+		return nil, err
+	}
+	base.alloc, base.allocSource = alloc, source
+	if base.mapOpts, err = mapOptions(job.Place, alloc, fromCores); err != nil {
+		return nil, err
+	}
+	sess, err := sessiondir.Create(cfg.TmpDir)
+	if err != nil {
+		return nil, err
+	}
+	d.sess = sess
+	base.up = newUpstream(dvmOut{d}, dvmIndex{d})
+	base.q = base.up.queue
+	ok := false
+	defer func() {
+		if !ok {
+			d.closeNodes()
+		}
+	}()
+	if hosts := remoteHosts(alloc, job.Place.LocalHost); len(hosts) > 0 {
+		tree, err := base.startRemote(ctx, job, hosts)
+		if err != nil {
+			return nil, err
+		}
+		base.tree = tree
+		base.stall = startStallWatch()
+		topos.reported = map[string]*topology.Topology{}
+		for _, h := range hosts {
+			if t := tree.Topology(h); t != nil {
+				topos.reported[h] = t
+			}
+			base.up.addNode(h, tree.Node(h))
+		}
+	}
+	for _, h := range alloc.Hosts {
+		if isLocal(h.Name, job.Place.LocalHost) {
+			d.localName = h.Name
+			break
+		}
+	}
+	if d.localName != "" {
+		dcfg := daemon.Config{Name: d.localName, Session: sess, BaseEnv: cfg.Env, JobIO: d.jobIOOf}
+		if base.tree != nil {
+			dcfg.Network = base.tree.LocalNetwork()
+		}
+		ld, err := daemon.New(dcfg, base.up)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start the PMIx server: %v", err)
+		}
+		base.local = ld
+		base.up.addNode(d.localName, ld)
+	}
+	ok = true
+	go d.dispatch()
+	return d, nil
+}
+
+// Nodes names the runtime's nodes.
+func (d *DVM) Nodes() []string {
+	var out []string
+	for _, h := range d.base.alloc.Hosts {
+		out = append(out, h.Name)
+	}
+	return out
+}
+
+// Done is closed once the runtime has stopped.
+func (d *DVM) Done() <-chan struct{} { return d.done }
+
+// dispatch hands what the daemons send to the run that owns it.
+func (d *DVM) dispatch() {
+	q := d.base.up.queue
+	for {
+		select {
+		case <-q.ready:
+		case <-d.done:
+			return
+		}
+		for _, item := range q.drain() {
+			d.route(item)
+		}
+	}
+}
+
+func (d *DVM) route(item any) {
+	switch x := item.(type) {
+	case daemon.Event:
+		if x.Kind == daemon.Refused {
+			d.logf("%s: %s", x.Node, x.Msg)
+			return
+		}
+		if r := d.owner(x.Nspace); r != nil {
+			r.q.push(x)
+		}
+	case jobControl:
+		if r := d.owner(x.req.Nspace); r != nil {
+			r.q.push(x)
+			return
+		}
+		x.done(pmixsrv.ErrNotFound)
+	case daemon.SpawnRequest:
+		if r := d.owner(x.Parent.Nspace); r != nil {
+			r.q.push(x)
+			return
+		}
+		x.Done("", errors.New("the spawning job is over"))
+	case nodeLost:
+		d.base.up.dropNode(x.host)
+		d.mu.Lock()
+		d.lost[x.host] = strings.TrimPrefix(x.err.Error(), x.host+": ")
+		runs := d.runs()
+		d.mu.Unlock()
+		d.logf("lost node %s: %s", x.host, d.lost[x.host])
+		for _, r := range runs {
+			r.q.push(x)
+		}
+	}
+}
+
+func (d *DVM) logf(format string, a ...any) {
+	d.base.out.Printf("prun dvm: %s %s\n", time.Now().Format(time.RFC3339), fmt.Sprintf(format, a...))
+}
+
+func (d *DVM) owner(nspace string) *run {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.byNs[nspace]
+}
+
+// runs are the submissions running, by number; d.mu held.
+func (d *DVM) runs() []*run {
+	subs := make([]int, 0, len(d.bySub))
+	for s := range d.bySub {
+		subs = append(subs, s)
+	}
+	sort.Ints(subs)
+	var out []*run
+	for _, s := range subs {
+		if r := d.bySub[s]; r != nil { // nil: a submission not yet mapped
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Submission is one job submitted to the runtime: the submitter's
+// surroundings (its descriptors, environment, forwarded signals).
+type Submission struct {
+	Job  *jobspec.Job
+	Opts Options
+	Wait bool // --wait: a job that does not fit waits for free slots
+	// Started, if set, learns the submission's number before it maps.
+	Started func(sub int)
+}
+
+// Run runs a submission to its end and returns its exit status, as
+// Run does a standalone launch's.
+func (d *DVM) Run(s Submission) int {
+	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		fmt.Fprintf(s.Opts.Stderr, "prun: the DVM is stopping\n")
+		return ExitFailure
+	}
+	sub := 0
+	for i := 0; i < daemon.MaxSubmission && sub == 0; i++ {
+		d.nextSub = d.nextSub%daemon.MaxSubmission + 1
+		if d.bySub[d.nextSub] == nil {
+			sub = d.nextSub
+		}
+	}
+	if sub == 0 {
+		d.mu.Unlock()
+		fmt.Fprintf(s.Opts.Stderr, "prun: the DVM runs %d jobs, its most\n", daemon.MaxSubmission)
+		return ExitFailure
+	}
+	d.bySub[sub] = nil // taken
+	d.started[sub] = time.Now()
+	d.mu.Unlock()
+	if s.Started != nil {
+		s.Started(sub)
+	}
+	// The other nodes' ranks get the submitter's MPI and PMIx settings as
+	// a standalone launch's do (forwardedEnv), ahead of its -x.
+	job := *s.Job
+	job.Apps = slices.Clone(job.Apps)
+	if d.base.tree != nil {
+		fwd := forwardedEnv(s.Opts.Env, job.EnvAll)
+		for i := range job.Apps {
+			job.Apps[i].Env = append(slices.Clone(fwd), job.Apps[i].Env...)
+		}
+	}
+	d.mu.Lock()
+	d.waits[sub] = s.Wait
+	d.mu.Unlock()
+	code := runJob(&job, s.Opts, d, sub)
+	d.mu.Lock()
+	delete(d.waits, sub)
+	delete(d.bySub, sub)
+	delete(d.started, sub)
+	if len(d.bySub) == 0 {
+		d.idle = time.Now()
+	}
+	d.mu.Unlock()
+	return code
+}
+
+// place maps a submission onto the runtime's free slots and reserves them.
+// A job that does not fit is refused with the reason, or with --wait waits
+// until a submission ends.
+func (d *DVM) place(r *run, job *jobspec.Job) (*mapper.Map, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	wait := d.waits[r.sub]
+	for {
+		m, code, err := r.mapJob(job)
+		if err == nil {
+			var hosts []string
+			for _, p := range m.Procs {
+				h := m.Nodes[p.Node].Name
+				hosts = append(hosts, h)
+				d.used[h]++
+			}
+			d.reserve[r.sub] = hosts
+			d.bySub[r.sub] = r
+			return m, 0
+		}
+		var nf notFit
+		if !errors.As(err, &nf) && !(d.usedAny() && strings.Contains(err.Error(), "slots")) {
+			r.errorf("%v", err)
+			return nil, code
+		}
+		if !wait || !d.usedAny() {
+			r.errorf("the job does not fit the DVM now (%s): %v; --wait waits for free slots", d.slotSummary(), err)
+			return nil, ExitFailure
+		}
+		d.freed.Wait()
+		if d.closing {
+			r.errorf("the DVM is stopping")
+			return nil, ExitFailure
+		}
+	}
+}
+
+type notFit struct{ msg string }
+
+func (e notFit) Error() string { return e.msg }
+
+func (d *DVM) usedAny() bool {
+	for _, n := range d.used {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// slotSummary says how many slots are free; d.mu held.
+func (d *DVM) slotSummary() string {
+	total, used := 0, 0
+	for _, h := range d.base.alloc.Hosts {
+		if _, gone := d.lost[h.Name]; gone {
+			continue
+		}
+		total += h.Slots
+		used += min(d.used[h.Name], h.Slots)
+	}
+	return fmt.Sprintf("%d of %d slots free", total-used, total)
+}
+
+// grant is the allocation a submission maps onto: the runtime's nodes less
+// lost ones and the slots running submissions reserved; the job's own
+// --host/--hostfile select among them. d.mu held.
+func (d *DVM) grant(job *jobspec.Job) (hostfile.Allocation, string, map[string]bool, error) {
+	base := d.base.alloc
+	free := hostfile.Allocation{Implicit: base.Implicit}
+	for _, h := range base.Hosts {
+		if _, gone := d.lost[h.Name]; gone {
+			continue
+		}
+		h.Slots = max(h.Slots-d.used[h.Name], 0)
+		free.Hosts = append(free.Hosts, h)
+	}
+	if len(job.Place.Hosts) > 0 || job.Place.Hostfile != "" {
+		asked, _, _, err := allocate(job.Place, nil, d.base.topos.cores)
+		if err != nil {
+			return free, "", nil, err
+		}
+		var sel []hostfile.Host
+		for _, a := range asked.Hosts {
+			i := slices.IndexFunc(free.Hosts, func(h hostfile.Host) bool {
+				return h.Name == a.Name || isLocal(h.Name, "") && isLocal(a.Name, job.Place.LocalHost)
+			})
+			if i < 0 {
+				if _, gone := d.lost[a.Name]; gone {
+					return free, "", nil, fmt.Errorf("host %s: the DVM lost it", a.Name)
+				}
+				return free, "", nil, fmt.Errorf("host %s is not one of the DVM's nodes (%s)", a.Name, strings.Join(d.Nodes(), ", "))
+			}
+			h := free.Hosts[i]
+			if counted(job.Place.Hosts, a.Name) { // --host h:N caps; a bare name selects, as from a hostfile
+				h.Slots = min(h.Slots, a.Slots)
+			}
+			sel = append(sel, h)
+		}
+		free.Hosts = sel
+	}
+	if len(free.Hosts) == 0 {
+		return free, "", nil, notFit{"every node of the DVM is lost"}
+	}
+	if free.Slots() == 0 && free.Implicit {
+		free.Hosts[0].Slots = 1 // oversubscribe from the first host on, as a standalone launch on this node does
+	}
+	return free, "the DVM", d.base.mapOpts.SlotsFromCores, nil
+}
+
+// attach gives a submission's run the runtime's daemons and session, and
+// releases its slots when it ends.
+func (d *DVM) attach(r *run, s *startup) {
+	b := d.base
+	r.up, r.tree, r.local, s.sess = b.up, b.tree, b.local, d.sess
+	s.defer_(func() { d.release(r) })
+}
+
+func (d *DVM) release(r *run) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, h := range d.reserve[r.sub] {
+		d.used[h]--
+	}
+	delete(d.reserve, r.sub)
+	for _, j := range r.jobs.list {
+		delete(d.byNs, j.plan.Nspace)
+		delete(d.jobIO, j.plan.Nspace)
+	}
+	d.freed.Broadcast()
+}
+
+// own routes a namespace's events to r from now on.
+func (d *DVM) own(nspace string, r *run) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.byNs[nspace] = r
+}
+
+// forget drops a finished submission's jobs from every node.
+func (d *DVM) forget(r *run) {
+	var wg sync.WaitGroup
+	for _, j := range r.jobs.list {
+		for _, n := range d.base.up.nodes() {
+			if f, ok := n.(interface{ Forget(string) }); ok {
+				wg.Add(1)
+				go func() { defer wg.Done(); f.Forget(j.plan.Nspace) }()
+			}
+		}
+	}
+	wg.Wait()
+}
+
+// routeStdin gives a submission's job the submitter's stdin, terminal and
+// environment on this node. Stdin reaches ranks on this node only: a job
+// whose stdin rank runs elsewhere reads nothing (its nodes' daemons have
+// one stdin stream each, for the runtime's life).
+func (d *DVM) routeStdin(r *run, s *startup) {
+	plan, m := s.plan, s.m
+	jio := daemon.JobIO{BaseEnv: r.opts.Env}
+	readsHere := d.localName != "" && (plan.Stdin == daemon.StdinAll ||
+		plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == d.localName)
+	if plan.Stdin >= 0 && !readsHere {
+		plan.Stdin = daemon.StdinNone
+	}
+	if readsHere && r.opts.Stdin != nil {
+		jio.Stdin = r.opts.Stdin
+		if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == jobspec.PTYOn || s.job.PTY == jobspec.PTYAuto && isTerminal(f)) {
+			plan.PTY = true
+			if isTerminal(f) {
+				jio.TTY = f
+				if restore, err := makeRaw(f); err == nil {
+					s.defer_(restore)
+				}
+			}
+		}
+	}
+	d.mu.Lock()
+	d.jobIO[plan.Nspace] = jio
+	d.mu.Unlock()
+}
+
+// jobIOOf is the local daemon's Config.JobIO: a job's submitter's
+// surroundings (a spawned job's: its submitter's environment, no stdin).
+func (d *DVM) jobIOOf(nspace string) daemon.JobIO {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if jio, ok := d.jobIO[nspace]; ok {
+		return jio
+	}
+	if r := d.byNs[nspace]; r != nil {
+		return daemon.JobIO{BaseEnv: r.opts.Env}
+	}
+	return daemon.JobIO{BaseEnv: d.base.opts.Env}
+}
+
+// dvmOut hands each run of output to its submission's Writer.
+type dvmOut struct{ d *DVM }
+
+func (o dvmOut) writer(src *iof.Source) *iof.Writer {
+	sub, index := daemon.SplitOutputJob(src.Job)
+	src.Job = index
+	o.d.mu.RLock()
+	defer o.d.mu.RUnlock()
+	if r := o.d.bySub[sub]; r != nil {
+		return r.out
+	}
+	return nil
+}
+
+func (o dvmOut) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
+	if w := o.writer(&src); w != nil {
+		w.Write(src, st, p, partial)
+	}
+}
+
+func (o dvmOut) End(src iof.Source, st iof.Stream) {
+	if w := o.writer(&src); w != nil {
+		w.End(src, st)
+	}
+}
+
+func (o dvmOut) SetSourceInfo(src iof.Source, host string, pid int) {
+	if w := o.writer(&src); w != nil {
+		w.SetSourceInfo(src, host, pid)
+	}
+}
+
+func (o dvmOut) Printf(format string, a ...any) { o.d.base.out.Printf(format, a...) }
+
+// dvmIndex is every submission's jobs, as upstream reads them.
+type dvmIndex struct{ d *DVM }
+
+func (x dvmIndex) plan(nspace string) *daemon.Plan {
+	if r := x.d.owner(nspace); r != nil {
+		return r.jobs.plan(nspace)
+	}
+	return nil
+}
+
+func (x dvmIndex) namespaces() []string {
+	x.d.mu.RLock()
+	out := make([]string, 0, len(x.d.byNs))
+	for ns := range x.d.byNs {
+		out = append(out, ns)
+	}
+	x.d.mu.RUnlock()
+	sort.Strings(out)
+	return out
+}
+
+func (x dvmIndex) procTable(nspace string) ([]pmixsrv.ProcInfo, error) {
+	if r := x.d.owner(nspace); r != nil {
+		return r.jobs.procTable(nspace)
+	}
+	return nil, pmixsrv.ErrInvalidNspace
+}
+
+// Kill ends submission sub as a SIGTERM to its submitter would.
+func (d *DVM) Kill(sub int, sig syscall.Signal) error {
+	d.mu.RLock()
+	r := d.bySub[sub]
+	d.mu.RUnlock()
+	if r == nil {
+		return fmt.Errorf("no job %d runs in the DVM", sub)
+	}
+	r.q.push(killSubmission{sig})
+	return nil
+}
+
+// killSubmission: `prun dvm kill`, or the runtime stopping.
+type killSubmission struct{ sig syscall.Signal }
+
+// Active is how many submissions run, and since when the runtime is idle.
+func (d *DVM) Active() (int, time.Time) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return len(d.bySub), d.idle
+}
+
+// Stop ends the runtime: with allJobs, its running submissions first (as
+// SIGTERM would), else only when none runs. Nothing is left on any node.
+func (d *DVM) Stop(allJobs bool) error {
+	d.mu.Lock()
+	if n := len(d.bySub); n > 0 && !allJobs {
+		d.mu.Unlock()
+		return fmt.Errorf("%d job%s running in the DVM (prun dvm stop --all-jobs ends them)", n, plural(n))
+	}
+	if d.closing {
+		d.mu.Unlock()
+		<-d.done
+		return nil
+	}
+	d.closing = true
+	d.freed.Broadcast()
+	runs := d.runs()
+	d.mu.Unlock()
+	for _, r := range runs {
+		r.q.push(killSubmission{syscall.SIGTERM})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, _ := d.Active(); n == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.closeNodes()
+	close(d.done)
+	return nil
+}
+
+func (d *DVM) closeNodes() {
+	b := d.base
+	b.closeNodes()
+	b.stall.close()
+	if b.up != nil {
+		b.up.names.Close()
+	}
+	if d.sess != nil {
+		d.sess.Remove()
+	}
+}
+
+// counted says whether a --host list gives host a slot count (host:N).
+func counted(lists []string, host string) bool {
+	for _, l := range lists {
+		for _, e := range strings.Split(l, ",") {
+			if at := strings.LastIndexByte(e, '@'); at >= 0 {
+				e = e[at+1:]
+			}
+			if name, _, ok := strings.Cut(e, ":"); ok && name == host {
+				return true
+			}
+		}
+	}
+	return false
+}

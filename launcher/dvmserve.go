@@ -1,0 +1,357 @@
+package launcher
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"prun/daemon"
+	"prun/dvm"
+	"prun/jobspec"
+)
+
+// Serve answers clients on the runtime's socket until the runtime stops:
+// by `prun dvm stop`, after idle (0: never) without a submission, or when
+// the process watch (a pid; 0: none) ends, as the allocation step that
+// started the runtime does.
+func (d *DVM) Serve(ln *net.UnixListener, idle time.Duration, watch int) {
+	go func() {
+		<-d.done
+		ln.Close()
+	}()
+	if watch > 0 {
+		go d.watchPid(watch)
+	}
+	if idle > 0 {
+		go d.watchIdle(idle)
+	}
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			select {
+			case <-d.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go d.serveConn(dvm.NewConn(c))
+	}
+}
+
+func (d *DVM) watchPid(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		d.logf("the process %d that started the DVM is gone; stopping", pid)
+		d.Stop(true)
+		return
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if n > 0 || err != nil {
+			break
+		}
+	}
+	d.logf("the process %d that started the DVM ended; stopping", pid)
+	d.Stop(true)
+}
+
+func (d *DVM) watchIdle(idle time.Duration) {
+	t := time.NewTicker(min(idle/4+time.Millisecond, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		if n, since := d.Active(); n == 0 && time.Since(since) >= idle {
+			d.logf("idle for %v; stopping", idle)
+			d.Stop(false)
+			return
+		}
+	}
+}
+
+func (d *DVM) serveConn(c *dvm.Conn) {
+	defer c.Close()
+	// A bug met by one submission is that submitter's failure, not the
+	// end of everyone's runtime.
+	defer func() {
+		if p := recover(); p != nil {
+			d.logf("internal error serving a client: %v\n%s", p, debug.Stack())
+			c.Send(dvm.Reply{Done: true, Exit: ExitFailure, Error: fmt.Sprintf("internal error: %v", p)})
+		}
+	}()
+	b, files, err := c.ReadHello()
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if err != nil {
+		return
+	}
+	uid, err := dvm.PeerUID(c.UnixConn)
+	if err != nil || uid != os.Getuid() && uid != 0 {
+		c.Send(dvm.Reply{Done: true, Exit: ExitFailure,
+			Error: fmt.Sprintf("refused: uid %d is not the DVM's user (uid %d)", uid, os.Getuid())})
+		d.logf("refused a connection from uid %d", uid)
+		return
+	}
+	var req dvm.Request
+	if err := c.Recv(&req); err != nil {
+		return
+	}
+	if b == dvm.SubmitByte && req.Op == "submit" {
+		d.serveSubmit(c, req, files)
+		return
+	}
+	rep := dvm.Reply{Done: true}
+	switch req.Op {
+	case "ps":
+		rep.Text = d.ps(req.JSON)
+	case "status":
+		rep.Text = d.status()
+	case "kill":
+		if err := d.Kill(req.Job, syscall.SIGTERM); err != nil {
+			rep.Error, rep.Exit = err.Error(), ExitFailure
+		}
+	case "stop":
+		// Answered once every job ended and every node is clean.
+		if err := d.Stop(req.All); err != nil {
+			rep.Error, rep.Exit = err.Error(), ExitFailure
+		}
+	default:
+		rep.Error, rep.Exit = fmt.Sprintf("unknown request %q", req.Op), ExitUsage
+	}
+	c.Send(rep)
+}
+
+// serveSubmit runs a submission on the submitter's descriptors; a
+// submitter that goes away ends its job as a hangup would.
+func (d *DVM) serveSubmit(c *dvm.Conn, req dvm.Request, files []*os.File) {
+	if len(files) != 3 {
+		c.Send(dvm.Reply{Done: true, Exit: ExitFailure, Error: "a submission comes with stdin, stdout and stderr"})
+		return
+	}
+	var plan daemon.Plan
+	if err := json.Unmarshal(req.Plan, &plan); err != nil || plan.Job == nil || len(plan.Job.Apps) == 0 {
+		c.Send(dvm.Reply{Done: true, Exit: ExitUsage, Error: fmt.Sprintf("a malformed job: %v", err)})
+		return
+	}
+	sigs := make(chan os.Signal, 16)
+	go func() {
+		for {
+			var r dvm.Request
+			if err := c.Recv(&r); err != nil {
+				sigs <- syscall.SIGHUP // the submitter is gone: its job ends
+				return
+			}
+			if r.Signal > 0 {
+				sigs <- syscall.Signal(r.Signal)
+			}
+		}
+	}()
+	opts := Options{Stdin: files[0], Stdout: files[1], Stderr: files[2], ColorTags: req.ColorTags,
+		ColorErrors: req.ColorErrors, TmpDir: d.base.opts.TmpDir, Env: []string(req.Env),
+		KillGrace: time.Second, Signals: &Signals{from: sigs}}
+	code := d.Run(Submission{Job: plan.Job, Opts: opts, Wait: req.Wait,
+		Started: func(sub int) { c.Send(dvm.Reply{Job: sub}) }})
+	// The submitter's descriptors close before it hears the status, so
+	// that its reader sees the end of the job's output when it exits.
+	for _, f := range files {
+		f.Close()
+	}
+	c.Send(dvm.Reply{Done: true, Exit: code})
+}
+
+// psJob is a submission as `prun dvm ps --json` shows it.
+type psJob struct {
+	Job       int       `json:"job"`
+	Namespace string    `json:"namespace"`
+	Command   string    `json:"command"`
+	Ranks     int       `json:"ranks"`
+	Started   int       `json:"started_ranks"`
+	Nodes     []string  `json:"nodes"`
+	State     string    `json:"state"`
+	StartTime time.Time `json:"start_time"`
+}
+
+func (d *DVM) ps(asJSON bool) string {
+	d.mu.RLock()
+	var jobs []psJob
+	for sub, r := range d.bySub {
+		pj := psJob{Job: sub, State: "waiting", StartTime: d.started[sub]}
+		if r != nil && len(r.jobs.list) > 0 {
+			j := r.jobs.list[0]
+			pj.Namespace, pj.Command, pj.Ranks = j.plan.Nspace, j.plan.Job.CmdLine, len(j.plan.Map.Procs)
+			for _, n := range j.plan.Map.Nodes {
+				if len(n.Procs) > 0 {
+					pj.Nodes = append(pj.Nodes, n.Name)
+				}
+			}
+			r.jobs.mu.RLock()
+			exited := 0
+			for _, p := range j.procs {
+				if p.started {
+					pj.Started++
+				}
+				if p.exited {
+					exited++
+				}
+			}
+			r.jobs.mu.RUnlock()
+			switch {
+			case exited > 0:
+				pj.State = "ending"
+			case pj.Started == pj.Ranks:
+				pj.State = "running"
+			default:
+				pj.State = "starting"
+			}
+		} else if r != nil {
+			pj.State = "starting"
+		}
+		jobs = append(jobs, pj)
+	}
+	d.mu.RUnlock()
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Job < jobs[b].Job })
+	if asJSON {
+		if jobs == nil {
+			jobs = []psJob{}
+		}
+		b, _ := json.Marshal(jobs)
+		return string(b) + "\n"
+	}
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTATE\tRANKS\tNODES\tSTARTED\tNAMESPACE\tCOMMAND")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", j.Job, j.State, j.Ranks, strings.Join(j.Nodes, ","),
+			j.StartTime.Format("15:04:05"), j.Namespace, j.Command)
+	}
+	tw.Flush()
+	return sb.String()
+}
+
+func (d *DVM) status() string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "DVM pid %d: %d node%s, %d job%s running, %s\n", os.Getpid(), len(d.base.alloc.Hosts),
+		plural(len(d.base.alloc.Hosts)), len(d.bySub), plural(len(d.bySub)), d.slotSummary())
+	tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tHEALTH\tSLOTS\tUSED\tFREE")
+	for _, h := range d.base.alloc.Hosts {
+		health, used := "ok", d.used[h.Name]
+		if why, gone := d.lost[h.Name]; gone {
+			health = "lost: " + why
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", h.Name, health, h.Slots, used, max(h.Slots-used, 0))
+	}
+	tw.Flush()
+	return sb.String()
+}
+
+// Submit runs job in the runtime in dir: the submitter's descriptors go with
+// it, its signals follow, and the job's exit status is the return value.
+func Submit(dir string, job *jobspec.Job, sigs *Signals, wait bool) int {
+	c, err := dvm.Dial(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "prun: DVM %s: %v\n", dir, err)
+		return ExitFailure
+	}
+	defer c.Close()
+	cwd, _ := os.Getwd()
+	for i := range job.Apps {
+		if job.Apps[i].Wdir == "" {
+			job.Apps[i].Wdir = cwd
+		}
+	}
+	plan, err := json.Marshal(daemon.Plan{Job: job})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "prun: %v\n", err)
+		return ExitFailure
+	}
+	noColor := os.Getenv("NO_COLOR") != ""
+	if err := c.Hello(dvm.SubmitByte, []int{0, 1, 2}); err != nil {
+		fmt.Fprintf(os.Stderr, "prun: DVM %s: %v\n", dir, err)
+		return ExitFailure
+	}
+	if err := c.Send(dvm.Request{Op: "submit", Plan: plan, Env: os.Environ(), Wait: wait,
+		ColorTags: !noColor && isTerminal(os.Stdout), ColorErrors: !noColor && isTerminal(os.Stderr)}); err != nil {
+		fmt.Fprintf(os.Stderr, "prun: DVM %s: %v\n", dir, err)
+		return ExitFailure
+	}
+	go func() {
+		for sig := range sigs.channel() {
+			c.Send(dvm.Request{Signal: int(sig.(syscall.Signal))})
+			if sig == syscall.SIGTSTP {
+				stopSelf() // the job's ranks stop; so does this prun, as a standalone one does
+				c.Send(dvm.Request{Signal: int(syscall.SIGCONT)})
+			}
+		}
+	}()
+	for {
+		var rep dvm.Reply
+		if err := c.Recv(&rep); err != nil {
+			fmt.Fprintf(os.Stderr, "prun: lost the DVM at %s: %v\n", dir, err)
+			return ExitFailure
+		}
+		if rep.Error != "" {
+			fmt.Fprintf(os.Stderr, "prun: DVM %s: %s\n", dir, rep.Error)
+		}
+		if rep.Done {
+			return rep.Exit
+		}
+	}
+}
+
+// Command sends a command (ps, status, stop, kill) to the runtime in dir
+// and prints its answer; it returns the exit status.
+func Command(dir string, req dvm.Request) int {
+	c, err := dvm.Dial(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "prun dvm: %s: %v\n", dir, err)
+		return ExitFailure
+	}
+	defer c.Close()
+	if err := c.Hello(dvm.CommandByte, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "prun dvm: %v\n", err)
+		return ExitFailure
+	}
+	if err := c.Send(req); err != nil {
+		fmt.Fprintf(os.Stderr, "prun dvm: %v\n", err)
+		return ExitFailure
+	}
+	var rep dvm.Reply
+	if err := c.Recv(&rep); err != nil {
+		fmt.Fprintf(os.Stderr, "prun dvm: lost the DVM at %s: %v\n", dir, err)
+		return ExitFailure
+	}
+	fmt.Print(rep.Text)
+	if rep.Error != "" {
+		fmt.Fprintf(os.Stderr, "prun dvm: %s\n", rep.Error)
+	}
+	return rep.Exit
+}
