@@ -14,7 +14,7 @@ MPICH_CH3_PMI2  ?= $(CACHE)/mpich-ch3-pmi2
 export PRUN_MPICH_CH3 := $(MPICH_CH3)
 export PRUN_MPICH_CH3_PMI2 := $(MPICH_CH3_PMI2)
 
-.PHONY: all deps build demo test bench fuzz vet clean leakcheck mpich-ch3 install
+.PHONY: all deps build demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 install
 
 all: build
 
@@ -110,6 +110,13 @@ bench: build
 	$(GO) run ./bench/cluster
 	$(GO) run ./bench/slurm
 	$(GO) run ./bench/dvm
+
+# Kept out of `bench`: it takes tens of minutes (docs/scaling.md). Simulated
+# clusters of 256 to 1,024 daemons (one machine, testdata/simrsh.sh), then
+# the network-namespace cluster at 16 and 64 hosts.
+bench-scale: build
+	$(GO) run ./bench/scale $(SCALE_FLAGS)
+	$(GO) run ./bench/cluster -sizes 16,64 -runs 3
 
 clean:
 	rm -rf bin

@@ -6,9 +6,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"prun/jobspec"
+	"prun/remote"
 	"prun/topology"
 )
 
@@ -23,6 +25,16 @@ type report struct {
 	FirstFailure *reportFail `json:"first_failure"`
 	Signal       string      `json:"signal,omitempty"`
 	Jobs         []reportJob `json:"jobs"`
+	// Tree: the control plane's structural counters, when other nodes'
+	// daemons ran (remote.Stats); Launcher: prun's own resource usage.
+	Tree     *remote.Stats   `json:"tree,omitempty"`
+	Launcher *reportLauncher `json:"launcher"`
+}
+
+type reportLauncher struct {
+	UserCPU   float64 `json:"user_cpu_seconds"`
+	SysCPU    float64 `json:"system_cpu_seconds"`
+	MaxRSSKiB int64   `json:"max_rss_kib"`
 }
 
 type reportFail struct {
@@ -66,6 +78,15 @@ func (r *run) writeReport(job *jobspec.Job, start time.Time, code int) error {
 	}
 	if r.pol.signaled != 0 {
 		rep.Signal = signalName(r.pol.signaled)
+	}
+	if r.tree != nil {
+		st := r.tree.Stats()
+		rep.Tree = &st
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		rep.Launcher = &reportLauncher{UserCPU: time.Duration(ru.Utime.Nano()).Seconds(),
+			SysCPU: time.Duration(ru.Stime.Nano()).Seconds(), MaxRSSKiB: ru.Maxrss}
 	}
 	for _, j := range r.jobs.list {
 		mapJSON, err := j.plan.Map.JSON()

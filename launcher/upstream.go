@@ -38,6 +38,12 @@ type upstream struct {
 	mu      sync.Mutex
 	daemons map[string]node   // by node name
 	fences  map[string]*fence // in-flight fences, by participant signature
+	// via maps a node to the contributor the launcher hears from in a
+	// collective: remote nodes' contributions combine along the tree, so
+	// it is the launcher's child above the node (remote.Tree.Via); nil:
+	// every node contributes itself.
+	via  func(string) string
+	lost map[string]error // nodes lost: their collectives fail at once
 
 	foreignOnce sync.Once // the refused connection to another launch's job is told once
 }
@@ -136,16 +142,27 @@ func (u *upstream) nodesOf(procs []pmixsrv.Proc) (map[string]bool, bool) {
 	return nodes, true
 }
 
+// setVia sets how nodes map to the launcher's contributors (see via).
+func (u *upstream) setVia(via func(string) string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.via = via
+}
+
 // fence gathers the contributions of every node taking part in one fence.
 type fence struct {
-	need  map[string]bool
+	nodes map[string]bool // the participants' nodes
+	need  map[string]bool // the contributors: this node, children of the tree
 	data  map[string][]byte
 	dones []func([]byte, error)
 }
 
-// Fence is an allgather over the nodes hosting procs: when the last of them
-// has contributed, each gets the concatenation of all contributions (in
-// node-name order, so every node sees the same bytes).
+// Fence is an allgather over the nodes hosting procs, the last step of its
+// combination along the tree: the launcher hears from this node and from
+// each child whose subtree takes part (node names the contributor). When
+// the last has contributed, each gets the concatenation of all
+// contributions (in contributor-name order, so every node sees the same
+// bytes).
 func (u *upstream) Fence(node, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
 	need, ok := u.nodesOf(procs)
 	if !ok {
@@ -159,9 +176,22 @@ func (u *upstream) Fence(node, kind string, procs []pmixsrv.Proc, data []byte, d
 	}
 	sig := kind + "|" + signature(procs)
 	u.mu.Lock()
+	for n := range need {
+		if err := u.lost[n]; err != nil {
+			u.mu.Unlock()
+			done(nil, err)
+			return
+		}
+	}
 	f, ok := u.fences[sig]
 	if !ok {
-		f = &fence{need: need, data: map[string][]byte{}}
+		f = &fence{nodes: need, need: need, data: map[string][]byte{}}
+		if u.via != nil {
+			f.need = map[string]bool{}
+			for n := range need {
+				f.need[u.via(n)] = true
+			}
+		}
 		u.fences[sig] = f
 	}
 	f.data[node] = data
@@ -187,6 +217,34 @@ func (u *upstream) Fence(node, kind string, procs []pmixsrv.Proc, data []byte, d
 	}
 	for _, d := range f.dones {
 		d(all, nil)
+	}
+}
+
+// FailCollectives fails, with err, the pending collectives that any of
+// hosts (lost nodes) takes part in, and any later one.
+func (u *upstream) FailCollectives(hosts []string, err error) {
+	u.mu.Lock()
+	if u.lost == nil {
+		u.lost = map[string]error{}
+	}
+	for _, h := range hosts {
+		u.lost[h] = err
+	}
+	var failed []*fence
+	for sig, f := range u.fences {
+		for n := range f.nodes {
+			if u.lost[n] != nil {
+				failed = append(failed, f)
+				delete(u.fences, sig)
+				break
+			}
+		}
+	}
+	u.mu.Unlock()
+	for _, f := range failed {
+		for _, d := range f.dones {
+			d(nil, err)
+		}
 	}
 }
 

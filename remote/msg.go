@@ -49,6 +49,10 @@ const (
 	tSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats
 	tResume                       // down (broadcast): the launcher is back; expect heartbeats
 	tGaveUp                       // up: a daemon's last word: its parent fell silent (Err says so)
+	tColl                         // up: a subtree's combined contribution to a collective (coll.go)
+	tCollDone                     // down: a collective's result, to a child that contributed
+	tCollFail                     // down (broadcast): nodes lost; their collectives fail
+	tClosed                       // up: a subtree closed (Count: its daemons that did), the closing broadcast's answer
 	tForget                       // down: a persistent runtime's job is over: drop it (daemon.Daemon.Forget)
 )
 
@@ -97,6 +101,9 @@ type msg struct {
 	States  []daemon.RankState `json:",omitzero"`
 	Src     iof.Source         `json:",omitzero"`
 	Stream  iof.Stream         `json:",omitzero"`
+	Coll    string             `json:",omitzero"` // a collective's key (coll.go)
+	Verts   []int              `json:",omitzero"` // vertices, as ranges (packVerts)
+	Count   int                `json:",omitzero"`
 }
 
 // entries are published names; their values keep their types.

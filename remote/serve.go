@@ -57,7 +57,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	if b.OutWindow <= 0 {
 		b.OutWindow = outWindow(len(b.Hosts))
 	}
-	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow)}
+	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
+		helloSent: make(chan struct{})}
+	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
+		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&msg{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Data: data})))
+	})
 	if b.Agent == AgentSlurm {
 		n.slurmTerm = make(chan struct{})
 	}
@@ -114,13 +118,37 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		cb := b
 		cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
 		cb.ParentAddrs = ln.Hosts()
-		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) { n.parent.Send(typ, p) },
+		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) {
+			// The parent takes a link only with its child's own hello
+			// first: a child's hello (a child started without SSH's
+			// handshake, as in a simulated cluster, is up before its
+			// parent's PMIx server) waits for it.
+			<-n.helloSent
+			switch typ {
+			case tColl:
+				n.childColl(p) // combined here, not relayed
+				return
+			case tClosed:
+				n.childClosed(p) // counted here, not relayed
+				return
+			}
+			n.parent.Send(typ, p)
+		},
 			func(v int, err error) {
+				<-n.helloSent
+				n.closeGone(v)
 				n.sendUp(tFailed, &msg{Host: b.Hosts[v-1], Err: err.Error()})
 			})
 		n.kids.start()
 		defer rsh.Shutdown() // after the sessions' close below: prun-ssh goes before this daemon
-		defer n.kids.close()
+		// Its children's sessions end before it does: they end as the
+		// children see their links close, and the launcher, which waits
+		// for its own sessions, then ends after the whole tree (and no
+		// session's process is left to whoever reaps orphans).
+		defer func() {
+			n.kids.close()
+			n.kids.waitSessions(3 * time.Second)
+		}()
 	}
 
 	trace.Mark("children started")
@@ -154,6 +182,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		hello.TopoXML = xml // no synthetic description says it all
 	}
 	n.sendUp(tHello, hello)
+	close(n.helloSent)
 	trace.Mark("hello sent")
 
 	go n.readParent()
@@ -163,6 +192,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	why := <-n.gone
 	n.out.kill()
 	n.calls.fail(errors.New(n.host + ": daemon ending"))
+	n.coll.failAll(errors.New(n.host + ": daemon ending"))
 	closed := n.closed.Load()
 	n.closeDaemon()
 	if !closed {
@@ -274,8 +304,14 @@ type node struct {
 	d         *daemon.Daemon
 	topo      *topology.Topology
 	calls     calls
+	coll      *collectives // the collectives pending at this vertex (coll.go)
 	stdin     stdinPipe
 	out       *outCredit // the output window (output.go)
+
+	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
+	closing   closeState    // the closing broadcast's answer, combined for the subtree
+	vertOnce  sync.Once
+	verts     map[string]int // node name -> vertex
 
 	closeOnce sync.Once
 	closed    atomic.Bool // the launcher said close
@@ -365,7 +401,12 @@ func (n *node) readParent() {
 			n.out.ack(k, key, grant)
 			continue
 		}
-		m, err := decode(body)
+		var m *msg
+		if f.Type == tCollDone {
+			m, err = decodeColl(body)
+		} else {
+			m, err = decode(body)
+		}
 		if err != nil {
 			// The stream from the launcher cannot be read past this: a
 			// daemon that no longer understands it is lost.
@@ -422,13 +463,20 @@ func (n *node) handle(typ uint8, m *msg) {
 				n.parent.Resume()
 			}
 		}
+	case tCollDone:
+		n.coll.result(m.Coll, m.Data, m.collErr())
+	case tCollFail:
+		lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+		if err == nil {
+			n.coll.fail(lost, m.collErr())
+		}
 	case tClose:
 		trace.Mark("close")
 		// Kill and reap everything, then say so; the launcher closes the
 		// link after every node has answered, which ends this process.
 		n.closed.Store(true)
 		n.closeDaemon()
-		n.reply(m.ID, &msg{Host: n.host})
+		n.closedHere()
 	}
 }
 
@@ -470,8 +518,68 @@ func (n *node) Event(ev daemon.Event) {
 	n.sendUp(tEvent, &msg{Event: &ev})
 }
 
+// Fence is this node's contribution to a collective, combined along the
+// tree (coll.go).
 func (n *node) Fence(_, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
-	n.call(tFence, &msg{Kind: kind, Procs: procs, Data: data}, func(m *msg) { done(m.Data, m.err()) })
+	n.fence(kind, procs, data, done, 0)
+}
+
+// fence resolves the participants' nodes from the plans. A namespace this
+// daemon does not know may be a spawned job whose plan is still on its way
+// (a parent's rank may hear of the spawn from another rank, over MPI, first):
+// it waits for the plan a while; then the launcher answers (a connect to
+// another launch's job is refused, and said why).
+func (n *node) fence(kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error), tries int) {
+	names, ok := n.d.NodesOf(procs)
+	if !ok {
+		if tries < 20 {
+			time.AfterFunc(time.Duration(tries+1)*10*time.Millisecond, func() { n.fence(kind, procs, data, done, tries+1) })
+			return
+		}
+		n.call(tFence, &msg{Kind: kind, Procs: procs, Data: data}, func(m *msg) { done(m.Data, m.err()) })
+		return
+	}
+	verts := make([]int, 0, len(names))
+	for _, name := range names {
+		verts = append(verts, n.vertex(name))
+	}
+	slices.Sort(verts)
+	verts = slices.Compact(verts)
+	n.coll.contribute(n.me, collKey(kind, procs), kind, procs, verts, data, done)
+}
+
+// vertex is the vertex of the node named name: the launcher's (0) when no
+// daemon of the tree runs there.
+func (n *node) vertex(name string) int {
+	n.vertOnce.Do(func() {
+		n.verts = make(map[string]int, len(n.boot.Hosts))
+		for i, h := range n.boot.Hosts {
+			n.verts[h] = i + 1
+		}
+	})
+	return n.verts[name]
+}
+
+// childColl is a child's combined contribution to a collective.
+func (n *node) childColl(p []byte) {
+	_, src, body, err := header(p)
+	v := int(src)
+	if err != nil || v < 1 || v > len(n.boot.Hosts) || ctl.Parent(v, n.boot.Fanout) != n.me {
+		return
+	}
+	m, err := decodeColl(body)
+	if err != nil {
+		return
+	}
+	done := func(data []byte, err error) {
+		n.kids.send(v, tCollDone, frame(uint32(v), uint32(n.me), encodeColl(errOf(&msg{Coll: m.Coll, Data: data}, err))))
+	}
+	verts, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	n.coll.contribute(v, m.Coll, m.Kind, m.Procs, verts, m.Data, done)
 }
 
 func (n *node) DirectModex(_ string, target pmixsrv.Proc, done func([]byte, error)) {
@@ -533,4 +641,101 @@ func nameKind(err error) string {
 		return "timeout"
 	}
 	return ""
+}
+
+// closeState combines the answers to the closing broadcast: a daemon
+// answers (tClosed) once for its subtree, when it has closed and each child
+// it linked has answered or is gone, or after closeWait; the launcher reads
+// one answer per child of its own instead of one per daemon.
+type closeState struct {
+	mu      sync.Mutex
+	self    bool         // this daemon has closed
+	waiting map[int]bool // children linked when the broadcast came, not yet answered
+	count   int          // daemons of this subtree that closed
+	early   map[int]int  // answers of children that came before the broadcast reached here
+	sent    bool
+}
+
+// closeWait bounds a daemon's wait for its children's answers (the
+// launcher waits 5 s for all of them).
+const closeWait = 4 * time.Second
+
+// closedHere is this daemon's own close done: it answers when its
+// children have.
+func (n *node) closedHere() {
+	c := &n.closing
+	c.mu.Lock()
+	c.self = true
+	c.count++
+	c.waiting = map[int]bool{}
+	if n.kids != nil {
+		n.kids.mu.Lock()
+		for v := range n.kids.links {
+			c.waiting[v] = true
+		}
+		n.kids.mu.Unlock()
+	}
+	for v, k := range c.early {
+		if c.waiting[v] {
+			delete(c.waiting, v)
+			c.count += k
+		}
+	}
+	c.mu.Unlock()
+	time.AfterFunc(closeWait, func() { n.answerClose(true) })
+	n.answerClose(false)
+}
+
+// childClosed is a child's answer for its subtree.
+func (n *node) childClosed(p []byte) {
+	_, src, body, err := header(p)
+	if err != nil {
+		return
+	}
+	m, err := decode(body)
+	if err != nil {
+		return
+	}
+	c := &n.closing
+	c.mu.Lock()
+	v := int(src)
+	if c.waiting != nil && c.waiting[v] {
+		delete(c.waiting, v)
+		c.count += m.Count
+	} else if c.waiting == nil {
+		// Before this daemon heard the broadcast (its child did first):
+		// counted now, not waited for later.
+		if c.early == nil {
+			c.early = map[int]int{}
+		}
+		c.early[v] = m.Count
+	}
+	c.mu.Unlock()
+	n.answerClose(false)
+}
+
+// closeGone is a child lost: no answer will come from it.
+func (n *node) closeGone(v int) {
+	c := &n.closing
+	c.mu.Lock()
+	if c.waiting != nil {
+		delete(c.waiting, v)
+	}
+	c.mu.Unlock()
+	n.answerClose(false)
+}
+
+// answerClose sends the subtree's answer once it is complete (or at the
+// deadline, whatever has answered).
+func (n *node) answerClose(deadline bool) {
+	c := &n.closing
+	c.mu.Lock()
+	if c.sent || !c.self || (len(c.waiting) > 0 && !deadline) {
+		c.mu.Unlock()
+		return
+	}
+	c.sent = true
+	count := c.count
+	c.mu.Unlock()
+	n.sendUp(tClosed, &msg{Host: n.host, Count: count})
 }

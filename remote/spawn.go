@@ -97,6 +97,8 @@ type spawner struct {
 	up func(typ uint8, payload []byte)
 	// failed reports a child that could not start, or whose link is gone.
 	failed func(vertex int, err error)
+	// sent, if set, counts each frame sent to a child (the launcher's Stats).
+	sent func(typ uint8, n int)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -385,6 +387,9 @@ func (s *spawner) send(dest int, typ uint8, payload []byte) error {
 	if l == nil {
 		return fmt.Errorf("no link towards %s", s.host(dest))
 	}
+	if s.sent != nil {
+		s.sent(typ, len(payload))
+	}
 	return l.Send(typ, payload)
 }
 
@@ -397,6 +402,9 @@ func (s *spawner) broadcast(typ uint8, payload []byte) {
 	}
 	s.mu.Unlock()
 	for _, l := range links {
+		if s.sent != nil {
+			s.sent(typ, len(payload))
+		}
 		l.Send(typ, payload)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,14 +83,23 @@ type Tree struct {
 	topos    map[string]*topology.Topology
 	plan     *daemon.Plan
 	planJSON []byte
+	// broadcast: the namespaces whose plans went down (Launch), until
+	// Forget; by namespace, not the last plan, as a persistent runtime's
+	// submissions launch at once.
+	broadcast map[string]bool
 
-	closeAnswers chan struct{} // one per node that answered the closing broadcast
+	closeAnswers chan int // daemons that answered the closing broadcast, a subtree at a time (tClosed)
+
+	vertOnce sync.Once
+	verts    map[string]int // host -> vertex (Via)
 
 	// Per vertex (index v-1): the stdin and preload windows.
 	stdin   []*window
 	preload []*window
 	// out queues the nodes' output for the Writer (output.go).
 	out *outFlow
+
+	stats stats // the launcher's structural counters (stats.go)
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -136,6 +146,15 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
+	t.kids.sent = func(typ uint8, n int) {
+		switch typ {
+		case tCollDone: // counted by collOut
+		case tLaunch:
+			t.stats.launch(n)
+		default:
+			t.stats.frame(false, n)
+		}
+	}
 	t.kids.env = cfg.LaunchEnv
 	t.kids.start()
 	select {
@@ -165,6 +184,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 func (t *Tree) nodeFailed(host string, err error) {
 	// The nodes below a lost one are cut off with it.
 	var cut []string
+	var lostVerts []int
 	label := host
 	t.mu.Lock()
 	started := len(t.hellos) == len(t.cfg.Hosts)
@@ -179,6 +199,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 		for _, w := range ctl.Subtree(v+1, t.cfg.Fanout, len(t.cfg.Hosts)) {
 			if !t.down[w] {
 				t.down[w] = true
+				lostVerts = append(lostVerts, w)
 				t.stdin[w-1].kill()
 				t.preload[w-1].kill()
 				if w != v+1 {
@@ -202,6 +223,10 @@ func (t *Tree) nodeFailed(host string, err error) {
 		default:
 		}
 	default:
+		// The collectives the lost nodes take part in fail before the
+		// state machine hears of the loss (and ends the job, killing the
+		// ranks that wait in them): their participants learn why.
+		t.failCollectives(lostVerts, err)
 		t.lost(host, err)
 		for _, h := range cut {
 			t.lost(h, fmt.Errorf("cut off with %s", host))
@@ -278,13 +303,30 @@ func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
 	t.calls.call(m, func(m *msg) error { return t.send(v, typ, m) }, reply)
 }
 
-// Launch hands the node a plan; failures come back as events.
+// Launch hands the node a plan; failures come back as events. Every
+// daemon registers every job, so the launcher hands each plan to every
+// node: the first Launch of a plan broadcasts it down the tree (one frame
+// per link, each daemon relaying it to its children) and the others have
+// nothing left to send. Sent node by node, a plan, whose size grows with
+// the job, cost the launcher a frame per node: O(N^2) bytes.
 func (n *Node) Launch(p *daemon.Plan) error {
-	b, err := n.t.encodePlan(p)
+	t := n.t
+	t.mu.Lock()
+	sent := t.broadcast[p.Nspace]
+	if t.broadcast == nil {
+		t.broadcast = map[string]bool{}
+	}
+	t.broadcast[p.Nspace] = true
+	t.mu.Unlock()
+	if sent {
+		return nil
+	}
+	b, err := t.encodePlan(p)
 	if err != nil {
 		return err
 	}
-	return n.t.send(n.v, tLaunch, &msg{Plan: b})
+	t.kids.broadcast(tLaunch, frame(toBroadcast, toLauncher, encode(&msg{Plan: b})))
+	return nil
 }
 
 // encodePlan encodes p once for all the nodes the launcher hands it to.
@@ -307,6 +349,9 @@ func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
 
 // Forget drops a job that is over from the node (a persistent runtime's).
 func (n *Node) Forget(nspace string) {
+	n.t.mu.Lock()
+	delete(n.t.broadcast, nspace)
+	n.t.mu.Unlock()
 	n.t.send(n.v, tForget, &msg{Nspace: nspace})
 }
 
@@ -357,18 +402,21 @@ func (t *Tree) Close() error {
 		}
 	}
 	t.mu.Unlock()
+	t.stats.setPhase(phaseTeardown)
 	if live > 0 {
-		answered := make(chan struct{}, live)
+		answered := make(chan int, live)
 		t.mu.Lock()
 		t.closeAnswers = answered
 		t.mu.Unlock()
-		// One broadcast; every node answers to the same reserved id.
+		// One broadcast; the answers combine along the tree (each daemon
+		// answers for its subtree once its children have: serve.go).
 		t.kids.broadcast(tClose, frame(toBroadcast, toLauncher, encode(&msg{ID: closeCall})))
 		deadline := time.After(5 * time.Second)
 	wait:
-		for i := 0; i < live; i++ {
+		for got := 0; got < live; {
 			select {
-			case <-answered:
+			case k := <-answered:
+				got += k
 			case <-deadline:
 				break wait
 			}
@@ -436,6 +484,9 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		return
 	}
 	host := t.cfg.Hosts[v-1]
+	if typ != tColl { // counted by collIn
+		t.stats.frame(true, len(payload))
+	}
 	switch typ {
 	case tOutput:
 		// Queued, never written here: this goroutine reads the link.
@@ -461,7 +512,12 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		t.window(v).kill() // the stdin fan-out drops the node
 		return
 	}
-	m, err := decode(body)
+	var m *msg
+	if typ == tColl {
+		m, err = decodeColl(body)
+	} else {
+		m, err = decode(body)
+	}
 	if err != nil {
 		t.nodeFailed(host, err)
 		return
@@ -480,6 +536,7 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 				t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
 			}
 			if len(t.hellos) == len(t.cfg.Hosts) {
+				t.stats.setPhase(phaseRun)
 				close(t.ready)
 			}
 		}
@@ -511,6 +568,16 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		}
 	case tFence:
 		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
+	case tColl:
+		// A child's subtree's combined contribution: the launcher is the
+		// last vertex of the combination (upstream.Fence, through Via).
+		key := m.Coll
+		t.stats.collIn(key, len(payload))
+		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) {
+			b := frame(uint32(v), toLauncher, encodeColl(errOf(&msg{Coll: key, Data: data}, err)))
+			t.stats.collOut(key, len(b), err != nil)
+			t.kids.send(v, tCollDone, b)
+		})
 	case tDmodex:
 		up.DirectModex(host, m.Proc, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
 	case tNotify:
@@ -533,16 +600,61 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		up.Namespaces(func(ns []string) { reply(&msg{Names: ns}) })
 	case tProcTable:
 		up.ProcTable(m.Nspace, func(pt []pmixsrv.ProcInfo, err error) { reply(errOf(&msg{Table: pt}, err)) })
-	case tReply:
+	case tClosed:
 		t.mu.Lock()
 		answered := t.closeAnswers
 		t.mu.Unlock()
-		if m.ID == closeCall && answered != nil {
-			answered <- struct{}{}
-			return
+		if answered != nil && m.Count > 0 {
+			select {
+			case answered <- m.Count:
+			default: // more answers than daemons: a confused subtree, not worth a wait
+			}
 		}
+	case tReply:
 		if f := t.calls.take(m.ID); f != nil {
 			f(m)
 		}
+	}
+}
+
+// Via names the launcher's child through which the daemon of host is
+// reached: the contributor the launcher hears from, in a collective that
+// host takes part in. Any other name (this node's) is its own.
+func (t *Tree) Via(host string) string {
+	t.vertOnce.Do(func() {
+		t.verts = make(map[string]int, len(t.cfg.Hosts))
+		for i, h := range t.cfg.Hosts {
+			t.verts[h] = i + 1
+		}
+	})
+	v, ok := t.verts[host]
+	if !ok {
+		return host
+	}
+	return t.cfg.Hosts[ctl.NextHop(0, v, t.cfg.Fanout)-1]
+}
+
+// collFailer is the launcher's side of a collective's failure (upstream).
+type collFailer interface {
+	FailCollectives(hosts []string, err error)
+}
+
+// failCollectives fails, everywhere, the collectives that the daemons of
+// vertices lost take part in: the launcher decides, each daemon fails its
+// pending ones (and later ones with those nodes), and the launcher's own.
+func (t *Tree) failCollectives(lost []int, cause error) {
+	if len(lost) == 0 {
+		return
+	}
+	slices.Sort(lost)
+	err := fmt.Errorf("a collective failed: %v: %w", cause, pmixsrv.ErrUnreach)
+	t.kids.broadcast(tCollFail, frame(toBroadcast, toLauncher,
+		encode(errOf(&msg{Verts: packVerts(lost)}, err))))
+	if f, ok := t.up.(collFailer); ok {
+		hosts := make([]string, len(lost))
+		for i, w := range lost {
+			hosts[i] = t.cfg.Hosts[w-1]
+		}
+		f.FailCollectives(hosts, err)
 	}
 }

@@ -1,0 +1,278 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"prun/ctl"
+	"prun/pmixsrv"
+)
+
+// Collectives (PMIx fences, PMI barriers, connect and disconnect) combine
+// along the tree: a vertex waits for its own node's contribution (when its
+// node takes part) and for one combined contribution from each child whose
+// subtree holds a participant, sends one contribution up, and hands the
+// result down once per child that contributed. The launcher (vertex 0)
+// completes it, and decides failures: a lost node is broadcast down
+// (tCollFail) and fails every pending collective it takes part in.
+//
+// A collective is keyed by its kind and its participants (namespace and
+// ranks), so the collectives of several jobs, or of disjoint groups of one
+// job, run at once. One key is pending at most once at a vertex: a
+// participant enters the next collective of the same participants only
+// after the result of the previous one came down through every vertex
+// between it and the launcher, and each vertex forgets the key before it
+// passes the result on.
+
+// collKey is a collective's key.
+func collKey(kind string, procs []pmixsrv.Proc) string {
+	s := make([]string, len(procs))
+	for i, p := range procs {
+		s[i] = p.String()
+	}
+	sort.Strings(s)
+	return kind + "|" + strings.Join(s, ",")
+}
+
+// coll is one collective pending at a vertex.
+type coll struct {
+	kind   string
+	procs  []pmixsrv.Proc
+	verts  []int        // the participants' vertices (0: the launcher's node)
+	expect map[int]bool // the contributors: this vertex, children
+	data   map[int][]byte
+	dones  []func([]byte, error)
+	sent   bool // combined and sent up: waiting for the result
+}
+
+// collectives are the collectives pending at one daemon's vertex.
+type collectives struct {
+	me, fanout int
+	// up sends a combined contribution to the parent.
+	up func(key string, c *coll, data []byte)
+
+	mu      sync.Mutex
+	pending map[string]*coll
+	lost    map[int]error // vertices the launcher declared lost
+}
+
+func newCollectives(me, fanout int, up func(string, *coll, []byte)) *collectives {
+	return &collectives{me: me, fanout: fanout, up: up, pending: map[string]*coll{}, lost: map[int]error{}}
+}
+
+// contributors are the vertices that contribute to a collective of
+// participants verts at vertex me: me itself when it takes part, and each
+// child with a participant in its subtree.
+func contributors(me, fanout int, verts []int) map[int]bool {
+	out := map[int]bool{}
+	for _, w := range verts {
+		if w == me {
+			out[me] = true
+		} else if hop := ctl.NextHop(me, w, fanout); hop > 0 {
+			out[hop] = true
+		}
+	}
+	return out
+}
+
+// contribute adds from's contribution (me's own node, or a child's
+// combined one); done gets the result or the collective's failure.
+func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Proc, verts []int, data []byte, done func([]byte, error)) {
+	cs.mu.Lock()
+	for _, w := range verts {
+		if err := cs.lost[w]; err != nil {
+			cs.mu.Unlock()
+			done(nil, err)
+			return
+		}
+	}
+	c := cs.pending[key]
+	if c == nil {
+		c = &coll{kind: kind, procs: procs, verts: verts, expect: contributors(cs.me, cs.fanout, verts), data: map[int][]byte{}}
+		cs.pending[key] = c
+	}
+	var bad error
+	switch {
+	case c.sent, c.data[from] != nil:
+		bad = fmt.Errorf("%s: a second contribution from vertex %d before the result", kind, from)
+	case !c.expect[from]:
+		bad = fmt.Errorf("%s: a contribution from vertex %d, which takes no part", kind, from)
+	}
+	if bad != nil {
+		cs.mu.Unlock()
+		done(nil, bad)
+		return
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	c.data[from] = data
+	c.dones = append(c.dones, done)
+	if len(c.data) < len(c.expect) {
+		cs.mu.Unlock()
+		return
+	}
+	c.sent = true
+	all := combine(c.data)
+	cs.mu.Unlock()
+	cs.up(key, c, all)
+}
+
+// combine concatenates contributions in vertex order: every vertex below
+// the launcher forwards bytes it did not reorder, so all participants get
+// the same result.
+func combine(data map[int][]byte) []byte {
+	vs := make([]int, 0, len(data))
+	size := 0
+	for v, d := range data {
+		vs = append(vs, v)
+		size += len(d)
+	}
+	slices.Sort(vs)
+	all := make([]byte, 0, size)
+	for _, v := range vs {
+		all = append(all, data[v]...)
+	}
+	return all
+}
+
+// result completes the collective key with what came down (or its failure).
+func (cs *collectives) result(key string, data []byte, err error) {
+	cs.mu.Lock()
+	c := cs.pending[key]
+	delete(cs.pending, key)
+	cs.mu.Unlock()
+	if c == nil {
+		return
+	}
+	for _, d := range c.dones {
+		d(data, err)
+	}
+}
+
+// fail ends, with err, every pending collective in which a vertex of lost
+// takes part, and any later one.
+func (cs *collectives) fail(lost []int, err error) {
+	cs.mu.Lock()
+	for _, w := range lost {
+		if cs.lost[w] == nil {
+			cs.lost[w] = err
+		}
+	}
+	var failed []*coll
+	for key, c := range cs.pending {
+		for _, w := range c.verts {
+			if cs.lost[w] != nil {
+				failed = append(failed, c)
+				delete(cs.pending, key)
+				break
+			}
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range failed {
+		for _, d := range c.dones {
+			d(nil, err)
+		}
+	}
+}
+
+// failAll ends every pending collective: the daemon is ending.
+func (cs *collectives) failAll(err error) {
+	cs.mu.Lock()
+	pending := cs.pending
+	cs.pending = map[string]*coll{}
+	cs.mu.Unlock()
+	for _, c := range pending {
+		for _, d := range c.dones {
+			d(nil, err)
+		}
+	}
+}
+
+// packVerts writes sorted, distinct vertices as ranges (first, last pairs):
+// a job's nodes are mostly consecutive vertices.
+func packVerts(vs []int) []int {
+	var out []int
+	for i := 0; i < len(vs); {
+		j := i
+		for j+1 < len(vs) && vs[j+1] == vs[j]+1 {
+			j++
+		}
+		out = append(out, vs[i], vs[j])
+		i = j + 1
+	}
+	return out
+}
+
+// unpackVerts reads packVerts' ranges; n bounds the vertices (1..n, and 0).
+func unpackVerts(rs []int, n int) ([]int, error) {
+	if len(rs)%2 != 0 {
+		return nil, errors.New("odd vertex ranges")
+	}
+	var out []int
+	for i := 0; i < len(rs); i += 2 {
+		a, b := rs[i], rs[i+1]
+		if a < 0 || b < a || b > n || len(out)+b-a+1 > n+1 {
+			return nil, fmt.Errorf("bad vertex range %d-%d", a, b)
+		}
+		for v := a; v <= b; v++ {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// collErr is the error a collective's result carries: the PMIx status with
+// the launcher's words (which name the lost node).
+func (m *msg) collErr() error {
+	if m.Code != 0 && m.Err != "" {
+		return &statusError{m.Err, pmixsrv.Status(m.Code)}
+	}
+	return m.err()
+}
+
+// statusError is a PMIx status with the words that came with it.
+type statusError struct {
+	text string
+	st   pmixsrv.Status
+}
+
+func (e *statusError) Error() string { return e.text }
+func (e *statusError) Unwrap() error { return e.st }
+
+// Collective frames carry their data as bytes, not JSON: a fence's result
+// is every participant's data (an allgather), and base64 inside JSON, at
+// every vertex it passes, cost most of a large fence's time. The body is
+// the JSON header's length (4 bytes), the header (msg without Data), then
+// the data.
+func encodeColl(m *msg) []byte {
+	data := m.Data
+	h := *m
+	h.Data = nil
+	hdr := encode(&h)
+	b := make([]byte, 4, 4+len(hdr)+len(data))
+	binary.BigEndian.PutUint32(b, uint32(len(hdr)))
+	return append(append(b, hdr...), data...)
+}
+
+func decodeColl(body []byte) (*msg, error) {
+	if len(body) < 4 {
+		return nil, errors.New("short collective message")
+	}
+	n := binary.BigEndian.Uint32(body)
+	if uint64(n) > uint64(len(body)-4) {
+		return nil, errors.New("bad collective message header")
+	}
+	m, err := decode(body[4 : 4+n])
+	if err != nil {
+		return nil, err
+	}
+	m.Data = body[4+n:]
+	return m, nil
+}

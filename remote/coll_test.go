@@ -1,0 +1,151 @@
+package remote
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"prun/ctl"
+	"prun/pmixsrv"
+)
+
+func TestPackVerts(t *testing.T) {
+	for _, vs := range [][]int{nil, {0}, {0, 1, 2, 3}, {1, 3, 4, 5, 9}, {7}} {
+		p := packVerts(vs)
+		got, err := unpackVerts(p, 10)
+		if err != nil || !slices.Equal(got, vs) {
+			t.Errorf("%v -> %v -> %v, %v", vs, p, got, err)
+		}
+	}
+	for _, bad := range [][]int{{1}, {3, 2}, {-1, 2}, {1, 11}, {0, 10, 0, 10}} {
+		if _, err := unpackVerts(bad, 10); err == nil {
+			t.Errorf("unpackVerts(%v) accepted", bad)
+		}
+	}
+}
+
+func FuzzUnpackVerts(f *testing.F) {
+	f.Add(1, 5, 7, 7)
+	f.Fuzz(func(t *testing.T, a, b, c, d int) {
+		vs, err := unpackVerts([]int{a, b, c, d}, 64)
+		if err == nil && len(vs) > 65 {
+			t.Errorf("%d vertices of 65", len(vs))
+		}
+	})
+}
+
+// A tree of 13 daemons, fanout 3: every vertex's collectives, wired as the
+// control plane wires them, give every participant the same bytes, and the
+// launcher one contribution per child.
+func TestCollectivesCombine(t *testing.T) {
+	const n, k = 13, 3
+	verts := []int{2, 5, 6, 12, 13} // vertices 1, 3 and 4 only relay
+	procs := []pmixsrv.Proc{{Nspace: "j", Rank: pmixsrv.RankWildcard}}
+	key := collKey("pmix", procs)
+	var mu sync.Mutex
+	atRoot := map[int][]byte{}
+	cs := make([]*collectives, n+1)
+	for v := 1; v <= n; v++ {
+		cs[v] = newCollectives(v, k, func(key string, c *coll, data []byte) {
+			p := ctl.Parent(v, k)
+			if p == 0 {
+				mu.Lock()
+				atRoot[v] = data
+				mu.Unlock()
+				return
+			}
+			cs[p].contribute(v, key, c.kind, c.procs, c.verts, data, func(all []byte, err error) { cs[v].result(key, all, err) })
+		})
+	}
+	results := map[int][]byte{}
+	for _, v := range verts {
+		cs[v].contribute(v, key, "pmix", procs, verts, []byte{byte(v)}, func(all []byte, err error) {
+			if err != nil {
+				t.Errorf("vertex %d: %v", v, err)
+			}
+			results[v] = all
+		})
+	}
+	if len(atRoot) != 3 || atRoot[1] == nil || atRoot[2] == nil || atRoot[3] == nil {
+		t.Fatalf("the launcher heard from %v, want vertices 1, 2 and 3 once each", atRoot)
+	}
+	all := append(append(append([]byte{}, atRoot[1]...), atRoot[2]...), atRoot[3]...)
+	for v := 1; v <= 3; v++ {
+		cs[v].result(key, all, nil)
+	}
+	for _, v := range verts {
+		if !slices.Equal(results[v], all) {
+			t.Errorf("vertex %d got %v, want %v", v, results[v], all)
+		}
+	}
+	if len(all) != len(verts) {
+		t.Errorf("result %v: want one byte per participant", all)
+	}
+}
+
+// A lost vertex fails the pending collectives it takes part in, and later
+// ones, and leaves the others alone.
+func TestCollectivesFail(t *testing.T) {
+	cs := newCollectives(1, 2, func(string, *coll, []byte) { t.Error("sent up") })
+	var errA error
+	doneA, doneB := false, false
+	pa := []pmixsrv.Proc{{Nspace: "a", Rank: pmixsrv.RankWildcard}}
+	pb := []pmixsrv.Proc{{Nspace: "b", Rank: pmixsrv.RankWildcard}}
+	cs.contribute(1, collKey("pmix", pa), "pmix", pa, []int{1, 3}, nil, func(_ []byte, err error) { doneA, errA = true, err })
+	cs.contribute(1, collKey("pmix", pb), "pmix", pb, []int{1, 4}, nil, func([]byte, error) { doneB = true })
+	lost := errors.New("lost node h3")
+	cs.fail([]int{3}, lost)
+	if !doneA || errA != lost || doneB {
+		t.Errorf("after losing vertex 3: a done %v (%v), b done %v", doneA, errA, doneB)
+	}
+	var errC error
+	cs.contribute(1, collKey("pmix", pa), "pmix", pa, []int{1, 3}, nil, func(_ []byte, err error) { errC = err })
+	if errC != lost {
+		t.Errorf("a later collective with vertex 3: %v", errC)
+	}
+}
+
+// The launcher's counters keep consecutive collectives of the same
+// participants apart, though the next one's contributions arrive while the
+// last one's results still go out.
+func TestStatsConsecutive(t *testing.T) {
+	var st stats
+	st.collIn("k", 10)
+	st.collIn("k", 10)
+	st.collOut("k", 10, false)
+	st.collIn("k", 10) // the next fence, from the child answered first
+	st.collOut("k", 10, false)
+	st.collIn("k", 10)
+	st.collOut("k", 10, false)
+	st.collOut("k", 10, false)
+	if st.s.Collectives != 2 || st.s.MaxCollMsgsIn != 2 || st.s.MaxCollMsgsOut != 2 || len(st.inflight) != 0 {
+		t.Errorf("%+v, inflight %v: want 2 collectives of 2 messages each way", st.s, st.inflight)
+	}
+}
+
+func TestCollFrame(t *testing.T) {
+	m := &msg{Coll: "pmix|j:*", Kind: "pmix", Verts: []int{1, 4}, Data: []byte("\x00\xffdata"), Err: "x", Code: -1}
+	got, err := decodeColl(encodeColl(m))
+	if err != nil || got.Coll != m.Coll || string(got.Data) != string(m.Data) || !slices.Equal(got.Verts, m.Verts) || got.Err != "x" {
+		t.Errorf("round trip: %+v, %v", got, err)
+	}
+	if m.Data == nil {
+		t.Error("encodeColl changed its message")
+	}
+}
+
+func FuzzDecodeColl(f *testing.F) {
+	f.Add(encodeColl(&msg{Coll: "k", Data: []byte("abc")}))
+	f.Add([]byte{0, 0, 0, 9, '{', '}'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeColl(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeColl(encodeColl(m))
+		if err != nil || string(again.Data) != string(m.Data) || again.Coll != m.Coll {
+			t.Errorf("round trip of %q: %+v, %v", b, again, err)
+		}
+	})
+}

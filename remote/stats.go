@@ -1,0 +1,164 @@
+package remote
+
+import (
+	"sync"
+
+	"prun/ctl"
+)
+
+// Stats are the launcher's structural counters: the control-plane
+// messages and bytes it handled, by phase, and the shape of the tree. They
+// count frames, not time, so they do not depend on the machine's load; the
+// tests assert them and --report exports them (docs/report.md).
+type Stats struct {
+	Daemons  int `json:"daemons"`
+	Fanout   int `json:"fanout"`
+	Children int `json:"launcher_children"` // the launcher's own links
+	Depth    int `json:"depth"`             // links from the launcher to the deepest daemon
+
+	Startup  Traffic `json:"startup"`  // until every daemon said hello
+	Launch   Traffic `json:"launch"`   // the jobs' plans, sent down
+	Teardown Traffic `json:"teardown"` // the closing broadcast and its answers
+	// Collectives: the launcher's share of every collective that spanned
+	// its links (a combined contribution in per child that takes part, a
+	// result out per such child).
+	Collectives     int     `json:"collectives"`
+	CollTraffic     Traffic `json:"collective_traffic"`
+	MaxCollMsgsIn   int     `json:"max_collective_messages_in"`
+	MaxCollMsgsOut  int     `json:"max_collective_messages_out"`
+	CollectivesLost int     `json:"collectives_failed"`
+}
+
+// Traffic is messages and bytes (frame payloads) in and out of the launcher.
+type Traffic struct {
+	MsgsIn   int   `json:"messages_in"`
+	MsgsOut  int   `json:"messages_out"`
+	BytesIn  int64 `json:"bytes_in"`
+	BytesOut int64 `json:"bytes_out"`
+}
+
+func (tr *Traffic) in(n int)  { tr.MsgsIn++; tr.BytesIn += int64(n) }
+func (tr *Traffic) out(n int) { tr.MsgsOut++; tr.BytesOut += int64(n) }
+
+// Depth is the number of links from vertex 0 to the deepest of n daemons
+// in a tree of fanout k.
+func Depth(n, k int) int {
+	d := 0
+	for v := n; v > 0; v = ctl.Parent(v, k) {
+		d++
+	}
+	return d
+}
+
+// stats counts the launcher's traffic.
+type stats struct {
+	mu    sync.Mutex
+	s     Stats
+	phase int // phaseStartup, phaseRun, phaseTeardown
+	// inflight: per key, the collectives the launcher has contributions
+	// of, oldest first. The next collective of the same participants may
+	// start (a child that has its result contributes again) while the
+	// launcher still sends the results of the last one.
+	inflight map[string][]*collMsgs
+}
+
+const (
+	phaseStartup = iota
+	phaseRun
+	phaseTeardown
+)
+
+type collMsgs struct {
+	in, out   int
+	answering bool // its results are going out: a contribution now is the next one's
+}
+
+func (st *stats) setPhase(p int) {
+	st.mu.Lock()
+	st.phase = p
+	st.mu.Unlock()
+}
+
+// frame counts a frame in (up) or out of the launcher, outside collectives.
+func (st *stats) frame(up bool, n int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var tr *Traffic
+	switch st.phase {
+	case phaseStartup:
+		tr = &st.s.Startup
+	case phaseTeardown:
+		tr = &st.s.Teardown
+	default:
+		return
+	}
+	if up {
+		tr.in(n)
+	} else {
+		tr.out(n)
+	}
+}
+
+// launch counts a plan sent down.
+func (st *stats) launch(n int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Launch.out(n)
+}
+
+// collIn counts a child's contribution to collective key.
+func (st *stats) collIn(key string, n int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.CollTraffic.in(n)
+	if st.inflight == nil {
+		st.inflight = map[string][]*collMsgs{}
+	}
+	q := st.inflight[key]
+	if len(q) == 0 || q[len(q)-1].answering {
+		q = append(q, &collMsgs{})
+		st.inflight[key] = q
+	}
+	q[len(q)-1].in++
+}
+
+// collOut counts a result sent down; the collective is over at the
+// launcher when every child that contributed has its answer.
+func (st *stats) collOut(key string, n int, failed bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.CollTraffic.out(n)
+	q := st.inflight[key]
+	if len(q) == 0 {
+		return
+	}
+	c := q[0]
+	c.answering = true
+	c.out++
+	if c.out < c.in {
+		return
+	}
+	if len(q) == 1 {
+		delete(st.inflight, key)
+	} else {
+		st.inflight[key] = q[1:]
+	}
+	st.s.Collectives++
+	if failed {
+		st.s.CollectivesLost++
+	}
+	st.s.MaxCollMsgsIn = max(st.s.MaxCollMsgsIn, c.in)
+	st.s.MaxCollMsgsOut = max(st.s.MaxCollMsgsOut, c.out)
+}
+
+// Stats returns the counters so far.
+func (t *Tree) Stats() Stats {
+	t.stats.mu.Lock()
+	defer t.stats.mu.Unlock()
+	s := t.stats.s
+	s.Daemons = len(t.cfg.Hosts)
+	s.Fanout = t.cfg.Fanout
+	s.Children = len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts)))
+	s.Depth = Depth(len(t.cfg.Hosts), t.cfg.Fanout)
+	return s
+}
