@@ -38,22 +38,8 @@ func TestCLIProgramNamedLikeSubcommand(t *testing.T) {
 // flags, their values, and -H's hosts from the hostfile given before it.
 // Without the bash-completion package, a minimal _get_comp_words_by_ref
 // (the one function of it the script calls) splits the words as given.
-// The last case failed before (prun __complete returned no candidates).
+// Its flag and value cases failed before (prun __complete returned none).
 func TestCLICompletionBash(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Fatalf("bash is needed: %v", err)
-	}
-	dir := t.TempDir()
-	script, err := exec.Command(prunBin, "completion", "bash").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "prun.bash"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte("alpha slots=2\nbeta\n# gamma\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	const driver = `
 declare -F _get_comp_words_by_ref >/dev/null || _get_comp_words_by_ref() {
 	cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
@@ -67,31 +53,9 @@ COMP_POINT=${#COMP_LINE}
 __start_prun prun "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 printf '%s\n' "${COMPREPLY[@]}"
 `
-	for _, c := range []struct {
-		words []string
-		want  []string
-	}{
-		{[]string{"--tim"}, []string{"--timeout", "--timestamp-output"}},
-		{[]string{"--map-by", "nu"}, []string{"numa"}},
-		{[]string{"--bind-to", "co"}, []string{"core"}},
-		{[]string{"--output", "js"}, []string{"json"}},
-		{[]string{"--hostfile", "hosts", "-H", ""}, []string{"alpha", "beta"}},
-		{[]string{"--hostfile", "hosts", "-n", "2", "-H", "a"}, []string{"alpha"}},
-		{[]string{"-n", "1", "./x", "--tim"}, nil}, // the program's own argument: files, not prun's flags
-	} {
-		cmd := exec.Command("bash", append([]string{"-c", driver, "driver"}, c.words...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(prunBin)+":"+os.Getenv("PATH"))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Errorf("%q: %v\n%s", c.words, err, out)
-			continue
-		}
-		got := strings.Fields(string(out))
-		if strings.Join(got, " ") != strings.Join(c.want, " ") {
-			t.Errorf("prun %s<TAB>: %q, want %q", strings.Join(c.words, " "), got, c.want)
-		}
-	}
+	completeIn(t, "bash", []string{"-c", driver, "driver"}, append(completionCases,
+		completionCase{[]string{"-n", "1", "./x", "--tim"}, nil}, // the program's own argument: files, not prun's flags
+	))
 }
 
 // TestCLICompletionZsh sources the script of `prun completion zsh` in a
@@ -101,20 +65,6 @@ printf '%s\n' "${COMPREPLY[@]}"
 // _describe the candidates (value:description), compadd and _arguments a
 // marker.
 func TestCLICompletionZsh(t *testing.T) {
-	if _, err := exec.LookPath("zsh"); err != nil {
-		t.Fatalf("zsh is needed (make test installs it): %v", err)
-	}
-	dir := t.TempDir()
-	script, err := exec.Command(prunBin, "completion", "zsh").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "prun.zsh"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte("alpha slots=2\nbeta\n# gamma\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	const driver = `
 compdef() { :; }
 _describe() { print -rl -- "${completions[@]%%:*}"; }
@@ -125,27 +75,54 @@ words=(prun "$@")
 CURRENT=$(( $# + 1 ))
 _prun
 `
-	for _, c := range []struct {
-		words []string
-		want  []string
-	}{
-		{[]string{"--tim"}, []string{"--timeout", "--timestamp-output"}},
-		{[]string{"--map-by", "nu"}, []string{"numa"}},
-		{[]string{"--bind-to", "co"}, []string{"core"}},
-		{[]string{"--output", "js"}, []string{"json"}},
-		{[]string{"--hostfile", "hosts", "-H", ""}, []string{"alpha", "beta"}},
-	} {
-		cmd := exec.Command("zsh", append([]string{"-f", "-c", driver, "driver"}, c.words...)...)
+	completeIn(t, "zsh", []string{"-f", "-c", driver, "driver"}, completionCases)
+}
+
+type completionCase struct {
+	words []string
+	want  []string
+}
+
+// completionCases are the command lines both shells complete alike.
+var completionCases = []completionCase{
+	{[]string{"--tim"}, []string{"--timeout", "--timestamp-output"}},
+	{[]string{"--map-by", "nu"}, []string{"numa"}},
+	{[]string{"--bind-to", "co"}, []string{"core"}},
+	{[]string{"--output", "js"}, []string{"json"}},
+	{[]string{"--hostfile", "hosts", "-H", ""}, []string{"alpha", "beta"}},
+	{[]string{"--hostfile", "hosts", "-n", "2", "-H", "a"}, []string{"alpha"}},
+}
+
+// completeIn writes the shell's completion script (prun.SHELL) and a
+// hostfile into a directory, and completes each case's words there by
+// running the shell with args then the words, which prints the candidates.
+func completeIn(t *testing.T, shell string, args []string, cases []completionCase) {
+	t.Helper()
+	if _, err := exec.LookPath(shell); err != nil {
+		t.Fatalf("%s is needed (make test installs it): %v", shell, err)
+	}
+	dir := t.TempDir()
+	script, err := exec.Command(prunBin, "completion", shell).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prun."+shell), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte("alpha slots=2\nbeta\n# gamma\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		cmd := exec.Command(shell, append(args, c.words...)...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(prunBin)+":"+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Errorf("%q: %v\n%s", c.words, err, out)
+			t.Errorf("%s %q: %v\n%s", shell, c.words, err, out)
 			continue
 		}
-		got := strings.Fields(string(out))
-		if strings.Join(got, " ") != strings.Join(c.want, " ") {
-			t.Errorf("prun %s<TAB>: %q, want %q", strings.Join(c.words, " "), got, c.want)
+		if got := strings.Fields(string(out)); strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s: prun %s<TAB>: %q, want %q", shell, strings.Join(c.words, " "), got, c.want)
 		}
 	}
 }
