@@ -22,7 +22,7 @@ import (
 // and the job's end, scancel and a failed node leave nothing behind.
 func TestSlurm(t *testing.T) {
 	if why := slurmtest.Available(); why != "" {
-		t.Skip("Slurm: " + why)
+		t.Fatal("Slurm (make test installs it, as root): " + why)
 	}
 	ompiDir, ompiRing := ompi(t, "ring.c")
 	mpichDir, mpichRing := mpich(t, "ring.c")
