@@ -179,7 +179,7 @@ func TestListenPorts(t *testing.T) {
 	defer taken.Close()
 	var got []*Listener
 	for range 2 {
-		l, err := Listen("127.0.0.1:0", [][2]int{{base, base + 2}}, secret)
+		l, err := ListenOn([]string{"127.0.0.1"}, [][2]int{{base, base + 2}}, secret)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestListenPorts(t *testing.T) {
 	if !ports[base] || !ports[base+2] {
 		t.Errorf("listeners on %v, want %d and %d", ports, base, base+2)
 	}
-	_, err = Listen("127.0.0.1:0", [][2]int{{base, base + 2}}, secret)
+	_, err = ListenOn([]string{"127.0.0.1"}, [][2]int{{base, base + 2}}, secret)
 	if want := fmt.Sprintf("no free port in %d-%d", base, base+2); err == nil || err.Error() != want {
 		t.Errorf("full range: %v, want %q", err, want)
 	}

@@ -256,22 +256,6 @@ type Listener struct {
 	links  chan *Link
 }
 
-// Listen opens a listener on addr ("ip:0" or ":0"), on a port of ports
-// (ranges lo to hi, as jobspec.Launch.Ports) when given: a firewall may
-// let only those through.
-func Listen(addr string, ports [][2]int, secret []byte) (*Listener, error) {
-	if len(secret) != SecretSize {
-		return nil, fmt.Errorf("ctl: secret of %d bytes, want %d", len(secret), SecretSize)
-	}
-	ln, err := listenIn(addr, ports)
-	if err != nil {
-		return nil, err
-	}
-	l := &Listener{ln: ln, secret: secret, links: make(chan *Link, 64)}
-	go l.serve()
-	return l, nil
-}
-
 // listenIn binds the first free port of ports, trying them from a random
 // one on, so that jobs started together do not all race for the lowest.
 func listenIn(addr string, ports [][2]int) (net.Listener, error) {

@@ -11,7 +11,7 @@ import (
 func linkPair(t *testing.T) (*Link, *Link) {
 	t.Helper()
 	secret, _ := NewSecret()
-	ln, err := Listen("127.0.0.1:0", nil, secret)
+	ln, err := ListenOn([]string{"127.0.0.1"}, nil, secret)
 	if err != nil {
 		t.Fatal(err)
 	}

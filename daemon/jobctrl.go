@@ -1,7 +1,8 @@
 package daemon
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"syscall"
 
 	"prun/pmixsrv"
@@ -79,12 +80,7 @@ func (d *Daemon) recordCkpt(nspace string, ranks []int, m ckptMethod) {
 func (sh *shell) localRanks() []int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	out := make([]int, 0, len(sh.ranks))
-	for r := range sh.ranks {
-		out = append(out, r)
-	}
-	sort.Ints(out)
-	return out
+	return slices.Sorted(maps.Keys(sh.ranks))
 }
 
 // checkpoint tells the job's ranks here (all when ranks is nil) to

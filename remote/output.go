@@ -74,19 +74,17 @@ func decodeOutAck(b []byte, limit int) (n int, k outKey, grant bool, err error) 
 	return n, k, grant, err
 }
 
-// outCredit is a daemon's side of its output window.
+// outCredit is a daemon's side of its output window: a window (stdin.go)
+// whose waits also let a stream go on with a line the launcher has begun
+// to print.
 type outCredit struct {
-	mu       sync.Mutex
-	cond     *sync.Cond
-	limit    int
-	inflight int
-	dead     bool
-	mid      map[outKey]bool // the stream's last run sent ended mid-line
-	granted  map[outKey]bool // ... and the launcher printed a piece of it
+	window
+	mid     map[outKey]bool // the stream's last run sent ended mid-line
+	granted map[outKey]bool // ... and the launcher printed a piece of it
 }
 
 func newOutCredit(limit int) *outCredit {
-	c := &outCredit{limit: limit, mid: map[outKey]bool{}, granted: map[outKey]bool{}}
+	c := &outCredit{window: window{limit: limit}, mid: map[outKey]bool{}, granted: map[outKey]bool{}}
 	c.cond = sync.NewCond(&c.mu)
 	return c
 }
@@ -122,14 +120,6 @@ func (c *outCredit) ack(n int, k outKey, grant bool) {
 	if grant && c.mid[k] {
 		c.granted[k] = true
 	}
-	c.cond.Broadcast()
-	c.mu.Unlock()
-}
-
-// kill wakes every waiter for good: the link is gone or the daemon ends.
-func (c *outCredit) kill() {
-	c.mu.Lock()
-	c.dead = true
 	c.cond.Broadcast()
 	c.mu.Unlock()
 }

@@ -20,8 +20,9 @@ const (
 
 var errNodeGone = errors.New("the node is gone")
 
-// window is the launcher's count of the bytes of one stream a node has not
-// acknowledged yet (its stdin, its preloads).
+// window is the count of the bytes of one stream the other end has not
+// acknowledged yet: the launcher's for a node's stdin and preloads, a
+// daemon's for its ranks' output (outCredit).
 type window struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
