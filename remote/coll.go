@@ -13,13 +13,14 @@ import (
 	"prun/pmixsrv"
 )
 
-// Collectives (PMIx fences, PMI barriers, connect and disconnect) combine
-// along the tree: a vertex waits for its own node's contribution (when its
-// node takes part) and for one combined contribution from each child whose
-// subtree holds a participant, sends one contribution up, and hands the
-// result down once per child that contributed. The launcher (vertex 0)
-// completes it, and decides failures: a lost node is broadcast down
-// (tCollFail) and fails every pending collective it takes part in.
+// Collectives (PMIx fences, PMI barriers, connect and disconnect) combine along the tree: a vertex waits for its
+// own node's contribution (when its node takes part) and for one combined
+// contribution from each child whose subtree holds a participant, sends one
+// contribution up, and hands the result down once per child that
+// contributed. The launcher is vertex 0 of the same combination (Root): it
+// combines its children's contributions and its own node's, completes the
+// collective (Root.Finish), and decides failures: a lost node is broadcast
+// down (tCollFail) and fails every pending collective it takes part in.
 //
 // A collective is keyed by its kind and its participants (namespace and
 // ranks), so the collectives of several jobs, or of disjoint groups of one
@@ -50,11 +51,13 @@ type coll struct {
 	sent   bool // combined and sent up: waiting for the result
 }
 
-// collectives are the collectives pending at one daemon's vertex.
+// collectives are the collectives pending at one vertex.
 type collectives struct {
 	me, fanout int
-	// up sends a combined contribution to the parent.
-	up func(key string, c *coll, data []byte)
+	// up sends a combined contribution to the parent (a daemon's vertex);
+	// finish completes it (the launcher's: up is nil).
+	up     func(key string, c *coll, data []byte)
+	finish func(c *coll, all []byte) ([]byte, error)
 
 	mu      sync.Mutex
 	pending map[string]*coll
@@ -120,6 +123,11 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 	c.sent = true
 	all := combine(c.data)
 	cs.mu.Unlock()
+	if cs.finish != nil {
+		res, err := cs.finish(c, all)
+		cs.result(key, res, err)
+		return
+	}
 	cs.up(key, c, all)
 }
 
@@ -193,6 +201,65 @@ func (cs *collectives) failAll(err error) {
 			d(nil, err)
 		}
 	}
+}
+
+// Root is the launcher's vertex (0) of the collectives: the root of their
+// combination along the tree, where each completes (Finish) and where their
+// failures are decided. Without remote nodes it is the only vertex.
+type Root struct {
+	cs *collectives
+	// Finish completes a collective from every contribution (combined in
+	// vertex order); nil: the result is that combination (an allgather).
+	// It runs once per collective, on whichever goroutine brought its last
+	// contribution.
+	Finish func(kind string, procs []pmixsrv.Proc, all []byte) ([]byte, error)
+
+	mu    sync.Mutex
+	verts map[string]int          // remote hosts' vertices (attach)
+	down  func(typ uint8, m *msg) // a broadcast to every daemon (attach)
+}
+
+// NewRoot returns the root of a launch (or of a persistent runtime, whose
+// jobs share it).
+func NewRoot() *Root {
+	r := &Root{verts: map[string]int{}}
+	r.cs = newCollectives(0, 1, nil)
+	r.cs.finish = func(c *coll, all []byte) ([]byte, error) {
+		if r.Finish == nil {
+			return all, nil
+		}
+		return r.Finish(c.kind, c.procs, all)
+	}
+	return r
+}
+
+// attach makes the root the top of a tree of daemons on hosts (vertex i+1
+// for hosts[i]), with fanout children a vertex; down broadcasts to them.
+func (r *Root) attach(hosts []string, fanout int, down func(typ uint8, m *msg)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, h := range hosts {
+		r.verts[h] = i + 1
+	}
+	r.down = down
+	r.cs.mu.Lock()
+	r.cs.fanout = fanout
+	r.cs.mu.Unlock()
+}
+
+// Contribute is the launcher's own node's contribution to a collective
+// among procs, whose nodes are named: every other participating node's
+// comes up the tree.
+func (r *Root) Contribute(kind string, procs []pmixsrv.Proc, nodes []string, data []byte, done func([]byte, error)) {
+	r.mu.Lock()
+	verts := make([]int, 0, len(nodes))
+	for _, n := range nodes {
+		verts = append(verts, r.verts[n]) // 0: the launcher's node
+	}
+	r.mu.Unlock()
+	slices.Sort(verts)
+	verts = slices.Compact(verts)
+	r.cs.contribute(0, collKey(kind, procs), kind, procs, verts, data, done)
 }
 
 // packVerts writes sorted, distinct vertices as ranges (first, last pairs):

@@ -53,6 +53,9 @@ type Config struct {
 	// SLURM_* variables).
 	Agent     string
 	LaunchEnv []string
+	// Root is the launcher's vertex of the collectives (coll.go), shared
+	// with its own node; nil: a root of the tree's own.
+	Root *Root
 }
 
 // closeCall is the id of the closing broadcast's answers; calls numbers
@@ -90,9 +93,6 @@ type Tree struct {
 
 	closeAnswers chan int // daemons that answered the closing broadcast, a subtree at a time (tClosed)
 
-	vertOnce sync.Once
-	verts    map[string]int // host -> vertex (Via)
-
 	// Per vertex (index v-1): the stdin and preload windows.
 	stdin   []*window
 	preload []*window
@@ -100,6 +100,7 @@ type Tree struct {
 	out *outFlow
 
 	stats stats // the launcher's structural counters (stats.go)
+	root  *Root // the collectives' vertex 0 (coll.go)
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -135,7 +136,10 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	advertise := ln.Hosts()
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*msg{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
-		stdin: make([]*window, len(cfg.Hosts)), preload: make([]*window, len(cfg.Hosts))}
+		stdin: make([]*window, len(cfg.Hosts)), preload: make([]*window, len(cfg.Hosts)), root: cfg.Root}
+	if t.root == nil {
+		t.root = NewRoot()
+	}
 	for i := range t.stdin {
 		t.stdin[i], t.preload[i] = newWindow(stdinWindow), newWindow(preloadWindow)
 	}
@@ -156,6 +160,9 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		}
 	}
 	t.kids.env = cfg.LaunchEnv
+	t.root.attach(cfg.Hosts, cfg.Fanout, func(typ uint8, m *msg) {
+		t.kids.broadcast(typ, frame(toBroadcast, toLauncher, encode(m)))
+	})
 	t.kids.start()
 	select {
 	case <-t.ready:
@@ -567,17 +574,29 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 			t.out.pushEvent(v, *m.Event)
 		}
 	case tFence:
-		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
+		// A collective whose participants the daemon could not resolve (a
+		// namespace it has no plan of): the launcher says why it fails.
+		var err error = pmixsrv.ErrBadParam
+		if u, ok := up.(unresolved); ok {
+			err = u.Unresolved(m.Kind, m.Procs)
+		}
+		reply(errOf(&msg{}, err))
 	case tColl:
-		// A child's subtree's combined contribution: the launcher is the
-		// last vertex of the combination (upstream.Fence, through Via).
+		// A child's subtree's combined contribution, to the launcher's
+		// vertex of the combination.
 		key := m.Coll
 		t.stats.collIn(key, len(payload))
-		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) {
+		done := func(data []byte, err error) {
 			b := frame(uint32(v), toLauncher, encodeColl(errOf(&msg{Coll: key, Data: data}, err)))
 			t.stats.collOut(key, len(b), err != nil)
 			t.kids.send(v, tCollDone, b)
-		})
+		}
+		verts, err := unpackVerts(m.Verts, len(t.cfg.Hosts))
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		t.root.cs.contribute(v, key, m.Kind, m.Procs, verts, m.Data, done)
 	case tDmodex:
 		up.DirectModex(host, m.Proc, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
 	case tNotify:
@@ -617,31 +636,15 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 	}
 }
 
-// Via names the launcher's child through which the daemon of host is
-// reached: the contributor the launcher hears from, in a collective that
-// host takes part in. Any other name (this node's) is its own.
-func (t *Tree) Via(host string) string {
-	t.vertOnce.Do(func() {
-		t.verts = make(map[string]int, len(t.cfg.Hosts))
-		for i, h := range t.cfg.Hosts {
-			t.verts[h] = i + 1
-		}
-	})
-	v, ok := t.verts[host]
-	if !ok {
-		return host
-	}
-	return t.cfg.Hosts[ctl.NextHop(0, v, t.cfg.Fanout)-1]
-}
-
-// collFailer is the launcher's side of a collective's failure (upstream).
-type collFailer interface {
-	FailCollectives(hosts []string, err error)
+// unresolved is the launcher's answer to a collective whose participants
+// a daemon could not resolve (upstream).
+type unresolved interface {
+	Unresolved(kind string, procs []pmixsrv.Proc) error
 }
 
 // failCollectives fails, everywhere, the collectives that the daemons of
 // vertices lost take part in: the launcher decides, each daemon fails its
-// pending ones (and later ones with those nodes), and the launcher's own.
+// pending ones (and later ones with those nodes), and so does the root.
 func (t *Tree) failCollectives(lost []int, cause error) {
 	if len(lost) == 0 {
 		return
@@ -650,11 +653,5 @@ func (t *Tree) failCollectives(lost []int, cause error) {
 	err := fmt.Errorf("a collective failed: %v: %w", cause, pmixsrv.ErrUnreach)
 	t.kids.broadcast(tCollFail, frame(toBroadcast, toLauncher,
 		encode(errOf(&msg{Verts: packVerts(lost)}, err))))
-	if f, ok := t.up.(collFailer); ok {
-		hosts := make([]string, len(lost))
-		for i, w := range lost {
-			hosts[i] = t.cfg.Hosts[w-1]
-		}
-		f.FailCollectives(hosts, err)
-	}
+	t.root.cs.fail(lost, err)
 }
