@@ -442,6 +442,7 @@ func (d *DVM) own(nspace string, r *run) {
 func (d *DVM) forget(r *run) {
 	var wg sync.WaitGroup
 	for _, j := range r.jobs.list {
+		d.base.up.root.Forget(j.plan.Nspace)
 		for _, n := range d.base.up.nodes() {
 			if f, ok := n.(interface{ Forget(string) }); ok {
 				wg.Add(1)

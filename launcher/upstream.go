@@ -40,6 +40,7 @@ type upstream struct {
 	// root is the launcher's vertex of every collective (remote.Root):
 	// its own node's contributions and its children's combine there.
 	root *remote.Root
+	grp  groups // PMIx groups at the root: context ids, members watched (groups.go)
 
 	foreignOnce sync.Once // the refused connection to another launch's job is told once
 }
@@ -56,10 +57,14 @@ type outSink interface {
 func newUpstream(w outSink, jobs jobIndex) *upstream {
 	u := &upstream{outSink: w, names: names.New(), queue: newQueue(), jobs: jobs,
 		daemons: map[string]node{}, root: remote.NewRoot()}
+	u.root.Finish = u.finish
 	return u
 }
 
 func (u *upstream) Event(ev daemon.Event) {
+	if ev.Kind == daemon.ProcExited {
+		u.rankEnded(ev) // before the loop may end the job: members learn why
+	}
 	u.queue.push(ev)
 }
 

@@ -10,16 +10,19 @@ import (
 	"sync"
 
 	"prun/ctl"
+	"prun/daemon"
 	"prun/pmixsrv"
 )
 
-// Collectives (PMIx fences, PMI barriers, connect and disconnect) combine along the tree: a vertex waits for its
+// Collectives (PMIx fences, PMI barriers, connect and disconnect, group
+// construct and destruct) combine along the tree: a vertex waits for its
 // own node's contribution (when its node takes part) and for one combined
 // contribution from each child whose subtree holds a participant, sends one
 // contribution up, and hands the result down once per child that
 // contributed. The launcher is vertex 0 of the same combination (Root): it
 // combines its children's contributions and its own node's, completes the
-// collective (Root.Finish), and decides failures: a lost node is broadcast
+// collective (Root.Finish: a group's context id is assigned there), and
+// decides failures: a lost node, or a group member's death, is broadcast
 // down (tCollFail) and fails every pending collective it takes part in.
 //
 // A collective is keyed by its kind and its participants (namespace and
@@ -61,11 +64,45 @@ type collectives struct {
 
 	mu      sync.Mutex
 	pending map[string]*coll
-	lost    map[int]error // vertices the launcher declared lost
+	lost    map[int]error          // vertices the launcher declared lost
+	dead    map[pmixsrv.Proc]error // processes the launcher declared dead (failsOnDeath kinds)
 }
 
 func newCollectives(me, fanout int, up func(string, *coll, []byte)) *collectives {
-	return &collectives{me: me, fanout: fanout, up: up, pending: map[string]*coll{}, lost: map[int]error{}}
+	return &collectives{me: me, fanout: fanout, up: up, pending: map[string]*coll{}, lost: map[int]error{},
+		dead: map[pmixsrv.Proc]error{}}
+}
+
+// GroupConstruct is the kind prefix of a PMIx group's construction (the
+// kind is the prefix and the group's name): a member's death fails it.
+const GroupConstruct = daemon.GroupConstructKind
+
+// failsOnDeath says whether a participant's death fails collectives of
+// kind. Fences and barriers are left to the job's end policy, as before.
+func failsOnDeath(kind string) bool { return strings.HasPrefix(kind, GroupConstruct) }
+
+// involves says whether procs names p (itself, or its whole namespace).
+func involves(procs []pmixsrv.Proc, p pmixsrv.Proc) bool {
+	for _, q := range procs {
+		if q.Nspace == p.Nspace && (q.Rank == p.Rank || q.Rank == pmixsrv.RankWildcard) {
+			return true
+		}
+	}
+	return false
+}
+
+// deadIn is the error of a dead participant of a collective of kind among
+// procs, if any (cs.mu held).
+func (cs *collectives) deadIn(kind string, procs []pmixsrv.Proc) error {
+	if len(cs.dead) == 0 || !failsOnDeath(kind) {
+		return nil
+	}
+	for p, err := range cs.dead {
+		if involves(procs, p) {
+			return err
+		}
+	}
+	return nil
 }
 
 // contributors are the vertices that contribute to a collective of
@@ -93,6 +130,11 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 			done(nil, err)
 			return
 		}
+	}
+	if err := cs.deadIn(kind, procs); err != nil {
+		cs.mu.Unlock()
+		done(nil, err)
+		return
 	}
 	c := cs.pending[key]
 	if c == nil {
@@ -190,6 +232,39 @@ func (cs *collectives) fail(lost []int, err error) {
 	}
 }
 
+// failProc ends, with err, every pending collective of a kind that fails
+// on a participant's death in which p takes part, and any later one.
+func (cs *collectives) failProc(p pmixsrv.Proc, err error) {
+	cs.mu.Lock()
+	if cs.dead[p] == nil {
+		cs.dead[p] = err
+	}
+	var failed []*coll
+	for key, c := range cs.pending {
+		if failsOnDeath(c.kind) && involves(c.procs, p) {
+			failed = append(failed, c)
+			delete(cs.pending, key)
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range failed {
+		for _, d := range c.dones {
+			d(nil, err)
+		}
+	}
+}
+
+// forget drops the dead processes of a namespace that is over.
+func (cs *collectives) forget(nspace string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for p := range cs.dead {
+		if p.Nspace == nspace {
+			delete(cs.dead, p)
+		}
+	}
+}
+
 // failAll ends every pending collective: the daemon is ending.
 func (cs *collectives) failAll(err error) {
 	cs.mu.Lock()
@@ -261,6 +336,22 @@ func (r *Root) Contribute(kind string, procs []pmixsrv.Proc, nodes []string, dat
 	verts = slices.Compact(verts)
 	r.cs.contribute(0, collKey(kind, procs), kind, procs, verts, data, done)
 }
+
+// FailProc fails, everywhere, the collectives that fail on a
+// participant's death (group constructs) in which p takes part, and later
+// ones, with err.
+func (r *Root) FailProc(p pmixsrv.Proc, err error) {
+	r.mu.Lock()
+	down := r.down
+	r.mu.Unlock()
+	if down != nil {
+		down(tCollFail, errOf(&msg{Procs: []pmixsrv.Proc{p}}, err))
+	}
+	r.cs.failProc(p, err)
+}
+
+// Forget drops what the root keeps of a namespace that is over.
+func (r *Root) Forget(nspace string) { r.cs.forget(nspace) }
 
 // packVerts writes sorted, distinct vertices as ranges (first, last pairs):
 // a job's nodes are mostly consecutive vertices.

@@ -94,6 +94,32 @@ func TestCollectivesCombine(t *testing.T) {
 	}
 }
 
+// A group member's death, broadcast from the root, fails the pending group
+// constructs it takes part in, and later ones, but not fences.
+func TestCollectivesFailProc(t *testing.T) {
+	cs := newCollectives(1, 2, func(string, *coll, []byte) { t.Error("sent up") })
+	dead := pmixsrv.Proc{Nspace: "a", Rank: 3}
+	grp := GroupConstruct + "g"
+	pa := []pmixsrv.Proc{{Nspace: "a", Rank: 1}, dead}
+	var errG, errF error
+	doneG, doneF := false, false
+	cs.contribute(1, collKey(grp, pa), grp, pa, []int{1, 3}, nil, func(_ []byte, err error) { doneG, errG = true, err })
+	cs.contribute(1, collKey("pmix", pa), "pmix", pa, []int{1, 3}, nil, func(_ []byte, err error) { doneF, errF = true, err })
+	died := errors.New("rank 3 died")
+	cs.failProc(dead, died)
+	if !doneG || errG != died || doneF {
+		t.Errorf("group done %v (%v), fence done %v (%v)", doneG, errG, doneF, errF)
+	}
+	var errL error
+	whole := []pmixsrv.Proc{{Nspace: "a", Rank: pmixsrv.RankWildcard}}
+	cs.contribute(1, collKey(grp, whole), grp, whole, []int{1, 3}, nil, func(_ []byte, err error) { errL = err })
+	if errL != died {
+		t.Errorf("a later group of the dead rank's namespace: %v", errL)
+	}
+	cs.forget("a")
+	cs.contribute(1, collKey(grp, whole), grp, whole, []int{1, 3}, nil, func(_ []byte, err error) { t.Errorf("after forget: %v", err) })
+}
+
 // A lost vertex fails the pending collectives it takes part in, and later
 // ones, and leaves the others alone.
 func TestCollectivesFail(t *testing.T) {

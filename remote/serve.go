@@ -441,6 +441,7 @@ func (n *node) handle(typ uint8, m *msg) {
 	case tSignal:
 		n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
 	case tForget:
+		n.coll.forget(m.Nspace)
 		go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
 	case tServeDmodex:
 		id := m.ID
@@ -466,9 +467,15 @@ func (n *node) handle(typ uint8, m *msg) {
 	case tCollDone:
 		n.coll.result(m.Coll, m.Data, m.collErr())
 	case tCollFail:
-		lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
-		if err == nil {
-			n.coll.fail(lost, m.collErr())
+		// Lost nodes, or a dead process (a group member).
+		for _, p := range m.Procs {
+			n.coll.failProc(p, m.collErr())
+		}
+		if len(m.Verts) > 0 {
+			lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+			if err == nil {
+				n.coll.fail(lost, m.collErr())
+			}
 		}
 	case tClose:
 		trace.Mark("close")

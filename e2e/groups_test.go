@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"prun/internal/cluster"
+	"prun/internal/ctest"
+)
+
+// groupCIDs reads group.c's "group: rank R G cid C" lines: the context id
+// each rank got for each group.
+func groupCIDs(stdout string) map[string]map[int]string {
+	out := map[string]map[int]string{}
+	for _, m := range regexp.MustCompile(`(?m)^group: rank (\d+) (\S+) cid (\d+)$`).FindAllStringSubmatch(stdout, -1) {
+		var r int
+		fmt.Sscan(m[1], &r)
+		if out[m[2]] == nil {
+			out[m[2]] = map[int]string{}
+		}
+		out[m[2]][r] = m[3]
+	}
+	return out
+}
+
+// checkGroups checks a run of `group ok` by n ranks: every rank got
+// through; the members of each group (all, half-0 of the even ranks, half-1
+// of the odd ones) got one context id, and the groups distinct ones.
+func checkGroups(t *testing.T, r *result, n int) {
+	t.Helper()
+	expectCode(t, r, 0)
+	for i := 0; i < n; i++ {
+		expectContains(t, "stdout", r.stdout, fmt.Sprintf("group: rank %d ok\n", i))
+	}
+	cids := groupCIDs(r.stdout)
+	seen := map[string]string{}
+	for _, g := range []string{"all", "half-0", "half-1"} {
+		got := cids[g]
+		want := 0
+		for i := 0; i < n; i++ {
+			if g == "all" || g == fmt.Sprintf("half-%d", i%2) {
+				want++
+			}
+		}
+		if len(got) != want {
+			t.Errorf("group %s: context ids of %d members, want %d\n%s", g, len(got), want, r)
+			continue
+		}
+		var cid string
+		for rank, c := range got {
+			if g != "all" && g != fmt.Sprintf("half-%d", rank%2) {
+				t.Errorf("rank %d is in group %s", rank, g)
+			}
+			if cid != "" && c != cid {
+				t.Errorf("group %s: members got context ids %s and %s", g, cid, c)
+			}
+			cid = c
+		}
+		if other, dup := seen[cid]; dup {
+			t.Errorf("groups %s and %s got the same context id %s", g, other, cid)
+		}
+		seen[cid] = g
+	}
+}
+
+// TestGroups: PMIx groups on one node: construct and destruct, blocking
+// and not, with context ids, each member's data and local context ids;
+// PMIX_GROUP_NOTIFY_TERMINATION.
+func TestGroups(t *testing.T) {
+	prog := ctest.Build(t, ctest.PMIx, "group.c")
+	t.Run("construct", func(t *testing.T) {
+		checkGroups(t, run(t, opts{args: []string{"-n", "4", prog, "ok"}}), 4)
+	})
+	t.Run("notify-termination", func(t *testing.T) {
+		r := run(t, opts{args: []string{"--enable-recovery", "-n", "4", prog, "notify", "3"}})
+		expectCode(t, r, 7)
+		for i := 0; i < 3; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("group: rank %d heard rank 3 left group watch\n", i))
+		}
+	})
+}
+
+// TestGroupsMultiNode: the same across the test hosts, through the tree
+// (fanout 2: h1 relays for h3 and h4), with the launcher hearing one
+// message per child per collective; a member that dies before the
+// construct completes fails it for the others, named, instead of a hang.
+func TestGroupsMultiNode(t *testing.T) {
+	c := cluster.Start(t, 4)
+	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
+	prog := ctest.Build(t, ctest.PMIx, "group.c")
+
+	t.Run("construct", func(t *testing.T) {
+		report := filepath.Join(t.TempDir(), "report.json")
+		r := m.run(t, opts{args: []string{"--report", report, "--launch-fanout", "2", "--hostfile", m.hostfile, "-n", "8", prog, "ok"}})
+		checkGroups(t, r, 8)
+		// all, half-0, half-1 constructed and destructed: 6 collectives.
+		checkCollCounters(t, readTreeReport(t, report), 6)
+	})
+
+	t.Run("member-dies", func(t *testing.T) {
+		// One rank a host, in a chain: rank 3 (h4) dies while the others
+		// construct a group with it. libpmix 4.2.2 holds a construct on the
+		// dead member's own node in the library (it calls the host only
+		// once every local member came), so the victim is alone on its node.
+		r := m.run(t, opts{args: []string{"--enable-recovery", "--launch-fanout", "1", "--hostfile", m.hostfile, "--map-by", "node",
+			"-n", "4", prog, "die", "3"}})
+		expectCode(t, r, 7)
+		for i := 0; i < 3; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("group: rank %d construct failed: GROUP-CONSTRUCT-ABORT\n", i))
+		}
+		if strings.Contains(r.stdout, "passed") {
+			t.Errorf("a construct without rank 3 passed\n%s", r)
+		}
+		expectContains(t, "stderr", r.stderr, "rank 3 (")
+	})
+
+	t.Run("notify-termination", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--enable-recovery", "--hostfile", m.hostfile, "-n", "8", prog, "notify", "5"}})
+		expectCode(t, r, 7)
+		for i := 0; i < 8; i++ {
+			if i != 5 {
+				expectContains(t, "stdout", r.stdout, fmt.Sprintf("group: rank %d heard rank 5 left group watch\n", i))
+			}
+		}
+	})
+}
