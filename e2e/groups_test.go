@@ -66,6 +66,21 @@ func checkGroups(t *testing.T, r *result, n int) {
 	}
 }
 
+// checkInvite checks a run of `group invite` by n ranks: invite and join
+// (libpmix's events, which prun routes between nodes) succeed; leave is
+// NOT-SUPPORTED (libpmix 4.2.2's server has no handler for it).
+func checkInvite(t *testing.T, r *result, n int) {
+	t.Helper()
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "group: rank 0 invite: SUCCESS\n")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("group: rank %d join: SUCCESS\n", i))
+		}
+		expectContains(t, "stdout", r.stdout, fmt.Sprintf("group: rank %d leave: NOT-SUPPORTED\n", i))
+	}
+}
+
 // TestGroups: PMIx groups on one node: construct and destruct, blocking
 // and not, with context ids, each member's data and local context ids;
 // PMIX_GROUP_NOTIFY_TERMINATION.
@@ -73,6 +88,9 @@ func TestGroups(t *testing.T) {
 	prog := ctest.Build(t, ctest.PMIx, "group.c")
 	t.Run("construct", func(t *testing.T) {
 		checkGroups(t, run(t, opts{args: []string{"-n", "4", prog, "ok"}}), 4)
+	})
+	t.Run("invite", func(t *testing.T) {
+		checkInvite(t, run(t, opts{args: []string{"-n", "3", prog, "invite"}}), 3)
 	})
 	t.Run("notify-termination", func(t *testing.T) {
 		r := run(t, opts{args: []string{"--enable-recovery", "-n", "4", prog, "notify", "3"}})
@@ -98,6 +116,10 @@ func TestGroupsMultiNode(t *testing.T) {
 		checkGroups(t, r, 8)
 		// all, half-0, half-1 constructed and destructed: 6 collectives.
 		checkCollCounters(t, readTreeReport(t, report), 6)
+	})
+
+	t.Run("invite", func(t *testing.T) {
+		checkInvite(t, m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog, "invite"}}), 4)
 	})
 
 	t.Run("member-dies", func(t *testing.T) {

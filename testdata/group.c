@@ -28,6 +28,13 @@
  *       a context id); VICTIM then exits with status 7; the others wait for
  *       the event and print "group: rank R heard rank V left group G".
  *
+ *   group invite
+ *       Rank 0 invites every other rank into group "inv" (PMIx_Group_invite);
+ *       each waits for PMIX_GROUP_INVITED and joins (PMIx_Group_join, accept).
+ *       Every rank then leaves (PMIx_Group_leave). They print "group: rank 0
+ *       invite: STATUS", "group: rank R join: STATUS" and "group: rank R
+ *       leave: STATUS" (libpmix 4.2.2's server has no leave: NOT-SUPPORTED).
+ *
  * A SIGALRM watchdog (60 s) ends a rank stuck in a PMIx call, naming it.
  */
 #define _GNU_SOURCE
@@ -302,6 +309,59 @@ static int notify(uint32_t victim)
     return 0;
 }
 
+static volatile int invited;
+static char inviter_ns[PMIX_MAX_NSLEN + 1];
+static pmix_rank_t inviter_rank;
+
+static void on_invited(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
+                       pmix_info_t results[], size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id;
+    (void)status;
+    (void)info;
+    (void)ninfo;
+    (void)results;
+    (void)nresults;
+    if (source) {
+        PMIX_LOAD_NSPACE(inviter_ns, source->nspace);
+        inviter_rank = source->rank;
+    }
+    __atomic_store_n(&invited, 1, __ATOMIC_SEQ_CST);
+    if (cbfunc)
+        cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static int invite(void)
+{
+    uint32_t size = job_size();
+    pmix_proc_t *procs = calloc(size, sizeof *procs), leader;
+    pmix_info_t *results = NULL;
+    pmix_status_t code = PMIX_GROUP_INVITED, rc;
+    size_t nresults = 0, n;
+
+    PMIx_Register_event_handler(&code, 1, NULL, 0, on_invited, NULL, NULL);
+    phase = "PMIx_Fence";
+    PMIx_Fence(NULL, 0, NULL, 0);
+    if (myproc.rank == 0) {
+        n = members(procs, size, 1, 1);
+        phase = "PMIx_Group_invite";
+        rc = PMIx_Group_invite("inv", procs, n, NULL, 0, &results, &nresults);
+        printf("group: rank 0 invite: %s\n", PMIx_Error_string(rc));
+    } else {
+        phase = "waiting for PMIX_GROUP_INVITED";
+        while (!__atomic_load_n(&invited, __ATOMIC_SEQ_CST))
+            usleep(1000);
+        PMIX_LOAD_PROCID(&leader, inviter_ns, inviter_rank);
+        phase = "PMIx_Group_join";
+        rc = PMIx_Group_join("inv", &leader, PMIX_GROUP_ACCEPT, NULL, 0, &results, &nresults);
+        printf("group: rank %u join: %s\n", myproc.rank, PMIx_Error_string(rc));
+    }
+    phase = "PMIx_Group_leave";
+    rc = PMIx_Group_leave("inv", NULL, 0);
+    printf("group: rank %u leave: %s\n", myproc.rank, PMIx_Error_string(rc));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pmix_status_t rc;
@@ -318,10 +378,12 @@ int main(int argc, char **argv)
         ret = ok();
     else if (argc == 3 && strcmp(argv[1], "die") == 0)
         ret = die((uint32_t)atoi(argv[2]));
+    else if (argc == 2 && strcmp(argv[1], "invite") == 0)
+        ret = invite();
     else if (argc == 3 && strcmp(argv[1], "notify") == 0)
         ret = notify((uint32_t)atoi(argv[2]));
     else
-        fprintf(stderr, "usage: group ok | die VICTIM | notify VICTIM\n");
+        fprintf(stderr, "usage: group ok | die VICTIM | notify VICTIM | invite\n");
     PMIx_Finalize(NULL, 0);
     return ret;
 }
