@@ -101,6 +101,29 @@ func TestGroups(t *testing.T) {
 	})
 }
 
+// TestGroupsDVM: a persistent runtime's jobs share one context id counter:
+// the groups of a second submission get ids the first one's did not.
+func TestGroupsDVM(t *testing.T) {
+	prog := ctest.Build(t, ctest.PMIx, "group.c")
+	d := startDVM(t, nil, "--host", "localhost:4")
+	used := map[string]int{}
+	for sub := 1; sub <= 2; sub++ {
+		r := d.run(t, opts{args: []string{"-n", "4", prog, "ok"}})
+		checkGroups(t, r, 4)
+		t.Logf("submission %d: context ids %v", sub, groupCIDs(r.stdout))
+		for g, byRank := range groupCIDs(r.stdout) {
+			cid := byRank[0]
+			if g != "all" {
+				cid = byRank[int(g[len(g)-1]-'0')]
+			}
+			if prev, dup := used[cid]; dup && prev != sub {
+				t.Errorf("submission %d's group %s got context id %s, which submission %d's had", sub, g, cid, prev)
+			}
+			used[cid] = sub
+		}
+	}
+}
+
 // TestGroupsMultiNode: the same across the test hosts, through the tree
 // (fanout 2: h1 relays for h3 and h4), with the launcher hearing one
 // message per child per collective; a member that dies before the
