@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"prun/internal/cluster"
 	"prun/internal/ctest"
@@ -139,6 +140,21 @@ func TestGroupsMultiNode(t *testing.T) {
 		checkGroups(t, r, 8)
 		// all, half-0, half-1 constructed and destructed: 6 collectives.
 		checkCollCounters(t, readTreeReport(t, report), 6)
+	})
+
+	t.Run("dvm-chain", func(t *testing.T) {
+		// A persistent runtime whose daemons form a chain: h1 relays every
+		// other node's contribution. Before the launcher was the root of
+		// the same combination, a runtime's launcher waited for each node
+		// by name and never completed a fence of more than its child.
+		d := startDVM(t, m.env(), "--hostfile", m.hostfile, "--launch-fanout", "1")
+		fence := ctest.Build(t, ctest.PMIx, "fence.c")
+		r := d.run(t, opts{env: m.env(), args: []string{"-n", "8", fence, "data", "100", "2"}, timeout: 90 * time.Second})
+		expectCode(t, r, 0)
+		for i := 0; i < 8; i++ {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("fence: rank %d ok\n", i))
+		}
+		checkGroups(t, d.run(t, opts{env: m.env(), args: []string{"-n", "8", prog, "ok"}, timeout: 90 * time.Second}), 8)
 	})
 
 	t.Run("invite", func(t *testing.T) {
