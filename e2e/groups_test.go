@@ -178,6 +178,18 @@ func TestGroupsMultiNode(t *testing.T) {
 		expectContains(t, "stderr", r.stderr, "rank 3 (")
 	})
 
+	t.Run("member-dies-before-destruct", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--enable-recovery", "--hostfile", m.hostfile, "--map-by", "node",
+			"-n", "4", prog, "die-destruct", "2"}})
+		expectCode(t, r, 7)
+		for _, i := range []int{0, 1, 3} {
+			expectContains(t, "stdout", r.stdout, fmt.Sprintf("group: rank %d destruct failed: GROUP-CONSTRUCT-ABORT\n", i))
+		}
+		if strings.Contains(r.stdout, "passed") {
+			t.Errorf("a destruct without rank 2 passed\n%s", r)
+		}
+	})
+
 	t.Run("notify-termination", func(t *testing.T) {
 		r := m.run(t, opts{args: []string{"--enable-recovery", "--hostfile", m.hostfile, "-n", "8", prog, "notify", "5"}})
 		expectCode(t, r, 7)

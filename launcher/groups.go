@@ -64,8 +64,8 @@ type groupError struct {
 func (e *groupError) Error() string { return e.text }
 func (e *groupError) Unwrap() error { return e.st }
 
-// rankEnded tells the groups of a rank's end: a construct that waits for
-// it fails for the other members (a failed end only: a rank that finalized
+// rankEnded tells the groups of a rank's end: a construct or destruct that
+// waits for it fails for the other members (PMIX_GROUP_CONSTRUCT_ABORT) (a failed end only: a rank that finalized
 // and exited 0 is over normally, and every end of a large job broadcast to
 // every daemon would cost O(ranks x nodes) frames), and the members of a
 // group that asked to be told hear of it.
@@ -78,7 +78,7 @@ func (u *upstream) rankEnded(ev daemon.Event) {
 		how = "exited without calling finalize"
 	}
 	if ev.Signal != 0 || ev.Status != 0 || ev.Connected && !ev.Finalized {
-		u.root.FailProc(p, &groupError{fmt.Sprintf("rank %d of job %s on %s %s: the group constructs it is a member of fail",
+		u.root.FailProc(p, &groupError{fmt.Sprintf("rank %d of job %s on %s %s: the group operations it takes part in fail",
 			ev.Rank, ev.Nspace, ev.Node, how), pmixsrv.GroupConstructAbort})
 	}
 	u.grp.mu.Lock()

@@ -74,12 +74,15 @@ func newCollectives(me, fanout int, up func(string, *coll, []byte)) *collectives
 }
 
 // GroupConstruct is the kind prefix of a PMIx group's construction (the
-// kind is the prefix and the group's name): a member's death fails it.
+// kind is the prefix and the group's name): a member's death fails it, and
+// a destruct of a group with a dead member.
 const GroupConstruct = daemon.GroupConstructKind
 
 // failsOnDeath says whether a participant's death fails collectives of
 // kind. Fences and barriers are left to the job's end policy, as before.
-func failsOnDeath(kind string) bool { return strings.HasPrefix(kind, GroupConstruct) }
+func failsOnDeath(kind string) bool {
+	return strings.HasPrefix(kind, GroupConstruct) || strings.HasPrefix(kind, daemon.GroupDestructKind)
+}
 
 // involves says whether procs names p (itself, or its whole namespace).
 func involves(procs []pmixsrv.Proc, p pmixsrv.Proc) bool {

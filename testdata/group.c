@@ -22,6 +22,12 @@
  *       construct that fails prints "group: rank R construct failed: STATUS"
  *       and exits 3; one that succeeds prints "group: rank R passed" (wrong).
  *
+ *   group die-destruct VICTIM
+ *       Every rank constructs group "brief" of every rank (with a context
+ *       id); VICTIM then exits with status 7, the others destruct the group.
+ *       A destruct that fails prints "group: rank R destruct failed: STATUS"
+ *       and exits 3; one that succeeds prints "group: rank R passed" (wrong).
+ *
  *   group notify VICTIM
  *       Every rank registers for PMIX_GROUP_MEMBER_FAILED and constructs
  *       group "watch" of every rank with PMIX_GROUP_NOTIFY_TERMINATION (and
@@ -255,6 +261,36 @@ static int die(uint32_t victim)
     return 0;
 }
 
+static int die_destruct(uint32_t victim)
+{
+    uint32_t size = job_size();
+    pmix_proc_t *procs = calloc(size, sizeof *procs);
+    pmix_info_t info, *results = NULL;
+    size_t nresults = 0, n;
+    bool yes = true;
+    pmix_status_t rc;
+
+    PMIX_INFO_LOAD(&info, PMIX_GROUP_ASSIGN_CONTEXT_ID, &yes, PMIX_BOOL);
+    n = members(procs, size, 0, 1);
+    phase = "PMIx_Group_construct(brief)";
+    if ((rc = PMIx_Group_construct("brief", procs, n, &info, 1, &results, &nresults)) != PMIX_SUCCESS) {
+        printf("group: rank %u construct brief: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    if (myproc.rank == victim) {
+        fflush(stdout);
+        _exit(7);
+    }
+    phase = "PMIx_Group_destruct(brief)";
+    if ((rc = PMIx_Group_destruct("brief", NULL, 0)) != PMIX_SUCCESS) {
+        printf("group: rank %u destruct failed: %s\n", myproc.rank, PMIx_Error_string(rc));
+        fflush(stdout);
+        _exit(3);
+    }
+    printf("group: rank %u passed\n", myproc.rank);
+    return 0;
+}
+
 static volatile int heard;
 
 static void member_failed(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
@@ -378,12 +414,14 @@ int main(int argc, char **argv)
         ret = ok();
     else if (argc == 3 && strcmp(argv[1], "die") == 0)
         ret = die((uint32_t)atoi(argv[2]));
+    else if (argc == 3 && strcmp(argv[1], "die-destruct") == 0)
+        ret = die_destruct((uint32_t)atoi(argv[2]));
     else if (argc == 2 && strcmp(argv[1], "invite") == 0)
         ret = invite();
     else if (argc == 3 && strcmp(argv[1], "notify") == 0)
         ret = notify((uint32_t)atoi(argv[2]));
     else
-        fprintf(stderr, "usage: group ok | die VICTIM | notify VICTIM | invite\n");
+        fprintf(stderr, "usage: group ok | die VICTIM | die-destruct VICTIM | notify VICTIM | invite\n");
     PMIx_Finalize(NULL, 0);
     return ret;
 }
