@@ -21,6 +21,7 @@ import (
 	"prun/daemon"
 	"prun/hostfile"
 	"prun/internal/sigcatch"
+	"prun/internal/trace"
 )
 
 // Launch agents: how a vertex starts its children's daemons.
@@ -278,6 +279,7 @@ func (s *spawner) startStep(kids []int, env []string) {
 		}
 		started <- nil
 		st.err = cmd.Wait()
+		trace.Mark("srun exited")
 		close(st.ended)
 	}()
 	if err := <-started; err != nil {
@@ -288,6 +290,7 @@ func (s *spawner) startStep(kids []int, env []string) {
 	s.step = st
 	s.mu.Unlock()
 	st.stdin.Write(append(line, '\n')) // the pipe holds it: srun reads it once the step runs
+	trace.Mark("srun started")
 	go func() {
 		select {
 		case <-st.ended:
