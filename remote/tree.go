@@ -191,7 +191,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 	label := host
 	t.mu.Lock()
 	started := len(t.hellos) == len(t.cfg.Hosts)
-	closing := t.closing
+	closing := t.closing || t.closeAnswers != nil // a daemon that answered the close may end before its link is closed
 	for v, h := range t.cfg.Hosts {
 		if h != host {
 			continue
