@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -89,7 +88,7 @@ type step struct {
 	asked       sync.Once
 	verdictHost string      // the node Slurm declared failed ("": none)
 	verdict     string      // "" when Slurm said nothing telling
-	named       atomic.Bool // verdictHost was reported lost
+	named       sync.Once   // verdictHost reported lost, by the first other node's report; the others wait for it
 }
 
 // slurmEndedStep starts a daemon's word that Slurm signalled its step.
@@ -126,10 +125,13 @@ func (s *spawner) slurmFail(v int, err error) {
 	// The failed node first, once; then v itself, which is lost too (its
 	// daemon ends on Slurm's SIGTERM or has ended): every node must be
 	// reported, or the launcher waits for ranks no daemon will report.
+	// (A flag set before the report let a second node's report overtake it:
+	// prun named prun-s1, not the failed prun-s2. sync.Once makes the
+	// others wait until it is queued.)
 	if st.verdictHost != "" {
 		for i, h := range s.boot.Hosts {
-			if h == st.verdictHost && i+1 != v && !st.named.Swap(true) {
-				s.fail(i+1, errors.New(st.verdict))
+			if h == st.verdictHost && i+1 != v {
+				st.named.Do(func() { s.fail(i+1, errors.New(st.verdict)) })
 			}
 		}
 	}
