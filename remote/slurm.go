@@ -86,9 +86,9 @@ type step struct {
 
 	// The verdict on the step's end, asked of Slurm once (slurmFail).
 	asked       sync.Once
-	verdictHost string      // the node Slurm declared failed ("": none)
-	verdict     string      // "" when Slurm said nothing telling
-	named       sync.Once   // verdictHost reported lost, by the first other node's report; the others wait for it
+	verdictHost string    // the node Slurm declared failed ("": none)
+	verdict     string    // "" when Slurm said nothing telling
+	named       sync.Once // verdictHost reported lost, by the first other node's report; the others wait for it
 }
 
 // slurmEndedStep starts a daemon's word that Slurm signalled its step.
