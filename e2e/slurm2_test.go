@@ -115,6 +115,17 @@ echo prun=$?
 		})
 	}
 
+	// prun inside a step of the job (srun ... prun): every rank now sees
+	// that step's SLURM_STEP_* as prun does; Open MPI's ranks must still
+	// take prun's PMIx server for their launcher, not srun's.
+	t.Run("in-step-ompi", func(t *testing.T) {
+		dir, ring := ompi(t, "ring.c")
+		script := fmt.Sprintf(`[ "$SLURM_PROCID" = 0 ] || exit 0; cd %s && exec %s --map-by node -n 2 %s`, dir, prunBin, ring)
+		r := run(t, opts{bin: sallocBin, args: []string{"-N", "3", "--ntasks-per-node=2", "srun", "-N", "2", "-n", "2", "sh", "-c", script}, env: env})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
+	})
+
 	// dvmPid reads `prun dvm status` output's pid.
 	dvmPid := func(t *testing.T, out string) int {
 		m := regexp.MustCompile(`DVM pid (\d+)`).FindStringSubmatch(out)
