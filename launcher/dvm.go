@@ -147,6 +147,9 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	}
 	ok = true
 	go d.dispatch()
+	if base.tree != nil {
+		go d.watchStep(base.tree.SlurmStepEnded())
+	}
 	return d, nil
 }
 

@@ -497,6 +497,13 @@ func (n *node) handle(typ uint8, body []byte) error {
 		n.closed.Store(true)
 		n.closeDaemon()
 		n.closedHere()
+		if n.boot.Agent == AgentSlurm {
+			// A daemon of the Slurm step (a leaf: every daemon is the
+			// launcher's child) has answered: it ends now rather than when
+			// the launcher closes its link, so that Slurm's record of the
+			// step's end, which prun waits for, starts sooner.
+			n.end("closed")
+		}
 	}
 	return nil
 }

@@ -145,6 +145,9 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Logins: cfg.Logins, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
+	if agent == AgentSlurm {
+		boot.Env = append(slices.Clip(cfg.Env), slurmJobEnv(cfg.LaunchEnv)...)
+	}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.kids.sent = func(typ uint8, n int) {
 		switch typ {
@@ -194,7 +197,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 	label := host
 	t.mu.Lock()
 	started := len(t.hellos) == len(t.cfg.Hosts)
-	closing := t.closing
+	closing := t.closing || t.closeAnswers != nil // a daemon that answered the close may end before its link is closed
 	for v, h := range t.cfg.Hosts {
 		if h != host {
 			continue
