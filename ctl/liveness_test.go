@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // shortLiveness makes heartbeats and the silence limit short for a test.
@@ -116,5 +118,49 @@ func TestLinkSuspendResume(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a resumed link with a silent peer was never lost")
+	}
+}
+
+// A link given a longer silence limit waits that long for a peer process
+// that sends nothing while its kernel acknowledges (a starved peer), and
+// no longer; its TCP socket gives up on unacknowledged data after
+// DeadAfter, whatever the silence allowed.
+func TestLinkSilenceLimit(t *testing.T) {
+	shortLiveness(t)
+	l, _ := silentPeer(t)
+	limit := 4 * DeadAfter
+	l.SetSilence(limit)
+	tc := l.c.(*net.TCPConn)
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ut int
+	rc.Control(func(fd uintptr) { ut, err = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT) })
+	if err != nil || time.Duration(ut)*time.Millisecond != DeadAfter {
+		t.Errorf("TCP_USER_TIMEOUT %d ms (%v), want %v", ut, err, DeadAfter)
+	}
+	start := time.Now()
+	_, err = l.Recv()
+	var se *SilentError
+	if !errors.As(err, &se) || se.After != limit {
+		t.Fatalf("Recv from a silent peer: %v, want a SilentError after %v", err, limit)
+	}
+	if d := time.Since(start); d < limit || d > limit+5*time.Second {
+		t.Errorf("lost after %v, want %v", d, limit)
+	}
+}
+
+// The silence limit grows with the tree: DeadAfter for small ones, a
+// heartbeat's interval more per 64 daemons, at most 12 DeadAfters.
+func TestSilence(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want time.Duration
+	}{{1, DeadAfter}, {63, DeadAfter}, {256, DeadAfter + 4*HeartbeatEvery}, {1024, DeadAfter + 16*HeartbeatEvery},
+		{100000, 12 * DeadAfter}} {
+		if got := Silence(c.n); got != c.want {
+			t.Errorf("Silence(%d) = %v, want %v", c.n, got, c.want)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"golang.org/x/sys/unix"
 
+	"prun/ctl"
 	"prun/daemon"
 	"prun/hostfile"
 	"prun/internal/progpath"
@@ -337,7 +338,8 @@ func (r *run) startNodes(s *startup) int {
 	r.tree = tree
 	r.up.setVia(tree.Via)
 	s.defer_(func() { tree.Close() })
-	r.stall = startStallWatch()
+	r.stall = startStallWatch(ctl.Silence(len(hosts)))
+	r.pol.silence = ctl.Silence(len(hosts))
 	s.defer_(r.stall.close)
 	if job.Place.Topology == "" {
 		r.topos.reported = map[string]*topology.Topology{}

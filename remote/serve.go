@@ -10,6 +10,7 @@ import (
 	"os"
 	"prun/internal/jsonbytes"
 	"prun/internal/trace"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,6 +90,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		overSSH = true
 	}
 	trace.Mark("connected")
+	parent.SetSilence(ctl.Silence(len(b.Hosts)))
 	n.parent = parent
 	defer parent.Close()
 	// Output waiting for credit gives up when the link goes: nothing will
@@ -200,6 +202,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// bigPlan is the size of a plan (JSON bytes; about 140 per rank) past
+// which a daemon returns its garbage to the system once it launched it.
+const bigPlan = 64 << 10
 
 // overSSHMarker, a line on a daemon's standard output, says that the
 // control link follows on the session's standard input and output. What a
@@ -437,6 +443,13 @@ func (n *node) handle(typ uint8, m *msg) {
 		}
 		if err := n.d.Launch(&p); err != nil {
 			n.launchFailed(&p, err)
+		}
+		if len(m.Plan) > bigPlan {
+			// Decoding a large job's plan and building its keys for every
+			// rank left megabytes of garbage, which the runtime would hold
+			// for minutes: with a daemon per node of a thousand-node job on
+			// one host (a simulated cluster) that was the host's memory.
+			debug.FreeOSMemory()
 		}
 	case tSignal:
 		n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))

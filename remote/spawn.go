@@ -301,6 +301,7 @@ func (s *spawner) accept() {
 // child not yet linked (of vertex want, when not 0); then it relays what
 // comes up.
 func (s *spawner) serveLink(l *ctl.Link, want int) {
+	l.SetSilence(ctl.Silence(len(s.boot.Hosts)))
 	f, err := l.Recv()
 	if err != nil {
 		l.Close()
