@@ -339,7 +339,6 @@ func (r *run) startNodes(s *startup) int {
 	r.up.setVia(tree.Via)
 	s.defer_(func() { tree.Close() })
 	r.stall = startStallWatch(ctl.Silence(len(hosts)))
-	r.pol.silence = ctl.Silence(len(hosts))
 	s.defer_(r.stall.close)
 	if job.Place.Topology == "" {
 		r.topos.reported = map[string]*topology.Topology{}
@@ -942,6 +941,7 @@ func (r *run) onNodeLost(nl nodeLost) {
 		return
 	}
 	r.up.dropNode(nl.host)
+	r.pol.silence = r.stall.silence()
 	r.act(r.pol.nodeLost(nl.host, nl.err, r.stall.recent()))
 }
 

@@ -58,6 +58,14 @@ func startStallWatch(limit time.Duration) *stallWatch {
 	return w
 }
 
+// silence is the daemons' silence limit (0 without a watch).
+func (w *stallWatch) silence() time.Duration {
+	if w == nil {
+		return 0
+	}
+	return w.limit
+}
+
 func (w *stallWatch) close() {
 	if w != nil {
 		close(w.stop)
