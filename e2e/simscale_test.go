@@ -75,3 +75,24 @@ func TestSimulatedTree256(t *testing.T) {
 		t.Errorf("stderr %q, want nothing", r.stderr)
 	}
 }
+
+// TestSimulatedFlatTree starts more children at one vertex than it opens
+// sessions at once (40 with --launch-fanout 64; 32 at a time): a session's
+// slot is free once it is open, so the last 8 start at once, not after the
+// first 32 daemons' connect-back watch (ConnectTimeout + 10 s = 15 s), for
+// which they waited before.
+func TestSimulatedFlatTree(t *testing.T) {
+	const nodes = 40
+	hostfile, env, agent := simCluster(t, nodes)
+	report := filepath.Join(t.TempDir(), "report.json")
+	r := run(t, opts{args: append(agent, "--hostfile", hostfile, "--launch-fanout", "64", "--report", report,
+		"-n", fmt.Sprint(nodes), "/bin/true"), env: env})
+	expectCode(t, r, 0)
+	if tr := readTreeReport(t, report).Tree; tr.Children != nodes || tr.Depth != 1 {
+		t.Errorf("tree: %d launcher children, depth %d; want %d, 1", tr.Children, tr.Depth, nodes)
+	}
+	if r.dur >= 15*time.Second {
+		t.Errorf("40 daemons of one vertex took %v to start and end: the last ones waited for the first ones' watch", r.dur)
+	}
+	t.Logf("took %v", r.dur)
+}
