@@ -10,7 +10,6 @@ import (
 	"os"
 	"prun/internal/jsonbytes"
 	"prun/internal/trace"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,10 +201,6 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	return 0
 }
-
-// bigPlan is the size of a plan (JSON bytes; about 140 per rank) past
-// which a daemon returns its garbage to the system once it launched it.
-const bigPlan = 64 << 10
 
 // overSSHMarker, a line on a daemon's standard output, says that the
 // control link follows on the session's standard input and output. What a
@@ -443,13 +438,6 @@ func (n *node) handle(typ uint8, m *msg) {
 		}
 		if err := n.d.Launch(&p); err != nil {
 			n.launchFailed(&p, err)
-		}
-		if len(m.Plan) > bigPlan {
-			// Decoding a large job's plan and building its keys for every
-			// rank left megabytes of garbage, which the runtime would hold
-			// for minutes: with a daemon per node of a thousand-node job on
-			// one host (a simulated cluster) that was the host's memory.
-			debug.FreeOSMemory()
 		}
 	case tSignal:
 		n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
