@@ -12,8 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Liveness of a link. A peer that sends nothing (not even a heartbeat) for
@@ -28,12 +26,14 @@ var (
 )
 
 // Silence is how long a launch of n daemons waits for a silent peer
-// process (SetSilence): DeadAfter, and a heartbeat's interval more per 64
-// daemons, at most 12 DeadAfters. Starting a large tree loads the
-// launcher (every daemon's hello, the plan) and, on a shared machine, every
-// vertex: a peer starved of CPU for a few seconds is not lost. A lost node
-// is still found after DeadAfter: its kernel stops acknowledging this end's
-// heartbeats (TCP_USER_TIMEOUT), whatever the silence allowed its process.
+// (SetSilence): DeadAfter, and a heartbeat's interval more per 64 daemons,
+// at most 12 DeadAfters. Starting a large tree loads the launcher (every
+// daemon's hello, the plan) and, on a shared machine, every vertex: a peer
+// starved of CPU for a few seconds is not lost. The price: a node that
+// vanishes is found that much later (a killed daemon's link closes at
+// once). TCP_USER_TIMEOUT at DeadAfter would tell a dead node's kernel
+// from a starved process's, but on loopback it closed the links of a
+// stopped launcher within DeadAfter as well (TestSimulatedTree256).
 func Silence(n int) time.Duration {
 	livenessMu.RLock()
 	defer livenessMu.RUnlock()
@@ -74,9 +74,8 @@ type Link struct {
 
 	// The liveness settings in force when the link was made: a link's
 	// goroutines never read the package's variables, which tests change
-	// between links. dead bounds a write and, on TCP, the kernel's wait for
-	// the peer's acknowledgement; silent (under dmu) bounds the peer
-	// process's silence, DeadAfter unless SetSilence said more.
+	// between links. dead bounds a write; silent (under dmu) bounds the
+	// peer's silence, DeadAfter unless SetSilence said more.
 	every, dead, silent time.Duration
 }
 
@@ -98,23 +97,8 @@ func newLink(c conn) *Link {
 	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{}),
 		every: HeartbeatEvery, dead: DeadAfter, silent: DeadAfter}
 	livenessMu.RUnlock()
-	if tc, ok := c.(*net.TCPConn); ok {
-		setUserTimeout(tc, l.dead)
-	}
 	go l.beat()
 	return l
-}
-
-// setUserTimeout makes the kernel close c when what it sent (a heartbeat
-// at least every HeartbeatEvery) stays unacknowledged for d: the peer's
-// node or the network between is gone. A peer process that does not run
-// (a loaded host) still has its kernel's acknowledgements.
-func setUserTimeout(c *net.TCPConn, d time.Duration) {
-	if rc, err := c.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
-		})
-	}
 }
 
 // SetSilence sets how long the peer process may send nothing before Recv

@@ -5,8 +5,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // shortLiveness makes heartbeats and the silence limit short for a test.
@@ -121,27 +119,15 @@ func TestLinkSuspendResume(t *testing.T) {
 	}
 }
 
-// A link given a longer silence limit waits that long for a peer process
-// that sends nothing while its kernel acknowledges (a starved peer), and
-// no longer; its TCP socket gives up on unacknowledged data after
-// DeadAfter, whatever the silence allowed.
+// A link given a longer silence limit waits that long for a peer that
+// sends nothing (a starved peer), and no longer.
 func TestLinkSilenceLimit(t *testing.T) {
 	shortLiveness(t)
 	l, _ := silentPeer(t)
 	limit := 4 * DeadAfter
 	l.SetSilence(limit)
-	tc := l.c.(*net.TCPConn)
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ut int
-	rc.Control(func(fd uintptr) { ut, err = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT) })
-	if err != nil || time.Duration(ut)*time.Millisecond != DeadAfter {
-		t.Errorf("TCP_USER_TIMEOUT %d ms (%v), want %v", ut, err, DeadAfter)
-	}
 	start := time.Now()
-	_, err = l.Recv()
+	_, err := l.Recv()
 	var se *SilentError
 	if !errors.As(err, &se) || se.After != limit {
 		t.Fatalf("Recv from a silent peer: %v, want a SilentError after %v", err, limit)

@@ -67,7 +67,7 @@ func TestSimulatedTree256(t *testing.T) {
 		t.Fatalf("not every rank started\n%s", p.wait())
 	}
 	p.signal(syscall.SIGSTOP)
-	time.Sleep(ctl.DeadAfter + 1500*time.Millisecond)
+	time.Sleep(ctl.DeadAfter + time.Second)
 	p.signal(syscall.SIGCONT)
 	r = p.wait()
 	expectCode(t, r, 0)
