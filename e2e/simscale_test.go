@@ -58,8 +58,7 @@ func TestSimulatedTree256(t *testing.T) {
 	// wait (ctl.DeadAfter, 5 s), as a host busy starting a thousand
 	// processes starved it, but within this tree's silence limit
 	// (ctl.Silence(256), 9 s): the daemons wait for it, the job goes on.
-	// (kill -STOP starves it for sure: the kernel still acknowledges its
-	// sockets, as it does for a process that gets no CPU.)
+	// (kill -STOP starves it for sure, and for a known time.)
 	script := writeScript(t, t.TempDir(), "up.sh", "#!/bin/sh\necho up\nsleep 8\n")
 	p := startPrun(t, opts{args: append(agent, "--hostfile", hostfile, "-n", fmt.Sprint(nodes), script), env: env,
 		timeout: 2 * time.Minute})
