@@ -121,9 +121,15 @@ func Dial(addr string, secret []byte, timeout time.Duration) (*Link, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Client(c, secret, timeout)
+}
+
+// Client proves the secret on a connection made to a listener and makes it
+// a link; the connection is closed if that fails.
+func Client(c net.Conn, secret []byte, timeout time.Duration) (*Link, error) {
 	if err := Handshake(c, secret, false, timeout); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("%s: %w", addr, err)
+		return nil, fmt.Errorf("%s: %w", c.RemoteAddr(), err)
 	}
 	return newLink(c), nil
 }

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -225,8 +226,21 @@ func (cs closers) Close() error {
 	return nil
 }
 
-// dialParent connects to the parent's listener: first at the address the
-// SSH connection came from, then the others, all at once.
+// dialHeadStart is how long an address of the parent's has to take the
+// connection before the next one is tried as well: one that drops packets
+// fails only after the connect timeout. The kernel takes a connection
+// without the parent's process, so a busy parent does not make it slower.
+const dialHeadStart = time.Second
+
+// dialParent links to the parent at the first of its addresses that takes a
+// connection, in order: the address the SSH connection came from (Slurm's
+// launch node, for a step), then the parent's own list. The handshake, which
+// a busy parent may take seconds to answer, runs on that connection alone; it
+// used to be raced on every address, and the link then often ran over a later
+// one, such as a transient interface's (another cluster's bridge, a VPN):
+// when that interface goes, the link falls silent without a reset and the
+// daemon gives its parent up (TestSimulatedTree256, TestDialParentPrefersFirst).
+// A connection that fails the handshake gives way to the next address.
 func dialParent(b Bootstrap) (*ctl.Link, error) {
 	var addrs []string
 	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && b.IfInclude == "" {
@@ -243,51 +257,56 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 		return nil, errors.New("no address to try")
 	}
 	timeout := b.connectTimeout()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // the connects still under way give up
 	type result struct {
-		l   *ctl.Link
+		c   net.Conn
 		err error
 	}
 	res := make(chan result, len(addrs))
-	firstFailed := make(chan struct{})
-	for i, a := range addrs {
+	d := net.Dialer{Timeout: timeout}
+	next, pending := 0, 0
+	headStart := time.NewTimer(dialHeadStart)
+	defer headStart.Stop()
+	dialNext := func() {
+		addr := net.JoinHostPort(addrs[next], strconv.Itoa(b.ParentPort))
+		next++
+		pending++
+		headStart.Reset(dialHeadStart)
 		go func() {
-			// The SSH connection's address is the likely one: give it a head
-			// start, unless it failed already.
-			if i > 0 {
-				select {
-				case <-time.After(100 * time.Millisecond):
-				case <-firstFailed:
-				}
-			}
-			l, err := ctl.Dial(net.JoinHostPort(a, strconv.Itoa(b.ParentPort)), b.Secret, timeout)
-			if i == 0 && err != nil {
-				close(firstFailed)
-			}
-			res <- result{l, err}
+			c, err := d.DialContext(ctx, "tcp", addr)
+			res <- result{c, err}
 		}()
 	}
 	var errs []string
-	var won *ctl.Link
-	for range addrs {
-		r := <-res
-		switch {
-		case r.err != nil:
-			errs = append(errs, r.err.Error())
-		case won == nil:
-			won = r.l
-		default:
-			r.l.Close()
-		}
-		if won != nil {
-			// Stragglers close themselves when they arrive.
-			go func(left int) {
-				for ; left > 0; left-- {
-					if r := <-res; r.l != nil {
-						r.l.Close()
-					}
+	dialNext()
+	for pending > 0 {
+		select {
+		case r := <-res:
+			pending--
+			if r.err == nil {
+				l, err := ctl.Client(r.c, b.Secret, timeout)
+				if err == nil {
+					// Connections that arrive later close.
+					go func(left int) {
+						for ; left > 0; left-- {
+							if r := <-res; r.c != nil {
+								r.c.Close()
+							}
+						}
+					}(pending)
+					return l, nil
 				}
-			}(len(addrs) - 1 - len(errs))
-			return won, nil
+				r.err = err
+			}
+			errs = append(errs, r.err.Error())
+			if pending == 0 && next < len(addrs) {
+				dialNext()
+			}
+		case <-headStart.C:
+			if next < len(addrs) {
+				dialNext()
+			}
 		}
 	}
 	return nil, errors.New(strings.Join(errs, "; "))
