@@ -62,6 +62,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
 		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts)}, data)))
 	})
+	n.coll.expire = func(key string, c *coll, missing []int) {
+		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Expired: true, Gen: c.gen, Missing: missing}, nil)))
+	}
 	if b.Agent == AgentSlurm {
 		n.slurmTerm = make(chan struct{})
 	}
@@ -380,6 +383,19 @@ func (n *node) readParent() {
 		}
 		switch {
 		case dest == toBroadcast:
+			if f.Type == tCollFail {
+				// Failed here before below: a member that hears of a timeout
+				// may construct again at once, and its next contribution must
+				// not find the failed collective still pending above it.
+				if err := n.handle(f.Type, body); err != nil {
+					n.end(err.Error())
+					return
+				}
+				if n.kids != nil {
+					n.kids.broadcast(f.Type, f.Payload)
+				}
+				continue
+			}
 			if n.kids != nil {
 				n.kids.broadcast(f.Type, f.Payload)
 			}
@@ -480,6 +496,9 @@ func (n *node) handle(typ uint8, body []byte) error {
 	case tCollFail:
 		// Lost nodes, or a dead process (a group member).
 		return on(body, func(m *collFail) {
+			if m.Coll != "" {
+				n.coll.timedOut(m.Coll, m.Gen, m.collErr())
+			}
 			for _, p := range m.Procs {
 				n.coll.failProc(p, m.collErr())
 			}
@@ -598,6 +617,11 @@ func (n *node) childColl(p []byte) {
 	var m collUp
 	data, err := decodeColl(body, &m)
 	if err != nil {
+		return
+	}
+	if m.Expired {
+		// A timeout below: the launcher decides.
+		n.parent.Send(tColl, p)
 		return
 	}
 	done := func(res []byte, err error) {

@@ -607,6 +607,10 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 			return err
 		}
 		key := m.Coll
+		if m.Expired {
+			t.root.timedOut(key, m.Kind, m.Gen, m.Missing)
+			return nil
+		}
 		t.stats.collIn(key, size)
 		done := func(res []byte, err error) {
 			b := frame(uint32(v), toLauncher, encodeColl(&collResult{Coll: key, status: statusOf(err)}, res))
