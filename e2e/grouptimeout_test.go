@@ -67,8 +67,10 @@ func TestGroupTimeout(t *testing.T) {
 	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
 	t.Run("multi-node", func(t *testing.T) {
 		// One rank a host: the late rank's node never calls the host.
-		checkGroupTimeout(t, m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node",
-			"-n", "4", prog, "timeout", "3"}}), 4, 3)
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog, "timeout", "3"}})
+		checkGroupTimeout(t, r, 4, 3)
+		// The launcher decided, and says whose members did not come.
+		expectContains(t, "stderr", r.stderr, "prun: group late: construct timed out (PMIX_TIMEOUT) waiting for the members on "+m.hosts[3]+"\n")
 	})
 	t.Run("multi-node-shared", func(t *testing.T) {
 		// Two ranks a host, through a relay (fanout 1: a chain): the late
