@@ -189,6 +189,13 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 		cs.mu.Unlock()
 		return
 	}
+	if c.expired {
+		// Reported timed out: the launcher fails it (every report is
+		// answered so); what came late must not go up as a contribution
+		// to the next construct of the key.
+		cs.mu.Unlock()
+		return
+	}
 	c.sent = true
 	if c.timer != nil {
 		c.timer.Stop()
@@ -221,6 +228,15 @@ func (cs *collectives) timeout(key string, c *coll) {
 	cs.mu.Unlock()
 	slices.Sort(missing)
 	cs.expire(key, c, missing)
+}
+
+// stale says whether a child's contribution of failure generation gen to
+// collective key belongs to one that timed out: the failure came down
+// here before it came up, and the child forgot it too.
+func (cs *collectives) stale(key string, gen uint64) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return gen < cs.failGen[key]
 }
 
 // timedOut drops collective key of generation below gen, which the root

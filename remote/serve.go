@@ -60,7 +60,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
-		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts)}, data)))
+		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
 	})
 	n.coll.expire = func(key string, c *coll, missing []int) {
 		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Expired: true, Gen: c.gen, Missing: missing}, nil)))
@@ -622,6 +622,9 @@ func (n *node) childColl(p []byte) {
 	if m.Expired {
 		// A timeout below: the launcher decides.
 		n.parent.Send(tColl, p)
+		return
+	}
+	if n.coll.stale(m.Coll, m.Gen) {
 		return
 	}
 	done := func(res []byte, err error) {

@@ -611,6 +611,9 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 			t.root.timedOut(key, m.Kind, m.Gen, m.Missing)
 			return nil
 		}
+		if t.root.cs.stale(key, m.Gen) {
+			return nil
+		}
 		t.stats.collIn(key, size)
 		done := func(res []byte, err error) {
 			b := frame(uint32(v), toLauncher, encodeColl(&collResult{Coll: key, status: statusOf(err)}, res))
