@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <pthread.h>
 #include <semaphore.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -655,12 +656,12 @@ pmix_status_t prun_notify(pmix_status_t code, const char *ns, uint32_t rank, pmi
  * collective (PMIX_THREADSHIFT_DELAY in pmix_server_grpconstruct), whose
  * callback, grp_timeout, takes the tracker for a caller's caddy: when it
  * fires it queues a reply to a peer read from the tracker's name bytes and
- * unlinks the tracker from a list it is not in; the server's progress thread
- * then spins in libevent forever (4.2.3 rewrote it). Every construct of a
- * member that does not come within the timeout ends so. The link routes
+ * unlinks the tracker from a list it is not in: the server's progress thread
+ * then spins in libevent forever, or the process crashes (4.2.3 rewrote it).
+ * Every construct that a member does not join within the timeout ends so. The link routes
  * pmix_server_grpconstruct (-Wl,--wrap) through here, and the timers it
  * assigns (a pure timer: no descriptor, no events; -Wl,--wrap=event_assign)
- * get a callback of prun's instead:
+ * get a callback of prun's instead (and are followed through event_del):
  *  - a tracker the library hands the host (every local member came) is the
  *    host's: its timer is cancelled at the upcall, and prun's collective
  *    enforces the timeout across the nodes (the launcher decides);
@@ -673,40 +674,59 @@ pmix_status_t prun_notify(pmix_status_t code, const char *ns, uint32_t rank, pmi
  * (goGroupCompletion). Without it (a stripped binary) the timer is left
  * harmless (it does nothing), and a construct held on its node waits.
  * pmix_server_grpdestruct arms the same timer: it is handled the same way.
- * All of this runs on the library's progress thread. */
+ * Wrapped calls run on the library's progress thread, but event_del's may
+ * come from any: the table has a lock. */
 int __real_pmix_server_grpconstruct(void *cd, void *buf);
 int __real_pmix_server_grpdestruct(void *cd, void *buf);
 int __real_event_assign(struct event *ev, struct event_base *base, evutil_socket_t fd, short events,
                         event_callback_fn cb, void *arg);
 
+int __real_event_del(struct event *ev);
+
 static __thread int in_grpconstruct;
 
+/* The group timers armed and not yet fired or deleted: an entry's event is
+ * live (libpmix deletes a tracker's timer, through event_del, before it
+ * lets the tracker go), so cancelling it is safe. */
 struct grptimer {
     struct grptimer *next;
     struct event *ev;
     void *trk;
 };
 static struct grptimer *grptimers;
+static pthread_mutex_t grptimers_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static struct grptimer **grptimer_find(void *trk)
+/* grptimer_take unlinks the entry of trk (or, trk NULL, of event ev). */
+static struct grptimer *grptimer_take(void *trk, struct event *ev)
 {
-    struct grptimer **t;
+    struct grptimer **t, *x = NULL;
+    pthread_mutex_lock(&grptimers_mu);
     for (t = &grptimers; *t; t = &(*t)->next)
-        if ((*t)->trk == trk)
-            return t;
-    return NULL;
+        if (trk ? (*t)->trk == trk : (*t)->ev == ev) {
+            x = *t;
+            *t = x->next;
+            break;
+        }
+    pthread_mutex_unlock(&grptimers_mu);
+    return x;
 }
 
 static void grptimer_drop(void *trk, int cancel)
 {
-    struct grptimer **t = grptimer_find(trk), *x;
-    if (!t)
+    struct grptimer *x = grptimer_take(trk, NULL);
+    if (!x)
         return;
-    x = *t;
-    *t = x->next;
     if (cancel)
-        event_del(x->ev);
+        __real_event_del(x->ev);
     free(x);
+}
+
+/* __wrap_event_del: libpmix deleting a timer of ours (a construct that
+ * completed in the library) ends its entry. */
+int __wrap_event_del(struct event *ev)
+{
+    free(grptimer_take(NULL, ev));
+    return __real_event_del(ev);
 }
 
 typedef void (*grp_completion_fn)(pmix_status_t, pmix_info_t *, size_t, void *, pmix_release_cbfunc_t, void *);
@@ -753,8 +773,10 @@ int __wrap_event_assign(struct event *ev, struct event_base *base, evutil_socket
         return -1;
     t->ev = ev;
     t->trk = arg;
+    pthread_mutex_lock(&grptimers_mu);
     t->next = grptimers;
     grptimers = t;
+    pthread_mutex_unlock(&grptimers_mu);
     return __real_event_assign(ev, base, fd, events, grptimer_fired, arg);
 }
 
