@@ -14,7 +14,9 @@ import (
 // checkGroupTimeout checks a run of `group timeout LATE` by n ranks: every
 // rank but LATE got PMIX_ERR_TIMEOUT from its construct with PMIX_TIMEOUT
 // 2 s within a few seconds (not after LATE came, 6 s on); then all of them,
-// LATE too, constructed the group of the same name, with one context id.
+// LATE too, constructed the group of the same name, with one context id,
+// and constructs whose timeouts did not expire left no timer behind that
+// fires later (group.c's "quick", then a fence 3 s on).
 func checkGroupTimeout(t *testing.T, r *result, n, late int) {
 	t.Helper()
 	expectCode(t, r, 0)

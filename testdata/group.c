@@ -39,8 +39,11 @@
  *       group "late" of every rank with PMIX_TIMEOUT 2 (and a context id):
  *       they print "group: rank R first construct: STATUS in S s" (want
  *       TIMEOUT within a few seconds). Then every rank, LATE included,
- *       constructs group "late" again (no timeout, a context id) and
- *       destructs it: "group: rank R late cid C" and "group: rank R ok".
+ *       constructs group "late" again (PMIX_TIMEOUT 30, a context id) and
+ *       destructs it ("group: rank R late cid C"), constructs group "quick"
+ *       (no context id) and destructs it, both with PMIX_TIMEOUT 2, fences
+ *       after 3 s (the timers of what completed must not fire), and prints
+ *       "group: rank R ok".
  *
  *   group invite
  *       Rank 0 invites every other rank into group "inv" (PMIx_Group_invite);
@@ -391,10 +394,13 @@ static int timeout(uint32_t late)
         if (rc == PMIX_SUCCESS)
             return 1;
     }
+    /* Timeouts that do not expire: the timers must go quietly. */
+    secs = 30;
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);
     phase = "PMIx_Group_construct(late)";
     results = NULL;
     nresults = 0;
-    if ((rc = PMIx_Group_construct("late", procs, n, info, 1, &results, &nresults)) != PMIX_SUCCESS) {
+    if ((rc = PMIx_Group_construct("late", procs, n, info, 2, &results, &nresults)) != PMIX_SUCCESS) {
         printf("group: rank %u second construct: %s\n", myproc.rank, PMIx_Error_string(rc));
         return 1;
     }
@@ -403,6 +409,26 @@ static int timeout(uint32_t late)
     phase = "PMIx_Group_destruct(late)";
     if ((rc = PMIx_Group_destruct("late", NULL, 0)) != PMIX_SUCCESS) {
         printf("group: rank %u destruct late: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    secs = 2;
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);
+    phase = "PMIx_Group_construct(quick)";
+    results = NULL;
+    nresults = 0;
+    if ((rc = PMIx_Group_construct("quick", procs, n, &info[1], 1, &results, &nresults)) != PMIX_SUCCESS) {
+        printf("group: rank %u construct quick: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    phase = "PMIx_Group_destruct(quick)";
+    if ((rc = PMIx_Group_destruct("quick", &info[1], 1)) != PMIX_SUCCESS) {
+        printf("group: rank %u destruct quick: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    sleep(3);
+    phase = "PMIx_Fence(after quick)";
+    if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS) {
+        printf("group: rank %u fence after quick: %s\n", myproc.rank, PMIx_Error_string(rc));
         return 1;
     }
     printf("group: rank %u ok\n", myproc.rank);
