@@ -64,7 +64,8 @@ func goGroup(op C.int, grp *C.char, procs *C.pmix_proc_t, nprocs C.size_t, info 
 // executable's symbol table: the shim completes with it a construct whose
 // PMIX_TIMEOUT expired while the library still waited for a local member
 // (shim.c explains why libpmix's own timer cannot be let fire). 0: not
-// found (a stripped binary).
+// found (a stripped binary: the shim then uses the one the last group
+// upcall came with, if any).
 var grpcbfunc = sync.OnceValue(func() uintptr {
 	f, err := elf.Open("/proc/self/exe")
 	if err != nil {

@@ -78,12 +78,12 @@ static pmix_status_t tr_disconnect(const pmix_proc_t procs[], size_t nprocs, con
     return goConnect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, 1, cb, cbd);
 }
 
-void prun_group_upcall(void *trk);
+void prun_group_upcall(void *trk, void *cb);
 
 static pmix_status_t tr_group(pmix_group_operation_t op, char grp[], const pmix_proc_t procs[], size_t nprocs,
                               const pmix_info_t info[], size_t ninfo, pmix_info_cbfunc_t cb, void *cbd)
 {
-    prun_group_upcall(cbd);
+    prun_group_upcall(cbd, (void *)cb);
     return goGroup((int)op, grp, (pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, cb, cbd);
 }
 
@@ -671,8 +671,9 @@ pmix_status_t prun_notify(pmix_status_t code, const char *ns, uint32_t rank, pmi
  *    caller and forgets the tracker, so a later construct of the group
  *    starts afresh.
  * grpcbfunc is static: its address comes from the executable's symbol table
- * (goGroupCompletion). Without it (a stripped binary) the timer is left
- * harmless (it does nothing), and a construct held on its node waits.
+ * (goGroupCompletion; `go run` and `go test` strip it), else from any group
+ * upcall before. Without it the timer does nothing, and a construct held on
+ * its node waits for its late member.
  * pmix_server_grpdestruct arms the same timer: it is handled the same way.
  * Wrapped calls run on the library's progress thread, but event_del's may
  * come from any: the table has a lock. */
@@ -684,6 +685,10 @@ int __real_event_assign(struct event *ev, struct event_base *base, evutil_socket
 int __real_event_del(struct event *ev);
 
 static __thread int in_grpconstruct;
+
+/* The completion an upcall came with: grpcbfunc, for a binary whose symbol
+ * table is gone, once any group operation reached the host. */
+static void *upcall_completion;
 
 /* The group timers armed and not yet fired or deleted: an entry's event is
  * live (libpmix deletes a tracker's timer, through event_del, before it
@@ -734,6 +739,8 @@ typedef void (*grp_completion_fn)(pmix_status_t, pmix_info_t *, size_t, void *, 
 static void grptimer_fired(evutil_socket_t fd, short what, void *trk)
 {
     grp_completion_fn done = (grp_completion_fn)goGroupCompletion();
+    if (!done)
+        done = (grp_completion_fn)__atomic_load_n(&upcall_completion, __ATOMIC_RELAXED);
     (void)fd;
     (void)what;
     grptimer_drop(trk, 0);
@@ -781,8 +788,9 @@ int __wrap_event_assign(struct event *ev, struct event_base *base, evutil_socket
 }
 
 /* prun_group_upcall: the library handed tracker trk to the host. */
-void prun_group_upcall(void *trk)
+void prun_group_upcall(void *trk, void *cb)
 {
+    __atomic_store_n(&upcall_completion, cb, __ATOMIC_RELAXED);
     grptimer_drop(trk, 1);
 }
 
