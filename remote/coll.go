@@ -70,8 +70,8 @@ type collectives struct {
 	finish func(c *coll, all []byte) ([]byte, error)
 
 	// expire reports a timed-out collective (key, its generation, the
-	// contributors that did not come) to whoever decides: a daemon sends
-	// it up, the root decides (Root.timedOut).
+	// participants' vertices whose contributions did not come) to whoever
+	// decides: a daemon sends it up, the root decides (Root.timedOut).
 	expire func(key string, c *coll, missing []int)
 
 	mu      sync.Mutex
@@ -219,14 +219,21 @@ func (cs *collectives) timeout(key string, c *coll) {
 		return
 	}
 	c.expired = true
+	// The participants' vertices whose contributions would come through a
+	// contributor that did not: the late members are on one or more.
 	var missing []int
-	for v := range c.expect {
-		if c.data[v] == nil {
-			missing = append(missing, v)
+	for _, w := range c.verts {
+		hop := w
+		if w != cs.me {
+			if hop = ctl.NextHop(cs.me, w, cs.fanout); hop <= 0 {
+				continue
+			}
+		}
+		if c.data[hop] == nil {
+			missing = append(missing, w)
 		}
 	}
 	cs.mu.Unlock()
-	slices.Sort(missing)
 	cs.expire(key, c, missing)
 }
 
