@@ -72,13 +72,17 @@ func TestGroupTimeout(t *testing.T) {
 		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog, "timeout", "3"}})
 		checkGroupTimeout(t, r, 4, 3)
 		// The launcher decided, and says whose members did not come.
-		expectContains(t, "stderr", r.stderr, "prun: group late: construct timed out (PMIX_TIMEOUT) waiting for the members on "+m.hosts[3]+"\n")
+		expectContains(t, "stderr", r.stderr, "prun: group late: construct timed out (PMIX_TIMEOUT) waiting for members on "+m.hosts[3]+"\n")
 	})
 	t.Run("multi-node-shared", func(t *testing.T) {
 		// Two ranks a host, through a relay (fanout 1: a chain): the late
 		// rank's node holds its other rank's construct in libpmix, the
 		// other nodes' constructs reach the launcher.
-		checkGroupTimeout(t, m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--launch-fanout", "1",
-			"-n", "8", prog, "timeout", "5"}}), 8, 5)
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--launch-fanout", "1", "-n", "8", prog, "timeout", "5"}})
+		checkGroupTimeout(t, r, 8, 5)
+		// Rank 5 is on the third host: a relay above it names the nodes
+		// of the subtree it waited for.
+		expectContains(t, "stderr", r.stderr, "prun: group late: construct timed out (PMIX_TIMEOUT) waiting for members on ")
+		t.Logf("prun said: %s", strings.TrimSpace(r.stderr))
 	})
 }

@@ -478,8 +478,12 @@ func (r *Root) timedOut(key, kind string, gen uint64, missing []int) {
 	down := r.down
 	r.mu.Unlock()
 	group := strings.TrimPrefix(kind, GroupConstruct)
-	err := &statusError{fmt.Sprintf("group %s: construct timed out (PMIX_TIMEOUT) waiting for the members on %s", group,
-		strings.Join(names, ", ")), pmixsrv.ErrTimeout}
+	where := strings.Join(names, ", ")
+	if len(names) > 1 {
+		where = "one or more of " + where
+	}
+	err := &statusError{fmt.Sprintf("group %s: construct timed out (PMIX_TIMEOUT) waiting for members on %s", group, where),
+		pmixsrv.ErrTimeout}
 	if !r.cs.timedOut(key, gen+1, err) {
 		return
 	}
@@ -533,11 +537,13 @@ type collUp struct {
 	Kind  string         `json:",omitzero"`
 	Procs []pmixsrv.Proc `json:",omitzero"`
 	Verts []int          `json:",omitzero"` // the participants' vertices, as ranges (packVerts)
-	// Expired: not a contribution but a report that the collective, of
-	// failure generation Gen at the reporter, timed out there waiting for
-	// the vertices Missing; relays pass it up, the launcher decides.
-	Expired bool   `json:",omitzero"`
+	// Gen is the collective's failure generation at the sender (failGen):
+	// a parent drops a contribution of a generation it saw fail (stale).
+	// Expired: not a contribution but a report that the collective timed
+	// out at the sender waiting for participants on the vertices Missing;
+	// relays pass it up, the launcher decides.
 	Gen     uint64 `json:",omitzero"`
+	Expired bool   `json:",omitzero"`
 	Missing []int  `json:",omitzero"`
 }
 

@@ -71,7 +71,7 @@ func TestCollectivesTimeout(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the other vertex's report, if any, comes in
 	mu.Lock()
 	// Vertex 2 waits for h3; vertex 1 for h2's subtree, h2 and h3.
-	if len(said) != 1 || !strings.HasPrefix(said[0].Error(), "group late: construct timed out (PMIX_TIMEOUT) waiting for the members on ") ||
+	if len(said) != 1 || !strings.HasPrefix(said[0].Error(), "group late: construct timed out (PMIX_TIMEOUT) waiting for members on ") ||
 		!strings.HasSuffix(said[0].Error(), " h3") {
 		t.Errorf("the launcher said %v, want one timeout", said)
 	}
