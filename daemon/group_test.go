@@ -41,6 +41,9 @@ func FuzzFinishGroup(f *testing.F) {
 	f.Add(append(groupRecord(1, 0, []byte("x")), groupRecord(2, time.Second, nil)...))
 	f.Add([]byte{0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if d := GroupTimeoutOf(b); d < 0 {
+			t.Errorf("timeout %v", d)
+		}
 		res, _, err := FinishGroup(b, func() uint64 { return 7 })
 		if err != nil {
 			return
