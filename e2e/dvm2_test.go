@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -102,6 +106,7 @@ func TestDVMConnect(t *testing.T) {
 	cluster.Quiet(t)
 	d := startDVM(t, nil, "--host", "localhost:6")
 	connectBetweenJobs(t, dvmJobs{d: d}, nil, nil)
+	t.Run("stdin", func(t *testing.T) { stdinToRanks(t, dvmJobs{d: d}, "localhost", nil) })
 	d.expectServing(t)
 }
 
@@ -123,6 +128,7 @@ func TestDVM2MultiNode(t *testing.T) {
 	t.Run("connect", func(t *testing.T) {
 		connectBetweenJobs(t, j, []string{"prun-h2"}, []string{"prun-h3", "prun-h4"})
 	})
+	t.Run("stdin", func(t *testing.T) { stdinToRanks(t, j, "prun-h3", []string{"prun-h1", "prun-h4"}) })
 	t.Run("tool-on-a-node", func(t *testing.T) { toolOnANode(t, c, j) })
 	t.Run("node-refuses", func(t *testing.T) { nodeRefuses(t, c, j) })
 	submitterFailures(t, j, 4)
@@ -472,5 +478,181 @@ func nodeRefuses(t *testing.T, c *cluster.Cluster, j dvmJobs) {
 	expectCode(t, r, 0)
 	if r.stdout != strings.Repeat("good\n", 8) {
 		t.Errorf("a good job after that: %s", r)
+	}
+}
+
+// stdinToRanks: a submitter's stdin reaches the rank that reads it on any
+// node of the DVM (remote is such a node; others, two more), byte for
+// byte and past the control plane's 1 MiB window; each job reads its own
+// stream (two at once on one node, and one after another: a job's end of
+// input is not the next one's); --stdin all gives every rank a copy.
+func stdinToRanks(t *testing.T, j dvmJobs, remote string, others []string) {
+	r := j.run(t, opts{args: []string{"--host", remote, "-n", "1", "cat"}, stdin: strings.NewReader("data\n")})
+	expectCode(t, r, 0)
+	if r.stdout != "data\n" {
+		t.Errorf("cat on %s: %s", remote, r)
+	}
+	big := make([]byte, 3<<20+17)
+	rand.Read(big)
+	r = j.run(t, opts{args: []string{"--host", remote, "-n", "1", "sha256sum"}, stdin: bytes.NewReader(big)})
+	expectCode(t, r, 0)
+	if want := fmt.Sprintf("%x  -\n", sha256.Sum256(big)); r.stdout != want {
+		t.Errorf("3 MiB through sha256sum on %s: got %q, want %q", remote, r.stdout, want)
+	}
+	// Two jobs at once on the same node, each its own input.
+	var ps []*proc
+	var ws []*io.PipeWriter
+	for range 2 {
+		pr, pw := io.Pipe()
+		ws = append(ws, pw)
+		ps = append(ps, j.start(t, opts{args: []string{"--host", remote, "-n", "1", "cat"}, stdin: pr}))
+	}
+	for i, pw := range ws {
+		fmt.Fprintf(pw, "job %d\n", i)
+	}
+	for i, p := range ps {
+		p.waitOutput(30*time.Second, fmt.Sprintf("job %d\n", i))
+		ws[i].Close()
+		r := p.wait()
+		expectCode(t, r, 0)
+		if r.stdout != fmt.Sprintf("job %d\n", i) {
+			t.Errorf("job %d's stdin: %s", i, r)
+		}
+	}
+	if len(others) > 0 {
+		hosts := strings.Join(append([]string{remote}, others...), ",")
+		r = j.run(t, opts{args: []string{"--host", hosts, "--map-by", "node", "--stdin", "all", "-n", fmt.Sprint(1 + len(others)),
+			"sh", "-c", `echo "$(hostname) $(cat)"`}, stdin: strings.NewReader("to all\n")})
+		expectCode(t, r, 0)
+		if len(lines(r.stdout)) != 1+len(others) || strings.Count(r.stdout, " to all\n") != 1+len(others) {
+			t.Errorf("--stdin all: %s", r)
+		}
+		// Rank 2 reads (the third node); the others get nothing.
+		r = j.run(t, opts{args: []string{"--host", hosts, "--map-by", "node", "--stdin", "2", "-n", fmt.Sprint(1 + len(others)),
+			"sh", "-c", `echo "$PRUN_RANK $(cat)"`}, stdin: strings.NewReader("only 2\n")})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "2 only 2\n")
+		if strings.Count(r.stdout, "only 2") != 1 {
+			t.Errorf("--stdin 2: %s", r)
+		}
+	}
+}
+
+// vmRSS is a process's resident set size in KiB (0: unknown).
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb
+		}
+	}
+	return 0
+}
+
+// Issue 26: 16 submitters at once, 200 jobs each (PRUN_DVM_STRESS=SxJ
+// changes it), mixed: shell jobs of one or two ranks with their own output
+// and exit status, MPICH hello (PMI-1) and, every 25th, Open MPI's ring
+// (PMIx). Every job's output and exit status are checked; the DVM's RSS
+// after the run is its RSS after the first 100 jobs (each submitter's first
+// 7), within slack; no job leaves a session directory.
+func TestDVMStress(t *testing.T) {
+	cluster.Quiet(t)
+	submitters, jobs := 16, 200
+	if s := os.Getenv("PRUN_DVM_STRESS"); s != "" {
+		if _, err := fmt.Sscanf(s, "%dx%d", &submitters, &jobs); err != nil {
+			t.Fatalf("PRUN_DVM_STRESS=%q: want SUBMITTERSxJOBS", s)
+		}
+	}
+	d := startDVM(t, nil, "--host", "localhost:64")
+	mdir, hello := mpich(t, "hello.c")
+	odir, ring := ompi(t, "ring.c")
+	type job struct {
+		args   []string
+		dir    string
+		code   int
+		stdout func(string) bool
+	}
+	jobOf := func(s, k int) job {
+		switch {
+		case k%25 == 24:
+			return job{[]string{"-n", "2", ring}, odir, 0,
+				func(o string) bool { return strings.Contains(o, "ring: 2 ranks, 10 laps, sum ok\n") }}
+		case k%5 == 2:
+			return job{[]string{"-n", "2", hello}, mdir, 0, func(o string) bool {
+				return strings.Contains(o, "hello from rank 0 of 2") && strings.Contains(o, "hello from rank 1 of 2") && len(lines(o)) == 2
+			}}
+		case k%2 == 0:
+			tok := fmt.Sprintf("s%dj%d", s, k)
+			return job{[]string{"-n", "2", "echo", tok}, "", 0, func(o string) bool { return o == tok+"\n"+tok+"\n" }}
+		default:
+			tok := fmt.Sprintf("s%dj%d", s, k)
+			code := (s + k) % 7
+			return job{[]string{"-n", "1", "sh", "-c", fmt.Sprintf("echo %s; exit %d", tok, code)}, "", code,
+				func(o string) bool { return o == tok+"\n" }}
+		}
+	}
+	runPhase := func(from, to int) {
+		var wg sync.WaitGroup
+		for s := range submitters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := from; k < to; k++ {
+					jb := jobOf(s, k)
+					cmd := exec.Command(prunBin, jb.args...)
+					cmd.Env = append(d.env, "PRUN_DVM="+d.dir)
+					cmd.Dir = jb.dir
+					var stdout, stderr bytes.Buffer
+					cmd.Stdout, cmd.Stderr = &stdout, &stderr
+					start := time.Now()
+					err := cmd.Start()
+					if err == nil {
+						timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+						err = cmd.Wait()
+						timer.Stop()
+					}
+					code := cmd.ProcessState.ExitCode()
+					if code != jb.code || !jb.stdout(stdout.String()) {
+						t.Errorf("submitter %d job %d (%s): exit %d (want %d) after %v: %v\nstdout: %q\nstderr: %q", s, k,
+							strings.Join(jb.args, " "), code, jb.code, time.Since(start).Round(time.Millisecond), err, stdout.String(), stderr.String())
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	first := min(jobs, (100+submitters-1)/submitters)
+	start := time.Now()
+	runPhase(0, first)
+	d.idle(t)
+	rss0 := vmRSS(d.pid)
+	runPhase(first, jobs)
+	d.idle(t)
+	rss1 := vmRSS(d.pid)
+	n := submitters * jobs
+	t.Logf("%d jobs by %d submitters in %v; the DVM's RSS %d KiB after %d jobs, %d KiB after %d", n, submitters,
+		time.Since(start).Round(time.Millisecond), rss0, first*submitters, rss1, n)
+	if rss0 == 0 || rss1 > rss0+rss0/4+4096 {
+		t.Errorf("the DVM's RSS grew from %d KiB (after %d jobs) to %d KiB (after %d)", rss0, first*submitters, rss1, n)
+	}
+	// The DVM's session directory holds its servers' rendezvous files,
+	// no job's directory.
+	tops, _ := filepath.Glob(filepath.Join(d.tmp, "prun.*"))
+	for _, top := range tops {
+		ents, _ := os.ReadDir(top)
+		for _, e := range ents {
+			if e.IsDir() {
+				t.Errorf("a job's session directory is left: %s%s", filepath.Join(top, e.Name()), listTree(filepath.Join(top, e.Name())))
+			}
+		}
+	}
+	if t.Failed() {
+		out, _ := os.ReadFile(filepath.Join(d.dir, "log"))
+		t.Logf("the DVM's log:\n%s", clip(string(out)))
 	}
 }

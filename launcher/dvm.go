@@ -19,6 +19,7 @@ import (
 	"prun/jobspec"
 	"prun/mapper"
 	"prun/pmixsrv"
+	"prun/remote"
 	"prun/sessiondir"
 	"prun/topology"
 )
@@ -453,18 +454,39 @@ func (d *DVM) forget(r *run) {
 }
 
 // routeStdin gives a submission's job the submitter's stdin, terminal and
-// environment on this node. Stdin reaches ranks on this node only: a job
-// whose stdin rank runs elsewhere reads nothing (its nodes' daemons have
-// one stdin stream each, for the runtime's life).
+// environment on this node, and its stdin on the other nodes whose ranks
+// read it, as a stream of the job's own on each (remote/stdin.go), read by
+// a fan-out as a standalone launch's is. Only a job whose stdin goes to
+// this node alone gets a terminal.
 func (d *DVM) routeStdin(r *run, s *startup) {
 	plan, m := s.plan, s.m
 	jio := daemon.JobIO{BaseEnv: r.opts.Env}
-	readsHere := d.localName != "" && (plan.Stdin == daemon.StdinAll ||
-		plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == d.localName)
-	if plan.Stdin >= 0 && !readsHere {
-		plan.Stdin = daemon.StdinNone
+	readsHere := false
+	var remotes []*remote.Node
+	for _, n := range m.Nodes {
+		if len(n.Procs) == 0 || !(plan.Stdin == daemon.StdinAll || plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == n.Name) {
+			continue
+		}
+		if n.Name == d.localName {
+			readsHere = true
+		} else if rn, ok := d.base.up.node(n.Name).(*remote.Node); ok {
+			remotes = append(remotes, rn)
+		}
 	}
-	if readsHere && r.opts.Stdin != nil {
+	switch {
+	case r.opts.Stdin == nil:
+	case len(remotes) > 0:
+		var pw *io.PipeWriter
+		if readsHere {
+			var pr *io.PipeReader
+			pr, pw = io.Pipe()
+			jio.Stdin = stoppablePipe{pr}
+		}
+		for _, rn := range remotes {
+			rn.OpenStdin(plan.Nspace)
+		}
+		go stdinFanout(r.opts.Stdin, pw, remotes, plan.Nspace)
+	case readsHere:
 		jio.Stdin = r.opts.Stdin
 		if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == jobspec.PTYOn || s.job.PTY == jobspec.PTYAuto && isTerminal(f)) {
 			plan.PTY = true

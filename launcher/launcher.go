@@ -466,7 +466,10 @@ func (r *run) routeStdin(s *startup) (localName string) {
 			pr, pw = io.Pipe()
 			s.stdin = stoppablePipe{pr}
 		}
-		go stdinFanout(r.opts.Stdin, pw, remoteStdin)
+		for _, rn := range remoteStdin {
+			rn.OpenStdin(plan.Nspace)
+		}
+		go stdinFanout(r.opts.Stdin, pw, remoteStdin, plan.Nspace)
 	}
 	if f, ok := r.opts.Stdin.(*os.File); ok && localStdin && len(remoteStdin) == 0 && plan.Stdin >= 0 &&
 		(job.PTY == jobspec.PTYOn || job.PTY == jobspec.PTYAuto && isTerminal(f)) {

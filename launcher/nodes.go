@@ -201,11 +201,13 @@ type stoppablePipe struct{ *io.PipeReader }
 
 func (p stoppablePipe) StopReading() { p.CloseWithError(errors.New("no rank reads stdin here")) }
 
-// stdinFanout reads the launcher's stdin once for ranks on several nodes:
-// chunks go down the control plane to remote nodes (each waits while its
-// node's ranks are a window behind), and through a pipe to this node's
-// daemon. It stops reading when no reader is left.
-func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
+// stdinFanout reads the launcher's stdin once for job nspace's ranks on
+// several nodes: chunks go down the control plane to remote nodes (each
+// waits while its node's ranks are a window behind), and through a pipe to
+// this node's daemon. It stops reading when no reader is left. The
+// remote nodes' streams are opened before the job launches, so that what
+// they say of it (its ranks read no more) is never before it is open.
+func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node, nspace string) {
 	buf := make([]byte, 64<<10)
 	for local != nil || len(remotes) > 0 {
 		n, err := in.Read(buf)
@@ -215,7 +217,7 @@ func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
 					local = nil
 				}
 			}
-			remotes = slices.DeleteFunc(remotes, func(rn *remote.Node) bool { return rn.Stdin(buf[:n]) != nil })
+			remotes = slices.DeleteFunc(remotes, func(rn *remote.Node) bool { return rn.Stdin(nspace, buf[:n]) != nil })
 		}
 		if err != nil {
 			break
@@ -225,6 +227,6 @@ func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
 		local.Close()
 	}
 	for _, rn := range remotes {
-		rn.Stdin(nil)
+		rn.Stdin(nspace, nil)
 	}
 }

@@ -101,8 +101,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			n.end("the launcher's session closed")
 		}()
 	}
-	n.stdin.ack = func(k int) { parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), encodeAck(k))) }
-	n.stdin.done = func() { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), nil)) }
+	n.stdin.ack = func(ns string, k int) {
+		parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
+	}
+	n.stdin.done = func(ns string) { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
 
 	// Children first: their SSH handshakes are the long pole.
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
@@ -167,7 +169,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	topo, xml, topoErr := topology.Local()
 	trace.Mark("topology")
-	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: os.Environ(), Stdin: &n.stdin, Network: network}, n)
+	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: os.Environ(), Network: network,
+		JobIO: func(nspace string) daemon.JobIO {
+			return daemon.JobIO{Stdin: n.stdin.get(nspace), BaseEnv: os.Environ()}
+		}}, n)
 	if err != nil {
 		n.sendUp(tFailed, &msg{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
 		return 1
@@ -305,8 +310,8 @@ type node struct {
 	topo      *topology.Topology
 	calls     calls
 	coll      *collectives // the collectives pending at this vertex (coll.go)
-	stdin     stdinPipe
-	out       *outCredit // the output window (output.go)
+	stdin     stdinStreams // each job's stdin, by namespace
+	out       *outCredit   // the output window (output.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
 	closing   closeState    // the closing broadcast's answer, combined for the subtree
@@ -384,7 +389,12 @@ func (n *node) readParent() {
 		}
 		switch f.Type {
 		case tStdin:
-			n.stdin.write(body)
+			ns, p, err := splitStream(body)
+			if err != nil {
+				n.end(err.Error())
+				return
+			}
+			n.stdin.write(ns, p)
 			continue
 		case tPreload:
 			if err := n.receivePreload(body); err != nil {
@@ -441,6 +451,7 @@ func (n *node) handle(typ uint8, m *msg) {
 	case tSignal:
 		n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
 	case tForget:
+		n.stdin.drop(m.Nspace)
 		go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
 	case tServeDmodex:
 		id := m.ID
