@@ -506,6 +506,7 @@ func stdinToRanks(t *testing.T, j dvmJobs, remote string, others []string) {
 		pr, pw := io.Pipe()
 		ws = append(ws, pw)
 		ps = append(ps, j.start(t, opts{args: []string{"--host", remote, "-n", "1", "cat"}, stdin: pr}))
+		t.Cleanup(func() { pw.Close() }) // before the start's own cleanup waits for the copy to stdin
 	}
 	for i, pw := range ws {
 		fmt.Fprintf(pw, "job %d\n", i)
@@ -518,6 +519,37 @@ func stdinToRanks(t *testing.T, j dvmJobs, remote string, others []string) {
 		if r.stdout != fmt.Sprintf("job %d\n", i) {
 			t.Errorf("job %d's stdin: %s", i, r)
 		}
+	}
+	// A job that does not read its stdin to the end leaves the rest to
+	// whoever reads the submitter's stdin next (the user's shell, on a
+	// terminal): the DVM reads it no more once the job is over. The pipe
+	// is put in blocking mode (pr.Fd), as a terminal is: a read(2) blocked
+	// on it is not ended by closing the DVM's copy.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	pr.Fd()
+	r = j.run(t, opts{args: []string{"--host", remote, "-n", "1", "true"}, stdin: pr})
+	expectCode(t, r, 0)
+	pw.Write([]byte("after the job\n"))
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, _ := pr.Read(buf)
+		got <- string(buf[:n])
+	}()
+	select {
+	case s := <-got:
+		if s != "after the job\n" {
+			t.Errorf("the submitter's stdin after its job: read %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the submitter's stdin after its job: the DVM took what was written to it")
+		pw.Write([]byte("unblock\n"))
+		<-got
 	}
 	if len(others) > 0 {
 		hosts := strings.Join(append([]string{remote}, others...), ",")

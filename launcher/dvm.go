@@ -473,8 +473,15 @@ func (d *DVM) routeStdin(r *run, s *startup) {
 			remotes = append(remotes, rn)
 		}
 	}
+	in := r.opts.Stdin
+	if f, ok := in.(*os.File); ok && (readsHere || len(remotes) > 0) {
+		if ss, err := newSubmitterStdin(f); err == nil {
+			in = ss
+			s.defer_(ss.stop)
+		}
+	}
 	switch {
-	case r.opts.Stdin == nil:
+	case in == nil:
 	case len(remotes) > 0:
 		var pw *io.PipeWriter
 		if readsHere {
@@ -485,9 +492,9 @@ func (d *DVM) routeStdin(r *run, s *startup) {
 		for _, rn := range remotes {
 			rn.OpenStdin(plan.Nspace)
 		}
-		go stdinFanout(r.opts.Stdin, pw, remotes, plan.Nspace)
+		go stdinFanout(in, pw, remotes, plan.Nspace)
 	case readsHere:
-		jio.Stdin = r.opts.Stdin
+		jio.Stdin = in
 		if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == jobspec.PTYOn || s.job.PTY == jobspec.PTYAuto && isTerminal(f)) {
 			plan.PTY = true
 			if isTerminal(f) {
