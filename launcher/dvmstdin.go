@@ -19,6 +19,7 @@ import (
 type submitterStdin struct {
 	fd           int // valid while f is open: the submitter's files close after the run
 	stopR, stopW *os.File
+	stopFd       int // stopR's
 
 	mu      sync.RWMutex // Read holds it shared; stop takes it to wait for them
 	stopped bool
@@ -38,6 +39,7 @@ func newSubmitterStdin(f *os.File) (*submitterStdin, error) {
 	if s.stopR, s.stopW, err = os.Pipe(); err != nil {
 		return nil, err
 	}
+	s.stopFd = int(s.stopR.Fd())
 	return s, nil
 }
 
@@ -47,7 +49,7 @@ func (s *submitterStdin) Read(p []byte) (int, error) {
 	if s.stopped {
 		return 0, io.EOF
 	}
-	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.stopR.Fd()), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.stopFd), Events: unix.POLLIN}}
 	for {
 		fds[0].Revents, fds[1].Revents = 0, 0
 		_, err := unix.Poll(fds, -1)

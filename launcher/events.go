@@ -48,7 +48,8 @@ func (nt *notifier) wait(d time.Duration) {
 // (spawnloop: 200 cycles in 10 s instead of 1 s), so a spawner registers
 // for its child's end before the child can end (spawn, then register with
 // the child's namespace, then let it go; or register for every job's end
-// before spawning).
+// before spawning). A DVM's submissions cache none (a tool registers
+// before the job it watches ends).
 func (r *run) announceEnds() {
 	for _, j := range r.jobs.list {
 		if j.state != jobDone || j.endAnnounced {
@@ -61,7 +62,10 @@ func (r *run) announceEnds() {
 			{Key: pmixsrv.KeyJobTermStatus, Value: status},
 			{Key: pmixsrv.KeyExitCode, Value: code},
 			{Key: pmixsrv.KeyEventNonDefault, Value: true},
-			{Key: pmixsrv.KeyEventDoNotCache, Value: j != r.jobs.primary()},
+			// In a DVM no job's end is cached: the servers would keep every
+			// submission's for the runtime's life (4 KB each, seen as the
+			// DVM's memory growing per job).
+			{Key: pmixsrv.KeyEventDoNotCache, Value: r.dvm != nil || j != r.jobs.primary()},
 		})
 	}
 }
