@@ -358,16 +358,23 @@ func (d *Daemon) Close() error {
 }
 
 // Forget ends a job on this node for good: whatever still runs is killed
-// and reaped, and the namespace is deregistered. A persistent runtime
+// and reaped, the namespace is deregistered, its session directory and
+// checkpoint methods go. A persistent runtime
 // forgets each job once it is over; a launch forgets its jobs at Close.
 func (d *Daemon) Forget(nspace string) {
 	d.mu.Lock()
 	sh := d.shells[nspace]
 	delete(d.shells, nspace)
+	for p := range d.ckpt {
+		if p.Nspace == nspace {
+			delete(d.ckpt, p)
+		}
+	}
 	d.mu.Unlock()
 	if sh != nil {
 		sh.close()
 		d.srv.DeregisterNspace(nspace)
+		os.RemoveAll(d.cfg.Session.NSDir(nspace))
 	}
 }
 

@@ -218,6 +218,13 @@ func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv
 					out = append(out, pmixsrv.Info{Key: k, Value: pmixsrv.Size(len(h.d.psetNames()))})
 				case pmixsrv.KeyQueryPsetNames:
 					out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(h.d.psetNames(), ",")})
+				case pmixsrv.KeyQueryPsetMembership:
+					v, _ := pmixsrv.Lookup(q.Qualifiers, pmixsrv.KeyPsetName)
+					if name, ok := v.(string); ok {
+						if members, ok := h.d.psetMembers(name); ok {
+							out = append(out, pmixsrv.Info{Key: k, Value: members})
+						}
+					}
 				case pmixsrv.KeyQueryMemoryUsage:
 					mem := ""
 					if _, ok := pmixsrv.Lookup(q.Qualifiers, pmixsrv.KeyNspace); ok {

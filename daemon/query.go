@@ -76,6 +76,26 @@ func (d *Daemon) psetNames() []string {
 	return out
 }
 
+// psetMembers are the processes of the process set named name (an app of
+// a job this node knows); false when no job has it.
+func (d *Daemon) psetMembers(name string) ([]pmixsrv.Proc, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, sh := range d.shells {
+		for i, app := range sh.plan.Map.Apps {
+			if i >= len(sh.plan.Job.Apps) || PsetName(sh.plan, i) != name {
+				continue
+			}
+			out := make([]pmixsrv.Proc, app.Size)
+			for r := range out {
+				out[r] = pmixsrv.Proc{Nspace: sh.plan.Nspace, Rank: pmixsrv.Rank(app.Offset + r)}
+			}
+			return out, true
+		}
+	}
+	return nil, false
+}
+
 // memoryUsage is PMIX_QUERY_MEMORY_USAGE's answer, as PRRTE gives it: this
 // node's daemon's resident memory and its average over nspace's ranks on
 // this node (every job's, when nspace is empty), in megabytes.

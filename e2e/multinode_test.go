@@ -583,23 +583,32 @@ exec sleep 30
 		// The launcher's stdin is endless and the only rank, on prun-h2,
 		// reads nothing for 2 s: the launcher must stop reading at the
 		// node's window instead of piling the stream up on the node.
+		// The rank waits for the sample (its file), however late a busy
+		// machine takes it.
 		in := &endless{}
+		goFile := filepath.Join(t.TempDir(), "go")
 		type sample struct{ read, hwm int64 }
 		got := make(chan sample, 1)
 		go func() {
-			time.Sleep(1500 * time.Millisecond)
+			defer os.WriteFile(goFile, nil, 0o644)
+			pid := 0
+			for deadline := time.Now().Add(30 * time.Second); pid == 0 && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Millisecond)
+				pid = m.daemonPidOrZero("prun-h2")
+			}
+			time.Sleep(1500 * time.Millisecond) // the launcher reads what it will
 			var hwm int64
-			if pid := m.daemonPidOrZero("prun-h2"); pid > 0 {
+			if pid > 0 {
 				hwm = vmHWM(pid)
 			}
 			got <- sample{in.n.Load(), hwm}
 		}()
 		r := m.run(t, opts{args: []string{"--host", "prun-h2", "-n", "1", "sh", "-c",
-			`sleep 2; head -c 5000000 >/dev/null && echo took 5 MB`}, stdin: in})
+			fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.1; done; head -c 5000000 >/dev/null && echo took 5 MB`, goFile)}, stdin: in})
 		expectCode(t, r, 0)
 		expectContains(t, "stdout", r.stdout, "took 5 MB\n")
 		s := <-got
-		t.Logf("after 1.5 s: the launcher had read %d bytes of stdin, prun-h2's daemon peak RSS %d MiB", s.read, s.hwm>>20)
+		t.Logf("1.5 s after the daemon started: the launcher had read %d bytes of stdin, prun-h2's daemon peak RSS %d MiB", s.read, s.hwm>>20)
 		if s.read > 4<<20 {
 			t.Errorf("the launcher read %d bytes of stdin while the rank read none; want at most a window (1 MiB) and buffers", s.read)
 		}

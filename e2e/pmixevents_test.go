@@ -33,6 +33,8 @@ func TestJobEndEvent(t *testing.T) {
 	if !parentHeard.MatchString(r.stdout) {
 		t.Errorf("the spawner did not hear its child's end:\n%s", r)
 	}
+	// The child job, over, is forgotten on its node while the launch goes on.
+	expectContains(t, "stdout", r.stdout, "jobend: child's session directory removed\n")
 
 	// A tool attached by --report-uri: the job's ranks wait for the tool's
 	// registration (its file), then end.
@@ -84,7 +86,7 @@ func TestQueryInfo(t *testing.T) {
 	host, _ := os.Hostname()
 	expectQueries(t, r.stdout, ns, []string{ns},
 		fmt.Sprintf("3 procs: 0@%[1]s:PROC EXECUTING,1@%[1]s:PROC EXECUTING,2@%[1]s:PROC EXECUTING", host),
-		fmt.Sprintf("3 procs: 0@%[1]s,1@%[1]s,2@%[1]s", host), "alpha,beta")
+		fmt.Sprintf("3 procs: 0@%[1]s,1@%[1]s,2@%[1]s", host), "alpha,beta", "beta 1 procs: "+ns+":2")
 
 	// query as a tool, by the URI --report-uri gives. (Debian's pquery
 	// 4.2.2 cannot be the tool: it dies of SIGFPE in
@@ -102,13 +104,13 @@ func TestQueryInfo(t *testing.T) {
 	}
 	expectQueries(t, string(out), ns, []string{ns},
 		fmt.Sprintf("2 procs: 0@%[1]s:PROC EXECUTING,1@%[1]s:PROC EXECUTING", host), fmt.Sprintf("2 procs: 0@%[1]s,1@%[1]s", host),
-		ns+".app0")
+		ns+".app0", ns+".app0 2 procs: "+ns+":0,"+ns+":1")
 	os.WriteFile(goFile, nil, 0o644)
 	expectCode(t, p.wait(), 0)
 }
 
 // expectQueries checks query.c's answers about nspace.
-func expectQueries(t *testing.T, out, nspace string, namespaces []string, table, local, psets string) {
+func expectQueries(t *testing.T, out, nspace string, namespaces []string, table, local, psets, members string) {
 	t.Helper()
 	want := []string{
 		"query: namespaces " + strings.Join(namespaces, ","),
@@ -117,6 +119,7 @@ func expectQueries(t *testing.T, out, nspace string, namespaces []string, table,
 		"query: localproctable " + local,
 		fmt.Sprintf("query: numpsets %d", strings.Count(psets, ",")+1),
 		"query: psetnames " + psets,
+		"query: psetmembers " + members,
 		"query: memory daemon>0 clients>0",
 	}
 	for _, w := range want {
@@ -199,6 +202,54 @@ func TestPMIxEventsMultiNode(t *testing.T) {
 		m.checkClean(t, 10*time.Second)
 	})
 
+	// A tool at the launcher's node, where no rank runs: --report-uri
+	// starts a daemon there for it, which answers its queries about the
+	// job's ranks on the hosts and tells it the job ended.
+	t.Run("tool-at-launcher", func(t *testing.T) {
+		bin := ctest.Build(t, ctest.PMIx, "jobend.c")
+		dir, q := pmixProg(t, "query.c")
+		uriFile, goFile := filepath.Join(dir, "uri"), filepath.Join(dir, "go")
+		p := startPrun(t, opts{env: m.env(), args: []string{"--hostfile", m.hostfile, "--map-by", "node",
+			"--report-uri", uriFile, "-n", "4", "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)}})
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if b, err := os.ReadFile(uriFile); err == nil && strings.HasSuffix(string(b), "\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				p.signal(syscall.SIGTERM)
+				t.Fatalf("no URI in %s\n%s", uriFile, p.wait())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		uri := readURI(t, uriFile)
+		nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
+		h := m.hosts
+		want := fmt.Sprintf("query: proctable 4 procs: 0@%s:PROC EXECUTING,1@%s:PROC EXECUTING,2@%s:PROC EXECUTING,3@%s:PROC EXECUTING\n",
+			h[0], h[1], h[2], h[3])
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			out, err := exec.Command(filepath.Join(dir, q), "tool", uri, nspace).CombinedOutput()
+			if strings.Contains(string(out), want) {
+				break
+			}
+			if time.Now().After(deadline) { // the ranks start on the hosts meanwhile
+				os.WriteFile(goFile, nil, 0o644)
+				t.Fatalf("query tool at the launcher's node: %v\n%s\nwant %q\n%s", err, out, want, p.wait())
+			}
+		}
+		tool := exec.Command(bin, "tool", uri, nspace, goFile)
+		toolOut := make(chan string, 1)
+		go func() {
+			out, err := tool.CombinedOutput()
+			toolOut <- fmt.Sprintf("%s(err %v)", out, err)
+		}()
+		r := p.wait()
+		expectCode(t, r, 0)
+		if out := <-toolOut; !strings.Contains(out, fmt.Sprintf("jobend: tool heard %s end: status 0 exit 0\n", nspace)) {
+			t.Errorf("job-end tool at the launcher's node: %s", out)
+		}
+	})
+
 	t.Run("procterminated", func(t *testing.T) {
 		dir, ft := pmixProg(t, "ftevent.c")
 		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "--enable-recovery",
@@ -215,6 +266,6 @@ func TestPMIxEventsMultiNode(t *testing.T) {
 		h := m.hosts
 		expectQueries(t, r.stdout, ns, []string{ns},
 			fmt.Sprintf("4 procs: 0@%s:PROC EXECUTING,1@%s:PROC EXECUTING,2@%s:PROC EXECUTING,3@%s:PROC EXECUTING", h[0], h[1], h[2], h[3]),
-			"1 procs: 0@"+h[0], "alpha,beta")
+			"1 procs: 0@"+h[0], "alpha,beta", fmt.Sprintf("beta 2 procs: %[1]s:2,%[1]s:3", ns))
 	})
 }

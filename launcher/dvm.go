@@ -444,10 +444,8 @@ func (d *DVM) forget(r *run) {
 	var wg sync.WaitGroup
 	for _, j := range r.jobs.list {
 		for _, n := range d.base.up.nodes() {
-			if f, ok := n.(interface{ Forget(string) }); ok {
-				wg.Add(1)
-				go func() { defer wg.Done(); f.Forget(j.plan.Nspace) }()
-			}
+			wg.Add(1)
+			go func() { defer wg.Done(); n.Forget(j.plan.Nspace) }()
 		}
 	}
 	wg.Wait()

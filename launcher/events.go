@@ -18,12 +18,25 @@ import (
 // server's deliveries (the remote daemons' wait in their Close).
 type notifier struct{ wg sync.WaitGroup }
 
-func (nt *notifier) deliver(nodes []node, code pmixsrv.Status, rng pmixsrv.DataRange, info []pmixsrv.Info) {
+// deliver hands an event to every node's server; then, when not nil, runs
+// once every node has it.
+func (nt *notifier) deliver(nodes []node, code pmixsrv.Status, rng pmixsrv.DataRange, info []pmixsrv.Info, then func()) {
+	var all sync.WaitGroup
 	for _, n := range nodes {
+		nt.wg.Add(1)
+		all.Add(1)
+		go func() {
+			defer nt.wg.Done()
+			defer all.Done()
+			n.DeliverEvent(code, pmixsrv.Proc{}, rng, info)
+		}()
+	}
+	if then != nil {
 		nt.wg.Add(1)
 		go func() {
 			defer nt.wg.Done()
-			n.DeliverEvent(code, pmixsrv.Proc{}, rng, info)
+			all.Wait()
+			then()
 		}()
 	}
 }
@@ -50,14 +63,29 @@ func (nt *notifier) wait(d time.Duration) {
 // the child's namespace, then let it go; or register for every job's end
 // before spawning). A DVM's submissions cache none (a tool registers
 // before the job it watches ends).
+//
+// A spawned job that ended is then forgotten on every node (its shell, its
+// namespace in the PMIx server): a parent spawning in a loop must not grow
+// every daemon by a job per cycle. The user's job is forgotten at the end.
 func (r *run) announceEnds() {
+	nodes := r.up.nodes()
 	for _, j := range r.jobs.list {
 		if j.state != jobDone || j.endAnnounced {
 			continue
 		}
 		j.endAnnounced = true
 		code, status := jobExit(j)
-		r.events.deliver(r.up.nodes(), pmixsrv.EventJobEnd, pmixsrv.RangeSession, []pmixsrv.Info{
+		spawned := j != r.jobs.primary()
+		var forget func()
+		if spawned {
+			ns := j.plan.Nspace
+			forget = func() {
+				for _, n := range nodes {
+					n.Forget(ns)
+				}
+			}
+		}
+		r.events.deliver(nodes, pmixsrv.EventJobEnd, pmixsrv.RangeSession, []pmixsrv.Info{
 			{Key: pmixsrv.KeyEventAffectedProc, Value: pmixsrv.Proc{Nspace: j.plan.Nspace, Rank: pmixsrv.RankWildcard}},
 			{Key: pmixsrv.KeyJobTermStatus, Value: status},
 			{Key: pmixsrv.KeyExitCode, Value: code},
@@ -65,8 +93,8 @@ func (r *run) announceEnds() {
 			// In a DVM no job's end is cached: the servers would keep every
 			// submission's for the runtime's life (4 KB each, seen as the
 			// DVM's memory growing per job).
-			{Key: pmixsrv.KeyEventDoNotCache, Value: r.dvm != nil || j != r.jobs.primary()},
-		})
+			{Key: pmixsrv.KeyEventDoNotCache, Value: spawned || r.dvm != nil},
+		}, forget)
 	}
 }
 
@@ -100,5 +128,5 @@ func (r *run) announceFailure(j *job, ev daemon.Event) {
 		{Key: pmixsrv.KeyExitCode, Value: exit},
 		{Key: pmixsrv.KeyEventNonDefault, Value: true},
 		{Key: pmixsrv.KeyEventCustomRange, Value: []pmixsrv.Proc{{Nspace: j.plan.Nspace, Rank: pmixsrv.RankWildcard}}},
-	})
+	}, nil)
 }

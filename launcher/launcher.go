@@ -414,6 +414,12 @@ func (r *run) startLocal(s *startup) int {
 		return 0
 	}
 	localName := r.routeStdin(s)
+	if localName == "" && s.job.ReportURI != "" {
+		// No rank here, but a tool will attach here (--report-uri): a
+		// daemon without ranks serves it, hears every job's end and
+		// answers its queries, as the nodes' daemons do.
+		localName = r.toolNodeName(s)
+	}
 	if localName != "" {
 		cfg := daemon.Config{Name: localName, Session: s.sess, BaseEnv: r.opts.Env, Stdin: s.stdin, TTY: s.tty}
 		if r.tree != nil {
@@ -1220,6 +1226,20 @@ func makeRaw(f *os.File) (restore func(), err error) {
 
 // reportPID tells where prun runs, as mpirun's --report-pid does: "-" is
 // stdout, "+" stderr, anything else a file.
+// toolNodeName is the name of this node's daemon when no rank runs here:
+// this node's name in the map, else its host name.
+func (r *run) toolNodeName(s *startup) string {
+	for _, n := range s.m.Nodes {
+		if isLocal(n.Name, s.job.Place.LocalHost) && r.up.node(n.Name) == nil {
+			return n.Name
+		}
+	}
+	if me, err := hostname(); err == nil && r.up.node(me) == nil {
+		return me
+	}
+	return "prun-launcher"
+}
+
 func reportPID(where string, opts Options) error {
 	return reportLine(where, strconv.Itoa(os.Getpid())+"\n", opts)
 }

@@ -20,6 +20,8 @@ type node interface {
 	ServeDirectModex(target pmixsrv.Proc, done func([]byte, error))
 	DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error
 	Inspect(nspace string, stacks bool) []daemon.RankState
+	// Forget drops a job that is over: its shell, its namespace.
+	Forget(nspace string)
 }
 
 // upstream is the launcher's side of every daemon link. It routes what

@@ -80,6 +80,7 @@ const (
 	KeyQueryNamespaceInfo  = C.PMIX_QUERY_NAMESPACE_INFO
 	KeyQueryJobStatus      = C.PMIX_QUERY_JOB_STATUS
 	KeyQueryPsetNames      = C.PMIX_QUERY_PSET_NAMES
+	KeyQueryPsetMembership = C.PMIX_QUERY_PSET_MEMBERSHIP
 	KeyQueryMemoryUsage    = C.PMIX_QUERY_MEMORY_USAGE
 	KeyDaemonMemory        = C.PMIX_DAEMON_MEMORY
 	KeyClientAvgMemory     = C.PMIX_CLIENT_AVG_MEMORY

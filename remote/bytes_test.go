@@ -24,18 +24,31 @@ func allBytes() string {
 // names, PMIx string values, and the bootstrap.
 func TestMessagesBytes(t *testing.T) {
 	x := "x\xffy" + allBytes()
-	in := &msg{ID: 1, Preput: [][2]string{{"k\xff", x}}, Pub: "a:\xfe", Keys: []string{x, "plain"},
-		Entries: []names.Entry{{Key: x, Value: x, Publisher: "p\xff"}},
-		Info:    []pmixsrv.Info{{Key: "k\xff", Value: x}, {Key: "n", Value: uint32(5)}},
-		Apps:    []daemon.SpawnApp{{Cmd: "/c\xff", Argv: []string{"c", x}, Env: []string{"V=" + x}, Cwd: "/\xe9", NP: 2}},
-		Event:   &daemon.Event{Kind: daemon.ProcAborted, Rank: 1, Msg: "abort " + x},
-		Table:   []pmixsrv.ProcInfo{{Proc: pmixsrv.Proc{Nspace: "n", Rank: 1}, Host: "h", Exe: "/\xff", Pid: 3}}}
-	out, err := decode(encode(in))
-	if err != nil {
-		t.Fatal(err)
+	for _, in := range []any{
+		&spawnReq{request: request{ID: 1}, Preput: [][2]string{{"k\xff", x}},
+			Apps: []daemon.SpawnApp{{Cmd: "/c\xff", Argv: []string{"c", x}, Env: []string{"V=" + x}, Cwd: "/\xe9", NP: 2}}},
+		&unpublishReq{request: request{ID: 2}, Publisher: "a:\xfe", Keys: []string{x, "plain"}},
+		&lookupReq{request: request{ID: 3}, Keys: []string{x}},
+		&publishReq{Entries: []names.Entry{{Key: x, Value: x, Publisher: "p\xff"}}},
+		&notify{Info: []pmixsrv.Info{{Key: "k\xff", Value: x}, {Key: "n", Value: uint32(5)}}},
+		&daemon.Event{Kind: daemon.ProcAborted, Rank: 1, Msg: "abort " + x},
+	} {
+		b, err := encode(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := reflect.New(reflect.TypeOf(in).Elem()).Interface()
+		if err := decode(b, out); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(in, out) {
+			t.Errorf("message came back as\n%+v\nwant\n%+v", out, in)
+		}
 	}
-	if !reflect.DeepEqual(in, out) {
-		t.Errorf("message came back as\n%+v\nwant\n%+v", out, in)
+	table := []pmixsrv.ProcInfo{{Proc: pmixsrv.Proc{Nspace: "n", Rank: 1}, Host: "h", Exe: "/\xff", Pid: 3}}
+	_, rb, _ := replyID(encodeReply(1, table, nil))
+	if back, err := decodeReply[[]pmixsrv.ProcInfo](rb); err != nil || !reflect.DeepEqual(back, table) {
+		t.Errorf("proc table came back as %+v, %v", back, err)
 	}
 
 	b := Bootstrap{Secret: []byte{1, 2}, Vertex: 2, Hosts: []string{"a", "b"}, Logins: []Login{{}, {User: "u", Port: 2222}},

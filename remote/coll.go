@@ -228,13 +228,34 @@ func unpackVerts(rs []int, n int) ([]int, error) {
 	return out, nil
 }
 
+// collUp is a subtree's combined contribution to a collective (tColl).
+type collUp struct {
+	Coll  string         `json:",omitzero"` // its key (collKey)
+	Kind  string         `json:",omitzero"`
+	Procs []pmixsrv.Proc `json:",omitzero"`
+	Verts []int          `json:",omitzero"` // the participants' vertices, as ranges (packVerts)
+}
+
+// collResult is a collective's result, to a child that contributed
+// (tCollDone): its data, or why it failed.
+type collResult struct {
+	Coll string `json:",omitzero"`
+	status
+}
+
+// collFail is nodes lost: the collectives they take part in fail (tCollFail).
+type collFail struct {
+	Verts []int `json:",omitzero"` // as ranges (packVerts)
+	status
+}
+
 // collErr is the error a collective's result carries: the PMIx status with
 // the launcher's words (which name the lost node).
-func (m *msg) collErr() error {
-	if m.Code != 0 && m.Err != "" {
-		return &statusError{m.Err, pmixsrv.Status(m.Code)}
+func (s status) collErr() error {
+	if s.Code != 0 && s.Err != "" {
+		return &statusError{s.Err, pmixsrv.Status(s.Code)}
 	}
-	return m.err()
+	return s.err()
 }
 
 // statusError is a PMIx status with the words that came with it.
@@ -249,19 +270,17 @@ func (e *statusError) Unwrap() error { return e.st }
 // Collective frames carry their data as bytes, not JSON: a fence's result
 // is every participant's data (an allgather), and base64 inside JSON, at
 // every vertex it passes, cost most of a large fence's time. The body is
-// the JSON header's length (4 bytes), the header (msg without Data), then
-// the data.
-func encodeColl(m *msg) []byte {
-	data := m.Data
-	h := *m
-	h.Data = nil
-	hdr := encode(&h)
-	b := make([]byte, 4, 4+len(hdr)+len(data))
-	binary.BigEndian.PutUint32(b, uint32(len(hdr)))
-	return append(append(b, hdr...), data...)
+// the JSON header's length (4 bytes), the header (collUp or collResult),
+// then the data.
+func encodeColl(hdr any, data []byte) []byte {
+	h, _ := encode(hdr) // headers hold strings and numbers only: they encode
+	b := make([]byte, 4, 4+len(h)+len(data))
+	binary.BigEndian.PutUint32(b, uint32(len(h)))
+	return append(append(b, h...), data...)
 }
 
-func decodeColl(body []byte) (*msg, error) {
+// decodeColl reads a collective frame's header into hdr and returns its data.
+func decodeColl(body []byte, hdr any) ([]byte, error) {
 	if len(body) < 4 {
 		return nil, errors.New("short collective message")
 	}
@@ -269,10 +288,8 @@ func decodeColl(body []byte) (*msg, error) {
 	if uint64(n) > uint64(len(body)-4) {
 		return nil, errors.New("bad collective message header")
 	}
-	m, err := decode(body[4 : 4+n])
-	if err != nil {
+	if err := decode(body[4:4+n], hdr); err != nil {
 		return nil, err
 	}
-	m.Data = body[4+n:]
-	return m, nil
+	return body[4+n:], nil
 }

@@ -2,7 +2,10 @@ package remote
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -125,26 +128,36 @@ func TestStatsConsecutive(t *testing.T) {
 }
 
 func TestCollFrame(t *testing.T) {
-	m := &msg{Coll: "pmix|j:*", Kind: "pmix", Verts: []int{1, 4}, Data: []byte("\x00\xffdata"), Err: "x", Code: -1}
-	got, err := decodeColl(encodeColl(m))
-	if err != nil || got.Coll != m.Coll || string(got.Data) != string(m.Data) || !slices.Equal(got.Verts, m.Verts) || got.Err != "x" {
-		t.Errorf("round trip: %+v, %v", got, err)
+	up := &collUp{Coll: "pmix|j:*", Kind: "pmix", Verts: []int{1, 4}, Procs: []pmixsrv.Proc{{Nspace: "j", Rank: 1}}}
+	var got collUp
+	data, err := decodeColl(encodeColl(up, []byte("\x00\xffdata")), &got)
+	if err != nil || !reflect.DeepEqual(&got, up) || string(data) != "\x00\xffdata" {
+		t.Errorf("round trip: %+v %q, %v", got, data, err)
 	}
-	if m.Data == nil {
-		t.Error("encodeColl changed its message")
+	// A failed collective keeps the launcher's words and the status.
+	res := &collResult{Coll: "k", status: statusOf(fmt.Errorf("node h lost: %w", pmixsrv.ErrUnreach))}
+	var back collResult
+	if _, err := decodeColl(encodeColl(res, nil), &back); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.collErr(); !errors.Is(err, pmixsrv.ErrUnreach) || !strings.Contains(err.Error(), "node h lost") {
+		t.Errorf("result error came back as %v", err)
 	}
 }
 
 func FuzzDecodeColl(f *testing.F) {
-	f.Add(encodeColl(&msg{Coll: "k", Data: []byte("abc")}))
+	f.Add(encodeColl(&collUp{Coll: "k"}, []byte("abc")))
+	f.Add(encodeColl(&collResult{Coll: "k", status: status{Err: "x", Code: -1}}, nil))
 	f.Add([]byte{0, 0, 0, 9, '{', '}'})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeColl(b)
+		var m collUp
+		data, err := decodeColl(b, &m)
 		if err != nil {
 			return
 		}
-		again, err := decodeColl(encodeColl(m))
-		if err != nil || string(again.Data) != string(m.Data) || again.Coll != m.Coll {
+		var again collUp
+		data2, err := decodeColl(encodeColl(&m, data), &again)
+		if err != nil || string(data2) != string(data) || again.Coll != m.Coll {
 			t.Errorf("round trip of %q: %+v, %v", b, again, err)
 		}
 	})

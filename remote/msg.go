@@ -15,45 +15,47 @@ import (
 	"prun/pmixsrv"
 )
 
-// Message types. Up: daemon to launcher; down: launcher to daemon(s).
+// Message types. Up: daemon to launcher; down: launcher to daemon(s). The
+// body of each is named beside it: a struct of this file (JSON, leaving
+// out empty fields), a binary body, or none.
 const (
-	tHello       uint8 = iota + 1 // up: a daemon is ready (its topology)
-	tFailed                       // up: a node could not be started, or its link was lost
-	tOutput                       // up: a run of a rank's output (binary body)
-	tSourceInfo                   // up
-	tEnd                          // up
-	tEvent                        // up
-	tFence                        // up, replied
-	tDmodex                       // up, replied
-	tNotify                       // up
-	tJobControl                   // up, replied
-	tSpawn                        // up, replied
-	tPublish                      // up, replied
-	tLookup                       // up, replied
-	tUnpublish                    // up, replied
-	tNamespaces                   // up, replied
-	tProcTable                    // up, replied
-	tReply                        // either way: the answer to a request
-	tLaunch                       // down
-	tSignal                       // down
-	tServeDmodex                  // down, replied
-	tDeliver                      // down
-	tInspect                      // down, replied
-	tClose                        // down (broadcast), replied
-	tStdin                        // down: the launcher's stdin for a job's ranks here
-	tStdinAck                     // up: stdin bytes this node's ranks took (binary body)
-	tStdinDone                    // up: no rank of this node reads stdin any more (no body)
-	tPreload                      // down: a chunk of what the next plan preloads (binary body)
-	tPreloadAck                   // up: preload bytes this node has written (binary body)
-	tOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary body; output.go)
-	tSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats
-	tResume                       // down (broadcast): the launcher is back; expect heartbeats
-	tGaveUp                       // up: a daemon's last word: its parent fell silent (Err says so)
-	tColl                         // up: a subtree's combined contribution to a collective (coll.go)
-	tCollDone                     // down: a collective's result, to a child that contributed
-	tCollFail                     // down (broadcast): nodes lost; their collectives fail
-	tClosed                       // up: a subtree closed (Count: its daemons that did), the closing broadcast's answer
-	tForget                       // down: a persistent runtime's job is over: drop it (daemon.Daemon.Forget)
+	tHello       uint8 = iota + 1 // up: a daemon is ready (hello)
+	tFailed                       // up: a node could not be started, or its link was lost (nodeErr)
+	tOutput                       // up: a run of a rank's output (binary: encodeOutput)
+	tSourceInfo                   // up: where a rank runs (rankSource)
+	tEnd                          // up: a rank's stream ended (streamEnd)
+	tEvent                        // up: a daemon.Event
+	tFence                        // up, replied: a collective the daemon could not place (fenceReq; reply: data)
+	tDmodex                       // up, replied: a rank's data from its node (dmodexReq; reply: data)
+	tNotify                       // up: a PMIx event to deliver (notify)
+	tJobControl                   // up, replied: signal ranks (jobControlReq)
+	tSpawn                        // up, replied: start a job (spawnReq; reply: its namespace)
+	tPublish                      // up, replied: publish names (publishReq)
+	tLookup                       // up, replied: look names up (lookupReq; reply: entries)
+	tUnpublish                    // up, replied: unpublish names (unpublishReq)
+	tNamespaces                   // up, replied: the running namespaces (request; reply: names)
+	tProcTable                    // up, replied: a namespace's processes (nspaceReq; reply: proc table)
+	tReply                        // either way: the answer to a request (encodeReply)
+	tLaunch                       // down (broadcast): a daemon.Plan
+	tSignal                       // down: signal ranks (signal)
+	tServeDmodex                  // down, replied: this node's rank's data (dmodexReq; reply: data)
+	tDeliver                      // down: deliver a PMIx event to local ranks (notify)
+	tInspect                      // down, replied: the ranks' states (inspectReq; reply: states)
+	tClose                        // down (broadcast): end (no body); answered by tClosed
+	tStdin                        // down: the launcher's stdin for a job's ranks here (binary: stdin.go)
+	tStdinAck                     // up: stdin bytes a job's ranks here took (binary: stdin.go)
+	tStdinDone                    // up: no rank of a job here reads stdin any more (binary: stdin.go)
+	tPreload                      // down: a chunk of what the next plan preloads (binary)
+	tPreloadAck                   // up: preload bytes this node has written (binary)
+	tOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary; output.go)
+	tSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats (no body)
+	tResume                       // down (broadcast): the launcher is back; expect heartbeats (no body)
+	tGaveUp                       // up: a daemon's last word: its parent fell silent (nodeErr)
+	tColl                         // up: a subtree's combined contribution to a collective (collUp; coll.go)
+	tCollDone                     // down: a collective's result, to a child that contributed (collResult)
+	tCollFail                     // down (broadcast): nodes lost; their collectives fail (collFail)
+	tClosed                       // up: a subtree closed, the closing broadcast's answer (closed)
+	tForget                       // down: a persistent runtime's job is over: drop it (forget)
 )
 
 // Vertex addresses in a frame's routing header.
@@ -62,48 +64,223 @@ const (
 	toBroadcast = 0xffffffff
 )
 
-// msg is every message body: one struct with the fields of all of them, as
-// JSON that leaves out the empty ones. (encoding/gob, which carried them
-// before, cost every start of prun its initialisation and page faults, one
-// node's jobs included: 0.15 ms of an empty Go program's start.)
-type msg struct {
-	ID   uint64 `json:",omitzero"`
+// Message bodies, one type per kind. They travel as JSON (encoding/gob,
+// which carried them before, cost every start of prun its initialisation
+// and page faults, one node's jobs included: 0.15 ms of an empty Go
+// program's start).
+
+// hello is a daemon's first word: it is up, and its node's topology.
+type hello struct {
+	Host    string `json:",omitzero"`
+	Pid     int    `json:",omitzero"`
+	Topo    string `json:",omitzero"` // synthetic topology, or
+	TopoXML []byte `json:",omitzero"` // ... the node's hwloc XML
+}
+
+// nodeErr is a node's failure (tFailed) or its daemon's last word (tGaveUp).
+type nodeErr struct {
 	Host string `json:",omitzero"`
 	Err  string `json:",omitzero"`
-	Code int32  `json:",omitzero"` // a pmixsrv.Status, when Err is one
+}
 
-	Topo    string `json:",omitzero"` // hello: synthetic topology, or
-	TopoXML []byte `json:",omitzero"` // ... the node's hwloc XML
-	Pid     int    `json:",omitzero"`
+// rankSource is where a rank's output comes from.
+type rankSource struct {
+	Src  iof.Source `json:",omitzero"`
+	Host string     `json:",omitzero"`
+	Pid  int        `json:",omitzero"`
+}
 
-	Event *daemon.Event `json:",omitzero"`
+// streamEnd is a rank's stream closed: its runs have all been sent.
+type streamEnd struct {
+	Src    iof.Source `json:",omitzero"`
+	Stream iof.Stream `json:",omitzero"`
+}
 
-	Kind    string             `json:",omitzero"`
-	Procs   []pmixsrv.Proc     `json:",omitzero"`
-	Proc    pmixsrv.Proc       `json:",omitzero"`
-	Data    []byte             `json:",omitzero"`
-	Status  pmixsrv.Status     `json:",omitzero"`
-	Range   pmixsrv.DataRange  `json:",omitzero"`
-	Info    []pmixsrv.Info     `json:",omitzero"` // values keep their types (pmixsrv/json.go)
-	Sig     int                `json:",omitzero"`
-	Apps    []daemon.SpawnApp  `json:",omitzero"`
-	Preput  jsonbytes.Pairs    `json:",omitzero"` // the user's bytes (jsonbytes): also Pub, Keys, entries
-	Entries entries            `json:",omitzero"`
-	Keys    jsonbytes.Strings  `json:",omitzero"`
-	Wait    bool               `json:",omitzero"`
-	Timeout time.Duration      `json:",omitzero"`
-	Pub     jsonbytes.String   `json:",omitzero"`
-	Names   []string           `json:",omitzero"`
-	Table   []pmixsrv.ProcInfo `json:",omitzero"`
-	Nspace  string             `json:",omitzero"`
-	Ranks   []int              `json:",omitzero"`
-	Plan    json.RawMessage    `json:",omitzero"` // a daemon.Plan
-	States  []daemon.RankState `json:",omitzero"`
-	Src     iof.Source         `json:",omitzero"`
-	Stream  iof.Stream         `json:",omitzero"`
-	Coll    string             `json:",omitzero"` // a collective's key (coll.go)
-	Verts   []int              `json:",omitzero"` // vertices, as ranges (packVerts)
-	Count   int                `json:",omitzero"`
+// notify is a PMIx event: raised by a rank (up), or to deliver (down).
+type notify struct {
+	Status pmixsrv.Status    `json:",omitzero"`
+	Source pmixsrv.Proc      `json:",omitzero"`
+	Range  pmixsrv.DataRange `json:",omitzero"`
+	Info   []pmixsrv.Info    `json:",omitzero"` // values keep their types (pmixsrv/json.go)
+}
+
+// signal signals ranks of a job on one node.
+type signal struct {
+	Nspace string `json:",omitzero"`
+	Ranks  []int  `json:",omitzero"`
+	Sig    int    `json:",omitzero"`
+}
+
+// forget drops a job that is over.
+type forget struct {
+	Nspace string `json:",omitzero"`
+}
+
+// closed is a subtree's answer to the closing broadcast.
+type closed struct {
+	Host  string `json:",omitzero"`
+	Count int    `json:",omitzero"` // the subtree's daemons that closed
+}
+
+// Requests: each carries the id its reply answers (set by calls.call).
+
+// request is a request's id, and the whole of a request that asks nothing
+// more (tNamespaces).
+type request struct {
+	ID uint64 `json:",omitzero"`
+}
+
+func (r *request) setID(id uint64) { r.ID = id }
+
+type fenceReq struct {
+	request
+	Kind  string         `json:",omitzero"`
+	Procs []pmixsrv.Proc `json:",omitzero"`
+	Data  []byte         `json:",omitzero"`
+}
+
+type dmodexReq struct {
+	request
+	Proc pmixsrv.Proc `json:",omitzero"`
+}
+
+type jobControlReq struct {
+	request
+	Requester pmixsrv.Proc   `json:",omitzero"`
+	Targets   []pmixsrv.Proc `json:",omitzero"`
+	Sig       int            `json:",omitzero"`
+}
+
+type spawnReq struct {
+	request
+	Parent pmixsrv.Proc      `json:",omitzero"`
+	Apps   []daemon.SpawnApp `json:",omitzero"`
+	Preput jsonbytes.Pairs   `json:",omitzero"` // the user's bytes (jsonbytes), as are the names' below
+}
+
+type publishReq struct {
+	request
+	Entries entries `json:",omitzero"`
+}
+
+type lookupReq struct {
+	request
+	Keys    jsonbytes.Strings `json:",omitzero"`
+	Wait    bool              `json:",omitzero"`
+	Timeout time.Duration     `json:",omitzero"`
+}
+
+type unpublishReq struct {
+	request
+	Publisher jsonbytes.String  `json:",omitzero"`
+	Keys      jsonbytes.Strings `json:",omitzero"`
+}
+
+// nspaceReq asks about one namespace (tProcTable).
+type nspaceReq struct {
+	request
+	Nspace string `json:",omitzero"`
+}
+
+type inspectReq struct {
+	request
+	Nspace string `json:",omitzero"`
+	Stacks bool   `json:",omitzero"` // wait for the ranks' stacks
+}
+
+// status is an error that travels: a PMIx status keeps its code (Code,
+// with the words in Err), any other error its words.
+type status struct {
+	Err  string `json:",omitzero"`
+	Code int32  `json:",omitzero"` // a pmixsrv.Status
+}
+
+func statusOf(err error) status {
+	if err == nil {
+		return status{}
+	}
+	s := status{Err: err.Error()}
+	var st pmixsrv.Status
+	if errors.As(err, &st) {
+		s.Code = int32(st)
+	}
+	return s
+}
+
+// err is the error s carries.
+func (s status) err() error {
+	switch {
+	case s.Code != 0:
+		return pmixsrv.Status(s.Code)
+	case s.Err != "":
+		return errors.New(s.Err)
+	}
+	return nil
+}
+
+// none is the answer of a request answered by its error alone.
+type none = struct{}
+
+// reply is the answer to a request: an error, or the answer A.
+type reply[A any] struct {
+	status
+	Name   string `json:",omitzero"` // the name service's error, which callers tell apart (nameKind)
+	Answer A      `json:",omitzero"`
+}
+
+// encodeReply makes the body of the answer to request id: the id (8 bytes,
+// read before the answer's type is known), then the reply. An answer that
+// cannot travel becomes its error.
+func encodeReply[A any](id uint64, a A, err error) []byte {
+	r := reply[A]{status: statusOf(err), Name: nameKind(err), Answer: a}
+	b, merr := json.Marshal(&r)
+	if merr != nil {
+		b, _ = json.Marshal(&reply[struct{}]{status: status{Err: "cannot encode message: " + merr.Error()}})
+	}
+	out := make([]byte, 8, 8+len(b))
+	binary.BigEndian.PutUint64(out, id)
+	return append(out, b...)
+}
+
+// decodeReply reads a reply's answer (the body after its id).
+func decodeReply[A any](body []byte) (A, error) {
+	var r reply[A]
+	if err := json.Unmarshal(body, &r); err != nil {
+		return r.Answer, fmt.Errorf("bad reply: %v", err)
+	}
+	if err := nameErr(r.Name); err != nil {
+		return r.Answer, err
+	}
+	return r.Answer, r.err()
+}
+
+// replyID splits a reply's body.
+func replyID(body []byte) (uint64, []byte, error) {
+	if len(body) < 8 {
+		return 0, nil, errors.New("short reply")
+	}
+	return binary.BigEndian.Uint64(body), body[8:], nil
+}
+
+// nameErr restores the name service's errors from their names.
+func nameErr(name string) error {
+	switch name {
+	case "duplicate":
+		return names.ErrDuplicate
+	case "timeout":
+		return names.ErrTimeout
+	}
+	return nil
+}
+
+func nameKind(err error) string {
+	switch {
+	case errors.Is(err, names.ErrDuplicate):
+		return "duplicate"
+	case errors.Is(err, names.ErrTimeout):
+		return "timeout"
+	}
+	return ""
 }
 
 // entries are published names; their values keep their types.
@@ -160,24 +337,25 @@ func header(p []byte) (dest, src uint32, body []byte, err error) {
 	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), p[8:], nil
 }
 
-// encode makes a message's body.
-func encode(m *msg) []byte {
+// encode makes a message's body (nil: none). Only a value that cannot
+// travel fails: a request fails its call with it (calls.call).
+func encode(m any) ([]byte, error) {
+	if m == nil {
+		return nil, nil
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		// Only a value that cannot travel gets here: a programming error,
-		// but the peer must still hear an answer.
-		b, _ = json.Marshal(&msg{ID: m.ID, Err: "cannot encode message: " + err.Error()})
+		return nil, fmt.Errorf("cannot encode message: %v", err)
 	}
-	return b
+	return b, nil
 }
 
-// decode reads a message's body.
-func decode(body []byte) (*msg, error) {
-	m := &msg{}
+// decode reads a message's body into m.
+func decode(body []byte, m any) error {
 	if err := json.Unmarshal(body, m); err != nil {
-		return nil, fmt.Errorf("bad message: %v", err)
+		return fmt.Errorf("bad message: %v", err)
 	}
-	return m, nil
+	return nil
 }
 
 // Output runs are the bulk of the traffic: a binary body, no JSON.
@@ -203,70 +381,71 @@ func decodeOutput(b []byte) (iof.Source, iof.Stream, []byte, bool, error) {
 	return src, iof.Stream(b[12]), b[14:], b[13] == 1, nil
 }
 
-// errOf turns an error into a message's Err/Code, keeping PMIx statuses.
-func errOf(m *msg, err error) *msg {
-	if err == nil {
-		return m
-	}
-	m.Err = err.Error()
-	var st pmixsrv.Status
-	if errors.As(err, &st) {
-		m.Code = int32(st)
-	}
-	return m
-}
-
-// err is the error a reply carries.
-func (m *msg) err() error {
-	switch {
-	case m.Code != 0:
-		return pmixsrv.Status(m.Code)
-	case m.Err != "":
-		return errors.New(m.Err)
-	}
-	return nil
-}
+// idSetter is a request: calls.call numbers it.
+type idSetter interface{ setID(uint64) }
 
 // calls matches replies to requests. When the link goes, every pending
 // request fails: no caller waits for ever on a lost node.
 type calls struct {
 	mu   sync.Mutex
 	next uint64
-	m    map[uint64]func(*msg)
+	m    map[uint64]func([]byte, error)
 	dead error
 }
 
-func (c *calls) add(f func(*msg)) (uint64, bool) {
+func (c *calls) add(f func([]byte, error)) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead != nil {
 		return 0, false
 	}
 	if c.m == nil {
-		c.m = map[uint64]func(*msg){}
+		c.m = map[uint64]func([]byte, error){}
 	}
 	c.next++
 	c.m[c.next] = f
 	return c.next, true
 }
 
-// call sends request m with send; reply gets the answer, or the failure
-// of the link or of the send.
-func (c *calls) call(m *msg, send func(*msg) error, reply func(*msg)) {
-	id, ok := c.add(reply)
+// call numbers req and sends it with send; answer gets the reply's body,
+// or the failure of the link or of the send.
+func (c *calls) call(req idSetter, send func() error, answer func([]byte, error)) {
+	id, ok := c.add(answer)
 	if !ok {
-		reply(errOf(&msg{}, c.err()))
+		answer(nil, c.err())
 		return
 	}
-	m.ID = id
-	if err := send(m); err != nil {
+	req.setID(id)
+	if err := send(); err != nil {
 		if f := c.take(id); f != nil {
-			f(errOf(&msg{}, err))
+			f(nil, err)
 		}
 	}
 }
 
-func (c *calls) take(id uint64) func(*msg) {
+// answered hands a reply (a tReply body) to its caller.
+func (c *calls) answered(body []byte) {
+	id, b, err := replyID(body)
+	if err != nil {
+		return
+	}
+	if f := c.take(id); f != nil {
+		f(b, nil)
+	}
+}
+
+// ask sends req (with send) and hands done the answer, an A.
+func ask[A any](c *calls, req idSetter, send func() error, done func(A, error)) {
+	c.call(req, send, func(body []byte, err error) {
+		var a A
+		if err == nil {
+			a, err = decodeReply[A](body)
+		}
+		done(a, err)
+	})
+}
+
+func (c *calls) take(id uint64) func([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.m[id]
@@ -284,7 +463,7 @@ func (c *calls) fail(err error) {
 	}
 	c.mu.Unlock()
 	for _, f := range pending {
-		f(errOf(&msg{}, err))
+		f(nil, err)
 	}
 }
 
@@ -292,4 +471,14 @@ func (c *calls) err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dead
+}
+
+// on decodes body as an M and hands it to f.
+func on[M any](body []byte, f func(*M)) error {
+	var m M
+	if err := decode(body, &m); err != nil {
+		return err
+	}
+	f(&m)
+	return nil
 }

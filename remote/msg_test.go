@@ -13,31 +13,56 @@ import (
 )
 
 func TestMessagesRoundTrip(t *testing.T) {
-	in := &msg{ID: 7, Host: "n1", Kind: "pmix", Procs: []pmixsrv.Proc{{Nspace: "a", Rank: pmixsrv.RankWildcard}},
-		Data: []byte{1, 2, 3}, Info: []pmixsrv.Info{{Key: "k", Value: pmixsrv.Proc{Nspace: "b", Rank: 2}},
-			{Key: "s", Value: "v"}, {Key: "n", Value: uint32(5)}},
-		Entries: []names.Entry{{Key: "port", Value: "tcp://x", Publisher: "a:0"}, {Key: "r", Value: pmixsrv.Rank(4), FirstRead: true}},
-		Plan:    []byte(`{"Nspace":"a"}`),
-		Event:   &daemon.Event{Kind: daemon.ProcExited, Nspace: "a", Rank: 3, Status: 2}}
-	body := frame(5, 0, encode(in))
-	dest, src, b, err := header(body)
-	if err != nil || dest != 5 || src != 0 {
-		t.Fatalf("header: %d %d %v", dest, src, err)
-	}
-	out, err := decode(b)
+	in := &notify{Status: -3, Source: pmixsrv.Proc{Nspace: "a", Rank: pmixsrv.RankWildcard}, Range: 2,
+		Info: []pmixsrv.Info{{Key: "k", Value: pmixsrv.Proc{Nspace: "b", Rank: 2}}, {Key: "s", Value: "v"}, {Key: "n", Value: uint32(5)}}}
+	b, err := encode(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.ID != 7 || out.Info[0].Value != (pmixsrv.Proc{Nspace: "b", Rank: 2}) || out.Info[2].Value != uint32(5) ||
-		out.Entries[0].Value != "tcp://x" || out.Entries[1].Value != pmixsrv.Rank(4) || !out.Entries[1].FirstRead ||
-		out.Event.Rank != 3 || !bytes.Equal(out.Data, in.Data) || string(out.Plan) != `{"Nspace":"a"}` {
+	dest, src, body, err := header(frame(5, 0, b))
+	if err != nil || dest != 5 || src != 0 {
+		t.Fatalf("header: %d %d %v", dest, src, err)
+	}
+	var out notify
+	if err := decode(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Source != in.Source || out.Info[0].Value != (pmixsrv.Proc{Nspace: "b", Rank: 2}) || out.Info[2].Value != uint32(5) || out.Range != 2 {
 		t.Fatalf("round trip: %+v", out)
 	}
-	// PMIx statuses survive as statuses; other errors as text.
-	if err := errOf(&msg{}, pmixsrv.ErrNotFound).err(); !errors.Is(err, pmixsrv.ErrNotFound) {
-		t.Errorf("status error came back as %v", err)
+
+	// A request's id and fields; an answer with its type.
+	req := &publishReq{Entries: []names.Entry{{Key: "port", Value: "tcp://x", Publisher: "a:0"}, {Key: "r", Value: pmixsrv.Rank(4), FirstRead: true}}}
+	req.setID(7)
+	b, _ = encode(req)
+	var pr publishReq
+	if err := decode(b, &pr); err != nil || pr.ID != 7 || pr.Entries[0].Value != "tcp://x" || pr.Entries[1].Value != pmixsrv.Rank(4) || !pr.Entries[1].FirstRead {
+		t.Fatalf("request round trip: %+v, %v", pr, err)
 	}
-	if err := errOf(&msg{}, errors.New("boom")).err(); err == nil || err.Error() != "boom" {
+	id, rb, err := replyID(encodeReply(9, []byte{1, 2, 3}, nil))
+	if err != nil || id != 9 {
+		t.Fatalf("reply id %d, %v", id, err)
+	}
+	if data, err := decodeReply[[]byte](rb); err != nil || !bytes.Equal(data, []byte{1, 2, 3}) {
+		t.Fatalf("reply: %v, %v", data, err)
+	}
+	ev := daemon.Event{Kind: daemon.ProcExited, Nspace: "a", Rank: 3, Status: 2}
+	b, _ = encode(&ev)
+	var evOut daemon.Event
+	if err := decode(b, &evOut); err != nil || evOut != ev {
+		t.Fatalf("event: %+v, %v", evOut, err)
+	}
+
+	// PMIx statuses survive as statuses; other errors as text; the name
+	// service's errors as themselves.
+	for _, want := range []error{pmixsrv.ErrNotFound, names.ErrDuplicate, names.ErrTimeout} {
+		_, rb, _ := replyID(encodeReply(1, none{}, want))
+		if _, err := decodeReply[none](rb); !errors.Is(err, want) {
+			t.Errorf("%v came back as %v", want, err)
+		}
+	}
+	_, rb, _ = replyID(encodeReply(1, none{}, errors.New("boom")))
+	if _, err := decodeReply[none](rb); err == nil || err.Error() != "boom" {
 		t.Errorf("plain error came back as %v", err)
 	}
 	src2, st, p, partial, err := decodeOutput(encodeOutput(iof.Source{Job: 1, App: 2, Rank: 300}, iof.Stderr, []byte("hi"), true))
@@ -46,23 +71,41 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 }
 
-// A value that cannot travel still makes an answer, with the error.
+// A value that cannot travel: a request fails its call with the error; an
+// answer becomes the error.
 func TestEncodeUnsupported(t *testing.T) {
-	m, err := decode(encode(&msg{ID: 4, Info: []pmixsrv.Info{{Key: "k", Value: struct{}{}}}}))
-	if err != nil || m.ID != 4 || !strings.Contains(m.Err, "cannot encode message: ") || len(m.Info) != 0 {
-		t.Fatalf("got %+v, %v", m, err)
+	bad := []pmixsrv.Info{{Key: "k", Value: struct{}{}}}
+	if _, err := encode(&notify{Info: bad}); err == nil || !strings.Contains(err.Error(), "cannot encode message: ") {
+		t.Fatalf("encode: %v", err)
 	}
+	var c calls
+	got := make(chan error, 1)
+	req := &notifyReq{Info: bad}
+	ask(&c, req, func() error { _, err := encode(req); return err }, func(_ none, err error) { got <- err })
+	if err := <-got; err == nil || !strings.Contains(err.Error(), "cannot encode message: ") {
+		t.Fatalf("call: %v", err)
+	}
+	_, rb, _ := replyID(encodeReply(4, bad, nil))
+	if _, err := decodeReply[none](rb); err == nil || !strings.Contains(err.Error(), "cannot encode message: ") {
+		t.Fatalf("answer: %v", err)
+	}
+}
+
+// notifyReq is a request that carries values of any type (tests only).
+type notifyReq struct {
+	request
+	Info []pmixsrv.Info
 }
 
 func TestCallsFailPending(t *testing.T) {
 	var c calls
 	got := make(chan error, 2)
-	c.add(func(m *msg) { got <- m.err() })
+	c.add(func(_ []byte, err error) { got <- err })
 	c.fail(errors.New("link lost"))
 	if err := <-got; err == nil || err.Error() != "link lost" {
 		t.Fatalf("pending call got %v", err)
 	}
-	if _, ok := c.add(func(*msg) {}); ok {
+	if _, ok := c.add(func([]byte, error) {}); ok {
 		t.Fatal("a call was accepted after the link was lost")
 	}
 }
@@ -70,9 +113,13 @@ func TestCallsFailPending(t *testing.T) {
 // FuzzDecode feeds a daemon's or the launcher's frame parsing arbitrary
 // bytes: errors, never a panic or a huge allocation.
 func FuzzDecode(f *testing.F) {
-	f.Add(frame(1, 0, encode(&msg{ID: 1, Host: "h", Procs: []pmixsrv.Proc{{Nspace: "x"}}})))
-	f.Add(frame(0, 1, encode(&msg{ID: 2, Info: []pmixsrv.Info{{Key: "k", Value: []pmixsrv.Info{{Key: "n", Value: pmixsrv.Rank(1)}}}},
-		Entries: []names.Entry{{Key: "p", Value: "v"}}})))
+	b, _ := encode(&spawnReq{request: request{ID: 1}, Parent: pmixsrv.Proc{Nspace: "x"}, Apps: []daemon.SpawnApp{{Cmd: "c", NP: 1}}})
+	f.Add(frame(1, 0, b))
+	b, _ = encode(&notify{Info: []pmixsrv.Info{{Key: "k", Value: []pmixsrv.Info{{Key: "n", Value: pmixsrv.Rank(1)}}}}})
+	f.Add(frame(0, 1, b))
+	b, _ = encode(&publishReq{Entries: []names.Entry{{Key: "p", Value: "v"}}})
+	f.Add(frame(0, 1, b))
+	f.Add(frame(0, 1, encodeReply(3, entries{{Key: "p", Value: pmixsrv.Rank(2)}}, nil)))
 	f.Add(frame(0, 2, encodeOutput(iof.Source{Rank: 1}, iof.Stdout, []byte("line\n"), false)))
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, p []byte) {
@@ -80,7 +127,13 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		decode(body)
+		for _, m := range []any{&hello{}, &nodeErr{}, &notify{}, &spawnReq{}, &publishReq{}, &lookupReq{}, &daemon.Event{}, &collFail{}} {
+			decode(body, m)
+		}
+		if _, rb, err := replyID(body); err == nil {
+			decodeReply[entries](rb)
+			decodeReply[[]pmixsrv.ProcInfo](rb)
+		}
 		decodeOutput(body)
 		decodeAck(body, preloadChunk)
 		decodeChunk(body)

@@ -60,7 +60,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
-		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&msg{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Data: data})))
+		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts)}, data)))
 	})
 	if b.Agent == AgentSlurm {
 		n.slurmTerm = make(chan struct{})
@@ -114,7 +114,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			ln, err = ctl.ListenOn(hosts, b.Ports, b.Secret)
 		}
 		if err != nil {
-			n.sendUp(tFailed, &msg{Host: n.host, Err: "cannot listen for its children: " + err.Error()})
+			n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot listen for its children: " + err.Error()})
 			return 1
 		}
 		cb := b
@@ -139,7 +139,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			func(v int, err error) {
 				<-n.helloSent
 				n.closeGone(v)
-				n.sendUp(tFailed, &msg{Host: b.Hosts[v-1], Err: err.Error()})
+				n.sendUp(tFailed, &nodeErr{Host: b.Hosts[v-1], Err: err.Error()})
 			})
 		n.kids.start()
 		defer rsh.Shutdown() // after the sessions' close below: prun-ssh goes before this daemon
@@ -157,7 +157,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	sess, err := sessiondir.Create("")
 	trace.Mark("session dir")
 	if err != nil {
-		n.sendUp(tFailed, &msg{Host: n.host, Err: err.Error()})
+		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: err.Error()})
 		return 1
 	}
 	defer sess.Remove()
@@ -174,19 +174,19 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			return daemon.JobIO{Stdin: n.stdin.get(nspace), BaseEnv: os.Environ()}
 		}}, n)
 	if err != nil {
-		n.sendUp(tFailed, &msg{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
+		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
 		return 1
 	}
 	n.d, n.topo = d, topo
 	trace.Mark("pmix server up")
-	hello := &msg{Host: n.host, Pid: os.Getpid()}
+	hi := &hello{Host: n.host, Pid: os.Getpid()}
 	if topoErr == nil {
-		hello.Topo = topo.Synthetic()
+		hi.Topo = topo.Synthetic()
 	}
-	if xml != nil && strings.HasPrefix(hello.Topo, "asymmetric") {
-		hello.TopoXML = xml // no synthetic description says it all
+	if xml != nil && strings.HasPrefix(hi.Topo, "asymmetric") {
+		hi.TopoXML = xml // no synthetic description says it all
 	}
-	n.sendUp(tHello, hello)
+	n.sendUp(tHello, hi)
 	close(n.helloSent)
 	trace.Mark("hello sent")
 
@@ -339,18 +339,25 @@ func (n *node) closeDaemon() {
 	})
 }
 
-func (n *node) sendUp(typ uint8, m *msg) error {
-	return n.parent.Send(typ, frame(toLauncher, uint32(n.me), encode(m)))
+// sendUp sends m (a body of this package's message types; nil: none) to
+// the launcher.
+func (n *node) sendUp(typ uint8, m any) error {
+	b, err := encode(m)
+	if err != nil {
+		return err
+	}
+	return n.parent.Send(typ, frame(toLauncher, uint32(n.me), b))
 }
 
-// call sends a request up; reply gets the answer, or the link's failure.
-func (n *node) call(typ uint8, m *msg, reply func(*msg)) {
-	n.calls.call(m, func(m *msg) error { return n.sendUp(typ, m) }, reply)
+// askUp sends a request to the launcher; done gets the answer, or the
+// link's failure.
+func askUp[A any](n *node, typ uint8, req idSetter, done func(A, error)) {
+	ask(&n.calls, req, func() error { return n.sendUp(typ, req) }, done)
 }
 
-func (n *node) reply(id uint64, m *msg) {
-	m.ID = id
-	n.sendUp(tReply, m)
+// replyUp answers the launcher's request id.
+func replyUp[A any](n *node, id uint64, a A, err error) {
+	n.parent.Send(tReply, frame(toLauncher, uint32(n.me), encodeReply(id, a, err)))
 }
 
 // readParent handles what comes down: messages for this node, for every
@@ -367,7 +374,7 @@ func (n *node) readParent() {
 				if p := ctl.Parent(n.me, n.boot.Fanout); p != 0 {
 					why = fmt.Sprintf("no heartbeat from %s's daemon for %v", n.boot.Hosts[p-1], silent.After)
 				}
-				n.sendUp(tGaveUp, &msg{Host: n.host, Err: why})
+				n.sendUp(tGaveUp, &nodeErr{Host: n.host, Err: why})
 			}
 			n.end("lost the link to the launcher: " + err.Error())
 			return
@@ -411,34 +418,26 @@ func (n *node) readParent() {
 			n.out.ack(k, key, grant)
 			continue
 		}
-		var m *msg
-		if f.Type == tCollDone {
-			m, err = decodeColl(body)
-		} else {
-			m, err = decode(body)
-		}
-		if err != nil {
+		if err := n.handle(f.Type, body); err != nil {
 			// The stream from the launcher cannot be read past this: a
 			// daemon that no longer understands it is lost.
 			n.end(err.Error())
 			return
 		}
-		n.handle(f.Type, m)
 	}
 }
 
-func (n *node) handle(typ uint8, m *msg) {
+// handle handles a message for this daemon; an error is one it cannot read.
+func (n *node) handle(typ uint8, body []byte) error {
 	switch typ {
 	case tReply:
-		if f := n.calls.take(m.ID); f != nil {
-			f(m)
-		}
+		n.calls.answered(body)
 	case tLaunch:
 		trace.Mark("launch")
 		var p daemon.Plan
-		if err := json.Unmarshal(m.Plan, &p); err != nil {
-			n.sendUp(tFailed, &msg{Host: n.host, Err: "bad launch plan: " + err.Error()})
-			return
+		if err := json.Unmarshal(body, &p); err != nil {
+			n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "bad launch plan: " + err.Error()})
+			return nil
 		}
 		for i := range p.Map.Nodes {
 			if p.Map.Nodes[i].Name == n.host {
@@ -449,21 +448,28 @@ func (n *node) handle(typ uint8, m *msg) {
 			n.launchFailed(&p, err)
 		}
 	case tSignal:
-		n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
+		return on(body, func(m *signal) {
+			n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
+		})
 	case tForget:
-		n.stdin.drop(m.Nspace)
-		go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
+		return on(body, func(m *forget) {
+			n.stdin.drop(m.Nspace)
+			go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
+		})
 	case tServeDmodex:
-		id := m.ID
-		n.d.ServeDirectModex(m.Proc, func(data []byte, err error) {
-			n.reply(id, errOf(&msg{Data: data}, err))
+		return on(body, func(m *dmodexReq) {
+			n.d.ServeDirectModex(m.Proc, func(data []byte, err error) { replyUp(n, m.ID, data, err) })
 		})
 	case tDeliver:
-		// Off the link's reader: the library may hold an event (its debugger
-		// aggregator does) before it calls back.
-		n.d.DeliverEventAsync(m.Status, m.Proc, m.Range, m.Info)
+		return on(body, func(m *notify) {
+			// Off the link's reader: the library may hold an event (its debugger
+			// aggregator does) before it calls back.
+			n.d.DeliverEventAsync(m.Status, m.Source, m.Range, m.Info)
+		})
 	case tInspect:
-		n.reply(m.ID, &msg{States: n.d.Inspect(m.Nspace, m.Wait)})
+		return on(body, func(m *inspectReq) {
+			replyUp(n, m.ID, n.d.Inspect(m.Nspace, m.Stacks), nil)
+		})
 	case tSuspend, tResume:
 		// Only the launcher stops: a daemon below another hears that one's
 		// heartbeats throughout.
@@ -475,12 +481,19 @@ func (n *node) handle(typ uint8, m *msg) {
 			}
 		}
 	case tCollDone:
-		n.coll.result(m.Coll, m.Data, m.collErr())
-	case tCollFail:
-		lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
-		if err == nil {
-			n.coll.fail(lost, m.collErr())
+		var m collResult
+		data, err := decodeColl(body, &m)
+		if err != nil {
+			return err
 		}
+		n.coll.result(m.Coll, data, m.collErr())
+	case tCollFail:
+		return on(body, func(m *collFail) {
+			lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+			if err == nil {
+				n.coll.fail(lost, m.collErr())
+			}
+		})
 	case tClose:
 		trace.Mark("close")
 		// Kill and reap everything, then say so; the launcher closes the
@@ -489,6 +502,7 @@ func (n *node) handle(typ uint8, m *msg) {
 		n.closeDaemon()
 		n.closedHere()
 	}
+	return nil
 }
 
 // launchFailed reports every local rank of a plan the daemon refused.
@@ -519,14 +533,14 @@ func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
 }
 
 func (n *node) SetSourceInfo(src iof.Source, host string, pid int) {
-	n.sendUp(tSourceInfo, &msg{Src: src, Host: host, Pid: pid})
+	n.sendUp(tSourceInfo, &rankSource{Src: src, Host: host, Pid: pid})
 }
 
-func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &msg{Src: src, Stream: st}) }
+func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &streamEnd{Src: src, Stream: st}) }
 
 func (n *node) Event(ev daemon.Event) {
 	n.holdSlurmKill(ev)
-	n.sendUp(tEvent, &msg{Event: &ev})
+	n.sendUp(tEvent, &ev)
 }
 
 // Fence is this node's contribution to a collective, combined along the
@@ -547,7 +561,7 @@ func (n *node) fence(kind string, procs []pmixsrv.Proc, data []byte, done func([
 			time.AfterFunc(time.Duration(tries+1)*10*time.Millisecond, func() { n.fence(kind, procs, data, done, tries+1) })
 			return
 		}
-		n.call(tFence, &msg{Kind: kind, Procs: procs, Data: data}, func(m *msg) { done(m.Data, m.err()) })
+		askUp(n, tFence, &fenceReq{Kind: kind, Procs: procs, Data: data}, done)
 		return
 	}
 	verts := make([]int, 0, len(names))
@@ -578,80 +592,60 @@ func (n *node) childColl(p []byte) {
 	if err != nil || v < 1 || v > len(n.boot.Hosts) || ctl.Parent(v, n.boot.Fanout) != n.me {
 		return
 	}
-	m, err := decodeColl(body)
+	var m collUp
+	data, err := decodeColl(body, &m)
 	if err != nil {
 		return
 	}
-	done := func(data []byte, err error) {
-		n.kids.send(v, tCollDone, frame(uint32(v), uint32(n.me), encodeColl(errOf(&msg{Coll: m.Coll, Data: data}, err))))
+	done := func(res []byte, err error) {
+		n.kids.send(v, tCollDone, frame(uint32(v), uint32(n.me), encodeColl(&collResult{Coll: m.Coll, status: statusOf(err)}, res)))
 	}
 	verts, err := unpackVerts(m.Verts, len(n.boot.Hosts))
 	if err != nil {
 		done(nil, err)
 		return
 	}
-	n.coll.contribute(v, m.Coll, m.Kind, m.Procs, verts, m.Data, done)
+	n.coll.contribute(v, m.Coll, m.Kind, m.Procs, verts, data, done)
 }
 
 func (n *node) DirectModex(_ string, target pmixsrv.Proc, done func([]byte, error)) {
-	n.call(tDmodex, &msg{Proc: target}, func(m *msg) { done(m.Data, m.err()) })
+	askUp(n, tDmodex, &dmodexReq{Proc: target}, done)
 }
 
 func (n *node) NotifyEvent(_ string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
-	n.sendUp(tNotify, &msg{Status: code, Proc: source, Range: rng, Info: info})
+	n.sendUp(tNotify, &notify{Status: code, Source: source, Range: rng, Info: info})
 }
 
 func (n *node) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error)) {
-	n.call(tJobControl, &msg{Proc: req, Procs: targets, Sig: int(sig)}, func(m *msg) { done(m.err()) })
+	askUp(n, tJobControl, &jobControlReq{Requester: req, Targets: targets, Sig: int(sig)}, func(_ none, err error) { done(err) })
 }
 
 func (n *node) Spawn(req daemon.SpawnRequest) {
-	n.call(tSpawn, &msg{Proc: req.Parent, Apps: req.Apps, Preput: req.Preput}, func(m *msg) { req.Done(m.Nspace, m.err()) })
+	askUp(n, tSpawn, &spawnReq{Parent: req.Parent, Apps: req.Apps, Preput: req.Preput}, req.Done)
 }
 
 func (n *node) Names() daemon.NameService { return nodeNames{n} }
 
 func (n *node) Namespaces(done func([]string)) {
-	n.call(tNamespaces, &msg{}, func(m *msg) { done(m.Names) })
+	askUp(n, tNamespaces, &request{}, func(ns []string, _ error) { done(ns) })
 }
 
 func (n *node) ProcTable(nspace string, done func([]pmixsrv.ProcInfo, error)) {
-	n.call(tProcTable, &msg{Nspace: nspace}, func(m *msg) { done(m.Table, m.err()) })
+	askUp(n, tProcTable, &nspaceReq{Nspace: nspace}, done)
 }
 
 type nodeNames struct{ n *node }
 
 func (x nodeNames) Publish(entries []names.Entry, done func(error)) {
-	x.n.call(tPublish, &msg{Entries: entries}, func(m *msg) { done(nameErr(m)) })
+	askUp(x.n, tPublish, &publishReq{Entries: entries}, func(_ none, err error) { done(err) })
 }
 
 func (x nodeNames) Lookup(keys []string, wait bool, timeout time.Duration, done func([]names.Entry, error)) {
-	x.n.call(tLookup, &msg{Keys: keys, Wait: wait, Timeout: timeout}, func(m *msg) { done(m.Entries, nameErr(m)) })
+	askUp(x.n, tLookup, &lookupReq{Keys: keys, Wait: wait, Timeout: timeout}, func(es entries, err error) { done(es, err) })
 }
 
 func (x nodeNames) Unpublish(pub string, keys []string, done func(error)) {
-	x.n.call(tUnpublish, &msg{Pub: jsonbytes.String(pub), Keys: keys}, func(m *msg) { done(nameErr(m)) })
-}
-
-// nameErr restores the name service's errors, which callers tell apart.
-func nameErr(m *msg) error {
-	switch m.Kind {
-	case "duplicate":
-		return names.ErrDuplicate
-	case "timeout":
-		return names.ErrTimeout
-	}
-	return m.err()
-}
-
-func nameKind(err error) string {
-	switch {
-	case errors.Is(err, names.ErrDuplicate):
-		return "duplicate"
-	case errors.Is(err, names.ErrTimeout):
-		return "timeout"
-	}
-	return ""
+	askUp(x.n, tUnpublish, &unpublishReq{Publisher: jsonbytes.String(pub), Keys: keys}, func(_ none, err error) { done(err) })
 }
 
 // closeState combines the answers to the closing broadcast: a daemon
@@ -703,8 +697,8 @@ func (n *node) childClosed(p []byte) {
 	if err != nil {
 		return
 	}
-	m, err := decode(body)
-	if err != nil {
+	var m closed
+	if err := decode(body, &m); err != nil {
 		return
 	}
 	c := &n.closing
@@ -748,5 +742,5 @@ func (n *node) answerClose(deadline bool) {
 	c.sent = true
 	count := c.count
 	c.mu.Unlock()
-	n.sendUp(tClosed, &msg{Host: n.host, Count: count})
+	n.sendUp(tClosed, &closed{Host: n.host, Count: count})
 }

@@ -438,7 +438,7 @@ func (n *node) slurmSignals() {
 	go func() {
 		sig := (<-k.C).(syscall.Signal)
 		why := fmt.Sprintf("%s (%s: scancel, the job's time limit or a failed node)", slurmEndedStep, unix.SignalName(sig))
-		n.sendUp(tFailed, &msg{Host: n.host, Err: why})
+		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: why})
 		close(n.slurmTerm)
 		n.end(why)
 	}()

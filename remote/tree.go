@@ -55,10 +55,6 @@ type Config struct {
 	LaunchEnv []string
 }
 
-// closeCall is the id of the closing broadcast's answers; calls numbers
-// its requests from 1.
-const closeCall = 0
-
 // DefaultFanout is the tree's default width; see docs/benchmarks.md for
 // the measurement behind it.
 const DefaultFanout = 32
@@ -72,7 +68,7 @@ type Tree struct {
 	calls calls
 
 	mu      sync.Mutex
-	hellos  map[int]*msg
+	hellos  map[int]*hello
 	ready   chan struct{} // closed when every daemon said hello
 	failure chan error
 	down    map[int]bool // vertices lost
@@ -135,7 +131,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		return nil, fmt.Errorf("control plane: %v", err)
 	}
 	advertise := ln.Hosts()
-	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*msg{}, ready: make(chan struct{}),
+	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*hello{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
 		stdin: map[stdinKey]*window{}, preload: make([]*window, len(cfg.Hosts))}
 	for i := range t.preload {
@@ -301,12 +297,24 @@ func (t *Tree) Node(host string) *Node {
 	return nil
 }
 
-func (t *Tree) send(v int, typ uint8, m *msg) error {
-	return t.kids.send(v, typ, frame(uint32(v), toLauncher, encode(m)))
+// send sends m (a body of this package's message types) to vertex v.
+func (t *Tree) send(v int, typ uint8, m any) error {
+	b, err := encode(m)
+	if err != nil {
+		return err
+	}
+	return t.kids.send(v, typ, frame(uint32(v), toLauncher, b))
 }
 
-func (t *Tree) call(v int, typ uint8, m *msg, reply func(*msg)) {
-	t.calls.call(m, func(m *msg) error { return t.send(v, typ, m) }, reply)
+// askNode sends a request to vertex v; done gets the answer, or the
+// failure of the link.
+func askNode[A any](t *Tree, v int, typ uint8, req idSetter, done func(A, error)) {
+	ask(&t.calls, req, func() error { return t.send(v, typ, req) }, done)
+}
+
+// answer answers vertex v's request id.
+func answer[A any](t *Tree, v int, id uint64, a A, err error) {
+	t.kids.send(v, tReply, frame(uint32(v), toLauncher, encodeReply(id, a, err)))
 }
 
 // Launch hands the node a plan; failures come back as events. Every
@@ -331,7 +339,7 @@ func (n *Node) Launch(p *daemon.Plan) error {
 	if err != nil {
 		return err
 	}
-	t.kids.broadcast(tLaunch, frame(toBroadcast, toLauncher, encode(&msg{Plan: b})))
+	t.kids.broadcast(tLaunch, frame(toBroadcast, toLauncher, b))
 	return nil
 }
 
@@ -350,7 +358,7 @@ func (t *Tree) encodePlan(p *daemon.Plan) ([]byte, error) {
 }
 
 func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
-	n.t.send(n.v, tSignal, &msg{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
+	n.t.send(n.v, tSignal, &signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
 }
 
 // Forget drops a job that is over from the node (a persistent runtime's).
@@ -359,21 +367,21 @@ func (n *Node) Forget(nspace string) {
 	delete(n.t.broadcast, nspace)
 	n.t.mu.Unlock()
 	n.t.dropWindow(n.v, nspace) // a fan-out still sending to the job gives up
-	n.t.send(n.v, tForget, &msg{Nspace: nspace})
+	n.t.send(n.v, tForget, &forget{Nspace: nspace})
 }
 
 func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
-	n.t.call(n.v, tServeDmodex, &msg{Proc: target}, func(m *msg) { done(m.Data, m.err()) })
+	askNode(n.t, n.v, tServeDmodex, &dmodexReq{Proc: target}, done)
 }
 
 func (n *Node) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
-	return n.t.send(n.v, tDeliver, &msg{Status: code, Proc: source, Range: rng, Info: info})
+	return n.t.send(n.v, tDeliver, &notify{Status: code, Source: source, Range: rng, Info: info})
 }
 
 // Inspect asks the node for its ranks' states, waiting a bounded time.
 func (n *Node) Inspect(nspace string, stacks bool) []daemon.RankState {
 	ch := make(chan []daemon.RankState, 1)
-	n.t.call(n.v, tInspect, &msg{Nspace: nspace, Wait: stacks}, func(m *msg) { ch <- m.States })
+	askNode(n.t, n.v, tInspect, &inspectReq{Nspace: nspace, Stacks: stacks}, func(st []daemon.RankState, _ error) { ch <- st })
 	select {
 	case st := <-ch:
 		return st
@@ -464,7 +472,7 @@ func (t *Tree) Close() error {
 		t.mu.Unlock()
 		// One broadcast; the answers combine along the tree (each daemon
 		// answers for its subtree once its children have: serve.go).
-		t.kids.broadcast(tClose, frame(toBroadcast, toLauncher, encode(&msg{ID: closeCall})))
+		t.kids.broadcast(tClose, frame(toBroadcast, toLauncher, nil))
 		deadline := time.After(5 * time.Second)
 	wait:
 		for got := 0; got < live; {
@@ -505,7 +513,7 @@ func (g *GaveUp) Error() string { return "its daemon gave up: " + g.Why }
 // its heartbeats (and it theirs) until Resume. Called before the launcher
 // stops itself; the frames are in the kernel by then.
 func (t *Tree) Suspend() {
-	t.kids.broadcast(tSuspend, frame(toBroadcast, toLauncher, encode(&msg{})))
+	t.kids.broadcast(tSuspend, frame(toBroadcast, toLauncher, nil))
 	for _, l := range t.links() {
 		l.Suspend()
 	}
@@ -516,7 +524,7 @@ func (t *Tree) Resume() {
 	for _, l := range t.links() {
 		l.Resume()
 	}
-	t.kids.broadcast(tResume, frame(toBroadcast, toLauncher, encode(&msg{})))
+	t.kids.broadcast(tResume, frame(toBroadcast, toLauncher, nil))
 }
 
 // links are the launcher's links to its children.
@@ -576,109 +584,134 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		}
 		return
 	}
-	var m *msg
-	if typ == tColl {
-		m, err = decodeColl(body)
-	} else {
-		m, err = decode(body)
-	}
-	if err != nil {
+	if err := t.handle(v, host, typ, len(payload), body); err != nil {
 		t.nodeFailed(host, err)
-		return
 	}
+}
+
+// handle handles a message from vertex v (of host); an error is one it
+// cannot read.
+func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) error {
 	up := t.up
-	reply := func(r *msg) {
-		r.ID = m.ID
-		t.send(v, tReply, r)
-	}
 	switch typ {
 	case tHello:
-		t.mu.Lock()
-		if t.hellos[v] == nil {
-			t.hellos[v] = m
-			if t.cfg.OnHello != nil {
-				t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
+		return on(body, func(m *hello) {
+			t.mu.Lock()
+			if t.hellos[v] == nil {
+				t.hellos[v] = m
+				if t.cfg.OnHello != nil {
+					t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
+				}
+				if len(t.hellos) == len(t.cfg.Hosts) {
+					t.stats.setPhase(phaseRun)
+					close(t.ready)
+				}
 			}
-			if len(t.hellos) == len(t.cfg.Hosts) {
-				t.stats.setPhase(phaseRun)
-				close(t.ready)
+			t.mu.Unlock()
+		})
+	case tFailed, tGaveUp:
+		return on(body, func(m *nodeErr) {
+			switch {
+			case typ == tGaveUp:
+				t.nodeFailed(host, &GaveUp{Why: m.Err})
+			case strings.HasPrefix(m.Err, slurmEndedStep) && t.kids.slurmStep():
+				// Slurm's word on why (a failed node, scancel, the time limit),
+				// asked on the link's reader: the ranks' deaths by the same
+				// SIGTERM, which follow on this link, must not be news first.
+				t.kids.slurmFail(v, errors.New(m.Err))
+			default:
+				t.nodeFailed(m.Host, errors.New(m.Err))
 			}
-		}
-		t.mu.Unlock()
-	case tFailed:
-		if strings.HasPrefix(m.Err, slurmEndedStep) && t.kids.slurmStep() {
-			// Slurm's word on why (a failed node, scancel, the time limit),
-			// asked on the link's reader: the ranks' deaths by the same
-			// SIGTERM, which follow on this link, must not be news first.
-			t.kids.slurmFail(v, errors.New(m.Err))
-			return
-		}
-		t.nodeFailed(m.Host, errors.New(m.Err))
-	case tGaveUp:
-		t.nodeFailed(host, &GaveUp{Why: m.Err})
+		})
 	case tSourceInfo:
-		// Queued too: the Writer's lock may be held by a write to a stalled
-		// stdout. Before the source's runs on both streams (applying it
-		// twice changes nothing).
-		info := &sourceInfo{m.Host, m.Pid}
-		for _, st := range []iof.Stream{iof.Stdout, iof.Stderr} {
-			t.out.push(outKey{m.Src, st}, outRun{v: v, info: info})
-		}
+		return on(body, func(m *rankSource) {
+			// Queued too: the Writer's lock may be held by a write to a stalled
+			// stdout. Before the source's runs on both streams (applying it
+			// twice changes nothing).
+			info := &sourceInfo{m.Host, m.Pid}
+			for _, st := range []iof.Stream{iof.Stdout, iof.Stderr} {
+				t.out.push(outKey{m.Src, st}, outRun{v: v, info: info})
+			}
+		})
 	case tEnd:
-		t.out.push(outKey{m.Src, m.Stream}, outRun{v: v, end: true}) // after the stream's runs
+		return on(body, func(m *streamEnd) {
+			t.out.push(outKey{m.Src, m.Stream}, outRun{v: v, end: true}) // after the stream's runs
+		})
 	case tEvent:
-		if m.Event != nil {
-			t.out.pushEvent(v, *m.Event)
-		}
+		return on(body, func(ev *daemon.Event) { t.out.pushEvent(v, *ev) })
 	case tFence:
-		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
+		return on(body, func(m *fenceReq) {
+			up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) { answer(t, v, m.ID, data, err) })
+		})
 	case tColl:
 		// A child's subtree's combined contribution: the launcher is the
 		// last vertex of the combination (upstream.Fence, through Via).
+		var m collUp
+		data, err := decodeColl(body, &m)
+		if err != nil {
+			return err
+		}
 		key := m.Coll
-		t.stats.collIn(key, len(payload))
-		up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) {
-			b := frame(uint32(v), toLauncher, encodeColl(errOf(&msg{Coll: key, Data: data}, err)))
+		t.stats.collIn(key, size)
+		up.Fence(host, m.Kind, m.Procs, data, func(res []byte, err error) {
+			b := frame(uint32(v), toLauncher, encodeColl(&collResult{Coll: key, status: statusOf(err)}, res))
 			t.stats.collOut(key, len(b), err != nil)
 			t.kids.send(v, tCollDone, b)
 		})
 	case tDmodex:
-		up.DirectModex(host, m.Proc, func(data []byte, err error) { reply(errOf(&msg{Data: data}, err)) })
+		return on(body, func(m *dmodexReq) {
+			up.DirectModex(host, m.Proc, func(data []byte, err error) { answer(t, v, m.ID, data, err) })
+		})
 	case tNotify:
-		up.NotifyEvent(host, m.Status, m.Proc, m.Range, m.Info)
+		return on(body, func(m *notify) {
+			up.NotifyEvent(host, m.Status, m.Source, m.Range, m.Info)
+		})
 	case tJobControl:
-		up.JobControl(m.Proc, m.Procs, syscall.Signal(m.Sig), func(err error) { reply(errOf(&msg{}, err)) })
+		return on(body, func(m *jobControlReq) {
+			up.JobControl(m.Requester, m.Targets, syscall.Signal(m.Sig), func(err error) { answer(t, v, m.ID, none{}, err) })
+		})
 	case tSpawn:
-		up.Spawn(daemon.SpawnRequest{Parent: m.Proc, Apps: m.Apps, Preput: m.Preput, Done: func(ns string, err error) {
-			reply(errOf(&msg{Nspace: ns}, err))
-		}})
+		return on(body, func(m *spawnReq) {
+			up.Spawn(daemon.SpawnRequest{Parent: m.Parent, Apps: m.Apps, Preput: m.Preput, Done: func(ns string, err error) {
+				answer(t, v, m.ID, ns, err)
+			}})
+		})
 	case tPublish:
-		up.Names().Publish(m.Entries, func(err error) { reply(errOf(&msg{Kind: nameKind(err)}, err)) })
+		return on(body, func(m *publishReq) {
+			up.Names().Publish(m.Entries, func(err error) { answer(t, v, m.ID, none{}, err) })
+		})
 	case tLookup:
-		up.Names().Lookup(m.Keys, m.Wait, m.Timeout, func(e []names.Entry, err error) {
-			reply(errOf(&msg{Entries: e, Kind: nameKind(err)}, err))
+		return on(body, func(m *lookupReq) {
+			up.Names().Lookup(m.Keys, m.Wait, m.Timeout, func(e []names.Entry, err error) { answer(t, v, m.ID, entries(e), err) })
 		})
 	case tUnpublish:
-		up.Names().Unpublish(string(m.Pub), m.Keys, func(err error) { reply(errOf(&msg{Kind: nameKind(err)}, err)) })
+		return on(body, func(m *unpublishReq) {
+			up.Names().Unpublish(string(m.Publisher), m.Keys, func(err error) { answer(t, v, m.ID, none{}, err) })
+		})
 	case tNamespaces:
-		up.Namespaces(func(ns []string) { reply(&msg{Names: ns}) })
+		return on(body, func(m *request) {
+			up.Namespaces(func(ns []string) { answer(t, v, m.ID, ns, nil) })
+		})
 	case tProcTable:
-		up.ProcTable(m.Nspace, func(pt []pmixsrv.ProcInfo, err error) { reply(errOf(&msg{Table: pt}, err)) })
+		return on(body, func(m *nspaceReq) {
+			up.ProcTable(m.Nspace, func(pt []pmixsrv.ProcInfo, err error) { answer(t, v, m.ID, pt, err) })
+		})
 	case tClosed:
-		t.mu.Lock()
-		answered := t.closeAnswers
-		t.mu.Unlock()
-		if answered != nil && m.Count > 0 {
-			select {
-			case answered <- m.Count:
-			default: // more answers than daemons: a confused subtree, not worth a wait
+		return on(body, func(m *closed) {
+			t.mu.Lock()
+			answered := t.closeAnswers
+			t.mu.Unlock()
+			if answered != nil && m.Count > 0 {
+				select {
+				case answered <- m.Count:
+				default: // more answers than daemons: a confused subtree, not worth a wait
+				}
 			}
-		}
+		})
 	case tReply:
-		if f := t.calls.take(m.ID); f != nil {
-			f(m)
-		}
+		t.calls.answered(body)
 	}
+	return nil
 }
 
 // Via names the launcher's child through which the daemon of host is
@@ -712,8 +745,8 @@ func (t *Tree) failCollectives(lost []int, cause error) {
 	}
 	slices.Sort(lost)
 	err := fmt.Errorf("a collective failed: %v: %w", cause, pmixsrv.ErrUnreach)
-	t.kids.broadcast(tCollFail, frame(toBroadcast, toLauncher,
-		encode(errOf(&msg{Verts: packVerts(lost)}, err))))
+	body, _ := encode(&collFail{Verts: packVerts(lost), status: statusOf(err)}) // numbers and words: it encodes
+	t.kids.broadcast(tCollFail, frame(toBroadcast, toLauncher, body))
 	if f, ok := t.up.(collFailer); ok {
 		hosts := make([]string, len(lost))
 		for i, w := range lost {

@@ -11,6 +11,9 @@
  *       lets the children finish (it publishes "go", they look it up with
  *       PMIX_WAIT: the job cannot end before the registration). Prints
  *       "jobend: parent heard CHILD end: status S exit E" and exits 0.
+ *       Without HOST (the child on the parent's node) it then waits up to
+ *       10 s for the child's session directory (beside its own PMIX_NSDIR)
+ *       to go: "jobend: child's session directory removed" or "... kept".
  *   jobend tool URI NSPACE [FILE]
  *       A tool attached to the server at URI: registers for
  *       PMIX_EVENT_JOB_END (every job), prints "jobend: tool registered"
@@ -142,7 +145,25 @@ static int spawner(pmix_proc_t *me, int np, const char *host, const char *self)
     wait_heard();
     printf("jobend: parent heard %s end: status %d exit %d\n", nspace, term_status, exit_code);
     fflush(stdout);
-    (void)me;
+    pmix_value_t *dir = NULL;
+    pmix_proc_t job;
+    PMIX_PROC_LOAD(&job, me->nspace, PMIX_RANK_WILDCARD);
+    if (host == NULL && PMIx_Get(&job, PMIX_NSDIR, NULL, 0, &dir) == PMIX_SUCCESS && dir->type == PMIX_STRING) {
+        char child[4096];
+        snprintf(child, sizeof child, "%s", dir->data.string);
+        char *slash = strrchr(child, '/');
+        if (slash != NULL)
+            snprintf(slash + 1, sizeof child - (slash + 1 - child), "%s", nspace);
+        int gone = 0;
+        for (int i = 0; i < 100 && !gone; i++) {
+            gone = access(child, F_OK) != 0;
+            if (!gone)
+                usleep(100000);
+        }
+        printf("jobend: child's session directory %s\n", gone ? "removed" : "kept");
+        fflush(stdout);
+        PMIX_VALUE_RELEASE(dir);
+    }
     return PMIx_Finalize(NULL, 0) == PMIX_SUCCESS ? 0 : 1;
 }
 

@@ -18,6 +18,8 @@
  *   localproctable  N procs: rank@host,... (by rank)
  *   numpsets        the number
  *   psetnames       the comma list
+ *   psetmembers     NAME N procs: nspace:rank,... (by rank) for the last
+ *                   process set by name
  *   memory          daemon>0 or daemon=0, and the clients' average as
  *                   clients>0 or clients=0
  * or "query: KEY failed: STATUS". Exit 0 when every query succeeded.
@@ -148,6 +150,53 @@ static int ask(const char *name, const char *key, const char *nspace)
     return bad;
 }
 
+/* members asks PMIX_QUERY_PSET_MEMBERSHIP of the last process set by name. */
+static int members(void)
+{
+    pmix_query_t q;
+    pmix_info_t *res = NULL;
+    size_t nres = 0;
+    pmix_status_t rc;
+    char name[256] = "";
+
+    PMIX_QUERY_CONSTRUCT(&q);
+    PMIX_ARGV_APPEND(rc, q.keys, PMIX_QUERY_PSET_NAMES);
+    rc = PMIx_Query_info(&q, 1, &res, &nres);
+    pmix_value_t *v = rc == PMIX_SUCCESS ? value(res, nres, PMIX_QUERY_PSET_NAMES) : NULL;
+    if (v != NULL && v->type == PMIX_STRING) {
+        char *copy = strdup(v->data.string), *save = NULL;
+        for (char *w = strtok_r(copy, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save))
+            if (strcmp(w, name) > 0)
+                snprintf(name, sizeof name, "%s", w);
+        free(copy);
+    }
+    PMIX_INFO_FREE(res, nres);
+    PMIX_QUERY_DESTRUCT(&q);
+
+    PMIX_QUERY_CONSTRUCT(&q);
+    PMIX_ARGV_APPEND(rc, q.keys, PMIX_QUERY_PSET_MEMBERSHIP);
+    PMIX_INFO_CREATE(q.qualifiers, 1);
+    q.nqual = 1;
+    PMIX_INFO_LOAD(&q.qualifiers[0], PMIX_PSET_NAME, name, PMIX_STRING);
+    res = NULL, nres = 0;
+    rc = PMIx_Query_info(&q, 1, &res, &nres);
+    v = rc == PMIX_SUCCESS ? value(res, nres, PMIX_QUERY_PSET_MEMBERSHIP) : NULL;
+    if (v == NULL || v->type != PMIX_DATA_ARRAY || v->data.darray->type != PMIX_PROC) {
+        printf("query: psetmembers failed: %s\n", rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : v == NULL ? "no answer" : "not procs");
+        fflush(stdout);
+        return 1;
+    }
+    pmix_proc_t *p = v->data.darray->array;
+    size_t n = v->data.darray->size;
+    printf("query: psetmembers %s %zu procs:", name, n);
+    for (size_t i = 0; i < n; i++)
+        printf("%s%s:%u", i ? "," : " ", p[i].nspace, p[i].rank);
+    printf("\n");
+    fflush(stdout);
+    PMIX_INFO_FREE(res, nres);
+    return 0;
+}
+
 static int all(const char *nspace)
 {
     int bad = 0;
@@ -157,6 +206,7 @@ static int all(const char *nspace)
     bad |= ask("localproctable", PMIX_QUERY_LOCAL_PROC_TABLE, nspace);
     bad |= ask("numpsets", PMIX_QUERY_NUM_PSETS, NULL);
     bad |= ask("psetnames", PMIX_QUERY_PSET_NAMES, NULL);
+    bad |= members();
     bad |= ask("memory", PMIX_QUERY_MEMORY_USAGE, nspace);
     return bad;
 }
