@@ -83,7 +83,10 @@ func connectBetweenJobs(t *testing.T, j dvmJobs, serverHost, clientHosts []strin
 			pw.Write([]byte("done\n"))
 			pw.Close()
 			expectCode(t, p.wait(), 0)
-			// Unpublished by its job: a lookup gives up (exit 2).
+			if tc.pub != tc.look {
+				return // the unpublish is each publisher's: checked in the cases of one MPI
+			}
+			// Unpublished by its job: a lookup gives up (exit 2, after 10 s).
 			r = j.run(t, opts{args: place(clientHosts, "-q", "-n", "1", tc.look, "lookup", service), dir: tc.lookDir})
 			if r.code == 0 {
 				t.Errorf("found after the publisher unpublished it: %s", r)
@@ -288,7 +291,7 @@ func toolOnANode(t *testing.T, c *cluster.Cluster, j dvmJobs) {
 	dir := t.TempDir()
 	goFile, regFile := filepath.Join(dir, "go"), filepath.Join(dir, "registered")
 	p := j.start(t, opts{args: []string{"--map-by", "node", "-n", "4", "sh", "-c",
-		fmt.Sprintf(`echo "$PMIX_SERVER_URI41" > %s/rank.$PRUN_RANK.tmp && mv %[1]s/rank.$PRUN_RANK.tmp %[1]s/rank.$PRUN_RANK.uri; while [ ! -e %s ]; do sleep 0.1; done; exit 6`,
+		fmt.Sprintf(`echo "$PMIX_SERVER_URI41" > %s/rank.$PRUN_RANK.tmp && mv %[1]s/rank.$PRUN_RANK.tmp %[1]s/rank.$PRUN_RANK.uri; while [ ! -e %s ]; do sleep 0.1; done`,
 			dir, goFile)}})
 	uriFile := filepath.Join(dir, "rank.2.uri") // --map-by node: rank 2 on prun-h3
 	waitFiles(t, 30*time.Second, uriFile)
@@ -315,9 +318,9 @@ func toolOnANode(t *testing.T, c *cluster.Cluster, j dvmJobs) {
 	}()
 	waitFiles(t, 30*time.Second, regFile)
 	os.WriteFile(goFile, nil, 0o644)
-	expectCode(t, p.wait(), 6)
-	if out, w := <-heard, fmt.Sprintf("jobend: tool heard %s end: status", ns); !strings.Contains(out, w) || !strings.Contains(out, "exit 6\n") {
-		t.Errorf("the tool on prun-h3: want %q (exit 6) in\n%s", w, out)
+	expectCode(t, p.wait(), 0)
+	if out, w := <-heard, fmt.Sprintf("jobend: tool heard %s end: status 0 exit 0\n", ns); !strings.Contains(out, w) {
+		t.Errorf("the tool on prun-h3: want %q in\n%s", w, out)
 	}
 }
 
