@@ -99,7 +99,10 @@ func isHostnamePropagation(kv string) bool {
 func Inherited(kv string) bool {
 	for _, pre := range []string{"PMIX_", "PMI_", "OMPI_COMM_WORLD_", "OMPI_MCA_orte_", "OMPI_MCA_ess_base_",
 		"OMPI_UNIVERSE_SIZE=", "OMPI_FIRST_RANKS=", "OMPI_APP_CTX_NUM_PROCS=", "OMPI_NUM_APP_CTX=",
-		"MPI_LOCALNRANKS=", "MPI_LOCALRANKID="} {
+		"MPI_LOCALNRANKS=", "MPI_LOCALRANKID=",
+		// A Slurm task's identity (prun's own, in a batch step or an srun
+		// step): a rank is no Slurm task (remote/slurm.go).
+		"SLURM_PROCID=", "SLURM_LOCALID=", "SLURM_TASK_PID=", "SLURM_GTIDS="} {
 		if strings.HasPrefix(kv, pre) {
 			return strings.HasPrefix(kv, "PMIX_MCA_") // user tuning of PMIx stays
 		}

@@ -148,6 +148,9 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	}
 	ok = true
 	go d.dispatch()
+	if base.tree != nil {
+		go d.watchStep(base.tree.SlurmStepEnded())
+	}
 	return d, nil
 }
 
@@ -443,6 +446,7 @@ func (d *DVM) own(nspace string, r *run) {
 func (d *DVM) forget(r *run) {
 	var wg sync.WaitGroup
 	for _, j := range r.jobs.list {
+		d.base.up.root.Forget(j.plan.Nspace)
 		for _, n := range d.base.up.nodes() {
 			wg.Add(1)
 			go func() { defer wg.Done(); n.Forget(j.plan.Nspace) }()

@@ -75,6 +75,21 @@ func (d *DVM) watchPid(pid int) {
 	d.Stop(true)
 }
 
+// watchStep stops the runtime when its daemons' Slurm step ends (nil: no
+// step): the allocation is over, or going, and with it every remote node.
+func (d *DVM) watchStep(ended <-chan struct{}) {
+	if ended == nil {
+		return
+	}
+	select {
+	case <-ended:
+	case <-d.done:
+		return
+	}
+	d.logf("the daemons' Slurm step ended (scancel, the time limit or the allocation's end); stopping")
+	d.Stop(true)
+}
+
 func (d *DVM) watchIdle(idle time.Duration) {
 	t := time.NewTicker(min(idle/4+time.Millisecond, time.Second))
 	defer t.Stop()

@@ -335,7 +335,6 @@ func (r *run) startNodes(s *startup) int {
 	}
 	s.replay = pending
 	r.tree = tree
-	r.up.setVia(tree.Via)
 	s.defer_(func() { tree.Close() })
 	r.stall = startStallWatch()
 	s.defer_(r.stall.close)

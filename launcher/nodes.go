@@ -169,6 +169,7 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 	return remote.Start(ctx, remote.Config{
 		Agent:          agent,
 		LaunchEnv:      r.opts.Env,
+		Root:           r.up.root,
 		Hosts:          hosts,
 		Logins:         logins(r.alloc, hosts),
 		Exe:            exe,

@@ -2,7 +2,6 @@ package launcher
 
 import (
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -10,6 +9,7 @@ import (
 	"prun/iof"
 	"prun/names"
 	"prun/pmixsrv"
+	"prun/remote"
 )
 
 // node is a node's daemon as the launcher drives it: the in-process
@@ -38,14 +38,11 @@ type upstream struct {
 	jobs jobIndex // the loop's job table, read-only here
 
 	mu      sync.Mutex
-	daemons map[string]node   // by node name
-	fences  map[string]*fence // in-flight fences, by participant signature
-	// via maps a node to the contributor the launcher hears from in a
-	// collective: remote nodes' contributions combine along the tree, so
-	// it is the launcher's child above the node (remote.Tree.Via); nil:
-	// every node contributes itself.
-	via  func(string) string
-	lost map[string]error // nodes lost: their collectives fail at once
+	daemons map[string]node // by node name
+	// root is the launcher's vertex of every collective (remote.Root):
+	// its own node's contributions and its children's combine there.
+	root *remote.Root
+	grp  groups // PMIx groups at the root: context ids, members watched (groups.go)
 
 	foreignOnce sync.Once // the refused connection to another launch's job is told once
 }
@@ -60,11 +57,18 @@ type outSink interface {
 }
 
 func newUpstream(w outSink, jobs jobIndex) *upstream {
-	return &upstream{outSink: w, names: names.New(), queue: newQueue(), jobs: jobs,
-		daemons: map[string]node{}, fences: map[string]*fence{}}
+	u := &upstream{outSink: w, names: names.New(), queue: newQueue(), jobs: jobs,
+		daemons: map[string]node{}, root: remote.NewRoot()}
+	u.root.Finish = u.finish
+	return u
 }
 
-func (u *upstream) Event(ev daemon.Event) { u.queue.push(ev) }
+func (u *upstream) Event(ev daemon.Event) {
+	if ev.Kind == daemon.ProcExited {
+		u.rankEnded(ev) // before the loop may end the job: members learn why
+	}
+	u.queue.push(ev)
+}
 
 // addNode, dropNode, node and nodes keep the set of daemons, which the
 // state machine changes and the routing goroutines read.
@@ -144,119 +148,31 @@ func (u *upstream) nodesOf(procs []pmixsrv.Proc) (map[string]bool, bool) {
 	return nodes, true
 }
 
-// setVia sets how nodes map to the launcher's contributors (see via).
-func (u *upstream) setVia(via func(string) string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.via = via
-}
-
-// fence gathers the contributions of every node taking part in one fence.
-type fence struct {
-	nodes map[string]bool // the participants' nodes
-	need  map[string]bool // the contributors: this node, children of the tree
-	data  map[string][]byte
-	dones []func([]byte, error)
-}
-
-// Fence is an allgather over the nodes hosting procs, the last step of its
-// combination along the tree: the launcher hears from this node and from
-// each child whose subtree takes part (node names the contributor). When
-// the last has contributed, each gets the concatenation of all
-// contributions (in contributor-name order, so every node sees the same
-// bytes).
+// Fence is this node's contribution to a collective among procs (kind
+// tells fences, barriers, connects and group operations apart), made at
+// the root of its combination along the tree (remote.Root).
 func (u *upstream) Fence(node, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
-	need, ok := u.nodesOf(procs)
+	nodes, ok := u.nodesOf(procs)
 	if !ok {
-		if ns := u.foreign(procs); kind == "connect" && ns != "" {
-			u.foreignOnce.Do(func() {
-				u.Printf("prun: a connection to job %s, which another launch runs, is refused: Open MPI connects the jobs of one launch only (MPICH's processes connect across launches, with -nameserver)\n", ns)
-			})
-		}
-		done(nil, pmixsrv.ErrBadParam)
+		done(nil, u.Unresolved(kind, procs))
 		return
 	}
-	sig := kind + "|" + signature(procs)
-	u.mu.Lock()
-	for n := range need {
-		if err := u.lost[n]; err != nil {
-			u.mu.Unlock()
-			done(nil, err)
-			return
-		}
-	}
-	f, ok := u.fences[sig]
-	if !ok {
-		f = &fence{nodes: need, need: need, data: map[string][]byte{}}
-		if u.via != nil {
-			f.need = map[string]bool{}
-			for n := range need {
-				f.need[u.via(n)] = true
-			}
-		}
-		u.fences[sig] = f
-	}
-	f.data[node] = data
-	f.dones = append(f.dones, done)
-	complete := len(f.data) >= len(f.need)
-	if complete {
-		delete(u.fences, sig)
-	}
-	u.mu.Unlock()
-	if !complete {
-		return
-	}
-	names := make([]string, 0, len(f.data))
-	size := 0
-	for n, d := range f.data {
+	names := make([]string, 0, len(nodes))
+	for n := range nodes {
 		names = append(names, n)
-		size += len(d)
 	}
-	sort.Strings(names)
-	all := make([]byte, 0, size)
-	for _, n := range names {
-		all = append(all, f.data[n]...)
-	}
-	for _, d := range f.dones {
-		d(all, nil)
-	}
+	u.root.Contribute(kind, procs, names, data, done)
 }
 
-// FailCollectives fails, with err, the pending collectives that any of
-// hosts (lost nodes) takes part in, and any later one.
-func (u *upstream) FailCollectives(hosts []string, err error) {
-	u.mu.Lock()
-	if u.lost == nil {
-		u.lost = map[string]error{}
+// Unresolved is the answer to a collective among procs that name a job
+// this launch does not run.
+func (u *upstream) Unresolved(kind string, procs []pmixsrv.Proc) error {
+	if ns := u.foreign(procs); kind == "connect" && ns != "" {
+		u.foreignOnce.Do(func() {
+			u.Printf("prun: a connection to job %s, which another launch runs, is refused: Open MPI connects the jobs of one launch only (MPICH's processes connect across launches, with -nameserver)\n", ns)
+		})
 	}
-	for _, h := range hosts {
-		u.lost[h] = err
-	}
-	var failed []*fence
-	for sig, f := range u.fences {
-		for n := range f.nodes {
-			if u.lost[n] != nil {
-				failed = append(failed, f)
-				delete(u.fences, sig)
-				break
-			}
-		}
-	}
-	u.mu.Unlock()
-	for _, f := range failed {
-		for _, d := range f.dones {
-			d(nil, err)
-		}
-	}
-}
-
-func signature(procs []pmixsrv.Proc) string {
-	s := make([]string, len(procs))
-	for i, p := range procs {
-		s[i] = p.String()
-	}
-	sort.Strings(s)
-	return strings.Join(s, ",")
+	return pmixsrv.ErrBadParam
 }
 
 // DirectModex asks the daemon that hosts target for its data.

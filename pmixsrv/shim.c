@@ -76,6 +76,12 @@ static pmix_status_t tr_disconnect(const pmix_proc_t procs[], size_t nprocs, con
     return goConnect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, 1, cb, cbd);
 }
 
+static pmix_status_t tr_group(pmix_group_operation_t op, char grp[], const pmix_proc_t procs[], size_t nprocs,
+                              const pmix_info_t info[], size_t ninfo, pmix_info_cbfunc_t cb, void *cbd)
+{
+    return goGroup((int)op, grp, (pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, cb, cbd);
+}
+
 static pmix_status_t tr_register_events(pmix_status_t *codes, size_t ncodes, const pmix_info_t info[],
                                         size_t ninfo, pmix_op_cbfunc_t cb, void *cbd)
 {
@@ -187,6 +193,7 @@ static pmix_server_module_t module = {
     .log = tr_log,
     .job_control = tr_job_control,
     .tool_connected = tr_tool_connected,
+    .group = tr_group,
 };
 
 pmix_status_t prun_server_init(pmix_info_t *info, size_t ninfo)

@@ -10,16 +10,20 @@ import (
 	"sync"
 
 	"prun/ctl"
+	"prun/daemon"
 	"prun/pmixsrv"
 )
 
-// Collectives (PMIx fences, PMI barriers, connect and disconnect) combine
-// along the tree: a vertex waits for its own node's contribution (when its
-// node takes part) and for one combined contribution from each child whose
-// subtree holds a participant, sends one contribution up, and hands the
-// result down once per child that contributed. The launcher (vertex 0)
-// completes it, and decides failures: a lost node is broadcast down
-// (tCollFail) and fails every pending collective it takes part in.
+// Collectives (PMIx fences, PMI barriers, connect and disconnect, group
+// construct and destruct) combine along the tree: a vertex waits for its
+// own node's contribution (when its node takes part) and for one combined
+// contribution from each child whose subtree holds a participant, sends one
+// contribution up, and hands the result down once per child that
+// contributed. The launcher is vertex 0 of the same combination (Root): it
+// combines its children's contributions and its own node's, completes the
+// collective (Root.Finish: a group's context id is assigned there), and
+// decides failures: a lost node, or a group member's death, is broadcast
+// down (tCollFail) and fails every pending collective it takes part in.
 //
 // A collective is keyed by its kind and its participants (namespace and
 // ranks), so the collectives of several jobs, or of disjoint groups of one
@@ -50,19 +54,58 @@ type coll struct {
 	sent   bool // combined and sent up: waiting for the result
 }
 
-// collectives are the collectives pending at one daemon's vertex.
+// collectives are the collectives pending at one vertex.
 type collectives struct {
 	me, fanout int
-	// up sends a combined contribution to the parent.
-	up func(key string, c *coll, data []byte)
+	// up sends a combined contribution to the parent (a daemon's vertex);
+	// finish completes it (the launcher's: up is nil).
+	up     func(key string, c *coll, data []byte)
+	finish func(c *coll, all []byte) ([]byte, error)
 
 	mu      sync.Mutex
 	pending map[string]*coll
-	lost    map[int]error // vertices the launcher declared lost
+	lost    map[int]error          // vertices the launcher declared lost
+	dead    map[pmixsrv.Proc]error // processes the launcher declared dead (failsOnDeath kinds)
 }
 
 func newCollectives(me, fanout int, up func(string, *coll, []byte)) *collectives {
-	return &collectives{me: me, fanout: fanout, up: up, pending: map[string]*coll{}, lost: map[int]error{}}
+	return &collectives{me: me, fanout: fanout, up: up, pending: map[string]*coll{}, lost: map[int]error{},
+		dead: map[pmixsrv.Proc]error{}}
+}
+
+// GroupConstruct is the kind prefix of a PMIx group's construction (the
+// kind is the prefix and the group's name): a member's death fails it, and
+// a destruct of a group with a dead member.
+const GroupConstruct = daemon.GroupConstructKind
+
+// failsOnDeath says whether a participant's death fails collectives of
+// kind. Fences and barriers are left to the job's end policy, as before.
+func failsOnDeath(kind string) bool {
+	return strings.HasPrefix(kind, GroupConstruct) || strings.HasPrefix(kind, daemon.GroupDestructKind)
+}
+
+// involves says whether procs names p (itself, or its whole namespace).
+func involves(procs []pmixsrv.Proc, p pmixsrv.Proc) bool {
+	for _, q := range procs {
+		if q.Nspace == p.Nspace && (q.Rank == p.Rank || q.Rank == pmixsrv.RankWildcard) {
+			return true
+		}
+	}
+	return false
+}
+
+// deadIn is the error of a dead participant of a collective of kind among
+// procs, if any (cs.mu held).
+func (cs *collectives) deadIn(kind string, procs []pmixsrv.Proc) error {
+	if len(cs.dead) == 0 || !failsOnDeath(kind) {
+		return nil
+	}
+	for p, err := range cs.dead {
+		if involves(procs, p) {
+			return err
+		}
+	}
+	return nil
 }
 
 // contributors are the vertices that contribute to a collective of
@@ -90,6 +133,11 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 			done(nil, err)
 			return
 		}
+	}
+	if err := cs.deadIn(kind, procs); err != nil {
+		cs.mu.Unlock()
+		done(nil, err)
+		return
 	}
 	c := cs.pending[key]
 	if c == nil {
@@ -120,6 +168,11 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 	c.sent = true
 	all := combine(c.data)
 	cs.mu.Unlock()
+	if cs.finish != nil {
+		res, err := cs.finish(c, all)
+		cs.result(key, res, err)
+		return
+	}
 	cs.up(key, c, all)
 }
 
@@ -182,6 +235,39 @@ func (cs *collectives) fail(lost []int, err error) {
 	}
 }
 
+// failProc ends, with err, every pending collective of a kind that fails
+// on a participant's death in which p takes part, and any later one.
+func (cs *collectives) failProc(p pmixsrv.Proc, err error) {
+	cs.mu.Lock()
+	if cs.dead[p] == nil {
+		cs.dead[p] = err
+	}
+	var failed []*coll
+	for key, c := range cs.pending {
+		if failsOnDeath(c.kind) && involves(c.procs, p) {
+			failed = append(failed, c)
+			delete(cs.pending, key)
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range failed {
+		for _, d := range c.dones {
+			d(nil, err)
+		}
+	}
+}
+
+// forget drops the dead processes of a namespace that is over.
+func (cs *collectives) forget(nspace string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for p := range cs.dead {
+		if p.Nspace == nspace {
+			delete(cs.dead, p)
+		}
+	}
+}
+
 // failAll ends every pending collective: the daemon is ending.
 func (cs *collectives) failAll(err error) {
 	cs.mu.Lock()
@@ -194,6 +280,81 @@ func (cs *collectives) failAll(err error) {
 		}
 	}
 }
+
+// Root is the launcher's vertex (0) of the collectives: the root of their
+// combination along the tree, where each completes (Finish) and where their
+// failures are decided. Without remote nodes it is the only vertex.
+type Root struct {
+	cs *collectives
+	// Finish completes a collective from every contribution (combined in
+	// vertex order); nil: the result is that combination (an allgather).
+	// It runs once per collective, on whichever goroutine brought its last
+	// contribution.
+	Finish func(kind string, procs []pmixsrv.Proc, all []byte) ([]byte, error)
+
+	mu    sync.Mutex
+	verts map[string]int         // remote hosts' vertices (attach)
+	down  func(typ uint8, m any) // a broadcast to every daemon (attach)
+}
+
+// NewRoot returns the root of a launch (or of a persistent runtime, whose
+// jobs share it).
+func NewRoot() *Root {
+	r := &Root{verts: map[string]int{}}
+	r.cs = newCollectives(0, 1, nil)
+	r.cs.finish = func(c *coll, all []byte) ([]byte, error) {
+		if r.Finish == nil {
+			return all, nil
+		}
+		return r.Finish(c.kind, c.procs, all)
+	}
+	return r
+}
+
+// attach makes the root the top of a tree of daemons on hosts (vertex i+1
+// for hosts[i]), with fanout children a vertex; down broadcasts to them.
+func (r *Root) attach(hosts []string, fanout int, down func(typ uint8, m any)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, h := range hosts {
+		r.verts[h] = i + 1
+	}
+	r.down = down
+	r.cs.mu.Lock()
+	r.cs.fanout = fanout
+	r.cs.mu.Unlock()
+}
+
+// Contribute is the launcher's own node's contribution to a collective
+// among procs, whose nodes are named: every other participating node's
+// comes up the tree.
+func (r *Root) Contribute(kind string, procs []pmixsrv.Proc, nodes []string, data []byte, done func([]byte, error)) {
+	r.mu.Lock()
+	verts := make([]int, 0, len(nodes))
+	for _, n := range nodes {
+		verts = append(verts, r.verts[n]) // 0: the launcher's node
+	}
+	r.mu.Unlock()
+	slices.Sort(verts)
+	verts = slices.Compact(verts)
+	r.cs.contribute(0, collKey(kind, procs), kind, procs, verts, data, done)
+}
+
+// FailProc fails, everywhere, the collectives that fail on a
+// participant's death (group constructs) in which p takes part, and later
+// ones, with err.
+func (r *Root) FailProc(p pmixsrv.Proc, err error) {
+	r.mu.Lock()
+	down := r.down
+	r.mu.Unlock()
+	if down != nil {
+		down(tCollFail, &collFail{Procs: []pmixsrv.Proc{p}, status: statusOf(err)})
+	}
+	r.cs.failProc(p, err)
+}
+
+// Forget drops what the root keeps of a namespace that is over.
+func (r *Root) Forget(nspace string) { r.cs.forget(nspace) }
 
 // packVerts writes sorted, distinct vertices as ranges (first, last pairs):
 // a job's nodes are mostly consecutive vertices.
@@ -243,9 +404,11 @@ type collResult struct {
 	status
 }
 
-// collFail is nodes lost: the collectives they take part in fail (tCollFail).
+// collFail is nodes lost, or a process dead (a group member): the
+// collectives they take part in fail (tCollFail).
 type collFail struct {
-	Verts []int `json:",omitzero"` // as ranges (packVerts)
+	Verts []int          `json:",omitzero"` // as ranges (packVerts)
+	Procs []pmixsrv.Proc `json:",omitzero"` // dead processes (failsOnDeath kinds)
 	status
 }
 

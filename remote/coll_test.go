@@ -38,31 +38,38 @@ func FuzzUnpackVerts(f *testing.F) {
 	})
 }
 
-// A tree of 13 daemons, fanout 3: every vertex's collectives, wired as the
-// control plane wires them, give every participant the same bytes, and the
-// launcher one contribution per child.
+// A tree of 13 daemons under the launcher's root, fanout 3: every vertex's
+// collectives, wired as the control plane wires them, give every
+// participant (the launcher's node among them) the same bytes, and the
+// root one contribution per child.
 func TestCollectivesCombine(t *testing.T) {
 	const n, k = 13, 3
-	verts := []int{2, 5, 6, 12, 13} // vertices 1, 3 and 4 only relay
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("h%d", i+1)
+	}
+	verts := []int{0, 2, 5, 6, 12, 13} // vertices 1, 3 and 4 only relay
 	procs := []pmixsrv.Proc{{Nspace: "j", Rank: pmixsrv.RankWildcard}}
 	key := collKey("pmix", procs)
+	root := NewRoot()
+	root.attach(hosts, k, func(uint8, any) {})
 	var mu sync.Mutex
-	atRoot := map[int][]byte{}
+	atRoot := map[int]int{}
 	cs := make([]*collectives, n+1)
+	cs[0] = root.cs
 	for v := 1; v <= n; v++ {
 		cs[v] = newCollectives(v, k, func(key string, c *coll, data []byte) {
 			p := ctl.Parent(v, k)
 			if p == 0 {
 				mu.Lock()
-				atRoot[v] = data
+				atRoot[v]++
 				mu.Unlock()
-				return
 			}
 			cs[p].contribute(v, key, c.kind, c.procs, c.verts, data, func(all []byte, err error) { cs[v].result(key, all, err) })
 		})
 	}
 	results := map[int][]byte{}
-	for _, v := range verts {
+	for _, v := range verts[1:] {
 		cs[v].contribute(v, key, "pmix", procs, verts, []byte{byte(v)}, func(all []byte, err error) {
 			if err != nil {
 				t.Errorf("vertex %d: %v", v, err)
@@ -70,21 +77,49 @@ func TestCollectivesCombine(t *testing.T) {
 			results[v] = all
 		})
 	}
-	if len(atRoot) != 3 || atRoot[1] == nil || atRoot[2] == nil || atRoot[3] == nil {
-		t.Fatalf("the launcher heard from %v, want vertices 1, 2 and 3 once each", atRoot)
+	if len(results) != 0 {
+		t.Fatalf("done before the launcher's node contributed: %v", results)
 	}
-	all := append(append(append([]byte{}, atRoot[1]...), atRoot[2]...), atRoot[3]...)
-	for v := 1; v <= 3; v++ {
-		cs[v].result(key, all, nil)
+	nodes := []string{"launcher", "h2", "h5", "h6", "h12", "h13"}
+	root.Contribute("pmix", procs, nodes, []byte{0}, func(all []byte, err error) { results[0] = all })
+	if len(atRoot) != 3 || atRoot[1] != 1 || atRoot[2] != 1 || atRoot[3] != 1 {
+		t.Fatalf("the root heard from %v, want vertices 1, 2 and 3 once each", atRoot)
+	}
+	want := results[0]
+	if got := slices.Sorted(slices.Values(want)); !slices.Equal(got, []byte{0, 2, 5, 6, 12, 13}) {
+		t.Errorf("result %v: want one byte per participant", want)
 	}
 	for _, v := range verts {
-		if !slices.Equal(results[v], all) {
-			t.Errorf("vertex %d got %v, want %v", v, results[v], all)
+		if !slices.Equal(results[v], want) {
+			t.Errorf("vertex %d got %v, want %v", v, results[v], want)
 		}
 	}
-	if len(all) != len(verts) {
-		t.Errorf("result %v: want one byte per participant", all)
+}
+
+// A group member's death, broadcast from the root, fails the pending group
+// constructs it takes part in, and later ones, but not fences.
+func TestCollectivesFailProc(t *testing.T) {
+	cs := newCollectives(1, 2, func(string, *coll, []byte) { t.Error("sent up") })
+	dead := pmixsrv.Proc{Nspace: "a", Rank: 3}
+	grp := GroupConstruct + "g"
+	pa := []pmixsrv.Proc{{Nspace: "a", Rank: 1}, dead}
+	var errG, errF error
+	doneG, doneF := false, false
+	cs.contribute(1, collKey(grp, pa), grp, pa, []int{1, 3}, nil, func(_ []byte, err error) { doneG, errG = true, err })
+	cs.contribute(1, collKey("pmix", pa), "pmix", pa, []int{1, 3}, nil, func(_ []byte, err error) { doneF, errF = true, err })
+	died := errors.New("rank 3 died")
+	cs.failProc(dead, died)
+	if !doneG || errG != died || doneF {
+		t.Errorf("group done %v (%v), fence done %v (%v)", doneG, errG, doneF, errF)
 	}
+	var errL error
+	whole := []pmixsrv.Proc{{Nspace: "a", Rank: pmixsrv.RankWildcard}}
+	cs.contribute(1, collKey(grp, whole), grp, whole, []int{1, 3}, nil, func(_ []byte, err error) { errL = err })
+	if errL != died {
+		t.Errorf("a later group of the dead rank's namespace: %v", errL)
+	}
+	cs.forget("a")
+	cs.contribute(1, collKey(grp, whole), grp, whole, []int{1, 3}, nil, func(_ []byte, err error) { t.Errorf("after forget: %v", err) })
 }
 
 // A lost vertex fails the pending collectives it takes part in, and later

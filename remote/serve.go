@@ -454,6 +454,7 @@ func (n *node) handle(typ uint8, body []byte) error {
 	case tForget:
 		return on(body, func(m *forget) {
 			n.stdin.drop(m.Nspace)
+			n.coll.forget(m.Nspace)
 			go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
 		})
 	case tServeDmodex:
@@ -488,10 +489,16 @@ func (n *node) handle(typ uint8, body []byte) error {
 		}
 		n.coll.result(m.Coll, data, m.collErr())
 	case tCollFail:
+		// Lost nodes, or a dead process (a group member).
 		return on(body, func(m *collFail) {
-			lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
-			if err == nil {
-				n.coll.fail(lost, m.collErr())
+			for _, p := range m.Procs {
+				n.coll.failProc(p, m.collErr())
+			}
+			if len(m.Verts) > 0 {
+				lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+				if err == nil {
+					n.coll.fail(lost, m.collErr())
+				}
 			}
 		})
 	case tClose:
@@ -501,6 +508,13 @@ func (n *node) handle(typ uint8, body []byte) error {
 		n.closed.Store(true)
 		n.closeDaemon()
 		n.closedHere()
+		if n.boot.Agent == AgentSlurm {
+			// A daemon of the Slurm step (a leaf: every daemon is the
+			// launcher's child) has answered: it ends now rather than when
+			// the launcher closes its link, so that Slurm's record of the
+			// step's end, which prun waits for, starts sooner.
+			n.end("closed")
+		}
 	}
 	return nil
 }

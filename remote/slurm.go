@@ -12,14 +12,15 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"prun/daemon"
+	"prun/hostfile"
 	"prun/internal/sigcatch"
+	"prun/internal/trace"
 )
 
 // Launch agents: how a vertex starts its children's daemons.
@@ -85,9 +86,9 @@ type step struct {
 
 	// The verdict on the step's end, asked of Slurm once (slurmFail).
 	asked       sync.Once
-	verdictHost string      // the node Slurm declared failed ("": none)
-	verdict     string      // "" when Slurm said nothing telling
-	named       atomic.Bool // verdictHost was reported lost
+	verdictHost string    // the node Slurm declared failed ("": none)
+	verdict     string    // "" when Slurm said nothing telling
+	named       sync.Once // verdictHost reported lost, by the first other node's report; the others wait for it
 }
 
 // slurmEndedStep starts a daemon's word that Slurm signalled its step.
@@ -124,10 +125,13 @@ func (s *spawner) slurmFail(v int, err error) {
 	// The failed node first, once; then v itself, which is lost too (its
 	// daemon ends on Slurm's SIGTERM or has ended): every node must be
 	// reported, or the launcher waits for ranks no daemon will report.
+	// (A flag set before the report let a second node's report overtake it:
+	// prun named prun-s1, not the failed prun-s2. sync.Once makes the
+	// others wait until it is queued.)
 	if st.verdictHost != "" {
 		for i, h := range s.boot.Hosts {
-			if h == st.verdictHost && i+1 != v && !st.named.Swap(true) {
-				s.fail(i+1, errors.New(st.verdict))
+			if h == st.verdictHost && i+1 != v {
+				st.named.Do(func() { s.fail(i+1, errors.New(st.verdict)) })
 			}
 		}
 	}
@@ -277,6 +281,7 @@ func (s *spawner) startStep(kids []int, env []string) {
 		}
 		started <- nil
 		st.err = cmd.Wait()
+		trace.Mark("srun exited")
 		close(st.ended)
 	}()
 	if err := <-started; err != nil {
@@ -287,6 +292,7 @@ func (s *spawner) startStep(kids []int, env []string) {
 	s.step = st
 	s.mu.Unlock()
 	st.stdin.Write(append(line, '\n')) // the pipe holds it: srun reads it once the step runs
+	trace.Mark("srun started")
 	go func() {
 		select {
 		case <-st.ended:
@@ -457,21 +463,46 @@ func (n *node) holdSlurmKill(ev daemon.Event) {
 	}
 }
 
-// stepVars are the variables a Slurm step gives its tasks that describe
-// the daemons' step, not the job: the ranks a daemon starts must not take
-// them for their own (an MPI library would think srun launched it).
-func stepVar(k string) bool {
+// The Slurm variables of a rank. A rank on any node sees the job as prun
+// was given it (salloc's, sbatch's, or the step's prun runs in): the
+// launcher's SLURM_* variables, never those srun gave the daemons' step
+// (its job name prun-daemons, its step id, nodes and tasks). Three kinds
+// stay apart:
+//   - a node's own (slurmNodeVar): each daemon keeps its node's, and
+//     SLURM_NODEID is the node's index in the launcher's SLURM_NODELIST
+//     (the batch step's rule: its first node is 0);
+//   - a Slurm task's identity (SLURM_PROCID, SLURM_LOCALID, ...): no
+//     rank is a Slurm task, so no rank gets one (daemon.Inherited drops
+//     them on every node, prun's own included);
+//   - the rest: the job's, sent in the bootstrap (slurmJobEnv).
+
+// slurmNodeVar names the variables that describe the node a process runs on.
+func slurmNodeVar(k string) bool {
 	switch k {
-	case "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASK_PID", "SLURM_GTIDS", "SLURM_NTASKS", "SLURM_NPROCS",
-		"SLURM_STEPID", "SLURM_DISTRIBUTION", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_PRIO_PROCESS", "SLURM_UMASK",
-		"SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_MPI_TYPE", "SLURM_LABELIO":
+	case "SLURM_NODEID", "SLURM_CPUS_ON_NODE", "SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN":
 		return true
 	}
-	return strings.HasPrefix(k, "SLURM_STEP_") || strings.HasPrefix(k, "SLURM_SRUN_") || strings.HasPrefix(k, "SLURM_CPU_BIND")
+	return false
+}
+
+// slurmJobEnv is what of the launcher's environment describes its Slurm
+// job for the ranks of other nodes: its SLURM_* variables less the node's
+// own and a task's identity.
+func slurmJobEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "SLURM_") && !slurmNodeVar(k) && daemon.Inherited(kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // slurmDaemonEnv prepares a daemon started by the step: it finds its
-// vertex by its Slurm node name and drops the step's variables.
+// vertex by its Slurm node name, drops every SLURM_* variable of the step
+// but its node's own, and appends these to b.Env after the job's (Serve
+// sets b.Env's variables in order: the node's win).
 func slurmDaemonEnv(b *Bootstrap) error {
 	b.hint = os.Getenv("SLURM_LAUNCH_NODE_IPADDR") // the launcher's node, as SSH_CONNECTION says for SSH
 	name := os.Getenv("SLURMD_NODENAME")
@@ -483,13 +514,47 @@ func slurmDaemonEnv(b *Bootstrap) error {
 			b.Vertex = i + 1
 		}
 	}
+	var own []string
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); stepVar(k) {
-			os.Unsetenv(k)
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "SLURM_") {
+			continue
+		}
+		if slurmNodeVar(k) && k != "SLURM_NODEID" { // the step's node ids count the step's nodes
+			own = append(own, kv)
+		}
+		os.Unsetenv(k)
+	}
+	list := ""
+	for _, kv := range b.Env {
+		if v, ok := strings.CutPrefix(kv, "SLURM_NODELIST="); ok {
+			list = v
 		}
 	}
+	if nodes, err := hostfile.ExpandNodelist(list); err == nil {
+		for i, n := range nodes {
+			if n == name {
+				own = append(own, fmt.Sprintf("SLURM_NODEID=%d", i))
+			}
+		}
+	}
+	b.Env = append(b.Env, own...)
 	if b.Vertex == 0 {
 		return fmt.Errorf("this node (%s) is not among the daemons' hosts", name)
 	}
 	return nil
+}
+
+// SlurmStepEnded is closed once the daemons' Slurm step has ended (srun
+// exited: scancel, the job's time limit or end, a failed node); nil when
+// the daemons are no Slurm step. A persistent runtime ends with it: Slurm
+// ends a step's daemons only with their job, and no other step could
+// start them again in an allocation that is over.
+func (t *Tree) SlurmStepEnded() <-chan struct{} {
+	t.kids.mu.Lock()
+	defer t.kids.mu.Unlock()
+	if t.kids.step == nil {
+		return nil
+	}
+	return t.kids.step.ended
 }

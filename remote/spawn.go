@@ -427,6 +427,7 @@ func (s *spawner) close() {
 	for _, sess := range sessions {
 		sess.Close()
 	}
+	trace.Mark("links closed")
 }
 
 // waitSessions waits, at most until deadline, for the children's remote

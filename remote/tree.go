@@ -53,6 +53,9 @@ type Config struct {
 	// SLURM_* variables).
 	Agent     string
 	LaunchEnv []string
+	// Root is the launcher's vertex of the collectives (coll.go), shared
+	// with its own node; nil: a root of the tree's own.
+	Root *Root
 }
 
 // DefaultFanout is the tree's default width; see docs/benchmarks.md for
@@ -86,9 +89,6 @@ type Tree struct {
 
 	closeAnswers chan int // daemons that answered the closing broadcast, a subtree at a time (tClosed)
 
-	vertOnce sync.Once
-	verts    map[string]int // host -> vertex (Via)
-
 	// The stdin windows, per vertex and stream (stdin.go), made as a
 	// stream's first chunk goes, dropped at its end (t.mu); the preload
 	// windows, per vertex (index v-1).
@@ -98,6 +98,7 @@ type Tree struct {
 	out *outFlow
 
 	stats stats // the launcher's structural counters (stats.go)
+	root  *Root // the collectives' vertex 0 (coll.go)
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -133,7 +134,10 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	advertise := ln.Hosts()
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*hello{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
-		stdin: map[stdinKey]*window{}, preload: make([]*window, len(cfg.Hosts))}
+		stdin: map[stdinKey]*window{}, preload: make([]*window, len(cfg.Hosts)), root: cfg.Root}
+	if t.root == nil {
+		t.root = NewRoot()
+	}
 	for i := range t.preload {
 		t.preload[i] = newWindow(preloadWindow)
 	}
@@ -143,6 +147,9 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Logins: cfg.Logins, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
+	if agent == AgentSlurm {
+		boot.Env = append(slices.Clip(cfg.Env), slurmJobEnv(cfg.LaunchEnv)...)
+	}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.kids.sent = func(typ uint8, n int) {
 		switch typ {
@@ -154,6 +161,12 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		}
 	}
 	t.kids.env = cfg.LaunchEnv
+	t.root.attach(cfg.Hosts, cfg.Fanout, func(typ uint8, m any) {
+		body, err := encode(m)
+		if err == nil {
+			t.kids.broadcast(typ, frame(toBroadcast, toLauncher, body))
+		}
+	})
 	t.kids.start()
 	select {
 	case <-t.ready:
@@ -186,7 +199,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 	label := host
 	t.mu.Lock()
 	started := len(t.hellos) == len(t.cfg.Hosts)
-	closing := t.closing
+	closing := t.closing || t.closeAnswers != nil // a daemon that answered the close may end before its link is closed
 	for v, h := range t.cfg.Hosts {
 		if h != host {
 			continue
@@ -640,12 +653,18 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 	case tEvent:
 		return on(body, func(ev *daemon.Event) { t.out.pushEvent(v, *ev) })
 	case tFence:
+		// A collective whose participants the daemon could not resolve (a
+		// namespace it has no plan of): the launcher says why it fails.
 		return on(body, func(m *fenceReq) {
-			up.Fence(host, m.Kind, m.Procs, m.Data, func(data []byte, err error) { answer(t, v, m.ID, data, err) })
+			var err error = pmixsrv.ErrBadParam
+			if u, ok := up.(unresolved); ok {
+				err = u.Unresolved(m.Kind, m.Procs)
+			}
+			answer(t, v, m.ID, []byte(nil), err)
 		})
 	case tColl:
-		// A child's subtree's combined contribution: the launcher is the
-		// last vertex of the combination (upstream.Fence, through Via).
+		// A child's subtree's combined contribution, to the launcher's
+		// vertex of the combination.
 		var m collUp
 		data, err := decodeColl(body, &m)
 		if err != nil {
@@ -653,11 +672,17 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 		}
 		key := m.Coll
 		t.stats.collIn(key, size)
-		up.Fence(host, m.Kind, m.Procs, data, func(res []byte, err error) {
+		done := func(res []byte, err error) {
 			b := frame(uint32(v), toLauncher, encodeColl(&collResult{Coll: key, status: statusOf(err)}, res))
 			t.stats.collOut(key, len(b), err != nil)
 			t.kids.send(v, tCollDone, b)
-		})
+		}
+		verts, err := unpackVerts(m.Verts, len(t.cfg.Hosts))
+		if err != nil {
+			done(nil, err)
+			return nil
+		}
+		t.root.cs.contribute(v, key, m.Kind, m.Procs, verts, data, done)
 	case tDmodex:
 		return on(body, func(m *dmodexReq) {
 			up.DirectModex(host, m.Proc, func(data []byte, err error) { answer(t, v, m.ID, data, err) })
@@ -714,31 +739,15 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 	return nil
 }
 
-// Via names the launcher's child through which the daemon of host is
-// reached: the contributor the launcher hears from, in a collective that
-// host takes part in. Any other name (this node's) is its own.
-func (t *Tree) Via(host string) string {
-	t.vertOnce.Do(func() {
-		t.verts = make(map[string]int, len(t.cfg.Hosts))
-		for i, h := range t.cfg.Hosts {
-			t.verts[h] = i + 1
-		}
-	})
-	v, ok := t.verts[host]
-	if !ok {
-		return host
-	}
-	return t.cfg.Hosts[ctl.NextHop(0, v, t.cfg.Fanout)-1]
-}
-
-// collFailer is the launcher's side of a collective's failure (upstream).
-type collFailer interface {
-	FailCollectives(hosts []string, err error)
+// unresolved is the launcher's answer to a collective whose participants
+// a daemon could not resolve (upstream).
+type unresolved interface {
+	Unresolved(kind string, procs []pmixsrv.Proc) error
 }
 
 // failCollectives fails, everywhere, the collectives that the daemons of
 // vertices lost take part in: the launcher decides, each daemon fails its
-// pending ones (and later ones with those nodes), and the launcher's own.
+// pending ones (and later ones with those nodes), and so does the root.
 func (t *Tree) failCollectives(lost []int, cause error) {
 	if len(lost) == 0 {
 		return
@@ -747,11 +756,5 @@ func (t *Tree) failCollectives(lost []int, cause error) {
 	err := fmt.Errorf("a collective failed: %v: %w", cause, pmixsrv.ErrUnreach)
 	body, _ := encode(&collFail{Verts: packVerts(lost), status: statusOf(err)}) // numbers and words: it encodes
 	t.kids.broadcast(tCollFail, frame(toBroadcast, toLauncher, body))
-	if f, ok := t.up.(collFailer); ok {
-		hosts := make([]string, len(lost))
-		for i, w := range lost {
-			hosts[i] = t.cfg.Hosts[w-1]
-		}
-		f.FailCollectives(hosts, err)
-	}
+	t.root.cs.fail(lost, err)
 }
