@@ -265,6 +265,23 @@ func TestDVMTools(t *testing.T) {
 		}
 	}
 	d.expectServing(t)
+
+	// A DVM whose node is named localhost, not by the machine's name: pps
+	// finds it by its pid all the same.
+	l := startDVM(t, nil, "--host", "localhost:2")
+	goFile = filepath.Join(t.TempDir(), "go")
+	p := l.start(t, opts{args: []string{"-n", "1", "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)}})
+	var ns string
+	for _, n := range l.waitJobs(t, 1) {
+		ns = n
+	}
+	cmd := exec.Command("pps", "--pid", fmt.Sprint(l.pid))
+	cmd.Env = append(baseEnv(), "TMPDIR="+l.tmp)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), ns) {
+		t.Errorf("pps --pid of a DVM on localhost: %v\n%s\nwant %s", err, out, ns)
+	}
+	os.WriteFile(goFile, nil, 0o644)
+	expectCode(t, p.wait(), 0)
 }
 
 // waitFiles waits until every file exists.
