@@ -25,6 +25,21 @@ var (
 	HandshakeTimeout = 5 * time.Second
 )
 
+// Silence is how long a launch of n daemons waits for a silent peer
+// (SetSilence): DeadAfter, and a heartbeat's interval more per 64 daemons,
+// at most 12 DeadAfters. Starting a large tree loads the launcher (every
+// daemon's hello, the plan) and, on a shared machine, every vertex: a peer
+// starved of CPU for a few seconds is not lost. The price: a node that
+// vanishes is found that much later (a killed daemon's link closes at
+// once). TCP_USER_TIMEOUT at DeadAfter would tell a dead node's kernel
+// from a starved process's, but on loopback it closed the links of a
+// stopped launcher within DeadAfter as well (TestSimulatedTree256).
+func Silence(n int) time.Duration {
+	livenessMu.RLock()
+	defer livenessMu.RUnlock()
+	return min(DeadAfter+time.Duration(n/64)*HeartbeatEvery, 12*DeadAfter)
+}
+
 // livenessMu orders a new link's reading of HeartbeatEvery and DeadAfter
 // with a test's change of them (a link a listener makes after its test
 // ended would otherwise race with the next test's settings).
@@ -59,8 +74,9 @@ type Link struct {
 
 	// The liveness settings in force when the link was made: a link's
 	// goroutines never read the package's variables, which tests change
-	// between links.
-	every, dead time.Duration
+	// between links. dead bounds a write; silent (under dmu) bounds the
+	// peer's silence, DeadAfter unless SetSilence said more.
+	every, dead, silent time.Duration
 }
 
 // SilentError is Recv's failure when the peer sent nothing, not even a
@@ -79,10 +95,24 @@ type conn interface {
 func newLink(c conn) *Link {
 	livenessMu.RLock()
 	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{}),
-		every: HeartbeatEvery, dead: DeadAfter}
+		every: HeartbeatEvery, dead: DeadAfter, silent: DeadAfter}
 	livenessMu.RUnlock()
 	go l.beat()
 	return l
+}
+
+// SetSilence sets how long the peer process may send nothing before Recv
+// fails (DeadAfter until then; see Silence).
+func (l *Link) SetSilence(d time.Duration) {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	l.silent = max(d, l.dead)
+}
+
+func (l *Link) silence() time.Duration {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	return l.silent
 }
 
 // Dial connects to a listener at addr and proves the secret.
@@ -123,8 +153,8 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 }
 
 // Recv returns the next frame that is not a heartbeat. It fails when the
-// peer closed the link or said nothing for DeadAfter (*SilentError), unless
-// it is suspended.
+// peer closed the link or said nothing for its silence limit (DeadAfter, or
+// SetSilence's; *SilentError), unless it is suspended.
 //
 // A deadline that passed while this process did not run (SIGSTOP) says
 // nothing of the peer, whose heartbeats wait in the socket: so the peer is
@@ -134,7 +164,8 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 // second look fails at once.)
 func (l *Link) Recv() (Frame, error) {
 	for {
-		l.arm(l.dead)
+		silent := l.silence()
+		l.arm(silent)
 		_, err := l.r.Peek(1)
 		if isTimeout(err) && !l.isSuspended() {
 			l.arm(l.every / 2)
@@ -144,16 +175,16 @@ func (l *Link) Recv() (Frame, error) {
 			if l.isSuspended() {
 				continue
 			}
-			return Frame{}, &SilentError{l.dead}
+			return Frame{}, &SilentError{silent}
 		}
 		if err != nil {
 			return Frame{}, err
 		}
-		l.arm(l.dead) // for the rest of the frame
+		l.arm(silent) // for the rest of the frame
 		f, err := ReadFrame(l.r)
 		if err != nil {
 			if isTimeout(err) {
-				return Frame{}, &SilentError{l.dead}
+				return Frame{}, &SilentError{silent}
 			}
 			return Frame{}, err
 		}
@@ -195,12 +226,12 @@ func (l *Link) Suspend() {
 	l.c.SetReadDeadline(time.Time{})
 }
 
-// Resume expects heartbeats again, the first within DeadAfter from now.
+// Resume expects heartbeats again, the first within the silence limit from now.
 func (l *Link) Resume() {
 	l.dmu.Lock()
 	defer l.dmu.Unlock()
 	l.suspended = false
-	l.c.SetReadDeadline(time.Now().Add(l.dead))
+	l.c.SetReadDeadline(time.Now().Add(l.silent))
 }
 
 func (l *Link) beat() {

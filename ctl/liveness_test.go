@@ -118,3 +118,35 @@ func TestLinkSuspendResume(t *testing.T) {
 		t.Fatal("a resumed link with a silent peer was never lost")
 	}
 }
+
+// A link given a longer silence limit waits that long for a peer that
+// sends nothing (a starved peer), and no longer.
+func TestLinkSilenceLimit(t *testing.T) {
+	shortLiveness(t)
+	l, _ := silentPeer(t)
+	limit := 4 * DeadAfter
+	l.SetSilence(limit)
+	start := time.Now()
+	_, err := l.Recv()
+	var se *SilentError
+	if !errors.As(err, &se) || se.After != limit {
+		t.Fatalf("Recv from a silent peer: %v, want a SilentError after %v", err, limit)
+	}
+	if d := time.Since(start); d < limit || d > limit+5*time.Second {
+		t.Errorf("lost after %v, want %v", d, limit)
+	}
+}
+
+// The silence limit grows with the tree: DeadAfter for small ones, a
+// heartbeat's interval more per 64 daemons, at most 12 DeadAfters.
+func TestSilence(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want time.Duration
+	}{{1, DeadAfter}, {63, DeadAfter}, {256, DeadAfter + 4*HeartbeatEvery}, {1024, DeadAfter + 16*HeartbeatEvery},
+		{100000, 12 * DeadAfter}} {
+		if got := Silence(c.n); got != c.want {
+			t.Errorf("Silence(%d) = %v, want %v", c.n, got, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"prun/ctl"
 	"prun/daemon"
 	"prun/hostfile"
 	"prun/iof"
@@ -119,7 +120,7 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 			return nil, err
 		}
 		base.tree = tree
-		base.stall = startStallWatch()
+		base.stall = startStallWatch(ctl.Silence(len(hosts)))
 		topos.reported = map[string]*topology.Topology{}
 		for _, h := range hosts {
 			if t := tree.Topology(h); t != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"golang.org/x/sys/unix"
 
+	"prun/ctl"
 	"prun/daemon"
 	"prun/hostfile"
 	"prun/internal/progpath"
@@ -336,7 +337,7 @@ func (r *run) startNodes(s *startup) int {
 	s.replay = pending
 	r.tree = tree
 	s.defer_(func() { tree.Close() })
-	r.stall = startStallWatch()
+	r.stall = startStallWatch(ctl.Silence(len(hosts)))
 	s.defer_(r.stall.close)
 	if job.Place.Topology == "" {
 		r.topos.reported = map[string]*topology.Topology{}
@@ -948,6 +949,7 @@ func (r *run) onNodeLost(nl nodeLost) {
 		return
 	}
 	r.up.dropNode(nl.host)
+	r.pol.silence = r.stall.silence()
 	r.act(r.pol.nodeLost(nl.host, nl.err, r.stall.recent()))
 }
 

@@ -23,9 +23,10 @@ const (
 // case is a row of a table test (policy_test.go), and prun's exit status is
 // computed here alone (status).
 type policy struct {
-	quiet       bool // -q: a rank's own ending is not told (the exit status tells it)
-	recovery    bool // --enable-recovery: a rank's failure does not end the job
-	primaryOnly bool // -report-child-jobs-separately: spawned jobs' failures decide no status
+	quiet       bool          // -q: a rank's own ending is not told (the exit status tells it)
+	recovery    bool          // --enable-recovery: a rank's failure does not end the job
+	primaryOnly bool          // -report-child-jobs-separately: spawned jobs' failures decide no status
+	silence     time.Duration // the daemons' silence limit (ctl.Silence), for a stall's message
 
 	state     runState
 	fail      *failure       // the first failure: it decides the exit status
@@ -203,7 +204,7 @@ func (p *policy) timedOut(msg string) decision { return p.failed(msg, ExitTimeou
 // gave up on its silence: that, not the node, is the cause.
 func (p *policy) nodeLost(host string, err error, stalled time.Duration) decision {
 	if stalled > 0 {
-		return p.failed(stallMessage(stalled), ExitFailure)
+		return p.failed(stallMessage(stalled, p.silence), ExitFailure)
 	}
 	return p.failed(fmt.Sprintf("lost node %s: %s", host, strings.TrimPrefix(err.Error(), host+": ")), ExitFailure)
 }
@@ -332,10 +333,14 @@ func (a startupAbort) Error() string {
 	return fmt.Sprintf("job timed out after %s while %s; no rank had started", a.timeout, while)
 }
 
-// stallMessage names a launcher's stall as the cause of the job's end.
-func stallMessage(d time.Duration) string {
+// stallMessage names a launcher's stall as the cause of the job's end; its
+// daemons' silence limit was limit (ctl.DeadAfter when 0).
+func stallMessage(d, limit time.Duration) string {
+	if limit == 0 {
+		limit = ctl.DeadAfter
+	}
 	return fmt.Sprintf("the launcher was stopped for %v; its daemons gave up on it after %v without a heartbeat",
-		d.Round(time.Second), ctl.DeadAfter)
+		d.Round(time.Second), limit)
 }
 
 func signalName(sig syscall.Signal) string {

@@ -102,7 +102,7 @@ func TestPolicy(t *testing.T) {
 		}, status: 1, state: stateEnding},
 		{name: "a stalled launcher, not a lost node", steps: []step{
 			{func(p *policy) decision { return p.nodeLost("n2", errors.New("n2: link closed"), 15*time.Second) },
-				decision{stop: term, say: stallMessage(15 * time.Second), failed: stallMessage(15 * time.Second)}},
+				decision{stop: term, say: stallMessage(15*time.Second, 0), failed: stallMessage(15*time.Second, 0)}},
 		}, status: 1, state: stateEnding},
 		{name: "stdout's reader left", steps: []step{
 			{func(p *policy) decision { return p.brokenPipe() }, decision{stop: term}},

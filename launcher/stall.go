@@ -15,10 +15,11 @@ import (
 // (kill -STOP, then SIGCONT; a host too starved to schedule it): a ticker
 // that finds a gap between its ticks. Go's clock is monotonic and runs on
 // while the process is stopped. The daemons give up on a launcher silent
-// for ctl.DeadAfter; when they do, the launcher, back, names its own
+// for their silence limit (ctl.Silence); when they do, the launcher, back, names its own
 // stall rather than the nodes it finds gone.
 type stallWatch struct {
-	stop chan struct{}
+	stop  chan struct{}
+	limit time.Duration // the daemons' silence limit
 
 	mu      sync.Mutex
 	last    time.Time     // the latest tick
@@ -30,10 +31,12 @@ const stallTick = 250 * time.Millisecond
 
 // stallMin is the shortest stall that may make a daemon give up: it last
 // heard a heartbeat up to HeartbeatEvery before the launcher stopped.
-func stallMin() time.Duration { return ctl.DeadAfter - ctl.HeartbeatEvery }
+func (w *stallWatch) stallMin() time.Duration { return w.limit - ctl.HeartbeatEvery }
 
-func startStallWatch() *stallWatch {
-	w := &stallWatch{stop: make(chan struct{}), last: time.Now()}
+// startStallWatch watches for stalls that daemons with the silence limit
+// limit may have given up on.
+func startStallWatch(limit time.Duration) *stallWatch {
+	w := &stallWatch{stop: make(chan struct{}), limit: limit, last: time.Now()}
 	go func() {
 		t := time.NewTicker(stallTick)
 		defer t.Stop()
@@ -44,7 +47,7 @@ func startStallWatch() *stallWatch {
 			case now := <-t.C:
 				now = time.Now() // the tick's own time is when it was due
 				w.mu.Lock()
-				if d := now.Sub(w.last); d >= stallMin() {
+				if d := now.Sub(w.last); d >= w.stallMin() {
 					w.gap, w.resumed = d, now
 				}
 				w.last = now
@@ -53,6 +56,14 @@ func startStallWatch() *stallWatch {
 		}
 	}()
 	return w
+}
+
+// silence is the daemons' silence limit (0 without a watch).
+func (w *stallWatch) silence() time.Duration {
+	if w == nil {
+		return 0
+	}
+	return w.limit
 }
 
 func (w *stallWatch) close() {
@@ -72,10 +83,10 @@ func (w *stallWatch) recent() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	if d := now.Sub(w.last); d >= stallMin() {
+	if d := now.Sub(w.last); d >= w.stallMin() {
 		return d
 	}
-	if !w.resumed.IsZero() && now.Sub(w.resumed) < 3*ctl.DeadAfter {
+	if !w.resumed.IsZero() && now.Sub(w.resumed) < 3*w.limit {
 		return w.gap
 	}
 	return 0

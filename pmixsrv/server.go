@@ -11,6 +11,7 @@ package pmixsrv
 /*
 #cgo pkg-config: pmix
 #cgo LDFLAGS: -Wl,--wrap=accept -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -lhwloc -l:libmunge.so.2 -lz -lm
+#include <malloc.h>
 #include "shim.h"
 
 // The library is linked in from its static archive (found on pkg-config's
@@ -287,7 +288,14 @@ func (s *Server) RegisterNspace(nspace string, nlocal int, info []Info) error {
 	if err != nil {
 		return err
 	}
-	defer C.prun_info_free(a, n)
+	defer func() {
+		C.prun_info_free(a, n)
+		// The array (a pmix_info_t is over 500 bytes: its key is inline)
+		// of every rank's and node's keys, megabytes at a thousand nodes, is
+		// copied into libpmix's store now: its pages go back to the system
+		// rather than sit in malloc's free lists for the job's lifetime.
+		C.malloc_trim(0)
+	}()
 	ns := C.CString(nspace)
 	defer C.free(unsafe.Pointer(ns))
 	if rc := C.prun_register_nspace(ns, C.int(nlocal), a, n); rc != C.PMIX_SUCCESS {

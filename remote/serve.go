@@ -89,6 +89,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		overSSH = true
 	}
 	trace.Mark("connected")
+	parent.SetSilence(ctl.Silence(len(b.Hosts)))
 	n.parent = parent
 	defer parent.Close()
 	// Output waiting for credit gives up when the link goes: nothing will

@@ -118,7 +118,8 @@ func (s *spawner) localIP() net.IP {
 	return s.local
 }
 
-// maxParallelStarts bounds the SSH connections one vertex opens at once.
+// maxParallelStarts bounds the SSH connections one vertex opens at once
+// (a slot is held until the session is open, not for the daemon's life).
 const maxParallelStarts = 32
 
 func newSpawner(me int, boot Bootstrap, ln *ctl.Listener, up func(uint8, []byte), failed func(int, error)) *spawner {
@@ -144,8 +145,7 @@ func (s *spawner) start() {
 	for _, c := range kids {
 		go func() {
 			sem <- struct{}{}
-			defer func() { <-sem }()
-			s.launch(c, false)
+			s.launch(c, false, func() { <-sem })
 		}()
 	}
 }
@@ -179,8 +179,17 @@ const (
 const closeStdio = "exec </dev/null >/dev/null 3>&-"
 
 // launch starts v's daemon: from the configured path, or from a copy of
-// this process's binary sent ahead of the bootstrap (see copy.go).
-func (s *spawner) launch(v int, sendCopy bool) {
+// this process's binary sent ahead of the bootstrap (see copy.go). opened,
+// if not nil, is called once the session is open or failed to: launch
+// itself returns only when the daemon ends or failed to link.
+func (s *spawner) launch(v int, sendCopy bool, opened func()) {
+	var once sync.Once
+	isOpen := func() {
+		if opened != nil {
+			once.Do(opened)
+		}
+	}
+	defer isOpen()
 	b := s.boot
 	b.Vertex = v
 	line, err := json.Marshal(b)
@@ -211,6 +220,7 @@ func (s *spawner) launch(v int, sendCopy bool) {
 	trace.Mark("ssh %s", host)
 	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), opts)
 	trace.Mark("ssh %s started", host)
+	isOpen()
 	if err != nil {
 		s.fail(v, err)
 		return
@@ -237,7 +247,7 @@ func (s *spawner) launch(v int, sendCopy bool) {
 			return
 		}
 		if code == notFound && err == nil && !linked && !sendCopy && b.CopyExe {
-			go s.launch(v, true)
+			go s.launch(v, true, nil)
 			return
 		}
 		msg := exitReason(b.Exe, code, err, sess.Stderr())
@@ -301,6 +311,7 @@ func (s *spawner) accept() {
 // child not yet linked (of vertex want, when not 0); then it relays what
 // comes up.
 func (s *spawner) serveLink(l *ctl.Link, want int) {
+	l.SetSilence(ctl.Silence(len(s.boot.Hosts)))
 	f, err := l.Recv()
 	if err != nil {
 		l.Close()

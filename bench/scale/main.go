@@ -6,6 +6,7 @@
 // and mpirun.openmpi started through the same agent.
 //
 //	go run ./bench/scale [-sizes 256,512,1024] [-runs 3] [-mpi-max 256] [-prun bin/prun] [-json FILE]
+//	go run ./bench/scale -fanouts 8,16,32,64 [-sizes 64,256,512] [-runs 3]
 //
 // At each size N, one rank per node:
 //
@@ -14,6 +15,9 @@
 //     as rank 0 measures it), with prun and mpirun (Hydra serves no PMIx);
 //   - ompi-hello, mpich-hello (N <= -mpi-max): testdata/hello.c, MPI_Init,
 //     MPI_Allreduce, MPI_Finalize, with prun and mpirun / prun and hydra.
+//
+// With -fanouts, prun alone runs true and fence, once per launch fanout
+// (--launch-fanout), to choose the tree's default from data.
 //
 // For every run: the wall time, and the launcher process's own CPU time
 // and peak RSS (VmHWM), sampled from /proc until it exits (the same way for
@@ -24,8 +28,10 @@
 //
 // The machine has few cores: absolute times mostly measure CPU shared by
 // N daemons (and N ranks); compare the launchers by ratios, and prun's
-// growth by its counters. A size whose daemons would not fit in the free
-// memory (12 MiB each) is skipped, and said so.
+// growth by its counters; the "all CPU" column is the whole launch's
+// (launcher, daemons, shells, ranks: what the launcher's wait reports). A
+// size whose daemons would not fit in the free memory is skipped, and said
+// so (daemonKiB).
 package main
 
 import (
@@ -51,6 +57,7 @@ const runTimeout = 5 * time.Minute
 
 type sample struct {
 	WallMs    float64         `json:"wall_ms"`
+	AllCPUMs  float64         `json:"all_cpu_ms"`
 	CPUMs     float64         `json:"launcher_cpu_ms"`
 	RSSKiB    int64           `json:"launcher_peak_rss_kib"`
 	FenceUs   float64         `json:"fence_us,omitempty"`
@@ -83,7 +90,18 @@ func run() (bool, error) {
 	mpiMax := flag.Int("mpi-max", 256, "largest size of the MPI hello benchmarks (each rank costs ~0.3 s of CPU)")
 	prunFlag := flag.String("prun", "", "the prun binary (default bin/prun)")
 	jsonOut := flag.String("json", "", "also write every sample as JSON to this file")
+	fanoutsFlag := flag.String("fanouts", "", "prun alone, true and fence, at each of these launch fanouts")
 	flag.Parse()
+	var fanouts []int
+	if *fanoutsFlag != "" {
+		for _, f := range strings.Split(*fanoutsFlag, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || k < 1 {
+				return false, fmt.Errorf("-fanouts: bad fanout %q", f)
+			}
+			fanouts = append(fanouts, k)
+		}
+	}
 	var sizes []int
 	for _, f := range strings.Split(*sizesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -126,8 +144,8 @@ func run() (bool, error) {
 	var all []*result
 	ok := true
 	for _, n := range sizes {
-		if avail := availKiB(); avail > 0 && avail < int64(n)*12<<10 {
-			fmt.Printf("## %d simulated nodes: skipped (%d MiB available, %d MiB needed)\n\n", n, avail>>10, n*12)
+		if avail, need := availKiB(), int64(n)*daemonKiB(n); avail > 0 && avail < need {
+			fmt.Printf("## %d simulated nodes: skipped (%d MiB available, %d MiB needed)\n\n", n, avail>>10, need>>10)
 			continue
 		}
 		hosts := filepath.Join(dir, fmt.Sprintf("hosts%d", n))
@@ -166,7 +184,15 @@ func run() (bool, error) {
 			{"fence", "prun", prunArgs(bins["fence"], "data", "1024", "1"), " ok\n"},
 			{"fence", "mpirun", mpirunArgs(bins["fence"], "data", "1024", "1"), " ok\n"},
 		}
-		if n <= *mpiMax {
+		if len(fanouts) > 0 {
+			benches = nil
+			for _, k := range fanouts {
+				f := []string{"--launch-fanout", strconv.Itoa(k)}
+				benches = append(benches,
+					bench{"true", fmt.Sprintf("prun, fanout %d", k), prunArgs(append(f, "/bin/true")...), ""},
+					bench{"fence", fmt.Sprintf("prun, fanout %d", k), prunArgs(append(f, bins["fence"], "data", "1024", "1")...), " ok\n"})
+			}
+		} else if n <= *mpiMax {
 			benches = append(benches,
 				bench{"ompi-hello", "prun", prunArgs(bins["hello"]), "hello from rank"},
 				bench{"ompi-hello", "mpirun", mpirunArgs(bins["hello"]), "hello from rank"},
@@ -174,13 +200,13 @@ func run() (bool, error) {
 				bench{"mpich-hello", "hydra", hydraArgs(bins["hello_mpich"]), "hello from rank"})
 		}
 		fmt.Printf("## %d simulated nodes, 1 rank each\n\n", n)
-		fmt.Println("| benchmark | launcher | wall (median) | launcher CPU | launcher peak RSS | notes |")
-		fmt.Println("|---|---|---|---|---|---|")
+		fmt.Println("| benchmark | launcher | wall (median) | all CPU | launcher CPU | launcher peak RSS | notes |")
+		fmt.Println("|---|---|---|---|---|---|---|")
 		for _, bn := range benches {
 			res := &result{Size: n, Bench: bn.name, Launcher: bn.launcher}
 			all = append(all, res)
 			for i := 0; i < *runs && res.Err == ""; i++ {
-				s, err := once(ctx, dir, n, bn.launcher == "prun", bn.argv, bn.want)
+				s, err := once(ctx, dir, n, strings.HasPrefix(bn.launcher, "prun"), bn.argv, bn.want)
 				if err != nil {
 					res.Err = err.Error()
 					break
@@ -192,7 +218,7 @@ func run() (bool, error) {
 			}
 			if res.Err != "" {
 				ok = false
-				fmt.Printf("| %s | %s | failed | | | %s |\n", bn.name, bn.launcher, oneLine(res.Err))
+				fmt.Printf("| %s | %s | failed | | | | %s |\n", bn.name, bn.launcher, oneLine(res.Err))
 				continue
 			}
 			med := func(f func(sample) float64) float64 {
@@ -206,15 +232,16 @@ func run() (bool, error) {
 			if bn.name == "fence" {
 				notes = fmt.Sprintf("fence %.1f ms; ", med(func(s sample) float64 { return s.FenceUs })/1000)
 			}
-			if bn.launcher == "prun" {
+			if strings.HasPrefix(bn.launcher, "prun") {
 				last := res.Samples[len(res.Samples)-1]
 				if bn.name == "true" {
 					notes += fmt.Sprintf("teardown %.0f ms; ", med(func(s sample) float64 { return s.TeardownM }))
 				}
 				notes += treeNotes(last.Tree)
 			}
-			fmt.Printf("| %s | %s | %s | %s | %d MiB | %s |\n", bn.name, bn.launcher,
+			fmt.Printf("| %s | %s | %s | %s | %s | %d MiB | %s |\n", bn.name, bn.launcher,
 				benchutil.Ms(med(func(s sample) float64 { return s.WallMs })),
+				benchutil.Ms(med(func(s sample) float64 { return s.AllCPUMs })),
 				benchutil.Ms(med(func(s sample) float64 { return s.CPUMs })),
 				int64(med(func(s sample) float64 { return float64(s.RSSKiB) }))>>10, notes)
 		}
@@ -228,6 +255,14 @@ func run() (bool, error) {
 	}
 	return ok, nil
 }
+
+// daemonKiB is the memory one simulated node takes at the launch's peak in
+// a job of n nodes, one rank each (measured with prun: about 4 MiB, and
+// 28 KiB per node of the job: every daemon holds every rank's and node's
+// PMIx keys, once in libpmix's store and once, while it registers them, as
+// 544-byte pmix_info_t; on one host every daemon registers at once), with
+// its shells and its rank. mpirun's and Hydra's daemons take less.
+func daemonKiB(n int) int64 { return 7<<10 + 28*int64(n) }
 
 var fenceTime = regexp.MustCompile(`fences in ([0-9]+) us`)
 
@@ -277,6 +312,9 @@ func once(ctx context.Context, dir string, n int, isPrun bool, argv []string, wa
 	}()
 	err = r.Cmd.Wait()
 	s.WallMs = float64(time.Since(start).Microseconds()) / 1000
+	if ps := r.Cmd.ProcessState; ps != nil {
+		s.AllCPUMs = float64((ps.UserTime() + ps.SystemTime()).Microseconds()) / 1000
+	}
 	<-done
 	out, _ := os.ReadFile(filepath.Join(dir, "stdout"))
 	if err != nil {
