@@ -170,9 +170,12 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	topo, xml, topoErr := topology.Local()
 	trace.Mark("topology")
-	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: os.Environ(), Network: network,
+	// The ranks' environment is the session's, taken before the PMIx
+	// server starts (it sets variables of its own in this process).
+	env := os.Environ()
+	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: env, Network: network,
 		JobIO: func(nspace string) daemon.JobIO {
-			return daemon.JobIO{Stdin: n.stdin.get(nspace), BaseEnv: os.Environ()}
+			return daemon.JobIO{Stdin: n.stdin.get(nspace), BaseEnv: slices.Clone(env)}
 		}}, n)
 	if err != nil {
 		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
