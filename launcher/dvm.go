@@ -486,16 +486,9 @@ func (d *DVM) routeStdin(r *run, s *startup) {
 	switch {
 	case in == nil:
 	case len(remotes) > 0:
-		var pw *io.PipeWriter
-		if readsHere {
-			var pr *io.PipeReader
-			pr, pw = io.Pipe()
-			jio.Stdin = stoppablePipe{pr}
+		if local := fanStdin(in, readsHere, remotes, plan.Nspace); local != nil {
+			jio.Stdin = local
 		}
-		for _, rn := range remotes {
-			rn.OpenStdin(plan.Nspace)
-		}
-		go stdinFanout(in, pw, remotes, plan.Nspace)
 	case readsHere:
 		jio.Stdin = in
 		if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == jobspec.PTYOn || s.job.PTY == jobspec.PTYAuto && isTerminal(f)) {

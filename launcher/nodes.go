@@ -202,12 +202,29 @@ type stoppablePipe struct{ *io.PipeReader }
 
 func (p stoppablePipe) StopReading() { p.CloseWithError(errors.New("no rank reads stdin here")) }
 
+// fanStdin opens nspace's stdin stream on the remote nodes and starts
+// copying in to them; with local, this node's ranks get their copy through
+// the returned reader (else nil). The streams are opened before the job
+// launches, so that what a node says of it (its ranks read no more) is
+// never before it is open.
+func fanStdin(in io.Reader, local bool, remotes []*remote.Node, nspace string) io.Reader {
+	var pw *io.PipeWriter
+	var localIn io.Reader
+	if local {
+		pr, w := io.Pipe()
+		pw, localIn = w, stoppablePipe{pr}
+	}
+	for _, rn := range remotes {
+		rn.OpenStdin(nspace)
+	}
+	go stdinFanout(in, pw, remotes, nspace)
+	return localIn
+}
+
 // stdinFanout reads the launcher's stdin once for job nspace's ranks on
 // several nodes: chunks go down the control plane to remote nodes (each
 // waits while its node's ranks are a window behind), and through a pipe to
-// this node's daemon. It stops reading when no reader is left. The
-// remote nodes' streams are opened before the job launches, so that what
-// they say of it (its ranks read no more) is never before it is open.
+// this node's daemon. It stops reading when no reader is left.
 func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node, nspace string) {
 	buf := make([]byte, 64<<10)
 	for local != nil || len(remotes) > 0 {
