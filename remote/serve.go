@@ -105,8 +105,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			n.end("the launcher's session closed")
 		}()
 	}
-	n.stdin.ack = func(k int) { parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), encodeAck(k))) }
-	n.stdin.done = func() { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), nil)) }
+	n.stdin.ack = func(ns string, k int) {
+		parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
+	}
+	n.stdin.done = func(ns string) { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
 
 	// Children first: their SSH handshakes are the long pole.
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
@@ -171,7 +173,13 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	topo, xml, topoErr := topology.Local()
 	trace.Mark("topology")
-	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: os.Environ(), Stdin: &n.stdin, Network: network}, n)
+	// The ranks' environment is the session's, taken before the PMIx
+	// server starts (it sets variables of its own in this process).
+	env := os.Environ()
+	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: env, Network: network,
+		JobIO: func(nspace string) daemon.JobIO {
+			return daemon.JobIO{Stdin: n.stdin.get(nspace), BaseEnv: slices.Clone(env)}
+		}}, n)
 	if err != nil {
 		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
 		return 1
@@ -309,8 +317,8 @@ type node struct {
 	topo      *topology.Topology
 	calls     calls
 	coll      *collectives // the collectives pending at this vertex (coll.go)
-	stdin     stdinPipe
-	out       *outCredit // the output window (output.go)
+	stdin     stdinStreams // each job's stdin, by namespace
+	out       *outCredit   // the output window (output.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
 	closing   closeState    // the closing broadcast's answer, combined for the subtree
@@ -408,7 +416,12 @@ func (n *node) readParent() {
 		}
 		switch f.Type {
 		case tStdin:
-			n.stdin.write(body)
+			ns, p, err := splitStream(body)
+			if err != nil {
+				n.end(err.Error())
+				return
+			}
+			n.stdin.write(ns, p)
 			continue
 		case tPreload:
 			if err := n.receivePreload(body); err != nil {
@@ -460,6 +473,7 @@ func (n *node) handle(typ uint8, body []byte) error {
 		})
 	case tForget:
 		return on(body, func(m *forget) {
+			n.stdin.drop(m.Nspace)
 			n.coll.forget(m.Nspace)
 			go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
 		})
