@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"time"
 
 	"prun/pmixsrv"
 )
@@ -22,6 +23,7 @@ const (
 const (
 	GroupAssignCID byte = 1 << iota // PMIX_GROUP_ASSIGN_CONTEXT_ID
 	GroupNotify                     // PMIX_GROUP_NOTIFY_TERMINATION
+	GroupTimeout                    // PMIX_TIMEOUT: 4 bytes of milliseconds follow the flags
 )
 
 // NoContextID is the context id of a group that asked for none (libpmix's
@@ -29,13 +31,55 @@ const (
 const NoContextID = math.MaxUint64
 
 // A node's contribution to a construct is one record: its length (4 bytes),
-// its flags (1 byte), then libpmix's PMIX_GROUP_ENDPT_DATA. Records
-// concatenate as contributions combine along the tree.
-func groupRecord(flags byte, data []byte) []byte {
-	b := make([]byte, 5, 5+len(data))
-	binary.BigEndian.PutUint32(b, uint32(1+len(data)))
+// its flags (1 byte), with GroupTimeout the timeout (4 bytes, ms), then
+// libpmix's PMIX_GROUP_ENDPT_DATA. Records concatenate as contributions
+// combine along the tree.
+func groupRecord(flags byte, timeout time.Duration, data []byte) []byte {
+	b := make([]byte, 5, 9+len(data))
 	b[4] = flags
+	if timeout > 0 {
+		b[4] |= GroupTimeout
+		b = binary.BigEndian.AppendUint32(b, uint32(min(timeout.Milliseconds(), math.MaxUint32)))
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4+len(data)))
 	return append(b, data...)
+}
+
+// groupRecords calls f with each record's flags, timeout and data.
+func groupRecords(all []byte, f func(flags byte, timeout time.Duration, data []byte)) error {
+	for b := all; len(b) > 0; {
+		if len(b) < 5 {
+			return errGroupRecord
+		}
+		n := binary.BigEndian.Uint32(b)
+		if n < 1 || uint64(n) > uint64(len(b)-4) {
+			return errGroupRecord
+		}
+		rec, flags := b[5:4+n], b[4]
+		var d time.Duration
+		if flags&GroupTimeout != 0 {
+			if len(rec) < 4 {
+				return errGroupRecord
+			}
+			d = time.Duration(binary.BigEndian.Uint32(rec)) * time.Millisecond
+			rec = rec[4:]
+		}
+		f(flags, d, rec)
+		b = b[4+n:]
+	}
+	return nil
+}
+
+// GroupTimeoutOf is the shortest PMIX_TIMEOUT among a construct's records
+// (0: none): the launcher fails the construct when it passes.
+func GroupTimeoutOf(all []byte) time.Duration {
+	var out time.Duration
+	groupRecords(all, func(_ byte, d time.Duration, _ []byte) {
+		if d > 0 && (out == 0 || d < out) {
+			out = d
+		}
+	})
+	return out
 }
 
 var errGroupRecord = errors.New("bad group contribution")
@@ -47,28 +91,18 @@ var errGroupRecord = errors.New("bad group contribution")
 func FinishGroup(all []byte, cid func() uint64) ([]byte, byte, error) {
 	var flags byte
 	size := 0
-	for b := all; len(b) > 0; {
-		if len(b) < 5 {
-			return nil, 0, errGroupRecord
-		}
-		n := binary.BigEndian.Uint32(b)
-		if n < 1 || uint64(n) > uint64(len(b)-4) {
-			return nil, 0, errGroupRecord
-		}
-		flags |= b[4]
-		size += int(n) - 1
-		b = b[4+n:]
+	if err := groupRecords(all, func(f byte, _ time.Duration, data []byte) {
+		flags |= f
+		size += len(data)
+	}); err != nil {
+		return nil, 0, err
 	}
 	id := uint64(NoContextID)
 	if flags&GroupAssignCID != 0 {
 		id = cid()
 	}
 	out := binary.BigEndian.AppendUint64(make([]byte, 0, 8+size), id)
-	for b := all; len(b) > 0; {
-		n := binary.BigEndian.Uint32(b)
-		out = append(out, b[5:4+n]...)
-		b = b[4+n:]
-	}
+	groupRecords(all, func(_ byte, _ time.Duration, data []byte) { out = append(out, data...) })
 	return out, flags, nil
 }
 
@@ -103,8 +137,14 @@ func (h host) Group(op pmixsrv.GroupOp, grp string, procs []pmixsrv.Proc, direct
 	}
 	var flags byte
 	var data []byte
+	var timeout time.Duration
 	for _, in := range directives {
 		switch in.Key {
+		case pmixsrv.KeyTimeout:
+			// Seconds, of whatever integer type the caller chose.
+			if s, ok := intValue(in.Value); ok && s > 0 {
+				timeout = time.Duration(s) * time.Second
+			}
 		case pmixsrv.KeyGroupAssignContextID:
 			if b, ok := in.Value.(bool); ok && b {
 				flags |= GroupAssignCID
@@ -117,7 +157,7 @@ func (h host) Group(op pmixsrv.GroupOp, grp string, procs []pmixsrv.Proc, direct
 			data, _ = in.Value.([]byte)
 		}
 	}
-	h.d.up.Fence(h.d.cfg.Name, GroupConstructKind+grp, procs, groupRecord(flags, data), func(res []byte, err error) {
+	h.d.up.Fence(h.d.cfg.Name, GroupConstructKind+grp, procs, groupRecord(flags, timeout, data), func(res []byte, err error) {
 		if err != nil {
 			done(nil, err)
 			return
@@ -125,4 +165,31 @@ func (h host) Group(op pmixsrv.GroupOp, grp string, procs []pmixsrv.Proc, direct
 		done(groupResult(res))
 	})
 	return nil
+}
+
+// intValue reads an integer PMIx value of any width.
+func intValue(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case uint64:
+		return int64(min(x, math.MaxInt64)), true
+	case pmixsrv.Size:
+		return int64(min(uint64(x), math.MaxInt64)), true
+	}
+	return 0, false
 }

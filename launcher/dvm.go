@@ -20,6 +20,7 @@ import (
 	"prun/jobspec"
 	"prun/mapper"
 	"prun/pmixsrv"
+	"prun/remote"
 	"prun/sessiondir"
 	"prun/topology"
 )
@@ -456,19 +457,40 @@ func (d *DVM) forget(r *run) {
 }
 
 // routeStdin gives a submission's job the submitter's stdin, terminal and
-// environment on this node. Stdin reaches ranks on this node only: a job
-// whose stdin rank runs elsewhere reads nothing (its nodes' daemons have
-// one stdin stream each, for the runtime's life).
+// environment on this node, and its stdin on the other nodes whose ranks
+// read it, as a stream of the job's own on each (remote/stdin.go), read by
+// a fan-out as a standalone launch's is. Only a job whose stdin goes to
+// this node alone gets a terminal.
 func (d *DVM) routeStdin(r *run, s *startup) {
 	plan, m := s.plan, s.m
 	jio := daemon.JobIO{BaseEnv: r.opts.Env}
-	readsHere := d.localName != "" && (plan.Stdin == daemon.StdinAll ||
-		plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == d.localName)
-	if plan.Stdin >= 0 && !readsHere {
-		plan.Stdin = daemon.StdinNone
+	readsHere := false
+	var remotes []*remote.Node
+	for _, n := range m.Nodes {
+		if len(n.Procs) == 0 || !(plan.Stdin == daemon.StdinAll || plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == n.Name) {
+			continue
+		}
+		if n.Name == d.localName {
+			readsHere = true
+		} else if rn, ok := d.base.up.node(n.Name).(*remote.Node); ok {
+			remotes = append(remotes, rn)
+		}
 	}
-	if readsHere && r.opts.Stdin != nil {
-		jio.Stdin = r.opts.Stdin
+	in := r.opts.Stdin
+	if f, ok := in.(*os.File); ok && (readsHere || len(remotes) > 0) {
+		if ss, err := newSubmitterStdin(f); err == nil {
+			in = ss
+			s.defer_(ss.stop)
+		}
+	}
+	switch {
+	case in == nil:
+	case len(remotes) > 0:
+		if local := fanStdin(in, readsHere, remotes, plan.Nspace); local != nil {
+			jio.Stdin = local
+		}
+	case readsHere:
+		jio.Stdin = in
 		if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == jobspec.PTYOn || s.job.PTY == jobspec.PTYAuto && isTerminal(f)) {
 			plan.PTY = true
 			if isTerminal(f) {

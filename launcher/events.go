@@ -61,7 +61,8 @@ func (nt *notifier) wait(d time.Duration) {
 // (spawnloop: 200 cycles in 10 s instead of 1 s), so a spawner registers
 // for its child's end before the child can end (spawn, then register with
 // the child's namespace, then let it go; or register for every job's end
-// before spawning).
+// before spawning). A DVM's submissions cache none (a tool registers
+// before the job it watches ends).
 //
 // A spawned job that ended is then forgotten on every node (its shell, its
 // namespace in the PMIx server): a parent spawning in a loop must not grow
@@ -89,7 +90,10 @@ func (r *run) announceEnds() {
 			{Key: pmixsrv.KeyJobTermStatus, Value: status},
 			{Key: pmixsrv.KeyExitCode, Value: code},
 			{Key: pmixsrv.KeyEventNonDefault, Value: true},
-			{Key: pmixsrv.KeyEventDoNotCache, Value: spawned},
+			// In a DVM no job's end is cached: the servers would keep every
+			// submission's for the runtime's life (4 KB each, seen as the
+			// DVM's memory growing per job).
+			{Key: pmixsrv.KeyEventDoNotCache, Value: spawned || r.dvm != nil},
 		}, forget)
 	}
 }

@@ -466,13 +466,9 @@ func (r *run) routeStdin(s *startup) (localName string) {
 	}
 	s.stdin = r.opts.Stdin
 	if len(remoteStdin) > 0 && s.stdin != nil {
-		var pw *io.PipeWriter
-		if localStdin {
-			var pr *io.PipeReader
-			pr, pw = io.Pipe()
-			s.stdin = stoppablePipe{pr}
+		if local := fanStdin(r.opts.Stdin, localStdin, remoteStdin, plan.Nspace); local != nil {
+			s.stdin = local
 		}
-		go stdinFanout(r.opts.Stdin, pw, remoteStdin)
 	}
 	if f, ok := r.opts.Stdin.(*os.File); ok && localStdin && len(remoteStdin) == 0 && plan.Stdin >= 0 &&
 		(job.PTY == jobspec.PTYOn || job.PTY == jobspec.PTYAuto && isTerminal(f)) {

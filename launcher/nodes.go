@@ -202,11 +202,30 @@ type stoppablePipe struct{ *io.PipeReader }
 
 func (p stoppablePipe) StopReading() { p.CloseWithError(errors.New("no rank reads stdin here")) }
 
-// stdinFanout reads the launcher's stdin once for ranks on several nodes:
-// chunks go down the control plane to remote nodes (each waits while its
-// node's ranks are a window behind), and through a pipe to this node's
-// daemon. It stops reading when no reader is left.
-func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
+// fanStdin opens nspace's stdin stream on the remote nodes and starts
+// copying in to them; with local, this node's ranks get their copy through
+// the returned reader (else nil). The streams are opened before the job
+// launches, so that what a node says of it (its ranks read no more) is
+// never before it is open.
+func fanStdin(in io.Reader, local bool, remotes []*remote.Node, nspace string) io.Reader {
+	var pw *io.PipeWriter
+	var localIn io.Reader
+	if local {
+		pr, w := io.Pipe()
+		pw, localIn = w, stoppablePipe{pr}
+	}
+	for _, rn := range remotes {
+		rn.OpenStdin(nspace)
+	}
+	go stdinFanout(in, pw, remotes, nspace)
+	return localIn
+}
+
+// stdinFanout reads the launcher's stdin once for job nspace's ranks on
+// several nodes: chunks go down the control plane to remote nodes (each
+// waits while its node's ranks are a window behind), and through a pipe to
+// this node's daemon. It stops reading when no reader is left.
+func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node, nspace string) {
 	buf := make([]byte, 64<<10)
 	for local != nil || len(remotes) > 0 {
 		n, err := in.Read(buf)
@@ -216,7 +235,7 @@ func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
 					local = nil
 				}
 			}
-			remotes = slices.DeleteFunc(remotes, func(rn *remote.Node) bool { return rn.Stdin(buf[:n]) != nil })
+			remotes = slices.DeleteFunc(remotes, func(rn *remote.Node) bool { return rn.Stdin(nspace, buf[:n]) != nil })
 		}
 		if err != nil {
 			break
@@ -226,6 +245,6 @@ func stdinFanout(in io.Reader, local *io.PipeWriter, remotes []*remote.Node) {
 		local.Close()
 	}
 	for _, rn := range remotes {
-		rn.Stdin(nil)
+		rn.Stdin(nspace, nil)
 	}
 }

@@ -60,6 +60,7 @@ func newUpstream(w outSink, jobs jobIndex) *upstream {
 	u := &upstream{outSink: w, names: names.New(), queue: newQueue(), jobs: jobs,
 		daemons: map[string]node{}, root: remote.NewRoot()}
 	u.root.Finish = u.finish
+	u.root.TimedOut = func(err error) { u.Printf("prun: %v\n", err) }
 	return u
 }
 

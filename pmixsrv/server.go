@@ -10,7 +10,7 @@ package pmixsrv
 
 /*
 #cgo pkg-config: pmix
-#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -lhwloc -l:libmunge.so.2 -lz -lm
+#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -lhwloc -l:libmunge.so.2 -lz -lm
 #include <malloc.h>
 #include "shim.h"
 
@@ -197,7 +197,24 @@ func Init(cfg Config, host Host) (*Server, error) {
 		active = nil
 		return nil, fmt.Errorf("PMIx_server_init: %w", Status(rc))
 	}
+	if cfg.ToolSupport {
+		linkRendezvous(cfg.TmpDir, cfg.Hostname)
+	}
 	return s, nil
+}
+
+// linkRendezvous gives the library's rendezvous file for tools, named after
+// the host name the server was given (a node named "localhost", or an alias
+// of a hostfile), a second name after the machine's own: a tool asking by
+// the server's pid (pps --pid) looks for pmix.HOST.tool.PID with its own
+// host name. The link goes with the session directory.
+func linkRendezvous(dir, given string) {
+	host, err := os.Hostname()
+	if err != nil || host == given {
+		return
+	}
+	name := func(h string) string { return filepath.Join(dir, fmt.Sprintf("pmix.%s.tool.%d", h, os.Getpid())) }
+	os.Link(name(given), name(host))
 }
 
 // URI is the server's contact URI, by which a tool attaches: the

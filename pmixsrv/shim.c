@@ -1,9 +1,11 @@
 #include <errno.h>
+#include <pthread.h>
 #include <semaphore.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <event2/event.h>
 #include "shim.h"
 #include "_cgo_export.h"
 
@@ -76,9 +78,12 @@ static pmix_status_t tr_disconnect(const pmix_proc_t procs[], size_t nprocs, con
     return goConnect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, 1, cb, cbd);
 }
 
+void prun_group_upcall(void *trk, void *cb);
+
 static pmix_status_t tr_group(pmix_group_operation_t op, char grp[], const pmix_proc_t procs[], size_t nprocs,
                               const pmix_info_t info[], size_t ninfo, pmix_info_cbfunc_t cb, void *cbd)
 {
+    prun_group_upcall(cbd, (void *)cb);
     return goGroup((int)op, grp, (pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, cb, cbd);
 }
 
@@ -643,4 +648,153 @@ pmix_status_t prun_notify(pmix_status_t code, const char *ns, uint32_t rank, pmi
     pmix_proc_t p;
     PMIX_PROC_LOAD(&p, ns, rank);
     return PMIx_Notify_event(code, &p, range, info, n, opdone, (void *)h);
+}
+
+/* ---- libpmix 4.2.2's group-construct timeout ----
+ *
+ * A construct given PMIX_TIMEOUT arms a timer on the library's tracker of the
+ * collective (PMIX_THREADSHIFT_DELAY in pmix_server_grpconstruct), whose
+ * callback, grp_timeout, takes the tracker for a caller's caddy: when it
+ * fires it queues a reply to a peer read from the tracker's name bytes and
+ * unlinks the tracker from a list it is not in: the server's progress thread
+ * then spins in libevent forever, or the process crashes (4.2.3 rewrote it).
+ * Every construct that a member does not join within the timeout ends so. The link routes
+ * pmix_server_grpconstruct (-Wl,--wrap) through here, and the timers it
+ * assigns (a pure timer: no descriptor, no events; -Wl,--wrap=event_assign)
+ * get a callback of prun's instead (and are followed through event_del):
+ *  - a tracker the library hands the host (every local member came) is the
+ *    host's: its timer is cancelled at the upcall, and prun's collective
+ *    enforces the timeout across the nodes (the launcher decides);
+ *  - a tracker still waiting for a local member when its timer fires is
+ *    completed with PMIX_ERR_TIMEOUT through the library's own completion,
+ *    grpcbfunc (what the host would call), which replies to every local
+ *    caller and forgets the tracker, so a later construct of the group
+ *    starts afresh.
+ * grpcbfunc is static: its address comes from the executable's symbol table
+ * (goGroupCompletion; `go run` and `go test` strip it), else from any group
+ * upcall before. Without it the timer does nothing, and a construct held on
+ * its node waits for its late member.
+ * pmix_server_grpdestruct arms the same timer: it is handled the same way.
+ * Wrapped calls run on the library's progress thread, but event_del's may
+ * come from any: the table has a lock. */
+int __real_pmix_server_grpconstruct(void *cd, void *buf);
+int __real_pmix_server_grpdestruct(void *cd, void *buf);
+int __real_event_assign(struct event *ev, struct event_base *base, evutil_socket_t fd, short events,
+                        event_callback_fn cb, void *arg);
+
+int __real_event_del(struct event *ev);
+
+static __thread int in_grpconstruct;
+
+/* The completion an upcall came with: grpcbfunc, for a binary whose symbol
+ * table is gone, once any group operation reached the host. */
+static void *upcall_completion;
+
+/* The group timers armed and not yet fired or deleted: an entry's event is
+ * live (libpmix deletes a tracker's timer, through event_del, before it
+ * lets the tracker go), so cancelling it is safe. */
+struct grptimer {
+    struct grptimer *next;
+    struct event *ev;
+    void *trk;
+};
+static struct grptimer *grptimers;
+static pthread_mutex_t grptimers_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* grptimer_take unlinks the entry of trk (or, trk NULL, of event ev). */
+static struct grptimer *grptimer_take(void *trk, struct event *ev)
+{
+    struct grptimer **t, *x = NULL;
+    pthread_mutex_lock(&grptimers_mu);
+    for (t = &grptimers; *t; t = &(*t)->next)
+        if (trk ? (*t)->trk == trk : (*t)->ev == ev) {
+            x = *t;
+            *t = x->next;
+            break;
+        }
+    pthread_mutex_unlock(&grptimers_mu);
+    return x;
+}
+
+static void grptimer_drop(void *trk, int cancel)
+{
+    struct grptimer *x = grptimer_take(trk, NULL);
+    if (!x)
+        return;
+    if (cancel)
+        __real_event_del(x->ev);
+    free(x);
+}
+
+/* __wrap_event_del: libpmix deleting a timer of ours (a construct that
+ * completed in the library) ends its entry. */
+int __wrap_event_del(struct event *ev)
+{
+    free(grptimer_take(NULL, ev));
+    return __real_event_del(ev);
+}
+
+typedef void (*grp_completion_fn)(pmix_status_t, pmix_info_t *, size_t, void *, pmix_release_cbfunc_t, void *);
+
+static void grptimer_fired(evutil_socket_t fd, short what, void *trk)
+{
+    grp_completion_fn done = (grp_completion_fn)goGroupCompletion();
+    if (!done)
+        done = (grp_completion_fn)__atomic_load_n(&upcall_completion, __ATOMIC_RELAXED);
+    (void)fd;
+    (void)what;
+    grptimer_drop(trk, 0);
+    if (done && trk)
+        done(PMIX_ERR_TIMEOUT, NULL, 0, trk, NULL, NULL);
+}
+
+int __wrap_pmix_server_grpconstruct(void *cd, void *buf)
+{
+    int rc;
+    in_grpconstruct = 1;
+    rc = __real_pmix_server_grpconstruct(cd, buf);
+    in_grpconstruct = 0;
+    return rc;
+}
+
+int __wrap_pmix_server_grpdestruct(void *cd, void *buf)
+{
+    int rc;
+    in_grpconstruct = 1;
+    rc = __real_pmix_server_grpdestruct(cd, buf);
+    in_grpconstruct = 0;
+    return rc;
+}
+
+int __wrap_event_assign(struct event *ev, struct event_base *base, evutil_socket_t fd, short events,
+                        event_callback_fn cb, void *arg)
+{
+    struct grptimer *t;
+    if (!in_grpconstruct || fd != -1 || events != 0)
+        return __real_event_assign(ev, base, fd, events, cb, arg);
+    /* The group timer of tracker arg. Each local member with a timeout
+     * assigns it again: never reassign a pending event. */
+    grptimer_drop(arg, 1);
+    t = calloc(1, sizeof *t);
+    if (!t)
+        return -1;
+    t->ev = ev;
+    t->trk = arg;
+    pthread_mutex_lock(&grptimers_mu);
+    t->next = grptimers;
+    grptimers = t;
+    pthread_mutex_unlock(&grptimers_mu);
+    return __real_event_assign(ev, base, fd, events, grptimer_fired, arg);
+}
+
+/* prun_group_upcall: the library handed tracker trk to the host. */
+void prun_group_upcall(void *trk, void *cb)
+{
+    __atomic_store_n(&upcall_completion, cb, __ATOMIC_RELAXED);
+    grptimer_drop(trk, 1);
+}
+
+uintptr_t prun_server_init_addr(void)
+{
+    return (uintptr_t)&PMIx_server_init;
 }

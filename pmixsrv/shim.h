@@ -12,6 +12,7 @@
 #include <pmix_server.h>
 
 pmix_status_t prun_server_init(pmix_info_t *info, size_t ninfo);
+uintptr_t prun_server_init_addr(void);
 
 /* building info arrays */
 pmix_info_t *prun_info_create(size_t n);

@@ -90,7 +90,10 @@ func Lookup(infos []Info, key string) (any, bool) {
 	return nil, false
 }
 
-// cstrings frees the C strings made while building one array.
+// cstrings frees the C strings made while building one array. free has a
+// pointer receiver: `defer cs.free()` then frees what str adds after the
+// defer (with a value receiver it froze the empty slice, and every string
+// leaked: about 100 per job registered, a DVM's memory growing per job).
 type cstrings []*C.char
 
 func (cs *cstrings) str(s string) *C.char {
@@ -99,10 +102,11 @@ func (cs *cstrings) str(s string) *C.char {
 	return p
 }
 
-func (cs cstrings) free() {
-	for _, p := range cs {
+func (cs *cstrings) free() {
+	for _, p := range *cs {
 		C.free(unsafe.Pointer(p))
 	}
+	*cs = nil
 }
 
 // toC builds a C info array the caller owns (free with C.prun_info_free).

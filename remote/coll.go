@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"prun/ctl"
 	"prun/daemon"
@@ -51,7 +52,13 @@ type coll struct {
 	expect map[int]bool // the contributors: this vertex, children
 	data   map[int][]byte
 	dones  []func([]byte, error)
-	sent   bool // combined and sent up: waiting for the result
+	froms  []int // the contributor of each done
+	sent   bool  // combined and sent up: waiting for the result
+	// A group construct with PMIX_TIMEOUT: gen is the key's failure
+	// generation when it began here (failGen), timer reports its expiry.
+	gen     uint64
+	timer   *time.Timer
+	expired bool // reported (a daemon) or failed (the root)
 }
 
 // collectives are the collectives pending at one vertex.
@@ -62,15 +69,25 @@ type collectives struct {
 	up     func(key string, c *coll, data []byte)
 	finish func(c *coll, all []byte) ([]byte, error)
 
+	// expire reports a timed-out collective (key, its generation, the
+	// participants' vertices whose contributions did not come) to whoever
+	// decides: a daemon sends it up, the root decides (Root.timedOut).
+	expire func(key string, c *coll, missing []int)
+
 	mu      sync.Mutex
 	pending map[string]*coll
 	lost    map[int]error          // vertices the launcher declared lost
 	dead    map[pmixsrv.Proc]error // processes the launcher declared dead (failsOnDeath kinds)
+	// failGen counts, per key, the timeouts the root decided: at the root,
+	// those it decided; at a daemon, the last one that came down. A
+	// collective begun after a timeout came down is a new one: a stale
+	// report or a repeated failure of the old one cannot touch it.
+	failGen map[string]uint64
 }
 
 func newCollectives(me, fanout int, up func(string, *coll, []byte)) *collectives {
 	return &collectives{me: me, fanout: fanout, up: up, pending: map[string]*coll{}, lost: map[int]error{},
-		dead: map[pmixsrv.Proc]error{}}
+		dead: map[pmixsrv.Proc]error{}, failGen: map[string]uint64{}}
 }
 
 // GroupConstruct is the kind prefix of a PMIx group's construction (the
@@ -141,7 +158,8 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 	}
 	c := cs.pending[key]
 	if c == nil {
-		c = &coll{kind: kind, procs: procs, verts: verts, expect: contributors(cs.me, cs.fanout, verts), data: map[int][]byte{}}
+		c = &coll{kind: kind, procs: procs, verts: verts, expect: contributors(cs.me, cs.fanout, verts), data: map[int][]byte{},
+			gen: cs.failGen[key]}
 		cs.pending[key] = c
 	}
 	var bad error
@@ -161,11 +179,27 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 	}
 	c.data[from] = data
 	c.dones = append(c.dones, done)
+	c.froms = append(c.froms, from)
 	if len(c.data) < len(c.expect) {
+		if c.timer == nil && cs.expire != nil && strings.HasPrefix(kind, GroupConstruct) {
+			if d := daemon.GroupTimeoutOf(data); d > 0 {
+				c.timer = time.AfterFunc(d, func() { cs.timeout(key, c) })
+			}
+		}
+		cs.mu.Unlock()
+		return
+	}
+	if c.expired {
+		// Reported timed out: the launcher fails it (every report is
+		// answered so); what came late must not go up as a contribution
+		// to the next construct of the key.
 		cs.mu.Unlock()
 		return
 	}
 	c.sent = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	all := combine(c.data)
 	cs.mu.Unlock()
 	if cs.finish != nil {
@@ -174,6 +208,71 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 		return
 	}
 	cs.up(key, c, all)
+}
+
+// timeout reports that collective c (key) is still waiting for a
+// contributor when its PMIX_TIMEOUT passed: the root decides its failure.
+func (cs *collectives) timeout(key string, c *coll) {
+	cs.mu.Lock()
+	if cs.pending[key] != c || c.sent || c.expired {
+		cs.mu.Unlock()
+		return
+	}
+	c.expired = true
+	// The participants' vertices whose contributions would come through a
+	// contributor that did not: the late members are on one or more.
+	var missing []int
+	for _, w := range c.verts {
+		hop := w
+		if w != cs.me {
+			if hop = ctl.NextHop(cs.me, w, cs.fanout); hop <= 0 {
+				continue
+			}
+		}
+		if c.data[hop] == nil {
+			missing = append(missing, w)
+		}
+	}
+	cs.mu.Unlock()
+	cs.expire(key, c, missing)
+}
+
+// stale says whether a child's contribution of failure generation gen to
+// collective key belongs to one that timed out: the failure came down
+// here before it came up, and the child forgot it too.
+func (cs *collectives) stale(key string, gen uint64) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return gen < cs.failGen[key]
+}
+
+// timedOut drops collective key of generation below gen, which the root
+// failed with err (a timeout), and fails this node's own contributions to
+// it; the other vertices' hear it from the root too. It reports whether
+// this is news (not a repeat of a failure already seen).
+func (cs *collectives) timedOut(key string, gen uint64, err error) bool {
+	cs.mu.Lock()
+	if cs.failGen[key] >= gen {
+		cs.mu.Unlock()
+		return false
+	}
+	cs.failGen[key] = gen
+	c := cs.pending[key]
+	if c == nil || c.gen >= gen {
+		cs.mu.Unlock()
+		return true
+	}
+	delete(cs.pending, key)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	cs.mu.Unlock()
+	for i, d := range c.dones {
+		if c.froms[i] == cs.me {
+			d(nil, err)
+		}
+	}
+	return true
 }
 
 // combine concatenates contributions in vertex order: every vertex below
@@ -292,6 +391,10 @@ type Root struct {
 	// contribution.
 	Finish func(kind string, procs []pmixsrv.Proc, all []byte) ([]byte, error)
 
+	// TimedOut, if set, is told of each construct that timed out, with the
+	// words that name the nodes whose members did not come.
+	TimedOut func(error)
+
 	mu    sync.Mutex
 	verts map[string]int         // remote hosts' vertices (attach)
 	down  func(typ uint8, m any) // a broadcast to every daemon (attach)
@@ -302,6 +405,7 @@ type Root struct {
 func NewRoot() *Root {
 	r := &Root{verts: map[string]int{}}
 	r.cs = newCollectives(0, 1, nil)
+	r.cs.expire = func(key string, c *coll, missing []int) { r.timedOut(key, c.kind, c.gen, missing) }
 	r.cs.finish = func(c *coll, all []byte) ([]byte, error) {
 		if r.Finish == nil {
 			return all, nil
@@ -353,6 +457,44 @@ func (r *Root) FailProc(p pmixsrv.Proc, err error) {
 	r.cs.failProc(p, err)
 }
 
+// timedOut decides that collective key (a group construct), of failure
+// generation gen at the vertex that reported it, timed out waiting for the
+// contributors missing (vertices): it fails everywhere, for the members
+// that came, with PMIX_ERR_TIMEOUT, and every vertex forgets it, so a later
+// construct of the same group and members starts afresh. A report of a
+// generation already failed is stale: the collective it timed is over.
+func (r *Root) timedOut(key, kind string, gen uint64, missing []int) {
+	r.mu.Lock()
+	names := make([]string, 0, len(missing))
+	for _, v := range missing {
+		name := "the launcher's node"
+		for h, w := range r.verts {
+			if w == v {
+				name = h
+			}
+		}
+		names = append(names, name)
+	}
+	down := r.down
+	r.mu.Unlock()
+	group := strings.TrimPrefix(kind, GroupConstruct)
+	where := strings.Join(names, ", ")
+	if len(names) > 1 {
+		where = "one or more of " + where
+	}
+	err := &statusError{fmt.Sprintf("group %s: construct timed out (PMIX_TIMEOUT) waiting for members on %s", group, where),
+		pmixsrv.ErrTimeout}
+	if !r.cs.timedOut(key, gen+1, err) {
+		return
+	}
+	if r.TimedOut != nil {
+		r.TimedOut(err)
+	}
+	if down != nil {
+		down(tCollFail, &collFail{Coll: key, Gen: gen + 1, status: statusOf(err)})
+	}
+}
+
 // Forget drops what the root keeps of a namespace that is over.
 func (r *Root) Forget(nspace string) { r.cs.forget(nspace) }
 
@@ -395,6 +537,14 @@ type collUp struct {
 	Kind  string         `json:",omitzero"`
 	Procs []pmixsrv.Proc `json:",omitzero"`
 	Verts []int          `json:",omitzero"` // the participants' vertices, as ranges (packVerts)
+	// Gen is the collective's failure generation at the sender (failGen):
+	// a parent drops a contribution of a generation it saw fail (stale).
+	// Expired: not a contribution but a report that the collective timed
+	// out at the sender waiting for participants on the vertices Missing;
+	// relays pass it up, the launcher decides.
+	Gen     uint64 `json:",omitzero"`
+	Expired bool   `json:",omitzero"`
+	Missing []int  `json:",omitzero"`
 }
 
 // collResult is a collective's result, to a child that contributed
@@ -409,6 +559,9 @@ type collResult struct {
 type collFail struct {
 	Verts []int          `json:",omitzero"` // as ranges (packVerts)
 	Procs []pmixsrv.Proc `json:",omitzero"` // dead processes (failsOnDeath kinds)
+	// Coll: one collective that timed out (its key), failure generation Gen.
+	Coll string `json:",omitzero"`
+	Gen  uint64 `json:",omitzero"`
 	status
 }
 

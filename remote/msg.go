@@ -42,9 +42,9 @@ const (
 	tDeliver                      // down: deliver a PMIx event to local ranks (notify)
 	tInspect                      // down, replied: the ranks' states (inspectReq; reply: states)
 	tClose                        // down (broadcast): end (no body); answered by tClosed
-	tStdin                        // down: the launcher's stdin for a job's ranks here (binary)
-	tStdinAck                     // up: stdin bytes this node's ranks took (binary)
-	tStdinDone                    // up: no rank of this node reads stdin any more (no body)
+	tStdin                        // down: the launcher's stdin for a job's ranks here (binary: stdin.go)
+	tStdinAck                     // up: stdin bytes a job's ranks here took (binary: stdin.go)
+	tStdinDone                    // up: no rank of a job here reads stdin any more (binary: stdin.go)
 	tPreload                      // down: a chunk of what the next plan preloads (binary)
 	tPreloadAck                   // up: preload bytes this node has written (binary)
 	tOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary; output.go)

@@ -61,8 +61,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
-		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts)}, data)))
+		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
 	})
+	n.coll.expire = func(key string, c *coll, missing []int) {
+		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Expired: true, Gen: c.gen, Missing: missing}, nil)))
+	}
 	if b.Agent == AgentSlurm {
 		n.slurmTerm = make(chan struct{})
 	}
@@ -103,8 +106,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			n.end("the launcher's session closed")
 		}()
 	}
-	n.stdin.ack = func(k int) { parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), encodeAck(k))) }
-	n.stdin.done = func() { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), nil)) }
+	n.stdin.ack = func(ns string, k int) {
+		parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
+	}
+	n.stdin.done = func(ns string) { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
 
 	// Children first: their SSH handshakes are the long pole.
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
@@ -169,7 +174,13 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	topo, xml, topoErr := topology.Local()
 	trace.Mark("topology")
-	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: os.Environ(), Stdin: &n.stdin, Network: network}, n)
+	// The ranks' environment is the session's, taken before the PMIx
+	// server starts (it sets variables of its own in this process).
+	env := os.Environ()
+	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: env, Network: network,
+		JobIO: func(nspace string) daemon.JobIO {
+			return daemon.JobIO{Stdin: n.stdin.get(nspace), BaseEnv: slices.Clone(env)}
+		}}, n)
 	if err != nil {
 		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
 		return 1
@@ -325,8 +336,8 @@ type node struct {
 	topo      *topology.Topology
 	calls     calls
 	coll      *collectives // the collectives pending at this vertex (coll.go)
-	stdin     stdinPipe
-	out       *outCredit // the output window (output.go)
+	stdin     stdinStreams // each job's stdin, by namespace
+	out       *outCredit   // the output window (output.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
 	closing   closeState    // the closing broadcast's answer, combined for the subtree
@@ -400,6 +411,19 @@ func (n *node) readParent() {
 		}
 		switch {
 		case dest == toBroadcast:
+			if f.Type == tCollFail {
+				// Failed here before below: a member that hears of a timeout
+				// may construct again at once, and its next contribution must
+				// not find the failed collective still pending above it.
+				if err := n.handle(f.Type, body); err != nil {
+					n.end(err.Error())
+					return
+				}
+				if n.kids != nil {
+					n.kids.broadcast(f.Type, f.Payload)
+				}
+				continue
+			}
 			if n.kids != nil {
 				n.kids.broadcast(f.Type, f.Payload)
 			}
@@ -411,7 +435,12 @@ func (n *node) readParent() {
 		}
 		switch f.Type {
 		case tStdin:
-			n.stdin.write(body)
+			ns, p, err := splitStream(body)
+			if err != nil {
+				n.end(err.Error())
+				return
+			}
+			n.stdin.write(ns, p)
 			continue
 		case tPreload:
 			if err := n.receivePreload(body); err != nil {
@@ -463,6 +492,7 @@ func (n *node) handle(typ uint8, body []byte) error {
 		})
 	case tForget:
 		return on(body, func(m *forget) {
+			n.stdin.drop(m.Nspace)
 			n.coll.forget(m.Nspace)
 			go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
 		})
@@ -500,6 +530,9 @@ func (n *node) handle(typ uint8, body []byte) error {
 	case tCollFail:
 		// Lost nodes, or a dead process (a group member).
 		return on(body, func(m *collFail) {
+			if m.Coll != "" {
+				n.coll.timedOut(m.Coll, m.Gen, m.collErr())
+			}
 			for _, p := range m.Procs {
 				n.coll.failProc(p, m.collErr())
 			}
@@ -618,6 +651,14 @@ func (n *node) childColl(p []byte) {
 	var m collUp
 	data, err := decodeColl(body, &m)
 	if err != nil {
+		return
+	}
+	if m.Expired {
+		// A timeout below: the launcher decides.
+		n.parent.Send(tColl, p)
+		return
+	}
+	if n.coll.stale(m.Coll, m.Gen) {
 		return
 	}
 	done := func(res []byte, err error) {

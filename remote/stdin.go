@@ -162,3 +162,110 @@ func (s *stdinPipe) Read(p []byte) (int, error) {
 	}
 	return k, nil
 }
+
+// Stdin streams. Each job reads its own stream, named by its namespace: a
+// standalone launch has one, a persistent runtime one per submission whose
+// ranks on the node read stdin (so that one submission's end of input is
+// not every later one's). Every stdin frame starts with the stream's name:
+//   tStdin      name, then the bytes (none: end of file)
+//   tStdinAck   name, then the count (8 bytes)
+//   tStdinDone  name
+// where name is a 2-byte big-endian length and the namespace's bytes.
+
+// appendStream starts a stdin frame's body with its stream's name.
+func appendStream(b []byte, nspace string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(nspace)))
+	return append(b, nspace...)
+}
+
+// splitStream reads a stdin frame's stream name and returns the rest.
+func splitStream(body []byte) (nspace string, rest []byte, err error) {
+	if len(body) < 2 {
+		return "", nil, errors.New("bad stdin frame")
+	}
+	n := int(binary.BigEndian.Uint16(body))
+	if len(body) < 2+n {
+		return "", nil, errors.New("bad stdin frame")
+	}
+	return string(body[2 : 2+n]), body[2+n:], nil
+}
+
+// stdinStreams are a node's stdin streams, by namespace: made by whichever
+// comes first, the job's shell or the stream's first chunk; dropped when
+// the runtime forgets the job.
+type stdinStreams struct {
+	mu     sync.Mutex
+	m      map[string]*stdinPipe
+	closed bool
+	ack    func(nspace string, n int)
+	done   func(nspace string)
+	// dropped: the last forgotten streams, whose late chunks (sent as the
+	// job ended) are dropped; bounded, oldest out first.
+	dropped map[string]bool
+	order   []string
+}
+
+const keepDropped = 1024
+
+func (s *stdinStreams) get(nspace string) *stdinPipe {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.m[nspace]; p != nil {
+		return p
+	}
+	if s.m == nil {
+		s.m = map[string]*stdinPipe{}
+	}
+	p := &stdinPipe{ack: func(n int) { s.ack(nspace, n) }, done: func() { s.done(nspace) }}
+	if s.closed || s.dropped[nspace] {
+		p.eof, p.stopped = true, true
+	}
+	s.m[nspace] = p
+	return p
+}
+
+func (s *stdinStreams) write(nspace string, p []byte) {
+	s.mu.Lock()
+	gone := s.dropped[nspace]
+	s.mu.Unlock()
+	if !gone {
+		s.get(nspace).write(p)
+	}
+}
+
+// drop ends a forgotten job's stream: its readers see EOF, its late chunks
+// are dropped.
+func (s *stdinStreams) drop(nspace string) {
+	s.mu.Lock()
+	p := s.m[nspace]
+	delete(s.m, nspace)
+	if s.dropped == nil {
+		s.dropped = map[string]bool{}
+	}
+	if !s.dropped[nspace] {
+		s.dropped[nspace] = true
+		s.order = append(s.order, nspace)
+		if len(s.order) > keepDropped {
+			delete(s.dropped, s.order[0])
+			s.order = s.order[1:]
+		}
+	}
+	s.mu.Unlock()
+	if p != nil {
+		p.close()
+	}
+}
+
+// close ends every stream (the daemon is closing).
+func (s *stdinStreams) close() {
+	s.mu.Lock()
+	s.closed = true
+	ps := make([]*stdinPipe, 0, len(s.m))
+	for _, p := range s.m {
+		ps = append(ps, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		p.close()
+	}
+}

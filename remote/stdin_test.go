@@ -1,7 +1,11 @@
 package remote
 
 import (
+	"bytes"
+	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,5 +95,68 @@ func TestStdinPipeStopReading(t *testing.T) {
 	s.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d chunks kept after StopReading", n)
+	}
+}
+
+func TestStdinStreamFrame(t *testing.T) {
+	for _, ns := range []string{"", "prun.1.s7.1", strings.Repeat("n", 300)} {
+		b := append(appendStream(nil, ns), "data"...)
+		got, rest, err := splitStream(b)
+		if err != nil || got != ns || string(rest) != "data" {
+			t.Errorf("%q: %q %q %v", ns, got, rest, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {0}, {0, 3, 'a'}} {
+		if _, _, err := splitStream(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func FuzzSplitStream(f *testing.F) {
+	f.Add(append(appendStream(nil, "prun.1.s1.1"), "x"...))
+	f.Add([]byte{0, 9})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ns, rest, err := splitStream(b)
+		if err != nil {
+			return
+		}
+		if again := append(appendStream(nil, ns), rest...); !bytes.Equal(again, b) {
+			t.Errorf("%q: read back as %q", b, again)
+		}
+	})
+}
+
+// Each job reads its own stream: one's end of input is not another's; a
+// forgotten job's stream ends and its late chunks are dropped.
+func TestStdinStreams(t *testing.T) {
+	var acks []string
+	var mu sync.Mutex
+	s := &stdinStreams{ack: func(ns string, n int) { mu.Lock(); acks = append(acks, fmt.Sprint(ns, n)); mu.Unlock() },
+		done: func(ns string) {}}
+	a := s.get("a")
+	s.write("a", []byte("one"))
+	s.write("a", nil)
+	s.write("b", []byte("two")) // before its shell asks
+	s.write("b", nil)
+	if got, err := io.ReadAll(a); err != nil || string(got) != "one" {
+		t.Errorf("a: %q %v", got, err)
+	}
+	if got, err := io.ReadAll(s.get("b")); err != nil || string(got) != "two" {
+		t.Errorf("b: %q %v", got, err)
+	}
+	c := s.get("c")
+	s.drop("c")
+	s.write("c", []byte("late"))
+	if got, err := io.ReadAll(c); err != nil || len(got) != 0 {
+		t.Errorf("c after drop: %q %v", got, err)
+	}
+	if got, _ := io.ReadAll(s.get("c")); len(got) != 0 {
+		t.Errorf("c asked again after drop: %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(acks, ",") != "a3,b3" {
+		t.Errorf("acks %q", acks)
 	}
 }

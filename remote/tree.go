@@ -89,8 +89,10 @@ type Tree struct {
 
 	closeAnswers chan int // daemons that answered the closing broadcast, a subtree at a time (tClosed)
 
-	// Per vertex (index v-1): the stdin and preload windows.
-	stdin   []*window
+	// The stdin windows, per vertex and stream (stdin.go), made as a
+	// stream's first chunk goes, dropped at its end (t.mu); the preload
+	// windows, per vertex (index v-1).
+	stdin   map[stdinKey]*window
 	preload []*window
 	// out queues the nodes' output for the Writer (output.go).
 	out *outFlow
@@ -132,12 +134,12 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	advertise := ln.Hosts()
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*hello{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
-		stdin: make([]*window, len(cfg.Hosts)), preload: make([]*window, len(cfg.Hosts)), root: cfg.Root}
+		stdin: map[stdinKey]*window{}, preload: make([]*window, len(cfg.Hosts)), root: cfg.Root}
 	if t.root == nil {
 		t.root = NewRoot()
 	}
-	for i := range t.stdin {
-		t.stdin[i], t.preload[i] = newWindow(stdinWindow), newWindow(preloadWindow)
+	for i := range t.preload {
+		t.preload[i] = newWindow(preloadWindow)
 	}
 	outWin := outWindow(len(cfg.Hosts))
 	t.out = newOutFlow(len(cfg.Hosts), outWin, up,
@@ -209,7 +211,11 @@ func (t *Tree) nodeFailed(host string, err error) {
 			if !t.down[w] {
 				t.down[w] = true
 				lostVerts = append(lostVerts, w)
-				t.stdin[w-1].kill()
+				for k, win := range t.stdin {
+					if k.v == w {
+						win.kill()
+					}
+				}
 				t.preload[w-1].kill()
 				if w != v+1 {
 					cut = append(cut, t.cfg.Hosts[w-1])
@@ -373,6 +379,7 @@ func (n *Node) Forget(nspace string) {
 	n.t.mu.Lock()
 	delete(n.t.broadcast, nspace)
 	n.t.mu.Unlock()
+	n.t.dropWindow(n.v, nspace) // a fan-out still sending to the job gives up
 	n.t.send(n.v, tForget, &forget{Nspace: nspace})
 }
 
@@ -396,17 +403,64 @@ func (n *Node) Inspect(nspace string, stacks bool) []daemon.RankState {
 	}
 }
 
-// Stdin passes a chunk of the launcher's stdin to the node (nil: EOF). It
-// waits while the node holds a window's worth its ranks have not read.
-func (n *Node) Stdin(p []byte) error {
-	if err := n.t.window(n.v).acquire(len(p)); err != nil {
+// OpenStdin opens the node's stdin stream for the ranks of job nspace,
+// before the first Stdin.
+func (n *Node) OpenStdin(nspace string) { n.t.window(n.v, nspace, true) }
+
+// Stdin passes a chunk of the launcher's stdin to the ranks of job nspace
+// on the node (nil: EOF, the stream's end). It waits while the node holds a
+// window's worth its ranks have not read. A stream that is over (the node
+// is lost, its ranks read no more, the job was forgotten) takes nothing.
+func (n *Node) Stdin(nspace string, p []byte) error {
+	w := n.t.window(n.v, nspace, false)
+	if w == nil {
+		return fmt.Errorf("%s: %w", n.t.cfg.Hosts[n.v-1], errNodeGone)
+	}
+	if len(p) == 0 {
+		defer n.t.dropWindow(n.v, nspace) // the stream's end
+	}
+	if err := w.acquire(len(p)); err != nil {
+		n.t.dropWindow(n.v, nspace)
 		return fmt.Errorf("%s: %w", n.t.cfg.Hosts[n.v-1], err)
 	}
-	return n.t.kids.send(n.v, tStdin, frame(uint32(n.v), toLauncher, p))
+	return n.t.kids.send(n.v, tStdin, frame(uint32(n.v), toLauncher, append(appendStream(nil, nspace), p...)))
 }
 
-// window is vertex v's stdin window.
-func (t *Tree) window(v int) *window { return t.stdin[v-1] }
+// stdinKey names a stdin window: a node's (vertex) stream (namespace).
+type stdinKey struct {
+	v      int
+	nspace string
+}
+
+// window is the stdin window of vertex v's stream nspace (nil: none);
+// make makes it if it is not there (dead if the node is, or the tree
+// closes).
+func (t *Tree) window(v int, nspace string, create bool) *window {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := stdinKey{v, nspace}
+	w := t.stdin[k]
+	if w == nil && create {
+		w = newWindow(stdinWindow)
+		if t.down[v] || t.closing {
+			w.kill()
+		}
+		t.stdin[k] = w
+	}
+	return w
+}
+
+// dropWindow ends a stream's window: whatever waits on it gives up.
+func (t *Tree) dropWindow(v int, nspace string) {
+	t.mu.Lock()
+	k := stdinKey{v, nspace}
+	w := t.stdin[k]
+	delete(t.stdin, k)
+	t.mu.Unlock()
+	if w != nil {
+		w.kill()
+	}
+}
 
 // Close ends every daemon: each kills and reaps its ranks and answers, then
 // the links close and the daemons exit. It waits a bounded time.
@@ -516,10 +570,15 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		}
 		return
 	case tStdinAck:
-		if k, err := decodeAck(body, stdinWindow); err == nil {
-			t.window(v).release(k)
-		} else {
+		ns, ack, err := splitStream(body)
+		k := 0
+		if err == nil {
+			k, err = decodeAck(ack, stdinWindow)
+		}
+		if err != nil {
 			t.nodeFailed(host, err)
+		} else if w := t.window(v, ns, false); w != nil {
+			w.release(k)
 		}
 		return
 	case tPreloadAck:
@@ -530,7 +589,12 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		}
 		return
 	case tStdinDone:
-		t.window(v).kill() // the stdin fan-out drops the node
+		// The stdin fan-out drops the node's stream.
+		if ns, _, err := splitStream(body); err == nil {
+			if w := t.window(v, ns, false); w != nil {
+				w.kill()
+			}
+		}
 		return
 	}
 	if err := t.handle(v, host, typ, len(payload), body); err != nil {
@@ -607,6 +671,13 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 			return err
 		}
 		key := m.Coll
+		if m.Expired {
+			t.root.timedOut(key, m.Kind, m.Gen, m.Missing)
+			return nil
+		}
+		if t.root.cs.stale(key, m.Gen) {
+			return nil
+		}
 		t.stats.collIn(key, size)
 		done := func(res []byte, err error) {
 			b := frame(uint32(v), toLauncher, encodeColl(&collResult{Coll: key, status: statusOf(err)}, res))

@@ -34,6 +34,17 @@
  *       a context id); VICTIM then exits with status 7; the others wait for
  *       the event and print "group: rank R heard rank V left group G".
  *
+ *   group timeout LATE
+ *       Every rank fences; LATE then sleeps 6 s while the others construct
+ *       group "late" of every rank with PMIX_TIMEOUT 2 (and a context id):
+ *       they print "group: rank R first construct: STATUS in S s" (want
+ *       TIMEOUT within a few seconds). Then every rank, LATE included,
+ *       constructs group "late" again (PMIX_TIMEOUT 30, a context id) and
+ *       destructs it ("group: rank R late cid C"), constructs group "quick"
+ *       (no context id) and destructs it, both with PMIX_TIMEOUT 2, fences
+ *       after 3 s (the timers of what completed must not fire), and prints
+ *       "group: rank R ok".
+ *
  *   group invite
  *       Rank 0 invites every other rank into group "inv" (PMIx_Group_invite);
  *       each waits for PMIX_GROUP_INVITED and joins (PMIx_Group_join, accept).
@@ -49,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static pmix_proc_t myproc;
@@ -345,6 +357,84 @@ static int notify(uint32_t victim)
     return 0;
 }
 
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int timeout(uint32_t late)
+{
+    uint32_t size = job_size();
+    pmix_proc_t *procs = calloc(size, sizeof *procs);
+    pmix_info_t info[2], *results = NULL;
+    size_t nresults = 0, n, cid;
+    bool yes = true;
+    int secs = 2;
+    double t0;
+    pmix_status_t rc;
+
+    phase = "PMIx_Fence";
+    if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS) {
+        printf("group: rank %u fence: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    PMIX_INFO_LOAD(&info[0], PMIX_GROUP_ASSIGN_CONTEXT_ID, &yes, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);
+    n = members(procs, size, 0, 1);
+    if (myproc.rank == late) {
+        phase = "sleep";
+        sleep(6);
+    } else {
+        t0 = now();
+        phase = "PMIx_Group_construct(late, PMIX_TIMEOUT)";
+        rc = PMIx_Group_construct("late", procs, n, info, 2, &results, &nresults);
+        printf("group: rank %u first construct: %s in %.0f s\n", myproc.rank, PMIx_Error_string(rc), now() - t0);
+        if (rc == PMIX_SUCCESS)
+            return 1;
+    }
+    /* Timeouts that do not expire: the timers must go quietly. */
+    secs = 30;
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);
+    phase = "PMIx_Group_construct(late)";
+    results = NULL;
+    nresults = 0;
+    if ((rc = PMIx_Group_construct("late", procs, n, info, 2, &results, &nresults)) != PMIX_SUCCESS) {
+        printf("group: rank %u second construct: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    cid = cidOf(results, nresults);
+    printf("group: rank %u late cid %zu\n", myproc.rank, cid);
+    phase = "PMIx_Group_destruct(late)";
+    if ((rc = PMIx_Group_destruct("late", NULL, 0)) != PMIX_SUCCESS) {
+        printf("group: rank %u destruct late: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    secs = 2;
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);
+    phase = "PMIx_Group_construct(quick)";
+    results = NULL;
+    nresults = 0;
+    if ((rc = PMIx_Group_construct("quick", procs, n, &info[1], 1, &results, &nresults)) != PMIX_SUCCESS) {
+        printf("group: rank %u construct quick: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    phase = "PMIx_Group_destruct(quick)";
+    if ((rc = PMIx_Group_destruct("quick", &info[1], 1)) != PMIX_SUCCESS) {
+        printf("group: rank %u destruct quick: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    sleep(3);
+    phase = "PMIx_Fence(after quick)";
+    if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS) {
+        printf("group: rank %u fence after quick: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    printf("group: rank %u ok\n", myproc.rank);
+    return 0;
+}
+
 static volatile int invited;
 static char inviter_ns[PMIX_MAX_NSLEN + 1];
 static pmix_rank_t inviter_rank;
@@ -416,12 +506,14 @@ int main(int argc, char **argv)
         ret = die((uint32_t)atoi(argv[2]));
     else if (argc == 3 && strcmp(argv[1], "die-destruct") == 0)
         ret = die_destruct((uint32_t)atoi(argv[2]));
+    else if (argc == 3 && strcmp(argv[1], "timeout") == 0)
+        ret = timeout((uint32_t)atoi(argv[2]));
     else if (argc == 2 && strcmp(argv[1], "invite") == 0)
         ret = invite();
     else if (argc == 3 && strcmp(argv[1], "notify") == 0)
         ret = notify((uint32_t)atoi(argv[2]));
     else
-        fprintf(stderr, "usage: group ok | die VICTIM | die-destruct VICTIM | notify VICTIM | invite\n");
+        fprintf(stderr, "usage: group ok | die VICTIM | die-destruct VICTIM | notify VICTIM | timeout LATE | invite\n");
     PMIx_Finalize(NULL, 0);
     return ret;
 }
