@@ -535,13 +535,9 @@ func lines(out []byte) []string {
 
 // parseSizes parses -sizes: comma-separated host counts, 1..253 each.
 func parseSizes(s string) ([]int, error) {
-	var sizes []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 253 {
-			return nil, fmt.Errorf("-sizes %q: want comma-separated host counts in 1..253", s)
-		}
-		sizes = append(sizes, n)
+	sizes, err := benchutil.Ints("-sizes", s, 1, 253)
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(sizes)
 	return slices.Compact(sizes), nil

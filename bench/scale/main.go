@@ -94,21 +94,14 @@ func run() (bool, error) {
 	flag.Parse()
 	var fanouts []int
 	if *fanoutsFlag != "" {
-		for _, f := range strings.Split(*fanoutsFlag, ",") {
-			k, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || k < 1 {
-				return false, fmt.Errorf("-fanouts: bad fanout %q", f)
-			}
-			fanouts = append(fanouts, k)
+		var err error
+		if fanouts, err = benchutil.Ints("-fanouts", *fanoutsFlag, 1, 1<<16); err != nil {
+			return false, err
 		}
 	}
-	var sizes []int
-	for _, f := range strings.Split(*sizesFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 9999 {
-			return false, fmt.Errorf("-sizes: bad size %q", f)
-		}
-		sizes = append(sizes, n)
+	sizes, err := benchutil.Ints("-sizes", *sizesFlag, 1, 9999)
+	if err != nil {
+		return false, err
 	}
 	root := ctest.Root()
 	prun := *prunFlag

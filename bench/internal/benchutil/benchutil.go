@@ -5,6 +5,7 @@ package benchutil
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -23,6 +24,19 @@ func Pct(xs []float64, p float64) float64 {
 }
 
 // Ms formats milliseconds.
+// Ints parses flag's comma-separated integers, each in lo..hi.
+func Ints(flag, s string, lo, hi int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < lo || n > hi {
+			return nil, fmt.Errorf("%s %q: want comma-separated integers in %d..%d", flag, s, lo, hi)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func Ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" }
 
 // Tail is the last n bytes of b.
