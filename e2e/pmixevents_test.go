@@ -129,6 +129,22 @@ func expectQueries(t *testing.T, out, nspace string, namespaces []string, table,
 	}
 }
 
+// waitURI waits (30 s at most) for a whole line in file, a server's URI
+// that prun or one of its ranks writes, and returns it; prun is ended if
+// none comes.
+func waitURI(t *testing.T, p *proc, file string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if b, err := os.ReadFile(file); err == nil && strings.HasSuffix(string(b), "\n") {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			p.signal(syscall.SIGTERM)
+			t.Fatalf("no URI in %s\n%s", file, p.wait())
+		}
+	}
+}
+
 func readURI(t *testing.T, file string) string {
 	t.Helper()
 	b, err := os.ReadFile(file)
@@ -170,18 +186,7 @@ func TestPMIxEventsMultiNode(t *testing.T) {
 		var tools []*exec.Cmd
 		for i, rank := range []int{0, 2} { // --map-by node: rank 2 on the third host
 			uriFile := filepath.Join(dir, fmt.Sprintf("rank.%d.uri", rank))
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if _, err := os.Stat(uriFile); err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					p.signal(syscall.SIGTERM)
-					t.Fatalf("no URI from rank %d in %s\n%s", rank, uriFile, p.wait())
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			tools = append(tools, c.InNetns(m.hosts[rank], bin, "tool", readURI(t, uriFile), nspace, goFiles[i]))
+			tools = append(tools, c.InNetns(m.hosts[rank], bin, "tool", waitURI(t, p, uriFile), nspace, goFiles[i]))
 		}
 		outs := make([]chan string, len(tools))
 		for i, tool := range tools {
@@ -208,21 +213,11 @@ func TestPMIxEventsMultiNode(t *testing.T) {
 	t.Run("tool-at-launcher", func(t *testing.T) {
 		bin := ctest.Build(t, ctest.PMIx, "jobend.c")
 		dir, q := pmixProg(t, "query.c")
-		uriFile, goFile := filepath.Join(dir, "uri"), filepath.Join(dir, "go")
+		tmp := t.TempDir() // not dir: the compiled clients' cache outlives the test
+		uriFile, goFile := filepath.Join(tmp, "uri"), filepath.Join(tmp, "go")
 		p := startPrun(t, opts{env: m.env(), args: []string{"--hostfile", m.hostfile, "--map-by", "node",
 			"--report-uri", uriFile, "-n", "4", "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)}})
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if b, err := os.ReadFile(uriFile); err == nil && strings.HasSuffix(string(b), "\n") {
-				break
-			}
-			if time.Now().After(deadline) {
-				p.signal(syscall.SIGTERM)
-				t.Fatalf("no URI in %s\n%s", uriFile, p.wait())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		uri := readURI(t, uriFile)
+		uri := waitURI(t, p, uriFile)
 		nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
 		h := m.hosts
 		want := fmt.Sprintf("query: proctable 4 procs: 0@%s:PROC EXECUTING,1@%s:PROC EXECUTING,2@%s:PROC EXECUTING,3@%s:PROC EXECUTING\n",
