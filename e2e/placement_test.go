@@ -329,7 +329,8 @@ func TestPerContextHostfile(t *testing.T) {
 	t.Parallel()
 	host, _ := os.Hostname()
 	dir, mpmd := ompi(t, "mpmd.c")
-	hfA, hfB := filepath.Join(dir, "hfA"), filepath.Join(dir, "hfB")
+	tmp := t.TempDir() // not dir: the compiled programs' cache outlives the test
+	hfA, hfB := filepath.Join(tmp, "hfA"), filepath.Join(tmp, "hfB")
 	if err := os.WriteFile(hfA, []byte("localhost slots=1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,8 @@ func TestOpenMPILauncherMCA(t *testing.T) {
 	t.Parallel()
 	host, _ := os.Hostname()
 	dir, ring := ompi(t, "ring.c")
-	hf, conf := filepath.Join(dir, "hf1"), filepath.Join(dir, "mca.conf")
+	tmp := t.TempDir() // not dir: the compiled programs' cache outlives the test
+	hf, conf := filepath.Join(tmp, "hf1"), filepath.Join(tmp, "mca.conf")
 	if err := os.WriteFile(hf, []byte(host+" slots=1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
