@@ -126,6 +126,14 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
 		cb.ParentAddrs = ln.Hosts()
 		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) {
+			switch typ {
+			case tHello, tHellos:
+				if n.childHello(typ, p) {
+					return // it goes up with this daemon's own (hello.go)
+				}
+			case tFailed:
+				n.helloNow() // a failure below goes up at once
+			}
 			// The parent takes a link only with its child's own hello
 			// first: a child's hello (a child started without SSH's
 			// handshake, as in a simulated cluster, is up before its
@@ -142,10 +150,12 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			n.parent.Send(typ, p)
 		},
 			func(v int, err error) {
+				n.helloFailure(v)
 				<-n.helloSent
 				n.closeGone(v)
 				n.sendUp(tFailed, &nodeErr{Host: b.Hosts[v-1], Err: err.Error()})
 			})
+		n.expectHellos(n.kids.children())
 		n.kids.start()
 		defer rsh.Shutdown() // after the sessions' close below: prun-ssh goes before this daemon
 		// Its children's sessions end before it does: they end as the
@@ -194,9 +204,8 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	if xml != nil && strings.HasPrefix(hi.Topo, "asymmetric") {
 		hi.TopoXML = xml // no synthetic description says it all
 	}
-	n.sendUp(tHello, hi)
-	close(n.helloSent)
-	trace.Mark("hello sent")
+	n.ownHello(hi) // with its subtree's, when it has children
+	trace.Mark("hello ready")
 
 	go n.readParent()
 	if b.Agent == AgentSlurm {
@@ -340,6 +349,7 @@ type node struct {
 	out       *outCredit   // the output window (output.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
+	hellos    helloState    // its subtree's hellos, combined (hello.go)
 	closing   closeState    // the closing broadcast's answer, combined for the subtree
 	vertOnce  sync.Once
 	verts     map[string]int // node name -> vertex

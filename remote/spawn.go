@@ -300,7 +300,7 @@ func lastLine(s string) string {
 }
 
 // accept takes the children's links: the first frame of each must be the
-// hello of a child not yet linked.
+// hello (or a subtree's hellos) of a child not yet linked.
 func (s *spawner) accept() {
 	for l := range s.ln.Links() {
 		go s.serveLink(l, 0)
@@ -319,7 +319,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 	}
 	_, src, _, err := header(f.Payload)
 	v := int(src)
-	ok := err == nil && f.Type == tHello && ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts) &&
+	ok := err == nil && (f.Type == tHello || f.Type == tHellos) && ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts) &&
 		(want == 0 || v == want)
 	s.mu.Lock()
 	if ok && (s.links[v] != nil || s.closing) {

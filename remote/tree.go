@@ -608,20 +608,22 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 	up := t.up
 	switch typ {
 	case tHello:
-		return on(body, func(m *hello) {
-			t.mu.Lock()
-			if t.hellos[v] == nil {
-				t.hellos[v] = m
-				if t.cfg.OnHello != nil {
-					t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
-				}
-				if len(t.hellos) == len(t.cfg.Hosts) {
-					t.stats.setPhase(phaseRun)
-					close(t.ready)
-				}
+		return on(body, func(m *hello) { t.hello(v, m) })
+	case tHellos:
+		// A subtree's hellos, combined on the way (hello.go): each of a
+		// vertex of the subtree of the daemon that sent them.
+		var m subtreeHellos
+		if err := decode(body, &m); err != nil {
+			return err
+		}
+		for i := range m.Hellos {
+			if w := m.Hellos[i].Vertex; w < 1 || w > len(t.cfg.Hosts) || !inSubtree(w, v, t.cfg.Fanout) {
+				return errHelloOutside
 			}
-			t.mu.Unlock()
-		})
+		}
+		for i := range m.Hellos {
+			t.hello(m.Hellos[i].Vertex, &m.Hellos[i])
+		}
 	case tFailed, tGaveUp:
 		return on(body, func(m *nodeErr) {
 			switch {
@@ -744,6 +746,23 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 		t.calls.answered(body)
 	}
 	return nil
+}
+
+// hello records vertex v's hello; the start is over when every daemon's is in.
+func (t *Tree) hello(v int, m *hello) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.hellos[v] != nil {
+		return
+	}
+	t.hellos[v] = m
+	if t.cfg.OnHello != nil {
+		t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
+	}
+	if len(t.hellos) == len(t.cfg.Hosts) {
+		t.stats.setPhase(phaseRun)
+		close(t.ready)
+	}
 }
 
 // unresolved is the launcher's answer to a collective whose participants
