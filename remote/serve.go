@@ -61,10 +61,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
-		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
+		n.up.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
 	})
 	n.coll.expire = func(key string, c *coll, missing []int) {
-		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Expired: true, Gen: c.gen, Missing: missing}, nil)))
+		n.up.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Expired: true, Gen: c.gen, Missing: missing}, nil)))
 	}
 	if b.Agent == AgentSlurm {
 		n.slurmTerm = make(chan struct{})
@@ -95,7 +95,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("connected")
 	parent.SetSilence(ctl.Silence(len(b.Hosts)))
 	n.parent = parent
+	n.up = newUpQueue(parent)
 	defer parent.Close()
+	defer n.up.drain(5 * time.Second) // its last words (a failure, the closing answer) go first
 	// Output waiting for credit gives up when the link goes: nothing will
 	// acknowledge it (and the ranks must not hang on their pipes).
 	go func() { <-parent.Done(); n.out.kill() }()
@@ -107,9 +109,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		}()
 	}
 	n.stdin.ack = func(ns string, k int) {
-		parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
+		n.up.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
 	}
-	n.stdin.done = func(ns string) { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
+	n.stdin.done = func(ns string) { n.up.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
 
 	// Children first: their SSH handshakes are the long pole.
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
@@ -147,7 +149,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 				n.childClosed(p) // counted here, not relayed
 				return
 			}
-			n.parent.Send(typ, p)
+			n.up.Send(typ, p)
 		},
 			func(v int, err error) {
 				n.helloFailure(v)
@@ -340,6 +342,7 @@ type node struct {
 	me        int
 	host      string
 	parent    *ctl.Link
+	up        *upQueue // what goes to the parent, batched (batch.go)
 	kids      *spawner
 	d         *daemon.Daemon
 	topo      *topology.Topology
@@ -382,7 +385,7 @@ func (n *node) sendUp(typ uint8, m any) error {
 	if err != nil {
 		return err
 	}
-	return n.parent.Send(typ, frame(toLauncher, uint32(n.me), b))
+	return n.up.Send(typ, frame(toLauncher, uint32(n.me), b))
 }
 
 // askUp sends a request to the launcher; done gets the answer, or the
@@ -393,7 +396,7 @@ func askUp[A any](n *node, typ uint8, req idSetter, done func(A, error)) {
 
 // replyUp answers the launcher's request id.
 func replyUp[A any](n *node, id uint64, a A, err error) {
-	n.parent.Send(tReply, frame(toLauncher, uint32(n.me), encodeReply(id, a, err)))
+	n.up.Send(tReply, frame(toLauncher, uint32(n.me), encodeReply(id, a, err)))
 }
 
 // readParent handles what comes down: messages for this node, for every
@@ -593,7 +596,7 @@ func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
 	if !n.out.acquire(outKey{src, st}, len(p), partial) {
 		return // the link is gone: so is whoever would print this
 	}
-	if n.parent.Send(tOutput, outputFrame(uint32(n.me), src, st, p, partial)) != nil {
+	if n.up.Send(tOutput, outputFrame(uint32(n.me), src, st, p, partial)) != nil {
 		n.out.kill() // the link died with it (ctl: whole frames or none)
 	}
 }
@@ -665,7 +668,7 @@ func (n *node) childColl(p []byte) {
 	}
 	if m.Expired {
 		// A timeout below: the launcher decides.
-		n.parent.Send(tColl, p)
+		n.up.Send(tColl, p)
 		return
 	}
 	if n.coll.stale(m.Coll, m.Gen) {

@@ -99,6 +99,9 @@ type spawner struct {
 	failed func(vertex int, err error)
 	// sent, if set, counts each frame sent to a child (the launcher's Stats).
 	sent func(typ uint8, n int)
+	// recvd, if set, counts each frame read from a child: its type, its
+	// payload's size and the messages it carried (a batch's, or 1).
+	recvd func(typ uint8, n, msgs int)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -337,6 +340,9 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 		return
 	}
 	trace.Mark("%s linked", s.host(v))
+	if s.recvd != nil {
+		s.recvd(f.Type, len(f.Payload), 1)
+	}
 	s.up(f.Type, f.Payload)
 	for {
 		f, err := l.Recv()
@@ -348,6 +354,21 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 				s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
 			}
 			return
+		}
+		if f.Type == tBatch {
+			k, err := decodeBatch(f.Payload, s.up)
+			if err != nil {
+				s.fail(v, err) // the stream from below cannot be trusted past it
+				l.Close()
+				return
+			}
+			if s.recvd != nil {
+				s.recvd(f.Type, len(f.Payload), k)
+			}
+			continue
+		}
+		if s.recvd != nil {
+			s.recvd(f.Type, len(f.Payload), 1)
 		}
 		s.up(f.Type, f.Payload)
 	}

@@ -160,6 +160,15 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 			t.stats.frame(false, n)
 		}
 	}
+	t.kids.recvd = func(typ uint8, n, msgs int) {
+		if typ != tColl { // counted by collIn
+			t.stats.frame(true, n)
+		}
+		if typ == tBatch {
+			t.stats.batched(msgs)
+		}
+
+	}
 	t.kids.env = cfg.LaunchEnv
 	t.root.attach(cfg.Hosts, cfg.Fanout, func(typ uint8, m any) {
 		body, err := encode(m)
@@ -559,9 +568,6 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		return
 	}
 	host := t.cfg.Hosts[v-1]
-	if typ != tColl { // counted by collIn
-		t.stats.frame(true, len(payload))
-	}
 	switch typ {
 	case tOutput:
 		// Queued, never written here: this goroutine reads the link.
