@@ -157,6 +157,11 @@ func TestGroupsMultiNode(t *testing.T) {
 		checkGroups(t, d.run(t, opts{env: m.env(), args: []string{"-n", "8", prog, "ok"}, timeout: 90 * time.Second}), 8)
 	})
 
+	t.Run("dvm-same-name", func(t *testing.T) {
+		d := startDVM(t, m.env(), "--hostfile", m.hostfile)
+		sameNameGroups(t, d, m.env(), prog, "prun-h2", "prun-h3")
+	})
+
 	t.Run("invite", func(t *testing.T) {
 		checkInvite(t, m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", prog, "invite"}}), 4)
 	})

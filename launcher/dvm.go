@@ -448,6 +448,7 @@ func (d *DVM) forget(r *run) {
 	var wg sync.WaitGroup
 	for _, j := range r.jobs.list {
 		d.base.up.root.Forget(j.plan.Nspace)
+		d.base.up.grp.forget(j.plan.Nspace)
 		for _, n := range d.base.up.nodes() {
 			wg.Add(1)
 			go func() { defer wg.Done(); n.Forget(j.plan.Nspace) }()
