@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runReport is the part of --report's tree counters about the frames the
@@ -79,5 +80,31 @@ func TestSimulatedTreeOutput(t *testing.T) {
 	}
 	if 2*frames > msgs {
 		t.Errorf("the launcher read %d frames for %d messages, want at most half as many", frames, msgs)
+	}
+}
+
+// TestSimulatedTreeLoneLine: batching holds nothing back. In a chain of 4
+// simulated nodes (fanout 1: sim004's output is relayed by sim003, sim002
+// and sim001), the rank on sim004 prints one line and waits until the test
+// has seen it: the line comes through on its own, not with later output
+// nor at the job's end.
+func TestSimulatedTreeLoneLine(t *testing.T) {
+	hostfile, env, agent := simCluster(t, 4)
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "go")
+	script := writeScript(t, dir, "prompt.sh", fmt.Sprintf(
+		"[ \"$PMIX_RANK\" = 3 ] && echo \"rank 3: ready?\"\nwhile [ ! -e %s ]; do sleep 0.05; done\necho \"rank $PMIX_RANK done\"\n", gate))
+	p := startPrun(t, opts{args: append(agent, "--hostfile", hostfile, "--launch-fanout", "1", "-n", "4", script), env: env})
+	seen := p.stdout.waitFor(func(s string) bool { return strings.Contains(s, "rank 3: ready?\n") }, 30*time.Second)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait()
+	if !seen {
+		t.Fatalf("the lone line of the rank on sim004 did not come while the rank waited\n%s", r)
+	}
+	expectCode(t, r, 0)
+	if n := strings.Count(r.stdout, " done\n"); n != 4 {
+		t.Errorf("%d ranks done, want 4\n%s", n, r)
 	}
 }
