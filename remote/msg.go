@@ -77,7 +77,8 @@ type hello struct {
 	Host    string `json:",omitzero"`
 	Pid     int    `json:",omitzero"`
 	Topo    string `json:",omitzero"` // synthetic topology, or
-	TopoXML []byte `json:",omitzero"` // ... the node's hwloc XML
+	TopoXML []byte `json:",omitzero"` // ... the node's hwloc XML, or
+	TopoOf  int    `json:",omitzero"` // ... the vertex of a hello sent before this one over the same link, whose topology this node shares
 }
 
 // subtreeHellos is the first word of a daemon with children: its own hello

@@ -614,7 +614,11 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 	up := t.up
 	switch typ {
 	case tHello:
-		return on(body, func(m *hello) { t.hello(v, m) })
+		var m hello
+		if err := decode(body, &m); err != nil {
+			return err
+		}
+		return t.hello(v, v, &m)
 	case tHellos:
 		// A subtree's hellos, combined on the way (hello.go): each of a
 		// vertex of the subtree of the daemon that sent them.
@@ -628,7 +632,9 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 			}
 		}
 		for i := range m.Hellos {
-			t.hello(m.Hellos[i].Vertex, &m.Hellos[i])
+			if err := t.hello(v, m.Hellos[i].Vertex, &m.Hellos[i]); err != nil {
+				return err
+			}
 		}
 	case tFailed, tGaveUp:
 		return on(body, func(m *nodeErr) {
@@ -754,12 +760,21 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 	return nil
 }
 
-// hello records vertex v's hello; the start is over when every daemon's is in.
-func (t *Tree) hello(v int, m *hello) {
+// hello records vertex v's hello, which came over the link of vertex src;
+// the start is over when every daemon's is in.
+func (t *Tree) hello(src, v int, m *hello) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.hellos[v] != nil {
-		return
+		return nil
+	}
+	if w := m.TopoOf; w != 0 {
+		// Sent before over the same link: recorded already.
+		ref := t.hellos[w]
+		if w < 1 || w > len(t.cfg.Hosts) || !inSubtree(w, src, t.cfg.Fanout) || ref == nil {
+			return errHelloTopo
+		}
+		m.Topo, m.TopoXML, m.TopoOf = ref.Topo, ref.TopoXML, 0
 	}
 	t.hellos[v] = m
 	if t.cfg.OnHello != nil {
@@ -769,6 +784,7 @@ func (t *Tree) hello(v int, m *hello) {
 		t.stats.setPhase(phaseRun)
 		close(t.ready)
 	}
+	return nil
 }
 
 // unresolved is the launcher's answer to a collective whose participants
