@@ -367,6 +367,9 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	held := st.again.takeHeld()
 	c, pid := st.client, st.pid
 	sh.mu.Unlock()
+	// A group construct or destruct on this node that waits for it would
+	// wait for ever (libpmix 4.2.2): it fails now.
+	sh.d.srv.GroupMemberGone(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
 	if pid != 0 {
 		// No PMIx_server_deregister_client here: the rank's connection is
 		// libpmix's to tear down when it reads the EOF (see

@@ -94,5 +94,15 @@ var grpcbfunc = sync.OnceValue(func() uintptr {
 	return uintptr(C.prun_server_init_addr()) - uintptr(init) + uintptr(cb)
 })
 
+// GroupMemberGone tells the library's side of groups that a local rank
+// ended for good: a construct or destruct that waits on this node for it
+// fails (PMIX_GROUP_CONSTRUCT_ABORT) instead of holding its other local
+// members for ever (grpgone.c).
+func (s *Server) GroupMemberGone(p Proc) {
+	ns := C.CString(p.Nspace)
+	defer C.free(unsafe.Pointer(ns))
+	C.prun_group_member_gone(ns, C.uint32_t(p.Rank))
+}
+
 //export goGroupCompletion
 func goGroupCompletion() C.uintptr_t { return C.uintptr_t(grpcbfunc()) }

@@ -10,6 +10,7 @@ package pmixsrv
 
 /*
 #cgo pkg-config: pmix
+#cgo CFLAGS: -I/usr/lib/x86_64-linux-gnu/pmix2 -I/usr/lib/x86_64-linux-gnu/pmix2/include/pmix
 #cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -lhwloc -l:libmunge.so.2 -lz -lm
 #include <malloc.h>
 #include "shim.h"
