@@ -144,9 +144,11 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 // For this node's ranks only: PMIX_GLOBAL_RANK, PMIX_REINCARNATION,
 // PMIX_WDIR (a non-specific key, whose app value the app arrays hold),
 // PMIX_HOSTNAME (derived anyway; kept as it was), PMIX_PROCDIR, the local
-// node's sizes and peers, PMIX_CPUSET and PMIX_LOCALITY_STRING (Open MPI 4.1
-// reads the locality strings of its local peers alone: ess/pmi). A remote
-// rank's such keys are NOT-FOUND, as under PRRTE's for the locality.
+// node's sizes and peers (a node-realm key asked by the rank of a process on
+// the node, no qualifier (5.1.5.5): libpmix 4.2.2 answers a local rank's
+// from its data, another node's by host name from the node arrays),
+// PMIX_CPUSET and PMIX_LOCALITY_STRING (Open MPI 4.1 reads its local peers'
+// alone: ess/pmi). A remote rank's such keys are NOT-FOUND.
 func procInfo(p *Plan, sess *sessiondir.Dir, self int, pr mapper.Proc) []pmixsrv.Info {
 	m := p.Map
 	type I = pmixsrv.Info
