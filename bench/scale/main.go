@@ -219,6 +219,11 @@ func run() (bool, error) {
 		for _, bn := range benches {
 			res := &result{Size: n, Bench: bn.name, Launcher: bn.launcher}
 			all = append(all, res)
+			if avail, need := availKiB(), int64(n)*(daemonKiB(n)+rankKiB(bn.name, n)); avail > 0 && avail < need {
+				res.Err = fmt.Sprintf("skipped: %d MiB available, %d MiB needed", avail>>10, need>>10)
+				fmt.Printf("| %s | %s | skipped | | | | %s |\n", bn.name, bn.launcher, res.Err)
+				continue
+			}
 			for i := 0; i < *runs && res.Err == ""; i++ {
 				s, err := once(ctx, dir, n, strings.HasPrefix(bn.launcher, "prun"), bn.argv, bn.want)
 				if err != nil {
@@ -275,15 +280,34 @@ func run() (bool, error) {
 
 // daemonKiB bounds the memory one simulated node takes at the launch's
 // peak in a job of n nodes, one rank each: 4 MiB for the daemon (3 MiB of
-// anonymous memory, its shells, its rank, the kernel's share), and 14 KiB per
-// node of the job, as if every daemon peaked at once. Each daemon registers
-// every rank and node of the job with libpmix: its store holds about 6 KiB
-// per node, and while registering the daemon also holds them as pmix_info_t
-// (544 bytes each, 15 per node and rank: 8 KiB); TestRegisterMemoryPerNode
-// measures 13.5 KiB. Measured with bench/scale (the machine's MemAvailable
-// at its lowest): 3.9 GiB at 512 nodes, where this says 5.5 GiB. mpirun's
-// and Hydra's daemons take less.
-func daemonKiB(n int) int64 { return 4<<10 + 14*int64(n) }
+// anonymous memory, its shells, its rank, the kernel's share), and 12 KiB per
+// node of the job. Each daemon registers every rank and node of the job with
+// libpmix: its store holds about 6 KiB per node, and while registering the
+// daemon also holds them as pmix_info_t (544 bytes each, 15 per node and
+// rank), 13.5 KiB at its peak (TestRegisterMemoryPerNode); the daemons do
+// not all peak at once. Measured with bench/scale, the machine's
+// MemAvailable at its lowest during /bin/true: 3.9-4.0 GiB at 512 nodes
+// (this says 5 GiB), 12.4-13.0 GiB at 1,024 (16 GiB). mpirun's and Hydra's
+// daemons take less.
+func daemonKiB(n int) int64 { return 4<<10 + 12*int64(n) }
+
+// rankKiB bounds the anonymous memory of one rank of benchmark b in a job of
+// n ranks, one per node, added to daemonKiB's. Measured at 128 nodes
+// (VmHWM less RssFile): Open MPI's hello 4.4 MiB, MPICH's 7.6 MiB, growing
+// 4 and 15 KiB per rank of the job (their peak RSS at 32 and 128 nodes).
+// The fence's PMIx client holds every rank's keys and 1 KiB of each one's
+// data: the fence job took 4.5 GiB more than /bin/true at 1,024 nodes.
+func rankKiB(b string, n int) int64 {
+	switch b {
+	case "ompi-hello":
+		return 4<<10 + 4*int64(n)
+	case "mpich-hello":
+		return 6<<10 + 15*int64(n)
+	case "fence":
+		return 1<<10 + 4*int64(n)
+	}
+	return 0
+}
 
 // memFloorKiB is the machine's available memory below which a run is
 // stopped: without swap, a launch that does not fit leaves the kernel
