@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -340,6 +341,38 @@ func (sh *shell) drainPMI(rank int) {
 type usage struct {
 	user, sys time.Duration
 	maxRSS    int64 // KiB
+}
+
+// endedAmong returns a rank of this node among procs whose last
+// incarnation ended, reaped or not yet.
+func (sh *shell) endedAmong(procs []pmixsrv.Proc) (int, bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for r, st := range sh.ranks {
+		if sh.among(procs, r) && (st.exited || st.child != nil && st.child.ended() && !sh.restartable(st)) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// membersAmong counts the ranks of this node among procs.
+func (sh *shell) membersAmong(procs []pmixsrv.Proc) int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	n := 0
+	for r := range sh.ranks {
+		if sh.among(procs, r) {
+			n++
+		}
+	}
+	return n
+}
+
+func (sh *shell) among(procs []pmixsrv.Proc, r int) bool {
+	return slices.ContainsFunc(procs, func(p pmixsrv.Proc) bool {
+		return p.Nspace == sh.plan.Nspace && (p.Rank == pmixsrv.RankWildcard || int(p.Rank) == r)
+	})
 }
 
 // reaped records the end of a rank's incarnation (code -1: it failed to

@@ -64,11 +64,27 @@ void prun_group_sweep(void)
                  * it on before the completion (thread-shifted) drops it. */
                 trk->host_called = true;
                 prun_group_timer_cancel(trk);
+                prun_group_keep_record(trk);
                 done(PMIX_GROUP_CONSTRUCT_ABORT, NULL, 0, trk, NULL, NULL);
                 break;
             }
         }
     }
+}
+
+/* prun_group_keep_record: a destruct that fails leaves the node's record of
+ * the group (its members) in place; the library's completion drops it
+ * whatever the status, and a member that called later got NOT-FOUND. */
+void prun_group_keep_record(void *trk)
+{
+    pmix_server_trkr_t *t = trk;
+    if (t && t->type == PMIX_GROUP_DESTRUCT_CMD)
+        t->cbdata = NULL;
+}
+
+uint32_t prun_group_tracker_nlocal(void *trk)
+{
+    return ((pmix_server_trkr_t *)trk)->nlocal;
 }
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)

@@ -74,5 +74,7 @@ void prun_group_timer_cancel(void *trk);
 void prun_group_sweep(void);
 void prun_group_member_gone(const char *ns, uint32_t rank);
 void prun_group_forget_nspace(const char *ns);
+uint32_t prun_group_tracker_nlocal(void *trk);
+void prun_group_keep_record(void *trk);
 
 #endif
