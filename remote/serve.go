@@ -97,7 +97,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n.parent = parent
 	n.up = newUpQueue(parent)
 	defer parent.Close()
-	defer n.up.drain(5 * time.Second) // its last words (a failure, the closing answer) go first
+	// Its last words (a failure, the closing answer) go first, waited for as
+	// a write to the parent would be.
+	defer n.up.drain(ctl.Silence(len(b.Hosts)))
 	// Output waiting for credit gives up when the link goes: nothing will
 	// acknowledge it (and the ranks must not hang on their pipes).
 	go func() { <-parent.Done(); n.out.kill() }()
