@@ -45,10 +45,13 @@ func TestSimulatedTreeStartFailures(t *testing.T) {
 		// sim006 starts 9 s late: sim001 waits for it at most the connect
 		// timeout (5 s) after its own hello, then sends what it has; sim006's
 		// hello follows on its own. The start succeeds, with one start-up
-		// message more than the launcher's children.
+		// message more than the launcher's children (more only if others
+		// were 5 s late too: a machine loaded beyond reason; still not one
+		// per daemon). 9 s: sim006 starts well within sim001's watch of it
+		// (15 s), sim001's own hello is ready long before 4 s.
 		r, rep, dir := start(t, "PRUN_SIM_DELAY=sim006:9")
 		expectCode(t, r, 0)
-		if in := rep.Tree.Startup.MsgsIn; in != 5 {
+		if in := rep.Tree.Startup.MsgsIn; in < 5 || in >= nodes {
 			t.Errorf("startup: %d messages in, want 5 (4 children, and sim006's late hello)", in)
 		}
 		checkSimClean(t, dir)
