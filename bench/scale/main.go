@@ -8,6 +8,15 @@
 //	go run ./bench/scale [-sizes 256,512,1024] [-runs 3] [-mpi-max 256] [-prun bin/prun] [-json FILE]
 //	go run ./bench/scale -fanouts 8,16,32,64 [-sizes 64,256,512] [-runs 3]
 //	go run ./bench/scale -sizes 256,512 -runs 1 -mpi-max 0 -launchers prun
+//	go run ./bench/scale -cluster -sizes 16,64,128,253 [-runs 3]
+//
+// With -cluster the nodes are not simulated: they are the hosts of the
+// network-namespace cluster of internal/cluster (prun-h1..prun-hN, at most
+// 253, each with its own sshd; it needs root), and every launcher reaches
+// them over real SSH, with the flags bench/cluster uses for the peers
+// (an ssh wrapper with the cluster's configuration; Hydra's -localhost, and
+// Open MPI's interfaces, on the cluster's network). The benchmarks, their
+// checks and the figures are the same.
 //
 // At each size N, one rank per node:
 //
@@ -50,12 +59,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"prun/bench/internal/benchutil"
+	"prun/internal/cluster"
 	"prun/internal/ctest"
 )
 
@@ -68,6 +79,12 @@ type sample struct {
 	RSSKiB    int64   `json:"launcher_peak_rss_kib"`
 	FenceUs   float64 `json:"fence_us,omitempty"`
 	TeardownM float64 `json:"teardown_ms,omitempty"`
+	// On the cluster (-cluster): the CPU of everything the launch ran on
+	// the hosts (sshd sessions, shells, daemons, ranks), counted in
+	// AllCPUMs too; and when the last SSH session on the hosts ended,
+	// after the launcher's exit (-1: not within sessionWait).
+	RemoteCPUMs      float64 `json:"remote_cpu_ms,omitempty"`
+	SessionsEndAfter float64 `json:"sessions_end_after_ms,omitempty"`
 	// prun's daemons (the medians over the daemons; see daemonMem)
 	DaemonAnonKiB     int64 `json:"daemon_anon_kib,omitempty"`
 	DaemonHWMKiB      int64 `json:"daemon_peak_rss_kib,omitempty"`
@@ -105,6 +122,7 @@ func run() (bool, error) {
 	jsonOut := flag.String("json", "", "also write every sample as JSON to this file")
 	fanoutsFlag := flag.String("fanouts", "", "prun alone, true and fence, at each of these launch fanouts")
 	launchersFlag := flag.String("launchers", "prun,hydra,mpirun", "the launchers to run")
+	clusterFlag := flag.Bool("cluster", false, "run on the network-namespace cluster (real sshd hosts, at most 253) instead of simulated nodes")
 	flag.Parse()
 	var fanouts []int
 	if *fanoutsFlag != "" {
@@ -113,7 +131,11 @@ func run() (bool, error) {
 			return false, err
 		}
 	}
-	sizes, err := benchutil.Ints("-sizes", *sizesFlag, 1, 9999)
+	maxSize := 9999
+	if *clusterFlag {
+		maxSize = 253 // the cluster's /24
+	}
+	sizes, err := benchutil.Ints("-sizes", *sizesFlag, 1, maxSize)
 	if err != nil {
 		return false, err
 	}
@@ -148,6 +170,16 @@ func run() (bool, error) {
 	}
 	fmt.Printf("machine: %v\n\n", benchutil.Machine())
 
+	// How each launcher reaches node k of n: simulated nodes simK through
+	// simrsh.sh, or the cluster's hosts over SSH.
+	var ns *nsCluster
+	if *clusterFlag {
+		if ns, err = upCluster(dir, slices.Max(sizes)); err != nil {
+			return false, err
+		}
+		defer ns.stop()
+	}
+
 	var all []*result
 	ok := true
 	for _, n := range sizes {
@@ -159,25 +191,43 @@ func run() (bool, error) {
 		hydraHosts := hosts + ".hydra"
 		var b, h strings.Builder
 		for i := 1; i <= n; i++ {
-			fmt.Fprintf(&b, "sim%04d slots=1\n", i)
-			fmt.Fprintf(&h, "sim%04d:1\n", i)
+			name := fmt.Sprintf("sim%04d", i)
+			if ns != nil {
+				name = ns.hosts[i-1]
+			}
+			fmt.Fprintf(&b, "%s slots=1\n", name)
+			fmt.Fprintf(&h, "%s:1\n", name)
 		}
 		os.WriteFile(hosts, []byte(b.String()), 0o644)
 		os.WriteFile(hydraHosts, []byte(h.String()), 0o644)
-		ns := strconv.Itoa(n)
+		nn := strconv.Itoa(n)
 		prunArgs := func(prog ...string) []string {
 			// The control plane on loopback: the machine's other addresses
 			// may include IPv6 ones, and a daemon linked over IPv6 gives
 			// its Open MPI ranks an IPv6 btl_tcp_if_include, which Open MPI
 			// 4.1 refuses.
-			return append([]string{prun, "--rsh", agent, "--if-include", "lo", "--hostfile", hosts, "--map-by", "node", "-n", ns}, prog...)
+			// (On the cluster, prun's own SSH client and its choice of
+			// interface, as a user's run.)
+			if ns != nil {
+				return append([]string{prun, "--hostfile", hosts, "--map-by", "node", "-n", nn}, prog...)
+			}
+			return append([]string{prun, "--rsh", agent, "--if-include", "lo", "--hostfile", hosts, "--map-by", "node", "-n", nn}, prog...)
 		}
 		hydraArgs := func(prog ...string) []string {
-			return append([]string{"mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", agent, "-f", hydraHosts, "-n", ns}, prog...)
+			if ns != nil {
+				return append([]string{"mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", ns.wrapper, "-localhost", cluster.LauncherAddr,
+					"-f", hydraHosts, "-genv", "UCX_NET_DEVICES", "eth0", "-n", nn}, prog...)
+			}
+			return append([]string{"mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", agent, "-f", hydraHosts, "-n", nn}, prog...)
 		}
 		mpirunArgs := func(prog ...string) []string {
-			return append([]string{"mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--mca", "plm_rsh_agent", agent,
-				"--mca", "if_base_do_not_resolve", "1", "--mca", "pml", "ob1", "--hostfile", hosts, "--map-by", "node", "-n", ns}, prog...)
+			rsh, net := agent, []string(nil)
+			if ns != nil {
+				rsh = ns.wrapper
+				net = []string{"--mca", "oob_tcp_if_include", cluster.Network, "--mca", "btl_tcp_if_include", cluster.Network}
+			}
+			return append(slices.Concat([]string{"mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--mca", "plm_rsh_agent", rsh,
+				"--mca", "if_base_do_not_resolve", "1", "--mca", "pml", "ob1"}, net, []string{"--hostfile", hosts, "--map-by", "node", "-n", nn}), prog...)
 		}
 		type bench struct {
 			name, launcher string
@@ -200,11 +250,14 @@ func run() (bool, error) {
 					bench{"fence", fmt.Sprintf("prun, fanout %d", k), prunArgs(append(f, bins["fence"], "data", "1024", "1")...), " ok\n"})
 			}
 		} else if n <= *mpiMax {
+			// " of N on ": every rank of one job of N (a rank started as a
+			// singleton says "of 1").
+			hi := fmt.Sprintf(" of %d on ", n)
 			benches = append(benches,
-				bench{"ompi-hello", "prun", prunArgs(bins["hello"]), "hello from rank"},
-				bench{"ompi-hello", "mpirun", mpirunArgs(bins["hello"]), "hello from rank"},
-				bench{"mpich-hello", "prun", prunArgs(bins["hello_mpich"]), "hello from rank"},
-				bench{"mpich-hello", "hydra", hydraArgs(bins["hello_mpich"]), "hello from rank"})
+				bench{"ompi-hello", "prun", prunArgs(bins["hello"]), hi},
+				bench{"ompi-hello", "mpirun", mpirunArgs(bins["hello"]), hi},
+				bench{"mpich-hello", "prun", prunArgs(bins["hello_mpich"]), hi},
+				bench{"mpich-hello", "hydra", hydraArgs(bins["hello_mpich"]), hi})
 		}
 		keep := benches[:0]
 		for _, bn := range benches {
@@ -213,7 +266,11 @@ func run() (bool, error) {
 			}
 		}
 		benches = keep
-		fmt.Printf("## %d simulated nodes, 1 rank each\n\n", n)
+		if ns != nil {
+			fmt.Printf("## %d namespace hosts (real sshd), 1 rank each\n\n", n)
+		} else {
+			fmt.Printf("## %d simulated nodes, 1 rank each\n\n", n)
+		}
 		fmt.Println("| benchmark | launcher | wall (median) | all CPU | launcher CPU | launcher peak RSS | notes |")
 		fmt.Println("|---|---|---|---|---|---|---|")
 		for _, bn := range benches {
@@ -225,7 +282,11 @@ func run() (bool, error) {
 				continue
 			}
 			for i := 0; i < *runs && res.Err == ""; i++ {
-				s, err := once(ctx, dir, n, strings.HasPrefix(bn.launcher, "prun"), bn.argv, bn.want)
+				var env []string
+				if ns != nil {
+					env = ns.env
+				}
+				s, err := once(ctx, dir, n, strings.HasPrefix(bn.launcher, "prun"), bn.argv, bn.want, env, ns)
 				if err != nil {
 					res.Err = err.Error()
 					break
@@ -250,6 +311,11 @@ func run() (bool, error) {
 			notes := ""
 			if bn.name == "fence" {
 				notes = fmt.Sprintf("fence %.1f ms; ", med(func(s sample) float64 { return s.FenceUs })/1000)
+			}
+			if ns != nil {
+				notes += fmt.Sprintf("hosts' CPU %s; last SSH session ended %s after the launcher; ",
+					benchutil.Ms(med(func(s sample) float64 { return s.RemoteCPUMs })),
+					benchutil.Ms(med(func(s sample) float64 { return s.SessionsEndAfter })))
 			}
 			if strings.HasPrefix(bn.launcher, "prun") {
 				last := res.Samples[len(res.Samples)-1]
@@ -318,7 +384,7 @@ const memFloorKiB = 1536 << 10
 var fenceTime = regexp.MustCompile(`fences in ([0-9]+) us`)
 
 // once runs argv, sampling the launcher's CPU and peak RSS from /proc.
-func once(ctx context.Context, dir string, n int, isPrun bool, argv []string, want string) (sample, error) {
+func once(ctx context.Context, dir string, n int, isPrun bool, argv []string, want string, env []string, ns *nsCluster) (sample, error) {
 	var s sample
 	report := filepath.Join(dir, "report.json")
 	if isPrun {
@@ -333,7 +399,14 @@ func once(ctx context.Context, dir string, n int, isPrun bool, argv []string, wa
 		return s, err
 	}
 	defer r.Close()
-	r.Cmd.Env = append(os.Environ(), "PRUN_SIM_DIR="+sim)
+	r.Cmd.Env = append(append(os.Environ(), "PRUN_SIM_DIR="+sim), env...)
+	var remoteBefore int64
+	if ns != nil {
+		if err := ns.quiet(); err != nil {
+			return s, err
+		}
+		remoteBefore, _ = ns.sessions()
+	}
 	start := time.Now()
 	if err := r.Cmd.Start(); err != nil {
 		return s, err
@@ -378,6 +451,22 @@ func once(ctx context.Context, dir string, n int, isPrun bool, argv []string, wa
 	s.WallMs = float64(time.Since(start).Microseconds()) / 1000
 	if ps := r.Cmd.ProcessState; ps != nil {
 		s.AllCPUMs = float64((ps.UserTime() + ps.SystemTime()).Microseconds()) / 1000
+	}
+	if ns != nil {
+		// The hosts' share: wait for the launch's last SSH session to end
+		// (its sshd reaps it, adding its CPU, and its children's, to the
+		// master's cutime/cstime).
+		exited := time.Now()
+		s.SessionsEndAfter = -1
+		for deadline := exited.Add(sessionWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, live := ns.sessions(); live == 0 {
+				s.SessionsEndAfter = float64(time.Since(exited).Microseconds()) / 1000
+				break
+			}
+		}
+		after, _ := ns.sessions()
+		s.RemoteCPUMs = float64(after-remoteBefore) * 10 // USER_HZ = 100
+		s.AllCPUMs += s.RemoteCPUMs
 	}
 	<-done
 	close(dmStop)
@@ -519,4 +608,128 @@ func oneLine(s string) string {
 		s = s[:200] + "..."
 	}
 	return s
+}
+
+// nsCluster is the network-namespace cluster of -cluster.
+type nsCluster struct {
+	c       *cluster.Cluster
+	hosts   []string
+	wrapper string   // `ssh -F <the cluster's ssh_config>`, for the peers
+	env     []string // added to every launcher's environment
+	sshd    []int    // the hosts' listening sshd processes
+}
+
+// sessionWait bounds the wait for a launch's SSH sessions to end after its
+// launcher: a session left longer is reported (-1 ms), and the next run
+// waits for it (quiet).
+const sessionWait = 30 * time.Second
+
+// sessions sums the CPU time, in clock ticks, of the sessions the hosts'
+// sshd have reaped (their cutime and cstime: each session's sshd, its
+// shell, the daemon and the ranks under it), and counts the sessions still
+// open.
+func (ns *nsCluster) sessions() (ticks int64, live int) {
+	for _, pid := range ns.sshd {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
+				if f := strings.Fields(string(b[i+1:])); len(f) > 14 {
+					cu, _ := strconv.ParseInt(f[13], 10, 64)
+					cs, _ := strconv.ParseInt(f[14], 10, 64)
+					ticks += cu + cs
+				}
+			}
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+			live += len(strings.Fields(string(b)))
+		}
+	}
+	return ticks, live
+}
+
+// quiet waits for the sessions of an earlier run to end, so that a run's
+// hosts' CPU is its own; a session still open after sessionWait is an error
+// (the earlier launcher left something behind on a host).
+func (ns *nsCluster) quiet() error {
+	deadline := time.Now().Add(sessionWait)
+	for {
+		_, live := ns.sessions()
+		if live == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d SSH sessions of an earlier run still open on the hosts after %v", live, sessionWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sshdMasters finds the hosts' listening sshd: the sshd processes run with
+// a configuration under dir, whose parent is not such an sshd.
+func sshdMasters(dir string) []int {
+	ours := map[int]int{} // pid -> ppid
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		// sshd sets its process title ("sshd: /usr/sbin/sshd -D -e -f
+		// DIR/prun-hK/sshd_config [listener] ...").
+		arg0 := strings.SplitN(string(cmd), "\x00", 2)[0]
+		if err != nil || !(strings.HasPrefix(arg0, "sshd:") || filepath.Base(arg0) == "sshd") || !strings.Contains(string(cmd), dir+"/") {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		ppid, _ := strconv.Atoi(f[1])
+		ours[pid] = ppid
+	}
+	var masters []int
+	for pid, ppid := range ours {
+		if _, child := ours[ppid]; !child {
+			masters = append(masters, pid)
+		}
+	}
+	return masters
+}
+
+// upCluster brings up n hosts (waiting for the cluster's lock). The
+// filesystem is shared with the hosts: the programs built in dir exist on
+// every host at the same path.
+func upCluster(dir string, n int) (*nsCluster, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("-cluster must run as root (the cluster is network namespaces with their own sshd)")
+	}
+	start := time.Now()
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	c, err := cluster.Up(n, filepath.Join(dir, "cluster"), logf, "bench/scale -cluster")
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "cluster: %d hosts up after %v (including any wait for the lock)\n", n, time.Since(start).Round(time.Millisecond))
+	ns := &nsCluster{c: c, hosts: c.Hosts(), wrapper: filepath.Join(dir, "ssh"), sshd: sshdMasters(c.Dir()),
+		// prun reads $HOME/.ssh/{config,known_hosts,id_ed25519}; OpenSSH,
+		// the peers' agent, ignores $HOME (hence the wrapper's -F).
+		env: []string{"HOME=" + c.Home()}}
+	if len(ns.sshd) != n {
+		ns.stop()
+		return nil, fmt.Errorf("found %d of the cluster's %d sshd processes", len(ns.sshd), n)
+	}
+	if err := os.WriteFile(ns.wrapper, []byte("#!/bin/sh\nexec ssh -F '"+c.SSHConfig()+"' \"$@\"\n"), 0o755); err != nil {
+		ns.stop()
+		return nil, err
+	}
+	return ns, nil
+}
+
+func (ns *nsCluster) stop() {
+	start := time.Now()
+	if err := ns.c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/scale: cluster teardown:", err)
+	}
+	fmt.Fprintf(os.Stderr, "cluster: torn down in %v\n", time.Since(start).Round(time.Millisecond))
 }
