@@ -112,10 +112,12 @@ bench: build
 	$(GO) run ./bench/dvm
 
 # Kept out of `bench`: it takes tens of minutes (docs/scaling.md). Simulated
-# clusters of 256 to 1,024 daemons (one machine, testdata/simrsh.sh), then
-# the network-namespace cluster at 16 and 64 hosts.
+# clusters of 256 to 1,024 daemons (one machine, testdata/simrsh.sh); the same
+# benchmarks on the network-namespace cluster (real sshd hosts) at 16 to 253
+# hosts; then start-up growth by fanout there at 16 and 64 hosts.
 bench-scale: build
 	$(GO) run ./bench/scale $(SCALE_FLAGS)
+	$(GO) run ./bench/scale -cluster -sizes 16,64,128,253 -runs 3
 	$(GO) run ./bench/cluster -sizes 16,64 -runs 3
 
 clean:
