@@ -20,7 +20,9 @@
 //
 // At each size N, one rank per node:
 //
-//   - true: /bin/true (start-up and teardown), with prun, hydra and mpirun;
+//   - true: /bin/true (start-up and teardown), with prun, hydra and mpirun
+//     (with -cluster also bare ssh: `ssh HOST echo up` to every host at
+//     once, the floor of an SSH launcher);
 //   - fence: testdata/fence.c, one PMIx fence with 1 KiB per rank (its time
 //     as rank 0 measures it), with prun and mpirun (Hydra serves no PMIx);
 //   - ompi-hello, mpich-hello (N <= -mpi-max): testdata/hello.c, MPI_Init,
@@ -121,7 +123,7 @@ func run() (bool, error) {
 	prunFlag := flag.String("prun", "", "the prun binary (default bin/prun)")
 	jsonOut := flag.String("json", "", "also write every sample as JSON to this file")
 	fanoutsFlag := flag.String("fanouts", "", "prun alone, true and fence, at each of these launch fanouts")
-	launchersFlag := flag.String("launchers", "prun,hydra,mpirun", "the launchers to run")
+	launchersFlag := flag.String("launchers", "prun,hydra,mpirun,ssh", "the launchers to run (ssh: -cluster's floor, a bare ssh to every host)")
 	clusterFlag := flag.Bool("cluster", false, "run on the network-namespace cluster (real sshd hosts, at most 253) instead of simulated nodes")
 	flag.Parse()
 	var fanouts []int
@@ -240,6 +242,17 @@ func run() (bool, error) {
 			{"true", "mpirun", mpirunArgs("/bin/true"), ""},
 			{"fence", "prun", prunArgs(bins["fence"], "data", "1024", "1"), " ok\n"},
 			{"fence", "mpirun", mpirunArgs(bins["fence"], "data", "1024", "1"), " ok\n"},
+		}
+		if ns != nil {
+			// The floor of any SSH launcher: one `ssh HOST echo up` per
+			// host, all at once from here (what a flat launcher costs
+			// before its daemon does anything); every host must answer.
+			var sh strings.Builder
+			for _, h := range ns.hosts[:n] {
+				fmt.Fprintf(&sh, "'%s' %s echo up & ", ns.wrapper, h)
+			}
+			sh.WriteString("wait")
+			benches = append(benches, bench{"true", "ssh", []string{"sh", "-c", sh.String()}, "up\n"})
 		}
 		if len(fanouts) > 0 {
 			benches = nil

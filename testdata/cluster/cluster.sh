@@ -245,6 +245,23 @@ EOF
 		cp "$dir/id_ed25519" "$dir/id_ed25519.pub" "$dir/home/.ssh/" ||
 		die "up: cannot write $dir/home/.ssh"
 
+	# The kernel's IPv4 neighbour (ARP) table is one for the whole machine,
+	# shared by every namespace, with the initial namespace's limits: each
+	# host may hold an entry for every other host and the launcher, n*(n+1)
+	# in all. Past gc_thresh3 (1024 by default; reached at ~100 hosts whose
+	# daemons connect to each other) the kernel logs "neighbour: arp_cache:
+	# neighbor table overflow!" and drops packets it cannot resolve: at 253
+	# hosts a third of the SSH connections between hosts timed out. Raised
+	# (never lowered, and left so: a bigger limit is harmless) to fit.
+	local need=$((n * (n + 2))) cur
+	cur=$(sysctl -n net.ipv4.neigh.default.gc_thresh2) || die "up: cannot read net.ipv4.neigh.default.gc_thresh2"
+	if [ "$cur" -lt "$need" ]; then
+		# thresh3 first: the kernel wants thresh2 <= thresh3.
+		[ "$(sysctl -n net.ipv4.neigh.default.gc_thresh3)" -ge $((2 * need)) ] ||
+			must "up: raising net.ipv4.neigh.default.gc_thresh3" sysctl -q -w net.ipv4.neigh.default.gc_thresh3=$((2 * need))
+		must "up: raising net.ipv4.neigh.default.gc_thresh2" sysctl -q -w net.ipv4.neigh.default.gc_thresh2=$need
+	fi
+
 	# The network: one ip batch in the root namespace, one per host.
 	{
 		echo "link add $BRIDGE type bridge"
