@@ -125,6 +125,7 @@ func run() (bool, error) {
 	fanoutsFlag := flag.String("fanouts", "", "prun alone, true and fence, at each of these launch fanouts")
 	launchersFlag := flag.String("launchers", "prun,hydra,mpirun,ssh", "the launchers to run (ssh: -cluster's floor, a bare ssh to every host)")
 	clusterFlag := flag.Bool("cluster", false, "run on the network-namespace cluster (real sshd hosts, at most 253) instead of simulated nodes")
+	connectTimeout := flag.Int("connect-timeout", 0, "with -cluster: the ssh_config ConnectTimeout, in seconds, of every launcher (0: the cluster's)")
 	flag.Parse()
 	var fanouts []int
 	if *fanoutsFlag != "" {
@@ -176,7 +177,7 @@ func run() (bool, error) {
 	// simrsh.sh, or the cluster's hosts over SSH.
 	var ns *nsCluster
 	if *clusterFlag {
-		if ns, err = upCluster(dir, slices.Max(sizes)); err != nil {
+		if ns, err = upCluster(dir, slices.Max(sizes), *connectTimeout); err != nil {
 			return false, err
 		}
 		defer ns.stop()
@@ -713,7 +714,13 @@ func sshdMasters(dir string) []int {
 // upCluster brings up n hosts (waiting for the cluster's lock). The
 // filesystem is shared with the hosts: the programs built in dir exist on
 // every host at the same path.
-func upCluster(dir string, n int) (*nsCluster, error) {
+//
+// With connectTimeout > 0 the launchers get the cluster's SSH configuration
+// with that ConnectTimeout instead: prun's SSH client bounds the whole
+// handshake and authentication by it, OpenSSH only the TCP connect and the
+// banner, so on a machine busy with hundreds of handshakes prun's may run out
+// where OpenSSH's does not (seen at 253 hosts on 2 CPUs, with 5 s).
+func upCluster(dir string, n, connectTimeout int) (*nsCluster, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("-cluster must run as root (the cluster is network namespaces with their own sshd)")
 	}
@@ -728,11 +735,21 @@ func upCluster(dir string, n int) (*nsCluster, error) {
 		// prun reads $HOME/.ssh/{config,known_hosts,id_ed25519}; OpenSSH,
 		// the peers' agent, ignores $HOME (hence the wrapper's -F).
 		env: []string{"HOME=" + c.Home()}}
+	sshConfig := c.SSHConfig()
+	if connectTimeout > 0 {
+		home := filepath.Join(dir, "home")
+		sshConfig = filepath.Join(home, ".ssh", "config")
+		if err := copyTimeout(c.Home(), home, connectTimeout); err != nil {
+			ns.stop()
+			return nil, err
+		}
+		ns.env = []string{"HOME=" + home}
+	}
 	if len(ns.sshd) != n {
 		ns.stop()
 		return nil, fmt.Errorf("found %d of the cluster's %d sshd processes", len(ns.sshd), n)
 	}
-	if err := os.WriteFile(ns.wrapper, []byte("#!/bin/sh\nexec ssh -F '"+c.SSHConfig()+"' \"$@\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(ns.wrapper, []byte("#!/bin/sh\nexec ssh -F '"+sshConfig+"' \"$@\"\n"), 0o755); err != nil {
 		ns.stop()
 		return nil, err
 	}
@@ -745,4 +762,29 @@ func (ns *nsCluster) stop() {
 		fmt.Fprintln(os.Stderr, "bench/scale: cluster teardown:", err)
 	}
 	fmt.Fprintf(os.Stderr, "cluster: torn down in %v\n", time.Since(start).Round(time.Millisecond))
+}
+
+// copyTimeout copies the cluster's client home (from) to to, its
+// .ssh/config's ConnectTimeout set to seconds.
+func copyTimeout(from, to string, seconds int) error {
+	if err := os.MkdirAll(filepath.Join(to, ".ssh"), 0o700); err != nil {
+		return err
+	}
+	for _, f := range []string{"config", "known_hosts", "id_ed25519", "id_ed25519.pub"} {
+		b, err := os.ReadFile(filepath.Join(from, ".ssh", f))
+		if err != nil {
+			return err
+		}
+		if f == "config" {
+			re := regexp.MustCompile(`(?m)^(\s*)ConnectTimeout\s+\d+`)
+			if !re.Match(b) {
+				return fmt.Errorf("%s: no ConnectTimeout to change", filepath.Join(from, ".ssh", f))
+			}
+			b = re.ReplaceAll(b, []byte("${1}ConnectTimeout "+strconv.Itoa(seconds)))
+		}
+		if err := os.WriteFile(filepath.Join(to, ".ssh", f), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
