@@ -304,6 +304,14 @@ func (s *Server) RegisterNspace(nspace string, nlocal int, info []Info) error {
 	return nil
 }
 
+// CHeapInUse is what this process's C heap has in use (glibc's mallinfo2:
+// small blocks and mmap'ed ones): libpmix's servers and this package's C,
+// which a long-lived runtime must keep flat from job to job.
+func CHeapInUse() uint64 {
+	m := C.mallinfo2()
+	return uint64(m.uordblks) + uint64(m.hblkhd)
+}
+
 // DeregisterNspace drops a job and everything the library kept for it.
 func (s *Server) DeregisterNspace(nspace string) {
 	ns := C.CString(nspace)
