@@ -15,8 +15,8 @@
  * (pmix_rank_info_t, 184) and the namespace (pmix_namespace_t, 1,808, and
  * its packed job info, jobbkt: about 3 KB for a small job), so every job of
  * PMIx clients that a long-lived server (a DVM) ran stayed in its heap:
- * about 3 KB per rank and 5 KB per job. (OpenPMIx's master releases the peer
- * on deregistration; 4.2.x and 5.0 do not.)
+ * about 3 KB per rank and 5 KB per job. (OpenPMIx 6.0 and 5.0.10 release the
+ * peers at deregistration, openpmix 6be456b6b; no 4.2 release does.)
  *
  * The host can hand back that reference once nothing in the library can
  * reach the peer through the array any more, which holds for a peer
@@ -141,8 +141,8 @@ pmix_status_t __wrap_pmix_bfrops_base_copy(pmix_pointer_array_t *regtypes, void 
     return rc;
 }
 
-/* 3. libpmix 4.2 (and later, to this day): the key of every PMIx_Get a
- * client sends the server.
+/* 3. libpmix 4.2 (and every release so far; OpenPMIx's master frees it
+ * since e86932a19): the key of every PMIx_Get a client sends the server.
  *
  * pmix_server_get (src/server/pmix_server_get.c) unpacks the request's
  * namespace (freed at once), rank, directives and key; the key, a string
@@ -211,8 +211,10 @@ pmix_status_t __wrap_pmix_bfrops_base_unpack(pmix_pointer_array_t *regtypes, pmi
     sget.depth++;
     rc = __real_pmix_bfrops_base_unpack(regtypes, buffer, dst, num_vals, type);
     sget.depth--;
-    if (sget.depth == 0 && type == PMIX_STRING && num_vals != NULL && *num_vals == 1 &&
-        ++sget.strings == 2 && rc == PMIX_SUCCESS && !refreshes_cache(sget.cd)) {
+    /* Counted whether or not it succeeded: the second attempt is the key's,
+     * and nothing unpacked later (in an upcall made from this thread) is. */
+    if (sget.depth == 0 && type == PMIX_STRING && ++sget.strings == 2 && rc == PMIX_SUCCESS &&
+        num_vals != NULL && *num_vals == 1 && !refreshes_cache(sget.cd)) {
         sget.key = *(char **)dst;
     }
     return rc;
