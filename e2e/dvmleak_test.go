@@ -10,12 +10,21 @@ import (
 	"time"
 )
 
-// dvmMemory is the DVM process's memory as `prun dvm status --json` gives it.
+// dvmMemory is `prun dvm status --json`: the DVM's nodes and its process's
+// memory.
 type dvmMemory struct {
+	PID   int `json:"pid"`
+	Jobs  int `json:"jobs"`
+	Nodes []struct {
+		Name   string `json:"name"`
+		Health string `json:"health"`
+		Slots  int    `json:"slots"`
+		Used   int    `json:"used"`
+		Free   int    `json:"free"`
+	} `json:"nodes"`
 	RSSKiB      int64  `json:"rss_kib"`
 	CHeapBytes  uint64 `json:"c_heap_bytes"`
 	GoHeapBytes uint64 `json:"go_heap_bytes"`
-	Jobs        int    `json:"jobs"`
 }
 
 func (d *dvmUnder) memory(t *testing.T) dvmMemory {
@@ -73,6 +82,10 @@ func TestDVMLeak(t *testing.T) {
 	submit(0, first)
 	d.idle(t)
 	m0 := d.memory(t)
+	if m0.PID != d.pid || m0.Jobs != 0 || len(m0.Nodes) != 1 || m0.Nodes[0].Name != host || m0.Nodes[0].Health != "ok" ||
+		m0.Nodes[0].Slots != 8 || m0.Nodes[0].Used != 0 || m0.Nodes[0].Free != 8 {
+		t.Errorf("prun dvm status --json of an idle DVM (pid %d) on %s:8: %+v", d.pid, host, m0)
+	}
 	submit(first, jobs)
 	d.idle(t)
 	m1 := d.memory(t)
