@@ -3,6 +3,7 @@ package ctl
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -148,5 +149,69 @@ func TestSilence(t *testing.T) {
 		if got := Silence(c.n); got != c.want {
 			t.Errorf("Silence(%d) = %v, want %v", c.n, got, c.want)
 		}
+	}
+}
+
+// A link given a longer silence limit also waits that long for a peer that
+// reads nothing (a starved peer while a large frame goes out), not
+// DeadAfter: at 1,024 daemons on one host, a vertex starved for over 5 s
+// lost its link to its parent, which was sending it a fence's result.
+func TestLinkSendWaitsSilenceLimit(t *testing.T) {
+	shortLiveness(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLink(c)
+	t.Cleanup(func() { l.Close(); peer.Close() })
+	l.SetSilence(8 * DeadAfter)
+	go func() { // starved for 3 DeadAfters, then reads everything
+		time.Sleep(3 * DeadAfter)
+		buf := make([]byte, 1<<20)
+		for {
+			if _, err := peer.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	// More than the sockets' buffers hold, so the write waits for the peer.
+	if err := l.Send(TypeHeartbeat+1, make([]byte, 12<<20)); err != nil {
+		t.Fatalf("Send to a peer that read nothing for 3 DeadAfters, within its silence limit: %v", err)
+	}
+}
+
+// A link closed by a failed write says so to its reader, rather than "use
+// of closed network connection" (a lost node's reason, at 1,024 daemons).
+func TestLinkRecvAfterFailedWrite(t *testing.T) {
+	shortLiveness(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLink(c)
+	t.Cleanup(func() { l.Close(); peer.Close() })
+	if err := l.Send(TypeHeartbeat+1, make([]byte, 12<<20)); err == nil {
+		t.Fatal("Send to a peer that never reads succeeded")
+	}
+	if _, err := l.Recv(); err == nil || !strings.Contains(err.Error(), "failed write") {
+		t.Errorf("Recv after a failed write: %v, want the write's failure", err)
 	}
 }

@@ -3,7 +3,9 @@ package daemon
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"prun/pmixsrv"
@@ -126,7 +128,21 @@ func groupResult(res []byte) ([]pmixsrv.Info, error) {
 // collectives as fences. Invite, join and leave (asynchronous groups) are
 // client calls that libpmix 4.2.2 turns into events and constructs among
 // the processes; they reach no other upcall.
-func (h host) Group(op pmixsrv.GroupOp, grp string, procs []pmixsrv.Proc, directives []pmixsrv.Info, done func([]pmixsrv.Info, error)) error {
+func (h host) Group(op pmixsrv.GroupOp, grp string, procs []pmixsrv.Proc, local int, directives []pmixsrv.Info, done func([]pmixsrv.Info, error)) error {
+	// libpmix 4.2.2 hands an operation on once every local member it still
+	// counts called: a member whose connection it lost first (it ended,
+	// maybe not yet reaped here) is left out, and the operation would
+	// complete without it. It fails here; the launcher fails it for the
+	// other nodes' members once it hears of the end.
+	if mine := h.d.localMembers(procs); local < mine {
+		err := h.d.endedMember(grp, procs)
+		if err == nil {
+			err = fmt.Errorf("group %s: %d of its %d members on %s ended without taking part: %w",
+				grp, mine-local, mine, h.d.cfg.Name, pmixsrv.GroupConstructAbort)
+		}
+		done(nil, err)
+		return nil
+	}
 	switch op {
 	case pmixsrv.GroupDestruct:
 		h.d.up.Fence(h.d.cfg.Name, GroupDestructKind+grp, procs, nil, func(_ []byte, err error) { done(nil, err) })
@@ -165,6 +181,42 @@ func (h host) Group(op pmixsrv.GroupOp, grp string, procs []pmixsrv.Proc, direct
 		done(groupResult(res))
 	})
 	return nil
+}
+
+// endedMember names a member of a group operation among procs that runs on
+// this node and has ended, as a PMIX_GROUP_CONSTRUCT_ABORT error.
+func (d *Daemon) endedMember(grp string, procs []pmixsrv.Proc) error {
+	for _, ns := range uniqueNspaces(procs) {
+		sh := d.shell(ns)
+		if sh == nil {
+			continue
+		}
+		if r, ok := sh.endedAmong(procs); ok {
+			return fmt.Errorf("group %s: rank %d of %s on %s ended: %w", grp, r, ns, d.cfg.Name, pmixsrv.GroupConstructAbort)
+		}
+	}
+	return nil
+}
+
+// localMembers counts the ranks of this node among procs.
+func (d *Daemon) localMembers(procs []pmixsrv.Proc) int {
+	n := 0
+	for _, ns := range uniqueNspaces(procs) {
+		if sh := d.shell(ns); sh != nil {
+			n += sh.membersAmong(procs)
+		}
+	}
+	return n
+}
+
+func uniqueNspaces(procs []pmixsrv.Proc) []string {
+	var out []string
+	for _, p := range procs {
+		if !slices.Contains(out, p.Nspace) {
+			out = append(out, p.Nspace)
+		}
+	}
+	return out
 }
 
 // intValue reads an integer PMIx value of any width.

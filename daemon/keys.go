@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"prun/jobspec"
+	"prun/mapper"
 	"prun/pmixsrv"
 	"prun/sessiondir"
 )
@@ -106,66 +107,91 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 			}
 			local = append(local, kv(pmixsrv.KeyLocalCPUSets, strings.Join(sets, ":")))
 		}
+		// PMIX_LOCAL_PEERS, PMIX_LOCALLDR and PMIX_LOCAL_SIZE of every
+		// node are not given here: libpmix derives the three from
+		// PMIX_NODE_MAP and PMIX_PROC_MAP (gds/hash's store_map, 4.2.2) into
+		// the same node's record, with the same values and types, whatever
+		// the node arrays held (it replaces them). Given again, they cost
+		// every daemon three pmix_info_t (544 bytes each) per node of the
+		// job while it registers.
 		info = append(info, kv(pmixsrv.KeyNodeInfoArray, append([]I{
 			kv(pmixsrv.KeyNodeID, uint32(i)),
 			kv(pmixsrv.KeyHostname, n.Name),
-			kv(pmixsrv.KeyLocalPeers, joinInts(n.Procs)),
-			kv(pmixsrv.KeyLocalSize, uint32(len(n.Procs))),
-			kv(pmixsrv.KeyLocalLdr, pmixsrv.Rank(n.Procs[0])),
 			kv(pmixsrv.KeyNodeSize, uint32(len(n.Procs))),
 			kv(pmixsrv.KeyNodeOversubscribed, m.Oversubscribed(i)),
 		}, local...)))
 	}
 	for _, pr := range m.Procs {
-		pi := []I{
-			kv(pmixsrv.KeyRank, pmixsrv.Rank(pr.Rank)),
-			kv(pmixsrv.KeyAppNum, uint32(pr.App)),
-			kv(pmixsrv.KeyAppRank, pmixsrv.Rank(pr.AppRank)),
-			kv(pmixsrv.KeyGlobalRank, pmixsrv.Rank(pr.Rank)),
-			kv(pmixsrv.KeyLocalRank, uint16(pr.LocalRank)),
-			kv(pmixsrv.KeyNodeRank, uint16(pr.NodeRank)),
-			kv(pmixsrv.KeyNodeID, uint32(pr.Node)),
-			kv(pmixsrv.KeyHostname, m.Nodes[pr.Node].Name),
-			kv(pmixsrv.KeyReincarnation, uint32(0)),
-		}
-		// The app's own keys, and the local node's, also in each rank's
-		// data: the standard's first way to ask for them is by the rank of a
-		// process of the app or on the node, with no qualifier (PMIx v2
-		// 5.1.5.3, 5.1.5.5), and libpmix 4.2.2 answers that from the
-		// rank's own data alone. For another node's rank the client library
-		// asks by host name instead, which the node arrays answer.
-		app := m.Apps[pr.App]
-		pi = append(pi,
-			kv(pmixsrv.KeyAppSize, uint32(app.Size)),
-			kv(pmixsrv.KeyAppLdr, pmixsrv.Rank(app.Offset)),
-			kv(pmixsrv.KeyAppArgv, jobspec.ArgvString(p.Job.Apps[pr.App].Argv)),
-			kv(pmixsrv.KeyWDir, p.Job.Apps[pr.App].Wdir),
-		)
-		if pr.Node == self {
-			n := m.Nodes[self]
-			pi = append(pi,
-				kv(pmixsrv.KeyProcDir, sess.ProcDir(p.Nspace, pr.Rank)),
-				kv(pmixsrv.KeyNodeSize, uint32(len(n.Procs))),
-				kv(pmixsrv.KeyLocalSize, uint32(len(n.Procs))),
-				kv(pmixsrv.KeyLocalLdr, pmixsrv.Rank(n.Procs[0])),
-				kv(pmixsrv.KeyLocalPeers, joinInts(n.Procs)),
-			)
-		}
-		if len(pr.CPUs) > 0 {
-			pi = append(pi, kv(pmixsrv.KeyCPUSet, pmixsrv.CPUSetString(pr.CPUs)))
-		}
-		// Open MPI 4.1 compares the locality strings of local peers and
-		// crashes on a missing or empty one: every process on a node with a
-		// known topology gets one, the node's whole CPU set when unbound.
-		if topo := m.Nodes[pr.Node].Topo; topo != nil {
-			pi = append(pi, kv(pmixsrv.KeyLocalityString, topo.Locality(pr.CPUs)))
-		}
-		if p.Parent != nil {
-			pi = append(pi, kv(pmixsrv.KeySpawned, true), kv(pmixsrv.KeyParentID, *p.Parent))
-		}
-		info = append(info, kv(pmixsrv.KeyProcInfoArray, pi))
+		info = append(info, kv(pmixsrv.KeyProcInfoArray, procInfo(p, sess, self, pr)))
 	}
 	return info
+}
+
+// procInfo is one rank's PMIX_PROC_INFO_ARRAY. Every daemon registers every
+// rank of the job, so what a rank on another node gets is what each daemon
+// holds per node of the job (libpmix's store, and while registering 544
+// bytes of pmix_info_t a key): only what a client may ask of a remote peer.
+//
+// For every rank: its rank, app number, app rank, local and node ranks and
+// node id (what PRRTE registers for every proc too, and MPICH's PMIx client
+// asks each peer's PMIX_NODEID); PMIX_APP_SIZE, PMIX_APPLDR and
+// PMIX_APP_ARGV, because the standard's first way to ask an app-realm key
+// is by the rank of any process of the app, with no qualifier (PMIx v2
+// 5.1.5.3), and libpmix 4.2.2 answers that from that rank's own data alone
+// (testdata/keys.c asks it of every rank, on every node). PMIX_HOSTNAME
+// of every rank libpmix derives from the node and process maps (store_map).
+//
+// For this node's ranks only: PMIX_GLOBAL_RANK, PMIX_REINCARNATION,
+// PMIX_WDIR (a non-specific key, whose app value the app arrays hold),
+// PMIX_HOSTNAME (derived anyway; kept as it was), PMIX_PROCDIR, the local
+// node's sizes and peers (a node-realm key asked by the rank of a process on
+// the node, no qualifier (5.1.5.5): libpmix 4.2.2 answers a local rank's
+// from its data, another node's by host name from the node arrays),
+// PMIX_CPUSET and PMIX_LOCALITY_STRING (Open MPI 4.1 reads its local peers'
+// alone: ess/pmi). A remote rank's such keys are NOT-FOUND.
+func procInfo(p *Plan, sess *sessiondir.Dir, self int, pr mapper.Proc) []pmixsrv.Info {
+	m := p.Map
+	type I = pmixsrv.Info
+	app := m.Apps[pr.App]
+	pi := []I{
+		kv(pmixsrv.KeyRank, pmixsrv.Rank(pr.Rank)),
+		kv(pmixsrv.KeyAppNum, uint32(pr.App)),
+		kv(pmixsrv.KeyAppRank, pmixsrv.Rank(pr.AppRank)),
+		kv(pmixsrv.KeyLocalRank, uint16(pr.LocalRank)),
+		kv(pmixsrv.KeyNodeRank, uint16(pr.NodeRank)),
+		kv(pmixsrv.KeyNodeID, uint32(pr.Node)),
+		kv(pmixsrv.KeyAppSize, uint32(app.Size)),
+		kv(pmixsrv.KeyAppLdr, pmixsrv.Rank(app.Offset)),
+		kv(pmixsrv.KeyAppArgv, jobspec.ArgvString(p.Job.Apps[pr.App].Argv)),
+	}
+	if p.Parent != nil {
+		pi = append(pi, kv(pmixsrv.KeySpawned, true), kv(pmixsrv.KeyParentID, *p.Parent))
+	}
+	if pr.Node != self {
+		return pi
+	}
+	n := m.Nodes[self]
+	pi = append(pi,
+		kv(pmixsrv.KeyGlobalRank, pmixsrv.Rank(pr.Rank)),
+		kv(pmixsrv.KeyReincarnation, uint32(0)),
+		kv(pmixsrv.KeyHostname, n.Name),
+		kv(pmixsrv.KeyWDir, p.Job.Apps[pr.App].Wdir),
+		kv(pmixsrv.KeyProcDir, sess.ProcDir(p.Nspace, pr.Rank)),
+		kv(pmixsrv.KeyNodeSize, uint32(len(n.Procs))),
+		kv(pmixsrv.KeyLocalSize, uint32(len(n.Procs))),
+		kv(pmixsrv.KeyLocalLdr, pmixsrv.Rank(n.Procs[0])),
+		kv(pmixsrv.KeyLocalPeers, joinInts(n.Procs)),
+	)
+	if len(pr.CPUs) > 0 {
+		pi = append(pi, kv(pmixsrv.KeyCPUSet, pmixsrv.CPUSetString(pr.CPUs)))
+	}
+	// Open MPI 4.1 compares the locality strings of local peers and
+	// crashes on a missing or empty one: every process on a node with a
+	// known topology gets one, the node's whole CPU set when unbound.
+	if n.Topo != nil {
+		pi = append(pi, kv(pmixsrv.KeyLocalityString, n.Topo.Locality(pr.CPUs)))
+	}
+	return pi
 }
 
 // ANLMap is the job's process map in the PMI-1/PMI-2 "vector" notation:

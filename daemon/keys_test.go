@@ -115,3 +115,60 @@ func TestRankEnvTuningConflicts(t *testing.T) {
 		t.Errorf("default dropped:%s", env)
 	}
 }
+
+// countInfos counts the pmix_info_t a registration makes of infos: every
+// entry, and those of the arrays inside.
+func countInfos(infos []pmixsrv.Info) int {
+	n := len(infos)
+	for _, in := range infos {
+		if sub, ok := in.Value.([]pmixsrv.Info); ok {
+			n += countInfos(sub)
+		}
+	}
+	return n
+}
+
+// Every daemon registers every rank and node of the job, so what one more
+// node (one rank on it) adds to a daemon's registration is what each daemon
+// holds, and on one host all of them at once: bounded by what a client may
+// ask of a remote peer (procInfo). Per remote node and rank it was 22
+// pmix_info_t (544 bytes each while registering), 23 with a topology.
+func TestNspaceInfoPerRemoteNode(t *testing.T) {
+	hosts := func(n int) []hostfile.Host {
+		var hs []hostfile.Host
+		for i := 0; i < n; i++ {
+			hs = append(hs, hostfile.Host{Name: "node" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + string(rune('a'+i/26)), Slots: 1})
+		}
+		return hs
+	}
+	sess := &sessiondir.Dir{Top: "/tmp/s"}
+	small := countInfos(nspaceInfo(plan(t, hosts(2), 2), sess, 0))
+	big := countInfos(nspaceInfo(plan(t, hosts(66), 66), sess, 0))
+	if per := float64(big-small) / 64; per > 15 {
+		t.Errorf("%.1f pmix_info_t per remote node and rank, want at most 15", per)
+	}
+	p := plan(t, hosts(3), 3)
+	info := nspaceInfo(p, sess, 1)
+	for _, in := range info {
+		sub, _ := in.Value.([]pmixsrv.Info)
+		if in.Key != pmixsrv.KeyProcInfoArray {
+			continue
+		}
+		r := int(sub[0].Value.(pmixsrv.Rank))
+		local := p.Map.Procs[r].Node == 1
+		// What every rank must have: the standard's retrieval of app keys
+		// by any rank of the app (keys.c asks each rank's, on every node).
+		for _, k := range []string{pmixsrv.KeyAppNum, pmixsrv.KeyAppRank, pmixsrv.KeyLocalRank, pmixsrv.KeyNodeRank,
+			pmixsrv.KeyNodeID, pmixsrv.KeyAppSize, pmixsrv.KeyAppLdr, pmixsrv.KeyAppArgv} {
+			if find(sub, k) == nil {
+				t.Errorf("rank %d (local %v) lacks %s: %+v", r, local, k, sub)
+			}
+		}
+		for _, k := range []string{pmixsrv.KeyGlobalRank, pmixsrv.KeyReincarnation, pmixsrv.KeyWDir, pmixsrv.KeyProcDir,
+			pmixsrv.KeyLocalPeers, pmixsrv.KeyHostname} {
+			if got := find(sub, k) != nil; got != local {
+				t.Errorf("rank %d (local %v): has %s = %v", r, local, k, got)
+			}
+		}
+	}
+}

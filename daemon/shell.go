@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -342,6 +343,38 @@ type usage struct {
 	maxRSS    int64 // KiB
 }
 
+// endedAmong returns a rank of this node among procs whose last
+// incarnation ended, reaped or not yet.
+func (sh *shell) endedAmong(procs []pmixsrv.Proc) (int, bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for r, st := range sh.ranks {
+		if sh.among(procs, r) && (st.exited || st.child != nil && st.child.ended() && !sh.restartable(st)) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// membersAmong counts the ranks of this node among procs.
+func (sh *shell) membersAmong(procs []pmixsrv.Proc) int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	n := 0
+	for r := range sh.ranks {
+		if sh.among(procs, r) {
+			n++
+		}
+	}
+	return n
+}
+
+func (sh *shell) among(procs []pmixsrv.Proc, r int) bool {
+	return slices.ContainsFunc(procs, func(p pmixsrv.Proc) bool {
+		return p.Nspace == sh.plan.Nspace && (p.Rank == pmixsrv.RankWildcard || int(p.Rank) == r)
+	})
+}
+
 // reaped records the end of a rank's incarnation (code -1: it failed to
 // start) and reports it; a failure may start the rank again. The job ends
 // on this node when its last rank ended.
@@ -367,6 +400,9 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	held := st.again.takeHeld()
 	c, pid := st.client, st.pid
 	sh.mu.Unlock()
+	// A group construct or destruct on this node that waits for it would
+	// wait for ever (libpmix 4.2.2): it fails now.
+	sh.d.srv.GroupMemberGone(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
 	if pid != 0 {
 		// No PMIx_server_deregister_client here: the rank's connection is
 		// libpmix's to tear down when it reads the EOF (see

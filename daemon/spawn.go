@@ -91,6 +91,13 @@ func (p *proc) exited() (ws syscall.WaitStatus, ru syscall.Rusage, err error) {
 	return siginfoStatus(&info), ru, nil
 }
 
+// ended reports whether p has exited, without waiting or reaping it.
+func (p *proc) ended() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo != 0
+}
+
 // si_code values of SIGCHLD.
 const (
 	cldExited = 1

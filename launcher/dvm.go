@@ -59,6 +59,12 @@ type DVM struct {
 	idle    time.Time // when the last submission ended (or the start)
 	closing bool
 
+	// forgetting counts the ended submissions whose jobs are still being
+	// dropped from the nodes: that happens after the submitter heard its
+	// status (it is none of its business), and ps, status and stop wait
+	// for it, so what they report holds no half-forgotten job.
+	forgetting sync.WaitGroup
+
 	localName string
 	done      chan struct{}
 }
@@ -443,11 +449,23 @@ func (d *DVM) own(nspace string, r *run) {
 	d.byNs[nspace] = r
 }
 
+// forgetLater delivers a finished submission's job-end events and then
+// forgets its jobs, in the background.
+func (d *DVM) forgetLater(r *run) {
+	d.forgetting.Add(1)
+	go func() {
+		defer d.forgetting.Done()
+		r.events.wait(5 * time.Second)
+		d.forget(r)
+	}()
+}
+
 // forget drops a finished submission's jobs from every node.
 func (d *DVM) forget(r *run) {
 	var wg sync.WaitGroup
 	for _, j := range r.jobs.list {
 		d.base.up.root.Forget(j.plan.Nspace)
+		d.base.up.grp.forget(j.plan.Nspace)
 		for _, n := range d.base.up.nodes() {
 			wg.Add(1)
 			go func() { defer wg.Done(); n.Forget(j.plan.Nspace) }()
@@ -637,6 +655,7 @@ func (d *DVM) Stop(allJobs bool) error {
 }
 
 func (d *DVM) closeNodes() {
+	d.forgetting.Wait()
 	b := d.base
 	b.closeNodes()
 	b.stall.close()

@@ -144,6 +144,9 @@ func (d *DVM) serveConn(c *dvm.Conn) {
 		return
 	}
 	rep := dvm.Reply{Done: true}
+	if req.Op != "kill" {
+		d.forgetting.Wait() // what ps, status and stop tell holds no half-forgotten job
+	}
 	switch req.Op {
 	case "ps":
 		rep.Text = d.ps(req.JSON)

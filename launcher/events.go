@@ -80,6 +80,7 @@ func (r *run) announceEnds() {
 		if spawned {
 			ns := j.plan.Nspace
 			forget = func() {
+				r.up.grp.forget(ns)
 				for _, n := range nodes {
 					n.Forget(ns)
 				}

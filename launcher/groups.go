@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,7 +18,80 @@ import (
 type groups struct {
 	mu      sync.Mutex
 	nextCID uint64
-	watched map[string][]pmixsrv.Proc // PMIX_GROUP_NOTIFY_TERMINATION groups by name: their members
+	watched []watchedGroup // PMIX_GROUP_NOTIFY_TERMINATION groups
+}
+
+// watchedGroup is a group whose members hear of each other's end. A name
+// alone does not identify a group: the jobs of a persistent runtime choose
+// theirs independently, so two live groups may share one.
+type watchedGroup struct {
+	name    string
+	members []pmixsrv.Proc
+}
+
+// watch records a constructed group; constructing the same group again
+// replaces it.
+func (g *groups) watch(name string, members []pmixsrv.Proc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unwatchLocked(name, members)
+	g.watched = append(g.watched, watchedGroup{name, slices.Clone(members)})
+}
+
+// unwatch drops a destructed group: the one of that name and members.
+func (g *groups) unwatch(name string, members []pmixsrv.Proc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unwatchLocked(name, members)
+}
+
+func (g *groups) unwatchLocked(name string, members []pmixsrv.Proc) {
+	g.watched = slices.DeleteFunc(g.watched, func(w watchedGroup) bool {
+		return w.name == name && sameProcs(w.members, members)
+	})
+}
+
+// forget drops a job that is over from the groups: its members can end no
+// more, and a group none of whose members is left is dropped.
+func (g *groups) forget(nspace string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := range g.watched {
+		g.watched[i].members = slices.DeleteFunc(g.watched[i].members, func(q pmixsrv.Proc) bool { return q.Nspace == nspace })
+	}
+	g.watched = slices.DeleteFunc(g.watched, func(w watchedGroup) bool { return len(w.members) == 0 })
+}
+
+// of lists the watched groups p is a member of.
+func (g *groups) of(p pmixsrv.Proc) []watchedGroup {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []watchedGroup
+	for _, w := range g.watched {
+		if slices.ContainsFunc(w.members, func(q pmixsrv.Proc) bool {
+			return q.Nspace == p.Nspace && (q.Rank == p.Rank || q.Rank == pmixsrv.RankWildcard)
+		}) {
+			out = append(out, watchedGroup{w.name, slices.Clone(w.members)})
+		}
+	}
+	return out
+}
+
+// sameProcs reports whether a and b list the same processes, in any order.
+func sameProcs(a, b []pmixsrv.Proc) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	order := func(x, y pmixsrv.Proc) int {
+		if c := strings.Compare(x.Nspace, y.Nspace); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Rank, y.Rank)
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.SortFunc(a, order)
+	slices.SortFunc(b, order)
+	return slices.Equal(a, b)
 }
 
 // cid assigns the next context id.
@@ -38,18 +112,11 @@ func (u *upstream) finish(kind string, procs []pmixsrv.Proc, all []byte) ([]byte
 			return nil, err
 		}
 		if flags&daemon.GroupNotify != 0 {
-			u.grp.mu.Lock()
-			if u.grp.watched == nil {
-				u.grp.watched = map[string][]pmixsrv.Proc{}
-			}
-			u.grp.watched[strings.TrimPrefix(kind, daemon.GroupConstructKind)] = procs
-			u.grp.mu.Unlock()
+			u.grp.watch(strings.TrimPrefix(kind, daemon.GroupConstructKind), procs)
 		}
 		return res, nil
 	case strings.HasPrefix(kind, daemon.GroupDestructKind):
-		u.grp.mu.Lock()
-		delete(u.grp.watched, strings.TrimPrefix(kind, daemon.GroupDestructKind))
-		u.grp.mu.Unlock()
+		u.grp.unwatch(strings.TrimPrefix(kind, daemon.GroupDestructKind), procs)
 		return nil, nil
 	}
 	return all, nil
@@ -81,22 +148,8 @@ func (u *upstream) rankEnded(ev daemon.Event) {
 		u.root.FailProc(p, &groupError{fmt.Sprintf("rank %d of job %s on %s %s: the group operations it takes part in fail",
 			ev.Rank, ev.Nspace, ev.Node, how), pmixsrv.GroupConstructAbort})
 	}
-	u.grp.mu.Lock()
-	var names []string
-	for name, members := range u.grp.watched {
-		if slices.ContainsFunc(members, func(q pmixsrv.Proc) bool {
-			return q.Nspace == p.Nspace && (q.Rank == p.Rank || q.Rank == pmixsrv.RankWildcard)
-		}) {
-			names = append(names, name)
-		}
-	}
-	watched := map[string][]pmixsrv.Proc{}
-	for _, name := range names {
-		watched[name] = u.grp.watched[name]
-	}
-	u.grp.mu.Unlock()
-	for name, members := range watched {
-		u.memberFailed(name, members, p)
+	for _, w := range u.grp.of(p) {
+		u.memberFailed(w.name, w.members, p)
 	}
 }
 

@@ -540,8 +540,12 @@ func (r *run) finish() int {
 	if msg := r.pol.finish(); msg != "" {
 		r.errorf("%s", msg)
 	}
-	r.events.wait(5 * time.Second)
-	r.closeNodes()
+	if r.dvm != nil {
+		r.dvm.forgetLater(r) // the submitter need not wait for it
+	} else {
+		r.events.wait(5 * time.Second)
+		r.closeNodes()
+	}
 	r.helpSummary()
 	trace.Mark("closed")
 	return r.pol.status()

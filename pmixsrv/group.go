@@ -42,8 +42,13 @@ const (
 // Grouper is implemented by hosts that support PMIx groups: done gets what
 // the library hands the local members (KeyGroupContextID,
 // KeyGroupEndptData).
+//
+// local is how many of procs on this node the library counted in when it
+// handed the operation on: libpmix 4.2.2 takes a member whose connection it
+// lost out of the count (and does not wait for it), so fewer than the
+// node's members means one ended without taking part.
 type Grouper interface {
-	Group(op GroupOp, grp string, procs []Proc, directives []Info, done func([]Info, error)) error
+	Group(op GroupOp, grp string, procs []Proc, local int, directives []Info, done func([]Info, error)) error
 }
 
 //export goGroup
@@ -56,7 +61,18 @@ func goGroup(op C.int, grp *C.char, procs *C.pmix_proc_t, nprocs C.size_t, info 
 	name := C.GoString(grp)
 	ps, in := procsFromC(procs, nprocs), fromC(info, ninfo)
 	trace("group op %d %q %v", op, name, ps)
-	return accepted(g.Group(GroupOp(op), name, ps, in, infoDone(cb, cbd)))
+	local := int(C.prun_group_tracker_nlocal(cbd))
+	done := infoDone(cb, cbd)
+	if GroupOp(op) == GroupDestruct {
+		inner := done
+		done = func(out []Info, err error) {
+			if err != nil {
+				C.prun_group_keep_record(cbd)
+			}
+			inner(out, err)
+		}
+	}
+	return accepted(g.Group(GroupOp(op), name, ps, local, in, done))
 }
 
 // grpcbfunc is the address of libpmix 4.2.2's static completion of a group
@@ -93,6 +109,16 @@ var grpcbfunc = sync.OnceValue(func() uintptr {
 	// The load bias (a position-independent executable) is the same for both.
 	return uintptr(C.prun_server_init_addr()) - uintptr(init) + uintptr(cb)
 })
+
+// GroupMemberGone tells the library's side of groups that a local rank
+// ended for good: a construct or destruct that waits on this node for it
+// fails (PMIX_GROUP_CONSTRUCT_ABORT) instead of holding its other local
+// members for ever (grpgone.c).
+func (s *Server) GroupMemberGone(p Proc) {
+	ns := C.CString(p.Nspace)
+	defer C.free(unsafe.Pointer(ns))
+	C.prun_group_member_gone(ns, C.uint32_t(p.Rank))
+}
 
 //export goGroupCompletion
 func goGroupCompletion() C.uintptr_t { return C.uintptr_t(grpcbfunc()) }

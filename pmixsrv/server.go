@@ -19,7 +19,8 @@ package pmixsrv
 // -L path), not as libpmix.so, so that no launch pays for loading and
 // relocating the shared library and its libevent.
 // See Init for what that asks of the library's plugins.
-// pmixinc lets libpmix's devel headers (leaks.c) find the public ones.
+// pmixinc lets libpmix's devel headers (leaks.c, grpgone.c) find the public
+// ones they name as "include/...", wherever pkg-config finds libpmix.
 */
 import "C"
 

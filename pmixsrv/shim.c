@@ -596,6 +596,7 @@ void prun_deregister_nspace(const char *ns)
 {
     pmix_nspace_t nspace;
     PMIX_LOAD_NSPACE(nspace, ns);
+    prun_group_forget_nspace(ns);
     PMIx_server_deregister_nspace(nspace, nspace_deregistered, NULL);
 }
 
@@ -747,13 +748,21 @@ int __wrap_event_del(struct event *ev)
     return __real_event_del(ev);
 }
 
-typedef void (*grp_completion_fn)(pmix_status_t, pmix_info_t *, size_t, void *, pmix_release_cbfunc_t, void *);
+/* prun_group_completion is the library's completion of a group tracker,
+ * grpcbfunc, or NULL while unknown. */
+prun_group_done_fn prun_group_completion(void)
+{
+    prun_group_done_fn done = (prun_group_done_fn)goGroupCompletion();
+    if (!done)
+        done = (prun_group_done_fn)__atomic_load_n(&upcall_completion, __ATOMIC_RELAXED);
+    return done;
+}
+
+void prun_group_timer_cancel(void *trk) { grptimer_drop(trk, 1); }
 
 static void grptimer_fired(evutil_socket_t fd, short what, void *trk)
 {
-    grp_completion_fn done = (grp_completion_fn)goGroupCompletion();
-    if (!done)
-        done = (grp_completion_fn)__atomic_load_n(&upcall_completion, __ATOMIC_RELAXED);
+    prun_group_done_fn done = prun_group_completion();
     (void)fd;
     (void)what;
     grptimer_drop(trk, 0);
@@ -767,6 +776,7 @@ int __wrap_pmix_server_grpconstruct(void *cd, void *buf)
     in_grpconstruct = 1;
     rc = __real_pmix_server_grpconstruct(cd, buf);
     in_grpconstruct = 0;
+    prun_group_sweep(); /* its tracker may wait for a member already gone */
     return rc;
 }
 
@@ -776,6 +786,7 @@ int __wrap_pmix_server_grpdestruct(void *cd, void *buf)
     in_grpconstruct = 1;
     rc = __real_pmix_server_grpdestruct(cd, buf);
     in_grpconstruct = 0;
+    prun_group_sweep();
     return rc;
 }
 

@@ -33,6 +33,13 @@
  *       group "watch" of every rank with PMIX_GROUP_NOTIFY_TERMINATION (and
  *       a context id); VICTIM then exits with status 7; the others wait for
  *       the event and print "group: rank R heard rank V left group G".
+ *       With GROUP_READY=FILE rank 0 creates FILE once the group exists;
+ *       with GROUP_GO=FILE VICTIM waits for FILE to exist before it exits.
+ *
+ *   group watch-destruct
+ *       Every rank constructs group "watch" of every rank with
+ *       PMIX_GROUP_NOTIFY_TERMINATION, destructs it, and prints "group: rank
+ *       R watch destructed" (another job's group of that name must live on).
  *
  *   group timeout LATE
  *       Every rank fences; LATE then sleeps 6 s while the others construct
@@ -347,13 +354,47 @@ static int notify(uint32_t victim)
         printf("group: rank %u construct watch: %s\n", myproc.rank, PMIx_Error_string(rc));
         return 1;
     }
+    if (myproc.rank == 0 && getenv("GROUP_READY")) {
+        FILE *f = fopen(getenv("GROUP_READY"), "w");
+        if (f)
+            fclose(f);
+    }
     if (myproc.rank == victim) {
+        phase = "waiting for GROUP_GO";
+        while (getenv("GROUP_GO") && access(getenv("GROUP_GO"), F_OK) != 0)
+            usleep(10000);
         fflush(stdout);
         _exit(7);
     }
     phase = "waiting for PMIX_GROUP_MEMBER_FAILED";
     while (!heard)
         usleep(10000);
+    return 0;
+}
+
+static int watch_destruct(void)
+{
+    uint32_t size = job_size();
+    pmix_proc_t *procs = calloc(size, sizeof *procs);
+    pmix_info_t info[2], *results = NULL;
+    size_t nresults = 0, n;
+    bool yes = true;
+    pmix_status_t rc;
+
+    PMIX_INFO_LOAD(&info[0], PMIX_GROUP_ASSIGN_CONTEXT_ID, &yes, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_GROUP_NOTIFY_TERMINATION, &yes, PMIX_BOOL);
+    n = members(procs, size, 0, 1);
+    phase = "PMIx_Group_construct(watch)";
+    if ((rc = PMIx_Group_construct("watch", procs, n, info, 2, &results, &nresults)) != PMIX_SUCCESS) {
+        printf("group: rank %u construct watch: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    phase = "PMIx_Group_destruct(watch)";
+    if ((rc = PMIx_Group_destruct("watch", NULL, 0)) != PMIX_SUCCESS) {
+        printf("group: rank %u destruct watch: %s\n", myproc.rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    printf("group: rank %u watch destructed\n", myproc.rank);
     return 0;
 }
 
@@ -508,12 +549,14 @@ int main(int argc, char **argv)
         ret = die_destruct((uint32_t)atoi(argv[2]));
     else if (argc == 3 && strcmp(argv[1], "timeout") == 0)
         ret = timeout((uint32_t)atoi(argv[2]));
+    else if (argc == 2 && strcmp(argv[1], "watch-destruct") == 0)
+        ret = watch_destruct();
     else if (argc == 2 && strcmp(argv[1], "invite") == 0)
         ret = invite();
     else if (argc == 3 && strcmp(argv[1], "notify") == 0)
         ret = notify((uint32_t)atoi(argv[2]));
     else
-        fprintf(stderr, "usage: group ok | die VICTIM | die-destruct VICTIM | notify VICTIM | timeout LATE | invite\n");
+        fprintf(stderr, "usage: group ok | die VICTIM | die-destruct VICTIM | notify VICTIM | watch-destruct | timeout LATE | invite\n");
     PMIx_Finalize(NULL, 0);
     return ret;
 }

@@ -7,6 +7,7 @@
 //
 //	go run ./bench/scale [-sizes 256,512,1024] [-runs 3] [-mpi-max 256] [-prun bin/prun] [-json FILE]
 //	go run ./bench/scale -fanouts 8,16,32,64 [-sizes 64,256,512] [-runs 3]
+//	go run ./bench/scale -sizes 256,512 -runs 1 -mpi-max 0 -launchers prun
 //
 // At each size N, one rank per node:
 //
@@ -29,9 +30,14 @@
 // The machine has few cores: absolute times mostly measure CPU shared by
 // N daemons (and N ranks); compare the launchers by ratios, and prun's
 // growth by its counters; the "all CPU" column is the whole launch's
-// (launcher, daemons, shells, ranks: what the launcher's wait reports). A
-// size whose daemons would not fit in the free memory is skipped, and said
-// so (daemonKiB).
+// (launcher, daemons, shells, ranks: what the launcher's wait reports).
+// prun's runs also give its daemons' memory (daemonMem: the median daemon's
+// anonymous RSS after the launch, peak RSS and estimated peak anonymous
+// memory) and what the launch took of the machine's available memory at its
+// lowest. A size whose daemons would not fit in the available memory is
+// skipped, and said so (daemonKiB); a run during which the available memory
+// falls below memFloorKiB is killed and reported failed. -launchers picks
+// the launchers to run (e.g. prun alone).
 package main
 
 import (
@@ -56,13 +62,20 @@ import (
 const runTimeout = 5 * time.Minute
 
 type sample struct {
-	WallMs    float64         `json:"wall_ms"`
-	AllCPUMs  float64         `json:"all_cpu_ms"`
-	CPUMs     float64         `json:"launcher_cpu_ms"`
-	RSSKiB    int64           `json:"launcher_peak_rss_kib"`
-	FenceUs   float64         `json:"fence_us,omitempty"`
-	TeardownM float64         `json:"teardown_ms,omitempty"`
-	Tree      json.RawMessage `json:"tree,omitempty"`
+	WallMs    float64 `json:"wall_ms"`
+	AllCPUMs  float64 `json:"all_cpu_ms"`
+	CPUMs     float64 `json:"launcher_cpu_ms"`
+	RSSKiB    int64   `json:"launcher_peak_rss_kib"`
+	FenceUs   float64 `json:"fence_us,omitempty"`
+	TeardownM float64 `json:"teardown_ms,omitempty"`
+	// prun's daemons (the medians over the daemons; see daemonMem)
+	DaemonAnonKiB     int64 `json:"daemon_anon_kib,omitempty"`
+	DaemonHWMKiB      int64 `json:"daemon_peak_rss_kib,omitempty"`
+	DaemonPeakAnonKiB int64 `json:"daemon_peak_anon_kib,omitempty"`
+	Daemons           int   `json:"daemons_sampled,omitempty"`
+	// what the launch took of the machine's available memory at its peak
+	LaunchUsedKiB int64           `json:"launch_used_kib,omitempty"`
+	Tree          json.RawMessage `json:"tree,omitempty"`
 }
 
 type result struct {
@@ -91,6 +104,7 @@ func run() (bool, error) {
 	prunFlag := flag.String("prun", "", "the prun binary (default bin/prun)")
 	jsonOut := flag.String("json", "", "also write every sample as JSON to this file")
 	fanoutsFlag := flag.String("fanouts", "", "prun alone, true and fence, at each of these launch fanouts")
+	launchersFlag := flag.String("launchers", "prun,hydra,mpirun", "the launchers to run")
 	flag.Parse()
 	var fanouts []int
 	if *fanoutsFlag != "" {
@@ -192,12 +206,24 @@ func run() (bool, error) {
 				bench{"mpich-hello", "prun", prunArgs(bins["hello_mpich"]), "hello from rank"},
 				bench{"mpich-hello", "hydra", hydraArgs(bins["hello_mpich"]), "hello from rank"})
 		}
+		keep := benches[:0]
+		for _, bn := range benches {
+			if strings.Contains(","+*launchersFlag+",", ","+strings.SplitN(bn.launcher, ",", 2)[0]+",") {
+				keep = append(keep, bn)
+			}
+		}
+		benches = keep
 		fmt.Printf("## %d simulated nodes, 1 rank each\n\n", n)
 		fmt.Println("| benchmark | launcher | wall (median) | all CPU | launcher CPU | launcher peak RSS | notes |")
 		fmt.Println("|---|---|---|---|---|---|---|")
 		for _, bn := range benches {
 			res := &result{Size: n, Bench: bn.name, Launcher: bn.launcher}
 			all = append(all, res)
+			if avail, need := availKiB(), int64(n)*(daemonKiB(n)+rankKiB(bn.name, n)); avail > 0 && avail < need {
+				res.Err = fmt.Sprintf("skipped: %d MiB available, %d MiB needed", avail>>10, need>>10)
+				fmt.Printf("| %s | %s | skipped | | | | %s |\n", bn.name, bn.launcher, res.Err)
+				continue
+			}
 			for i := 0; i < *runs && res.Err == ""; i++ {
 				s, err := once(ctx, dir, n, strings.HasPrefix(bn.launcher, "prun"), bn.argv, bn.want)
 				if err != nil {
@@ -230,6 +256,9 @@ func run() (bool, error) {
 				if bn.name == "true" {
 					notes += fmt.Sprintf("teardown %.0f ms; ", med(func(s sample) float64 { return s.TeardownM }))
 				}
+				notes += fmt.Sprintf("daemons (median of %d): anon RSS %.1f MiB after launch, peak RSS %.1f MiB, peak anon ~%.1f MiB; machine's memory at the peak %.1f GiB (%.1f MiB a node); ",
+					last.Daemons, float64(last.DaemonAnonKiB)/1024, float64(last.DaemonHWMKiB)/1024, float64(last.DaemonPeakAnonKiB)/1024,
+					float64(last.LaunchUsedKiB)/(1<<20), float64(last.LaunchUsedKiB)/1024/float64(n))
 				notes += treeNotes(last.Tree)
 			}
 			fmt.Printf("| %s | %s | %s | %s | %s | %d MiB | %s |\n", bn.name, bn.launcher,
@@ -249,13 +278,42 @@ func run() (bool, error) {
 	return ok, nil
 }
 
-// daemonKiB is the memory one simulated node takes at the launch's peak in
-// a job of n nodes, one rank each (measured with prun: about 4 MiB, and
-// 28 KiB per node of the job: every daemon holds every rank's and node's
-// PMIx keys, once in libpmix's store and once, while it registers them, as
-// 544-byte pmix_info_t; on one host every daemon registers at once), with
-// its shells and its rank. mpirun's and Hydra's daemons take less.
-func daemonKiB(n int) int64 { return 7<<10 + 28*int64(n) }
+// daemonKiB bounds the memory one simulated node takes at the launch's
+// peak in a job of n nodes, one rank each: 4 MiB for the daemon (3 MiB of
+// anonymous memory, its shells, its rank, the kernel's share), and 12 KiB per
+// node of the job. Each daemon registers every rank and node of the job with
+// libpmix: its store holds about 6 KiB per node, and while registering the
+// daemon also holds them as pmix_info_t (544 bytes each, 15 per node and
+// rank), 13.5 KiB at its peak (TestRegisterMemoryPerNode); the daemons do
+// not all peak at once. Measured with bench/scale, the machine's
+// MemAvailable at its lowest during /bin/true: 3.9-4.0 GiB at 512 nodes
+// (this says 5 GiB), 12.4-13.0 GiB at 1,024 (16 GiB). mpirun's and Hydra's
+// daemons take less.
+func daemonKiB(n int) int64 { return 4<<10 + 12*int64(n) }
+
+// rankKiB bounds the anonymous memory of one rank of benchmark b in a job of
+// n ranks, one per node, added to daemonKiB's. Measured at 128 nodes
+// (VmHWM less RssFile): Open MPI's hello 4.4 MiB, MPICH's 7.6 MiB, growing
+// 4 and 15 KiB per rank of the job (their peak RSS at 32 and 128 nodes).
+// The fence's PMIx client holds every rank's keys and 1 KiB of each one's
+// data: the fence job took 4.5 GiB more than /bin/true at 1,024 nodes.
+func rankKiB(b string, n int) int64 {
+	switch b {
+	case "ompi-hello":
+		return 4<<10 + 4*int64(n)
+	case "mpich-hello":
+		return 6<<10 + 15*int64(n)
+	case "fence":
+		return 1<<10 + 4*int64(n)
+	}
+	return 0
+}
+
+// memFloorKiB is the machine's available memory below which a run is
+// stopped: without swap, a launch that does not fit leaves the kernel
+// reclaiming until nothing runs (1,024 daemons did, before the cut above),
+// then killing processes at random.
+const memFloorKiB = 1536 << 10
 
 var fenceTime = regexp.MustCompile(`fences in ([0-9]+) us`)
 
@@ -281,11 +339,24 @@ func once(ctx context.Context, dir string, n int, isPrun bool, argv []string, wa
 		return s, err
 	}
 	pid := r.Cmd.Process.Pid
+	var dm *daemonMem
+	dmStop, dmDone := make(chan struct{}), make(chan struct{})
+	if isPrun {
+		dm = newDaemonMem(argv[0])
+		go func() { defer close(dmDone); dm.run(dmStop, 250*time.Millisecond) }()
+	} else {
+		close(dmDone)
+	}
 	done := make(chan struct{})
 	var cpuTicks, hwm int64
+	var outOfMemory bool
 	go func() {
 		defer close(done)
 		for {
+			if a := availKiB(); a > 0 && a < memFloorKiB && !outOfMemory {
+				outOfMemory = true
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
 			if c, ok := procCPU(pid); ok {
 				cpuTicks = c
 			}
@@ -309,7 +380,16 @@ func once(ctx context.Context, dir string, n int, isPrun bool, argv []string, wa
 		s.AllCPUMs = float64((ps.UserTime() + ps.SystemTime()).Microseconds()) / 1000
 	}
 	<-done
+	close(dmStop)
+	<-dmDone
+	if dm != nil {
+		s.DaemonAnonKiB, s.DaemonHWMKiB, s.DaemonPeakAnonKiB, s.Daemons = dm.medians()
+		s.LaunchUsedKiB = dm.usedKiB()
+	}
 	out, _ := os.ReadFile(filepath.Join(dir, "stdout"))
+	if outOfMemory {
+		return s, fmt.Errorf("stopped: the machine's available memory fell below %d MiB", memFloorKiB>>10)
+	}
 	if err != nil {
 		errOut, _ := os.ReadFile(filepath.Join(dir, "stderr"))
 		return s, fmt.Errorf("%v: %s", err, benchutil.Tail(errOut, 300))
