@@ -93,8 +93,9 @@ size_t prun_release_departed(void) { return 0; }
  * replaces that pointer with a copy of its own, so the first block is
  * never referenced again (fixed in 4.2.3, openpmix dd8ef2ebf). The server
  * fetches so for every client's PMIx_Get it answers from its store (a peer's
- * modex data, with the hash store prun selects): an Open MPI job of N ranks
- * lost N*(N-1)*32 bytes or more, for the runtime's life. Nothing can free
+ * modex data, with the hash store prun selects): 32 bytes for each rank's
+ * Get of each other's key (an Open MPI hello of 2 ranks: 2 a job), for the
+ * runtime's life. Nothing can free
  * the block after the fact; the link routes pmix_hash_fetch and
  * pmix_bfrops_base_copy through here (-Wl,--wrap), and a copy of a
  * PMIX_VALUE that a keyed fetch makes directly frees the value its
