@@ -19,8 +19,8 @@ import (
 // for seconds: the launch must ride that out (no daemon may give up on a
 // starved parent), and the launcher's counters must not grow with the
 // nodes: per fence one message in and one out per child of its own, one
-// plan per child, one combined closing answer per child; only the hellos
-// (one per daemon) still reach it.
+// plan per child, one combined closing answer per child, and at most one
+// start-up message per child (the hellos combine along the tree too).
 func TestSimulatedTree256(t *testing.T) {
 	const nodes, children = 256, 32
 	fence := ctest.Build(t, ctest.PMIx, "fence.c")
@@ -44,10 +44,10 @@ func TestSimulatedTree256(t *testing.T) {
 		t.Errorf("a fence of every node cost the launcher %d messages in, %d out; want %d each (its children)",
 			tr.MaxIn, tr.MaxOut, children)
 	}
-	if tr.Startup.MsgsIn != nodes || tr.Launch.MsgsOut != children || tr.Teardown.MsgsIn != children ||
+	if tr.Startup.MsgsIn > children || tr.Launch.MsgsOut != children || tr.Teardown.MsgsIn != children ||
 		tr.Teardown.MsgsOut != children {
-		t.Errorf("startup %d messages in, plans %d out, teardown %d in and %d out; want %d, %d, %d, %d",
-			tr.Startup.MsgsIn, tr.Launch.MsgsOut, tr.Teardown.MsgsIn, tr.Teardown.MsgsOut, nodes, children, children, children)
+		t.Errorf("startup %d messages in, plans %d out, teardown %d in and %d out; want at most %d, then %d, %d, %d",
+			tr.Startup.MsgsIn, tr.Launch.MsgsOut, tr.Teardown.MsgsIn, tr.Teardown.MsgsOut, children, children, children, children)
 	}
 	if rss := rep.Launcher.MaxRSSKiB; rss > 64<<10 {
 		t.Errorf("the launcher's peak RSS was %d KiB, want at most 64 MiB", rss)

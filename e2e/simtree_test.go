@@ -55,11 +55,12 @@ func TestSimulatedTree(t *testing.T) {
 	if tr.MaxIn != 4 || tr.MaxOut != 4 {
 		t.Errorf("a fence of every node cost the launcher %d messages in, %d out; want 4 each", tr.MaxIn, tr.MaxOut)
 	}
-	// Start-up goes along the tree, but every daemon's hello reaches the
-	// launcher; the answers to the closing broadcast combine on the way.
-	if tr.Startup.MsgsIn != nodes || tr.Teardown.MsgsIn != 4 || tr.Teardown.MsgsOut != 4 {
-		t.Errorf("startup %d messages in, teardown %d in, %d out; want %d, 4, 4", tr.Startup.MsgsIn, tr.Teardown.MsgsIn,
-			tr.Teardown.MsgsOut, nodes)
+	// The hellos combine along the tree (each vertex sends one message for
+	// its subtree), and so do the answers to the closing broadcast: the
+	// launcher reads one of each per child, not one per daemon.
+	if tr.Startup.MsgsIn > 4 || tr.Teardown.MsgsIn != 4 || tr.Teardown.MsgsOut != 4 {
+		t.Errorf("startup %d messages in, teardown %d in, %d out; want at most 4, 4, 4", tr.Startup.MsgsIn, tr.Teardown.MsgsIn,
+			tr.Teardown.MsgsOut)
 	}
 	t.Logf("took %v; launcher peak RSS %d KiB", r.dur, rep.Launcher.MaxRSSKiB)
 }

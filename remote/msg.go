@@ -56,6 +56,8 @@ const (
 	tCollFail                     // down (broadcast): nodes lost; their collectives fail (collFail)
 	tClosed                       // up: a subtree closed, the closing broadcast's answer (closed)
 	tForget                       // down: a persistent runtime's job is over: drop it (forget)
+	tHellos                       // up: a subtree's hellos, its root's first: one start-up message per vertex (subtreeHellos)
+	tBatch                        // up: frames a vertex had queued, sent as one (binary: batch.go)
 )
 
 // Vertex addresses in a frame's routing header.
@@ -71,10 +73,18 @@ const (
 
 // hello is a daemon's first word: it is up, and its node's topology.
 type hello struct {
+	Vertex  int    `json:",omitzero"` // in a subtreeHellos (alone, the frame's source says it)
 	Host    string `json:",omitzero"`
 	Pid     int    `json:",omitzero"`
 	Topo    string `json:",omitzero"` // synthetic topology, or
-	TopoXML []byte `json:",omitzero"` // ... the node's hwloc XML
+	TopoXML []byte `json:",omitzero"` // ... the node's hwloc XML, or
+	TopoOf  int    `json:",omitzero"` // ... the vertex of a hello sent before this one over the same link, whose topology this node shares
+}
+
+// subtreeHellos is the first word of a daemon with children: its own hello
+// and those of its subtree that came in time (hello.go), its own first.
+type subtreeHellos struct {
+	Hellos []hello `json:",omitzero"`
 }
 
 // nodeErr is a node's failure (tFailed) or its daemon's last word (tGaveUp).

@@ -121,13 +121,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add(frame(0, 1, b))
 	f.Add(frame(0, 1, encodeReply(3, entries{{Key: "p", Value: pmixsrv.Rank(2)}}, nil)))
 	f.Add(frame(0, 2, encodeOutput(iof.Source{Rank: 1}, iof.Stdout, []byte("line\n"), false)))
+	b, _ = encode(&subtreeHellos{Hellos: []hello{{Vertex: 1, Host: "a", Topo: "pack:1"}, {Vertex: 3, TopoOf: 1}}})
+	f.Add(frame(0, 1, b))
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		_, _, body, err := header(p)
 		if err != nil {
 			return
 		}
-		for _, m := range []any{&hello{}, &nodeErr{}, &notify{}, &spawnReq{}, &publishReq{}, &lookupReq{}, &daemon.Event{}, &collFail{}} {
+		for _, m := range []any{&hello{}, &subtreeHellos{}, &nodeErr{}, &notify{}, &spawnReq{}, &publishReq{}, &lookupReq{}, &daemon.Event{}, &collFail{}} {
 			decode(body, m)
 		}
 		if _, rb, err := replyID(body); err == nil {

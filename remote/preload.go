@@ -140,7 +140,7 @@ func (n *node) receivePreload(body []byte) error {
 	}
 	n.d.Receive(id, off, p)
 	if len(p) > 0 {
-		n.parent.Send(tPreloadAck, frame(toLauncher, uint32(n.me), encodeAck(len(p))))
+		n.up.Send(tPreloadAck, frame(toLauncher, uint32(n.me), encodeAck(len(p))))
 	}
 	return nil
 }

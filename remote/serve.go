@@ -61,10 +61,10 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
-		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
+		n.up.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
 	})
 	n.coll.expire = func(key string, c *coll, missing []int) {
-		n.parent.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Expired: true, Gen: c.gen, Missing: missing}, nil)))
+		n.up.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Expired: true, Gen: c.gen, Missing: missing}, nil)))
 	}
 	if b.Agent == AgentSlurm {
 		n.slurmTerm = make(chan struct{})
@@ -95,7 +95,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	trace.Mark("connected")
 	parent.SetSilence(ctl.Silence(len(b.Hosts)))
 	n.parent = parent
+	n.up = newUpQueue(parent)
 	defer parent.Close()
+	// Its last words (a failure, the closing answer) go first, waited for as
+	// a write to the parent would be.
+	defer n.up.drain(ctl.Silence(len(b.Hosts)))
 	// Output waiting for credit gives up when the link goes: nothing will
 	// acknowledge it (and the ranks must not hang on their pipes).
 	go func() { <-parent.Done(); n.out.kill() }()
@@ -107,9 +111,9 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		}()
 	}
 	n.stdin.ack = func(ns string, k int) {
-		parent.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
+		n.up.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
 	}
-	n.stdin.done = func(ns string) { parent.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
+	n.stdin.done = func(ns string) { n.up.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
 
 	// Children first: their SSH handshakes are the long pole.
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
@@ -126,6 +130,14 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
 		cb.ParentAddrs = ln.Hosts()
 		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) {
+			switch typ {
+			case tHello, tHellos:
+				if n.childHello(typ, p) {
+					return // it goes up with this daemon's own (hello.go)
+				}
+			case tFailed:
+				n.helloNow() // a failure below goes up at once
+			}
 			// The parent takes a link only with its child's own hello
 			// first: a child's hello (a child started without SSH's
 			// handshake, as in a simulated cluster, is up before its
@@ -139,13 +151,15 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 				n.childClosed(p) // counted here, not relayed
 				return
 			}
-			n.parent.Send(typ, p)
+			n.up.Send(typ, p)
 		},
 			func(v int, err error) {
+				n.helloFailure(v)
 				<-n.helloSent
 				n.closeGone(v)
 				n.sendUp(tFailed, &nodeErr{Host: b.Hosts[v-1], Err: err.Error()})
 			})
+		n.expectHellos(n.kids.children())
 		n.kids.start()
 		defer rsh.Shutdown() // after the sessions' close below: prun-ssh goes before this daemon
 		// Its children's sessions end before it does: they end as the
@@ -194,9 +208,8 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	if xml != nil && strings.HasPrefix(hi.Topo, "asymmetric") {
 		hi.TopoXML = xml // no synthetic description says it all
 	}
-	n.sendUp(tHello, hi)
-	close(n.helloSent)
-	trace.Mark("hello sent")
+	n.ownHello(hi) // with its subtree's, when it has children
+	trace.Mark("hello ready")
 
 	go n.readParent()
 	if b.Agent == AgentSlurm {
@@ -331,6 +344,7 @@ type node struct {
 	me        int
 	host      string
 	parent    *ctl.Link
+	up        *upQueue // what goes to the parent, batched (batch.go)
 	kids      *spawner
 	d         *daemon.Daemon
 	topo      *topology.Topology
@@ -340,6 +354,7 @@ type node struct {
 	out       *outCredit   // the output window (output.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
+	hellos    helloState    // its subtree's hellos, combined (hello.go)
 	closing   closeState    // the closing broadcast's answer, combined for the subtree
 	vertOnce  sync.Once
 	verts     map[string]int // node name -> vertex
@@ -372,7 +387,7 @@ func (n *node) sendUp(typ uint8, m any) error {
 	if err != nil {
 		return err
 	}
-	return n.parent.Send(typ, frame(toLauncher, uint32(n.me), b))
+	return n.up.Send(typ, frame(toLauncher, uint32(n.me), b))
 }
 
 // askUp sends a request to the launcher; done gets the answer, or the
@@ -383,7 +398,7 @@ func askUp[A any](n *node, typ uint8, req idSetter, done func(A, error)) {
 
 // replyUp answers the launcher's request id.
 func replyUp[A any](n *node, id uint64, a A, err error) {
-	n.parent.Send(tReply, frame(toLauncher, uint32(n.me), encodeReply(id, a, err)))
+	n.up.Send(tReply, frame(toLauncher, uint32(n.me), encodeReply(id, a, err)))
 }
 
 // readParent handles what comes down: messages for this node, for every
@@ -583,7 +598,7 @@ func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
 	if !n.out.acquire(outKey{src, st}, len(p), partial) {
 		return // the link is gone: so is whoever would print this
 	}
-	if n.parent.Send(tOutput, outputFrame(uint32(n.me), src, st, p, partial)) != nil {
+	if n.up.Send(tOutput, outputFrame(uint32(n.me), src, st, p, partial)) != nil {
 		n.out.kill() // the link died with it (ctl: whole frames or none)
 	}
 }
@@ -655,7 +670,7 @@ func (n *node) childColl(p []byte) {
 	}
 	if m.Expired {
 		// A timeout below: the launcher decides.
-		n.parent.Send(tColl, p)
+		n.up.Send(tColl, p)
 		return
 	}
 	if n.coll.stale(m.Coll, m.Gen) {

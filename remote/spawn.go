@@ -99,6 +99,9 @@ type spawner struct {
 	failed func(vertex int, err error)
 	// sent, if set, counts each frame sent to a child (the launcher's Stats).
 	sent func(typ uint8, n int)
+	// recvd, if set, counts each frame read from a child: its type, its
+	// payload's size and the messages it carried (a batch's, or 1).
+	recvd func(typ uint8, n, msgs int)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -300,7 +303,7 @@ func lastLine(s string) string {
 }
 
 // accept takes the children's links: the first frame of each must be the
-// hello of a child not yet linked.
+// hello (or a subtree's hellos) of a child not yet linked.
 func (s *spawner) accept() {
 	for l := range s.ln.Links() {
 		go s.serveLink(l, 0)
@@ -319,7 +322,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 	}
 	_, src, _, err := header(f.Payload)
 	v := int(src)
-	ok := err == nil && f.Type == tHello && ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts) &&
+	ok := err == nil && (f.Type == tHello || f.Type == tHellos) && ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts) &&
 		(want == 0 || v == want)
 	s.mu.Lock()
 	if ok && (s.links[v] != nil || s.closing) {
@@ -337,6 +340,9 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 		return
 	}
 	trace.Mark("%s linked", s.host(v))
+	if s.recvd != nil {
+		s.recvd(f.Type, len(f.Payload), 1)
+	}
 	s.up(f.Type, f.Payload)
 	for {
 		f, err := l.Recv()
@@ -348,6 +354,21 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 				s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
 			}
 			return
+		}
+		if f.Type == tBatch {
+			k, err := decodeBatch(f.Payload, s.up)
+			if err != nil {
+				s.fail(v, err) // the stream from below cannot be trusted past it
+				l.Close()
+				return
+			}
+			if s.recvd != nil {
+				s.recvd(f.Type, len(f.Payload), k)
+			}
+			continue
+		}
+		if s.recvd != nil {
+			s.recvd(f.Type, len(f.Payload), 1)
 		}
 		s.up(f.Type, f.Payload)
 	}

@@ -19,6 +19,14 @@ type Stats struct {
 	Startup  Traffic `json:"startup"`  // until every daemon said hello
 	Launch   Traffic `json:"launch"`   // the jobs' plans, sent down
 	Teardown Traffic `json:"teardown"` // the closing broadcast and its answers
+	// Run: frames between the start-up and the teardown but the plans and
+	// the collectives': output, events, acknowledgements, requests, replies.
+	Run Traffic `json:"run"`
+	// Batches: frames of several messages (tBatch: what a vertex had queued
+	// while it wrote, sent as one frame, counted once above); Batched: the
+	// messages they carried.
+	Batches int `json:"batches"`
+	Batched int `json:"batched_messages"`
 	// Collectives: the launcher's share of every collective that spanned
 	// its links (a combined contribution in per child that takes part, a
 	// result out per such child).
@@ -90,13 +98,21 @@ func (st *stats) frame(up bool, n int) {
 	case phaseTeardown:
 		tr = &st.s.Teardown
 	default:
-		return
+		tr = &st.s.Run
 	}
 	if up {
 		tr.in(n)
 	} else {
 		tr.out(n)
 	}
+}
+
+// batched counts the messages of a batch the launcher read.
+func (st *stats) batched(k int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Batches++
+	st.s.Batched += k
 }
 
 // launch counts a plan sent down.

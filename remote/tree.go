@@ -160,6 +160,15 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 			t.stats.frame(false, n)
 		}
 	}
+	t.kids.recvd = func(typ uint8, n, msgs int) {
+		if typ != tColl { // counted by collIn
+			t.stats.frame(true, n)
+		}
+		if typ == tBatch {
+			t.stats.batched(msgs)
+		}
+
+	}
 	t.kids.env = cfg.LaunchEnv
 	t.root.attach(cfg.Hosts, cfg.Fanout, func(typ uint8, m any) {
 		body, err := encode(m)
@@ -559,9 +568,6 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		return
 	}
 	host := t.cfg.Hosts[v-1]
-	if typ != tColl { // counted by collIn
-		t.stats.frame(true, len(payload))
-	}
 	switch typ {
 	case tOutput:
 		// Queued, never written here: this goroutine reads the link.
@@ -608,20 +614,28 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 	up := t.up
 	switch typ {
 	case tHello:
-		return on(body, func(m *hello) {
-			t.mu.Lock()
-			if t.hellos[v] == nil {
-				t.hellos[v] = m
-				if t.cfg.OnHello != nil {
-					t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
-				}
-				if len(t.hellos) == len(t.cfg.Hosts) {
-					t.stats.setPhase(phaseRun)
-					close(t.ready)
-				}
+		var m hello
+		if err := decode(body, &m); err != nil {
+			return err
+		}
+		return t.hello(v, v, &m)
+	case tHellos:
+		// A subtree's hellos, combined on the way (hello.go): each of a
+		// vertex of the subtree of the daemon that sent them.
+		var m subtreeHellos
+		if err := decode(body, &m); err != nil {
+			return err
+		}
+		for i := range m.Hellos {
+			if w := m.Hellos[i].Vertex; w < 1 || w > len(t.cfg.Hosts) || !inSubtree(w, v, t.cfg.Fanout) {
+				return errHelloOutside
 			}
-			t.mu.Unlock()
-		})
+		}
+		for i := range m.Hellos {
+			if err := t.hello(v, m.Hellos[i].Vertex, &m.Hellos[i]); err != nil {
+				return err
+			}
+		}
 	case tFailed, tGaveUp:
 		return on(body, func(m *nodeErr) {
 			switch {
@@ -742,6 +756,33 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 		})
 	case tReply:
 		t.calls.answered(body)
+	}
+	return nil
+}
+
+// hello records vertex v's hello, which came over the link of vertex src;
+// the start is over when every daemon's is in.
+func (t *Tree) hello(src, v int, m *hello) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.hellos[v] != nil {
+		return nil
+	}
+	if w := m.TopoOf; w != 0 {
+		// Sent before over the same link: recorded already.
+		ref := t.hellos[w]
+		if w < 1 || w > len(t.cfg.Hosts) || !inSubtree(w, src, t.cfg.Fanout) || ref == nil {
+			return errHelloTopo
+		}
+		m.Topo, m.TopoXML, m.TopoOf = ref.Topo, ref.TopoXML, 0
+	}
+	t.hellos[v] = m
+	if t.cfg.OnHello != nil {
+		t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
+	}
+	if len(t.hellos) == len(t.cfg.Hosts) {
+		t.stats.setPhase(phaseRun)
+		close(t.ready)
 	}
 	return nil
 }

@@ -24,6 +24,29 @@ done
 [ $# -ge 2 ] || { echo "usage: simrsh.sh [-l USER] [-p PORT] HOST COMMAND..." >&2; exit 2; }
 host=$1
 shift
+# Failures for tests: hosts listed in PRUN_SIM_REFUSE refuse the
+# connection as ssh would; those in PRUN_SIM_HANG never start a daemon (the
+# session lasts until its stdin closes); PRUN_SIM_DELAY="HOST:SECONDS ..."
+# starts HOST's daemon that much later (unless its parent, whose session
+# this is, ends first: an SSH session's command would get SIGHUP).
+for h in $PRUN_SIM_REFUSE; do
+	if [ "$h" = "$host" ]; then
+		echo "ssh: connect to host $host port 22: Connection refused" >&2
+		exit 255
+	fi
+done
+for h in $PRUN_SIM_HANG; do
+	[ "$h" = "$host" ] && exec cat >/dev/null
+done
+for d in $PRUN_SIM_DELAY; do
+	[ "${d%%:*}" = "$host" ] || continue
+	n=${d#*:}
+	while [ "$n" -gt 0 ]; do
+		kill -0 "$PPID" 2>/dev/null || exit 255
+		sleep 1
+		n=$((n - 1))
+	done
+done
 dir=${PRUN_SIM_DIR:-/tmp/prun-sim}/$host
 mkdir -p "$dir" || exit 1
 TMPDIR=$dir

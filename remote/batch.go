@@ -1,0 +1,218 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"prun/ctl"
+)
+
+// What a daemon sends up goes through one queue per daemon, and its writer
+// sends the frames of output and events that queued up while it wrote the
+// last (a relay's children's and its own) as one frame (tBatch). No timer
+// holds a frame back: a lone line goes as soon as the writer is free, as it
+// did from the caller; only frames that would have waited for the link
+// anyway travel together. The launcher thus reads, from a relay, one frame
+// per write of the relay's instead of one per message of its subtree.
+//
+// The queue keeps the order of everything a daemon sends up (a stream's
+// runs before its end, a node's last output before its job's end there), as
+// the link's lock did: a batch is a run of consecutive frames, and a frame
+// of another kind goes alone, in its place.
+
+// batchable are the kinds that travel in batches: output and the messages
+// that go with it, events, and the acknowledgements of what came down.
+// Hellos (a link's first frame is one), collectives (counted per message),
+// requests and replies go alone.
+func batchable(typ uint8) bool {
+	switch typ {
+	case tOutput, tSourceInfo, tEnd, tEvent, tNotify, tStdinAck, tStdinDone, tPreloadAck:
+		return true
+	}
+	return false
+}
+
+// batchMax bounds a batch's payload: a frame larger than this goes alone,
+// and a batch ends before a frame that would take it past.
+const batchMax = 1 << 20
+
+// upQueueMax bounds the bytes queued on a daemon's upward queue: beyond
+// it, a sender waits, as it waited on the link's write before (output is
+// bounded by its window already; this bounds the rest).
+const upQueueMax = 4 << 20
+
+// A batch's body: for each frame, its type (1 byte), its payload's length
+// (4 bytes, big-endian), its payload (with its routing header).
+
+// encodeBatch makes a batch's body.
+func encodeBatch(fs []queued) []byte {
+	n := 0
+	for _, f := range fs {
+		n += 5 + len(f.p)
+	}
+	b := make([]byte, 0, n)
+	for _, f := range fs {
+		b = append(b, f.typ)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(f.p)))
+		b = append(b, f.p...)
+	}
+	return b
+}
+
+// decodeBatch hands each frame of a batch to f, in order, after checking
+// the whole batch: nothing of a malformed one is handled. The payloads are
+// slices of b.
+func decodeBatch(b []byte, f func(typ uint8, p []byte)) (int, error) {
+	var fs []queued
+	for rest := b; len(rest) > 0; {
+		if len(rest) < 5 {
+			return 0, errors.New("bad batch: a frame's header is cut")
+		}
+		typ, n := rest[0], binary.BigEndian.Uint32(rest[1:5])
+		if !batchable(typ) {
+			return 0, fmt.Errorf("bad batch: a frame of type %d", typ)
+		}
+		if uint64(n) > uint64(len(rest)-5) {
+			return 0, errors.New("bad batch: a frame is cut")
+		}
+		fs = append(fs, queued{typ, rest[5 : 5+n : 5+n]})
+		rest = rest[5+n:]
+	}
+	if len(fs) == 0 {
+		return 0, errors.New("bad batch: empty")
+	}
+	for _, q := range fs {
+		f(q.typ, q.p)
+	}
+	return len(fs), nil
+}
+
+var errLinkClosed = errors.New("ctl: link closed")
+
+// queued is a frame waiting on an upQueue.
+type queued struct {
+	typ uint8
+	p   []byte
+}
+
+// upQueue is a daemon's link to its parent for what it sends up: Send
+// queues, one writer sends.
+type upQueue struct {
+	l       *ctl.Link
+	mu      sync.Mutex
+	cond    sync.Cond // the queue changed (senders wait for room, the writer for frames)
+	q       []queued
+	bytes   int
+	writing bool  // the writer holds frames it took
+	err     error // the link failed: later Sends fail with it
+}
+
+func newUpQueue(l *ctl.Link) *upQueue {
+	u := &upQueue{l: l}
+	u.cond.L = &u.mu
+	go u.write()
+	go func() {
+		<-l.Done()
+		u.fail(errLinkClosed)
+	}()
+	return u
+}
+
+// Send queues a frame for the parent; it waits while the queue is full.
+// It fails once the link did.
+func (u *upQueue) Send(typ uint8, payload []byte) error {
+	select {
+	case <-u.l.Done():
+		u.fail(errLinkClosed)
+	default:
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for u.err == nil && u.bytes >= upQueueMax {
+		u.cond.Wait()
+	}
+	if u.err != nil {
+		return u.err
+	}
+	u.q = append(u.q, queued{typ, payload})
+	u.bytes += len(payload)
+	u.cond.Broadcast()
+	return nil
+}
+
+// write sends what is queued: a frame alone, or the batchable frames at
+// the queue's head as one.
+func (u *upQueue) write() {
+	for {
+		u.mu.Lock()
+		u.writing = false
+		u.cond.Broadcast()
+		for len(u.q) == 0 && u.err == nil {
+			u.cond.Wait()
+		}
+		if u.err != nil {
+			u.mu.Unlock()
+			return
+		}
+		k, size := 1, len(u.q[0].p)
+		if batchable(u.q[0].typ) {
+			for k < len(u.q) && batchable(u.q[k].typ) && size+5+len(u.q[k].p) <= batchMax {
+				size += 5 + len(u.q[k].p)
+				k++
+			}
+		}
+		fs := u.q[:k:k]
+		u.q = u.q[k:]
+		if len(u.q) == 0 {
+			u.q = nil // let the taken frames' array go with them
+		}
+		for _, f := range fs {
+			u.bytes -= len(f.p)
+		}
+		u.writing = true
+		u.cond.Broadcast()
+		u.mu.Unlock()
+		var err error
+		if len(fs) == 1 {
+			err = u.l.Send(fs[0].typ, fs[0].p)
+		} else {
+			err = u.l.Send(tBatch, encodeBatch(fs))
+		}
+		if err != nil {
+			u.fail(err)
+			return
+		}
+	}
+}
+
+func (u *upQueue) fail(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.err == nil {
+		u.err = err
+	}
+	u.q, u.bytes = nil, 0
+	u.cond.Broadcast()
+}
+
+// drain waits, at most d, until everything queued was written (or the
+// link failed): a daemon's last words go before it closes its link.
+func (u *upQueue) drain(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		u.mu.Lock()
+		for u.err == nil && (len(u.q) > 0 || u.writing) {
+			u.cond.Wait()
+		}
+		u.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		u.fail(errLinkClosed)
+	}
+}
