@@ -27,9 +27,9 @@ func setLiveness(t *testing.T, every, dead time.Duration) {
 	})
 }
 
-// silentPeer is a link to a TCP peer that reads everything and sends only
-// what the test writes to the returned conn.
-func silentPeer(t *testing.T) (*Link, net.Conn) {
+// linkedPeer is a link to a TCP peer that reads and sends only what the
+// test does with the returned conn.
+func linkedPeer(t *testing.T) (*Link, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,6 +44,16 @@ func silentPeer(t *testing.T) (*Link, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := newLink(c)
+	t.Cleanup(func() { l.Close(); peer.Close() })
+	return l, peer
+}
+
+// silentPeer is a link to a TCP peer that reads everything and sends only
+// what the test writes to the returned conn.
+func silentPeer(t *testing.T) (*Link, net.Conn) {
+	t.Helper()
+	l, peer := linkedPeer(t)
 	go func() { // the heartbeats of the link's end, discarded
 		buf := make([]byte, 4096)
 		for {
@@ -52,8 +62,6 @@ func silentPeer(t *testing.T) (*Link, net.Conn) {
 			}
 		}
 	}()
-	l := newLink(c)
-	t.Cleanup(func() { l.Close(); peer.Close() })
 	return l, peer
 }
 
@@ -158,21 +166,7 @@ func TestSilence(t *testing.T) {
 // lost its link to its parent, which was sending it a fence's result.
 func TestLinkSendWaitsSilenceLimit(t *testing.T) {
 	shortLiveness(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newLink(c)
-	t.Cleanup(func() { l.Close(); peer.Close() })
+	l, peer := linkedPeer(t)
 	l.SetSilence(8 * DeadAfter)
 	go func() { // starved for 3 DeadAfters, then reads everything
 		time.Sleep(3 * DeadAfter)
@@ -193,21 +187,7 @@ func TestLinkSendWaitsSilenceLimit(t *testing.T) {
 // of closed network connection" (a lost node's reason, at 1,024 daemons).
 func TestLinkRecvAfterFailedWrite(t *testing.T) {
 	shortLiveness(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newLink(c)
-	t.Cleanup(func() { l.Close(); peer.Close() })
+	l, _ := linkedPeer(t)
 	if err := l.Send(TypeHeartbeat+1, make([]byte, 12<<20)); err == nil {
 		t.Fatal("Send to a peer that never reads succeeded")
 	}

@@ -30,13 +30,7 @@ func TestSimulatedTreeStartFailures(t *testing.T) {
 		// sim006's "ssh" refuses: sim001 sends its subtree's hellos at once,
 		// the failure after them; the launcher names sim006.
 		r, _, dir := start(t, "PRUN_SIM_REFUSE=sim006")
-		if r.code == 0 || r.code == -1 {
-			t.Fatalf("prun exited %d, want a failure\n%s", r.code, r)
-		}
-		expectContains(t, "stderr", r.stderr, "prun: sim006: the daemon's start command exited with status 255: ssh: connect to host sim006 port 22: Connection refused\n")
-		if n := len(lines(r.stderr)); n != 1 {
-			t.Errorf("stderr has %d lines, want one\n%s", n, r)
-		}
+		expectOneLineFailure(t, r, "prun: sim006: the daemon's start command exited with status 255: ssh: connect to host sim006 port 22: Connection refused\n")
 		expectFaster(t, r, 7*time.Second) // not after sim001's wait for its children (5 s)
 		checkSimClean(t, dir)
 	})
@@ -63,13 +57,7 @@ func TestSimulatedTreeStartFailures(t *testing.T) {
 		// (after 5 s), so the launcher's watch of sim001 is satisfied: the
 		// node named is sim006, not its relay.
 		r, _, dir := start(t, "PRUN_SIM_HANG=sim006")
-		if r.code == 0 || r.code == -1 {
-			t.Fatalf("prun exited %d, want a failure\n%s", r.code, r)
-		}
-		expectContains(t, "stderr", r.stderr, "prun: sim006: the daemon started but did not connect back")
-		if n := len(lines(r.stderr)); n != 1 {
-			t.Errorf("stderr has %d lines, want one\n%s", n, r)
-		}
+		expectOneLineFailure(t, r, "prun: sim006: the daemon started but did not connect back")
 		checkSimClean(t, dir)
 	})
 }
@@ -90,5 +78,18 @@ func checkSimClean(t *testing.T, dir string) {
 		if err == nil {
 			t.Errorf("left on a simulated node: %s (%v)", l, fi.Mode())
 		}
+	}
+}
+
+// expectOneLineFailure checks that prun failed (not killed) and said so in
+// one line of stderr containing want.
+func expectOneLineFailure(t *testing.T, r *result, want string) {
+	t.Helper()
+	if r.code == 0 || r.code == -1 {
+		t.Fatalf("prun exited %d, want a failure\n%s", r.code, r)
+	}
+	expectContains(t, "stderr", r.stderr, want)
+	if n := len(lines(r.stderr)); n != 1 {
+		t.Errorf("stderr has %d lines, want one\n%s", n, r)
 	}
 }

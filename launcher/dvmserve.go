@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"prun/daemon"
 	"prun/dvm"
 	"prun/jobspec"
+	"prun/pmixsrv"
 )
 
 // Serve answers clients on the runtime's socket until the runtime stops:
@@ -149,7 +151,7 @@ func (d *DVM) serveConn(c *dvm.Conn) {
 	case "ps":
 		rep.Text = d.ps(req.JSON)
 	case "status":
-		rep.Text = d.status()
+		rep.Text = d.status(req.JSON)
 	case "kill":
 		if err := d.Kill(req.Job, syscall.SIGTERM); err != nil {
 			rep.Error, rep.Exit = err.Error(), ExitFailure
@@ -272,7 +274,46 @@ func (d *DVM) ps(asJSON bool) string {
 	return sb.String()
 }
 
-func (d *DVM) status() string {
+// statusJSON is the runtime as `prun dvm status --json` shows it.
+type statusJSON struct {
+	PID   int          `json:"pid"`
+	Jobs  int          `json:"jobs"`
+	Nodes []statusNode `json:"nodes"`
+	// The runtime process's memory: its resident set, what the C heap
+	// (libpmix's servers, the cgo shim) has in use, and Go's live heap:
+	// what a long-lived runtime must keep flat from job to job.
+	RSSKiB      int64  `json:"rss_kib"`
+	CHeapBytes  uint64 `json:"c_heap_bytes"`
+	GoHeapBytes uint64 `json:"go_heap_bytes"`
+}
+
+type statusNode struct {
+	Name   string `json:"name"`
+	Health string `json:"health"`
+	Slots  int    `json:"slots"`
+	Used   int    `json:"used"`
+	Free   int    `json:"free"`
+}
+
+func (d *DVM) status(asJSON bool) string {
+	if asJSON {
+		d.mu.RLock()
+		st := statusJSON{PID: os.Getpid(), Jobs: len(d.bySub), Nodes: []statusNode{}}
+		for _, h := range d.base.alloc.Hosts {
+			n := statusNode{Name: h.Name, Health: "ok", Slots: h.Slots, Used: d.used[h.Name]}
+			if why, gone := d.lost[h.Name]; gone {
+				n.Health = "lost: " + why
+			}
+			n.Free = max(h.Slots-n.Used, 0)
+			st.Nodes = append(st.Nodes, n)
+		}
+		d.mu.RUnlock()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		st.RSSKiB, st.CHeapBytes, st.GoHeapBytes = selfRSS(), pmixsrv.CHeapInUse(), ms.HeapAlloc
+		b, _ := json.Marshal(st)
+		return string(b) + "\n"
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	var sb strings.Builder

@@ -183,13 +183,22 @@ func rankList(rs []int) string { return topology.CPUSet(rs).String() }
 // memory the process had before, and a program started by vfork (Go's
 // os/exec) had its parent's: prun run from a test binary of 500 MiB
 // reported 500 MiB.
-func peakRSSKiB() (int64, bool) {
+func peakRSSKiB() (int64, bool) { return selfStatusKiB("VmHWM:") }
+
+// selfRSS is this process's resident set in KiB (0: unknown).
+func selfRSS() int64 {
+	kb, _ := selfStatusKiB("VmRSS:")
+	return kb
+}
+
+// selfStatusKiB reads one of /proc/self/status's "NAME: N kB" fields.
+func selfStatusKiB(field string) (int64, bool) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb, err == nil
 		}

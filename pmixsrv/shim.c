@@ -579,12 +579,25 @@ pmix_status_t prun_register_nspace(const char *ns, int nlocal, pmix_info_t *info
  * library's thread anyway. */
 static void nop_opcb(pmix_status_t st, void *cbdata) { (void)st; (void)cbdata; }
 
+/* A namespace's deregistration completes on the library's progress thread
+ * (PMIX_ERR_INIT alone comes at once, on the caller's, with no server to
+ * clean): the connections of departed clients that the library keeps are
+ * released there (leaks.c), this namespace's and any earlier one's whose
+ * connections closed only after it was deregistered. */
+static void nspace_deregistered(pmix_status_t st, void *cbdata)
+{
+    (void)cbdata;
+    if (st != PMIX_ERR_INIT) {
+        prun_release_departed();
+    }
+}
+
 void prun_deregister_nspace(const char *ns)
 {
     pmix_nspace_t nspace;
     PMIX_LOAD_NSPACE(nspace, ns);
     prun_group_forget_nspace(ns);
-    PMIx_server_deregister_nspace(nspace, nop_opcb, NULL);
+    PMIx_server_deregister_nspace(nspace, nspace_deregistered, NULL);
 }
 
 /* prun_register_clients registers n ranks of ns, all in flight at once,

@@ -335,17 +335,17 @@ static void member_failed(size_t id, pmix_status_t status, const pmix_proc_t *so
         cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
 }
 
-static int notify(uint32_t victim)
+/* construct_watch constructs group "watch" of every rank, with a context id
+ * and PMIX_GROUP_NOTIFY_TERMINATION. */
+static int construct_watch(void)
 {
     uint32_t size = job_size();
     pmix_proc_t *procs = calloc(size, sizeof *procs);
     pmix_info_t info[2], *results = NULL;
-    pmix_status_t code = PMIX_GROUP_MEMBER_FAILED, rc;
     size_t nresults = 0, n;
     bool yes = true;
+    pmix_status_t rc;
 
-    phase = "PMIx_Register_event_handler";
-    PMIx_Register_event_handler(&code, 1, NULL, 0, member_failed, NULL, NULL);
     PMIX_INFO_LOAD(&info[0], PMIX_GROUP_ASSIGN_CONTEXT_ID, &yes, PMIX_BOOL);
     PMIX_INFO_LOAD(&info[1], PMIX_GROUP_NOTIFY_TERMINATION, &yes, PMIX_BOOL);
     n = members(procs, size, 0, 1);
@@ -354,6 +354,17 @@ static int notify(uint32_t victim)
         printf("group: rank %u construct watch: %s\n", myproc.rank, PMIx_Error_string(rc));
         return 1;
     }
+    return 0;
+}
+
+static int notify(uint32_t victim)
+{
+    pmix_status_t code = PMIX_GROUP_MEMBER_FAILED;
+
+    phase = "PMIx_Register_event_handler";
+    PMIx_Register_event_handler(&code, 1, NULL, 0, member_failed, NULL, NULL);
+    if (construct_watch() != 0)
+        return 1;
     if (myproc.rank == 0 && getenv("GROUP_READY")) {
         FILE *f = fopen(getenv("GROUP_READY"), "w");
         if (f)
@@ -374,21 +385,10 @@ static int notify(uint32_t victim)
 
 static int watch_destruct(void)
 {
-    uint32_t size = job_size();
-    pmix_proc_t *procs = calloc(size, sizeof *procs);
-    pmix_info_t info[2], *results = NULL;
-    size_t nresults = 0, n;
-    bool yes = true;
     pmix_status_t rc;
 
-    PMIX_INFO_LOAD(&info[0], PMIX_GROUP_ASSIGN_CONTEXT_ID, &yes, PMIX_BOOL);
-    PMIX_INFO_LOAD(&info[1], PMIX_GROUP_NOTIFY_TERMINATION, &yes, PMIX_BOOL);
-    n = members(procs, size, 0, 1);
-    phase = "PMIx_Group_construct(watch)";
-    if ((rc = PMIx_Group_construct("watch", procs, n, info, 2, &results, &nresults)) != PMIX_SUCCESS) {
-        printf("group: rank %u construct watch: %s\n", myproc.rank, PMIx_Error_string(rc));
+    if (construct_watch() != 0)
         return 1;
-    }
     phase = "PMIx_Group_destruct(watch)";
     if ((rc = PMIx_Group_destruct("watch", NULL, 0)) != PMIX_SUCCESS) {
         printf("group: rank %u destruct watch: %s\n", myproc.rank, PMIx_Error_string(rc));

@@ -24,7 +24,7 @@ import (
 )
 
 const dvmUsage = `usage: prun dvm start [--host H,...|--hostfile FILE] [--name NAME] [--foreground] [--idle-timeout D] [--rsh CMD]
-       prun dvm ps [--json] | status | stop [--all-jobs] | kill JOB     [--dvm NAME|PATH]
+       prun dvm ps [--json] | status [--json] | stop [--all-jobs] | kill JOB     [--dvm NAME|PATH]
 A DVM keeps prun's daemons up between jobs: a prun that finds one (--dvm, PRUN_DVM, or this
 allocation's or this user's default) runs its job there; with none, prun runs standalone.`
 
@@ -69,7 +69,9 @@ func dvmMain(args []string) int {
 		fs.BoolVar(&jsonOut, "json", false, "one JSON array of the jobs")
 	case "stop":
 		fs.BoolVar(&allJobs, "all-jobs", false, "end the running jobs too")
-	case "status", "kill":
+	case "status":
+		fs.BoolVar(&jsonOut, "json", false, "one JSON object: nodes, jobs, the DVM's memory")
+	case "kill":
 	default:
 		fmt.Fprintf(os.Stderr, "prun dvm: unknown command %q\n%s\n", args[0], dvmUsage)
 		return launcher.ExitUsage

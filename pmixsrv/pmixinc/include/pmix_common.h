@@ -1,0 +1,2 @@
+/* See pmix_server.h beside this file. */
+#include <pmix_common.h>
