@@ -774,6 +774,7 @@ int __wrap_pmix_server_grpconstruct(void *cd, void *buf)
 {
     int rc;
     in_grpconstruct = 1;
+    prun_group_ops_seen();
     rc = __real_pmix_server_grpconstruct(cd, buf);
     in_grpconstruct = 0;
     prun_group_sweep(); /* its tracker may wait for a member already gone */
@@ -784,6 +785,7 @@ int __wrap_pmix_server_grpdestruct(void *cd, void *buf)
 {
     int rc;
     in_grpconstruct = 1;
+    prun_group_ops_seen();
     rc = __real_pmix_server_grpdestruct(cd, buf);
     in_grpconstruct = 0;
     prun_group_sweep();

@@ -73,6 +73,7 @@ typedef void (*prun_group_done_fn)(pmix_status_t, pmix_info_t *, size_t, void *,
 prun_group_done_fn prun_group_completion(void);
 void prun_group_timer_cancel(void *trk);
 void prun_group_sweep(void);
+void prun_group_ops_seen(void);
 void prun_group_member_gone(const char *ns, uint32_t rank);
 void prun_group_forget_nspace(const char *ns);
 uint32_t prun_group_tracker_nlocal(void *trk);
