@@ -16,14 +16,21 @@
  *
  * The trackers are the library's private structures: their layout comes
  * from the private headers Debian's libpmix-dev installs for the library's
- * own version (under /usr/lib/<arch>/pmix2/include/pmix/src).
+ * own version (under /usr/lib/<arch>/pmix2/include/pmix/src), and only for
+ * the 4.2 series, whose trackers this follows: with another version the
+ * sweep does nothing and the library's count of participants is not read.
  */
 #include "src/include/pmix_config.h"
 #include "src/include/pmix_globals.h"
 #include "src/server/pmix_server_ops.h"
 #include <event2/event.h>
 #include <pthread.h>
+#include <pmix_version.h>
 #include "shim.h"
+
+#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
+#define PRUN_GROUP_TRACKERS 1
+#endif
 
 /* The gone ranks, by namespace (dropped with it). Written by Go's threads,
  * read on the progress thread: a lock. */
@@ -37,6 +44,7 @@ static int group_ops; /* a construct or destruct reached this server */
 void prun_group_ops_seen(void) { __atomic_store_n(&group_ops, 1, __ATOMIC_RELEASE); }
 static pthread_mutex_t gone_mu = PTHREAD_MUTEX_INITIALIZER;
 
+#ifdef PRUN_GROUP_TRACKERS
 static int is_gone(const pmix_proc_t *member)
 {
     int found = 0;
@@ -46,10 +54,12 @@ static int is_gone(const pmix_proc_t *member)
     pthread_mutex_unlock(&gone_mu);
     return found;
 }
+#endif
 
 /* prun_group_sweep runs on the library's progress thread. */
 void prun_group_sweep(void)
 {
+#ifdef PRUN_GROUP_TRACKERS
     pmix_server_trkr_t *trk, *next;
     prun_group_done_fn done;
 
@@ -73,6 +83,7 @@ void prun_group_sweep(void)
             }
         }
     }
+#endif
 }
 
 /* prun_group_keep_record: a destruct that fails leaves the node's record of
@@ -80,14 +91,25 @@ void prun_group_sweep(void)
  * whatever the status, and a member that called later got NOT-FOUND. */
 void prun_group_keep_record(void *trk)
 {
+#ifdef PRUN_GROUP_TRACKERS
     pmix_server_trkr_t *t = trk;
     if (t && t->type == PMIX_GROUP_DESTRUCT_CMD)
         t->cbdata = NULL;
+#else
+    (void)trk;
+#endif
 }
 
+/* prun_group_tracker_nlocal is the tracker's count of local participants,
+ * or UINT32_MAX when it cannot be read. */
 uint32_t prun_group_tracker_nlocal(void *trk)
 {
+#ifdef PRUN_GROUP_TRACKERS
     return ((pmix_server_trkr_t *)trk)->nlocal;
+#else
+    (void)trk;
+    return UINT32_MAX;
+#endif
 }
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)
