@@ -544,6 +544,19 @@ func expectCode(t *testing.T, r *result, code int) {
 	}
 }
 
+// expectOneLineFailure checks that prun failed (an exit status, not
+// killed) and said so in one line of stderr containing want.
+func expectOneLineFailure(t *testing.T, r *result, want string) {
+	t.Helper()
+	if r.code == 0 || r.code == -1 {
+		t.Errorf("prun exited %d, want a failure status\n%s", r.code, r)
+	}
+	expectContains(t, "stderr", r.stderr, want)
+	if n := len(lines(r.stderr)); n != 1 {
+		t.Errorf("stderr has %d lines, want one\n%s", n, r)
+	}
+}
+
 func expectContains(t *testing.T, what, got, want string) {
 	t.Helper()
 	if !strings.Contains(got, want) {

@@ -37,16 +37,6 @@ func TestHostLogins(t *testing.T) {
 			t.Errorf("ranks say %q, want %q\n%s", got, want, r)
 		}
 	}
-	fails := func(t *testing.T, r *result, want string) {
-		t.Helper()
-		if r.code == 0 || r.code == -1 {
-			t.Errorf("prun exited %d, want a failure status\n%s", r.code, r)
-		}
-		expectContains(t, "stderr", r.stderr, want)
-		if n := len(lines(r.stderr)); n != 1 {
-			t.Errorf("stderr has %d lines, want one\n%s", n, r)
-		}
-	}
 
 	t.Run("user", func(t *testing.T) {
 		hf := file(t, "root@prun-h1 slots=1", "prun-h2 user=root slots=1")
@@ -63,22 +53,22 @@ func TestHostLogins(t *testing.T) {
 			{[]string{"--hostfile", file(t, "prun-h1", "prun-h2 user=nosuchuser port=2222")}, "nosuchuser@prun-h2:2222"},
 		} {
 			r := m.run(t, opts{args: append(tc.args, "-n", "2", "hostname")})
-			fails(t, r, "prun: "+tc.want+": authentication failed as nosuchuser")
+			expectOneLineFailure(t, r, "prun: "+tc.want+": authentication failed as nosuchuser")
 		}
 	})
 	t.Run("port", func(t *testing.T) {
 		hf := file(t, "prun-h1 port=2222 slots=1", "prun-h2 slots=1")
 		expectLines(t, m.run(t, opts{args: append([]string{"--hostfile", hf, "-n", "2"}, where...)}), "prun-h1 2222", "prun-h2 22")
 		r := m.run(t, opts{args: []string{"--hostfile", file(t, "prun-h1", "prun-h2 port=2223"), "-n", "2", "hostname"}})
-		fails(t, r, "prun: prun-h2:2223: cannot connect to 198.18.0.2:2223: connection refused")
+		expectOneLineFailure(t, r, "prun: prun-h2:2223: cannot connect to 198.18.0.2:2223: connection refused")
 	})
 	t.Run("conflict", func(t *testing.T) {
 		hf := file(t, "prun-h1", "u1@prun-h2 user=u2")
 		r := run(t, opts{args: []string{"--hostfile", hf, "-n", "2", "hostname"}, env: m.env()})
-		fails(t, r, hf+":2: ")
+		expectOneLineFailure(t, r, hf+":2: ")
 		hf = file(t, "prun-h2 port=2222", "prun-h2 port=22")
 		r = run(t, opts{args: []string{"--hostfile", hf, "-n", "2", "hostname"}, env: m.env()})
-		fails(t, r, hf+":2: ")
+		expectOneLineFailure(t, r, hf+":2: ")
 	})
 	// Fanout 1: a chain launcher -> h1 -> h2 -> h3 -> h4; the daemons
 	// start their children with the logins the launcher's host list gave.
@@ -88,7 +78,7 @@ func TestHostLogins(t *testing.T) {
 			"prun-h1 22", "prun-h2 2222", "prun-h3 22", "prun-h4 2222")
 		hf = file(t, "prun-h1", "prun-h2", "prun-h3", "nosuchuser@prun-h4 port=2222")
 		r := m.run(t, opts{args: []string{"--launch-fanout", "1", "--hostfile", hf, "-n", "4", "hostname"}})
-		fails(t, r, "prun: nosuchuser@prun-h4:2222: authentication failed as nosuchuser")
+		expectOneLineFailure(t, r, "prun: nosuchuser@prun-h4:2222: authentication failed as nosuchuser")
 	})
 	// An external remote shell gets OpenSSH's -l and -p, in the tree too.
 	t.Run("rsh", func(t *testing.T) {
@@ -114,6 +104,6 @@ exec ssh -F `+c.SSHConfig()+` "$@"
 		}
 		hf = file(t, "prun-h1", "prun-h2", "nosuchuser@prun-h3")
 		r := m.run(t, opts{args: []string{"--rsh", wrapper, "--launch-fanout", "1", "--hostfile", hf, "-n", "3", "hostname"}})
-		fails(t, r, "prun: nosuchuser@prun-h3: ")
+		expectOneLineFailure(t, r, "prun: nosuchuser@prun-h3: ")
 	})
 }

@@ -80,16 +80,3 @@ func checkSimClean(t *testing.T, dir string) {
 		}
 	}
 }
-
-// expectOneLineFailure checks that prun failed (not killed) and said so in
-// one line of stderr containing want.
-func expectOneLineFailure(t *testing.T, r *result, want string) {
-	t.Helper()
-	if r.code == 0 || r.code == -1 {
-		t.Fatalf("prun exited %d, want a failure\n%s", r.code, r)
-	}
-	expectContains(t, "stderr", r.stderr, want)
-	if n := len(lines(r.stderr)); n != 1 {
-		t.Errorf("stderr has %d lines, want one\n%s", n, r)
-	}
-}
