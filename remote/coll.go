@@ -54,7 +54,7 @@ type coll struct {
 	dones  []func([]byte, error)
 	froms  []int // the contributor of each done
 	sent   bool  // combined and sent up: waiting for the result
-	// A group construct with PMIX_TIMEOUT: gen is the key's failure
+	// A group construct or destruct with PMIX_TIMEOUT: gen is the key's failure
 	// generation when it began here (failGen), timer reports its expiry.
 	gen     uint64
 	timer   *time.Timer
@@ -181,7 +181,7 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 	c.dones = append(c.dones, done)
 	c.froms = append(c.froms, from)
 	if len(c.data) < len(c.expect) {
-		if c.timer == nil && cs.expire != nil && strings.HasPrefix(kind, GroupConstruct) {
+		if c.timer == nil && cs.expire != nil && failsOnDeath(kind) { // a group's construct or destruct
 			if d := daemon.GroupTimeoutOf(data); d > 0 {
 				c.timer = time.AfterFunc(d, func() { cs.timeout(key, c) })
 			}
@@ -457,7 +457,7 @@ func (r *Root) FailProc(p pmixsrv.Proc, err error) {
 	r.cs.failProc(p, err)
 }
 
-// timedOut decides that collective key (a group construct), of failure
+// timedOut decides that collective key (a group construct or destruct), of failure
 // generation gen at the vertex that reported it, timed out waiting for the
 // contributors missing (vertices): it fails everywhere, for the members
 // that came, with PMIX_ERR_TIMEOUT, and every vertex forgets it, so a later
@@ -477,12 +477,15 @@ func (r *Root) timedOut(key, kind string, gen uint64, missing []int) {
 	}
 	down := r.down
 	r.mu.Unlock()
-	group := strings.TrimPrefix(kind, GroupConstruct)
+	op, group := "construct", strings.TrimPrefix(kind, GroupConstruct)
+	if g, ok := strings.CutPrefix(kind, daemon.GroupDestructKind); ok {
+		op, group = "destruct", g
+	}
 	where := strings.Join(names, ", ")
 	if len(names) > 1 {
 		where = "one or more of " + where
 	}
-	err := &statusError{fmt.Sprintf("group %s: construct timed out (PMIX_TIMEOUT) waiting for members on %s", group, where),
+	err := &statusError{fmt.Sprintf("group %s: %s timed out (PMIX_TIMEOUT) waiting for members on %s", group, op, where),
 		pmixsrv.ErrTimeout}
 	if !r.cs.timedOut(key, gen+1, err) {
 		return
