@@ -47,8 +47,9 @@ type Options struct {
 	// WORDS... HOST REMOTECMD where REMOTECMD is the single string built
 	// from argv (each word shell-quoted).
 	Command string
-	// ConnectTimeout bounds TCP connect + SSH handshake + auth per hop when
-	// ssh_config has no ConnectTimeout (default 5 s when zero).
+	// ConnectTimeout bounds TCP connect + SSH key exchange per hop when
+	// ssh_config has no ConnectTimeout (default 5 s when zero);
+	// authentication gets at least 30 s more (sshclient.minAuthTimeout).
 	ConnectTimeout time.Duration
 	// StdinHead is written to the remote standard input before stdin (a
 	// file to upload ahead of it; it is not copied).

@@ -32,6 +32,15 @@ type Options struct {
 // ConnectTimeout.
 const defaultConnectTimeout = 5 * time.Second
 
+// minAuthTimeout bounds authentication, which starts once the server's host
+// key is accepted. ConnectTimeout does not: as in OpenSSH, it bounds the TCP
+// connection and the key exchange only. Authentication waits on things that
+// are slow for good reasons (an agent's hardware key waiting for a touch;
+// sshd's own delays, hundreds of handshakes at once on a busy node), and
+// OpenSSH leaves it to the server's LoginGraceTime; prun still bounds it, so
+// that a hung agent or server does not hold a launch for minutes.
+const minAuthTimeout = 30 * time.Second
+
 // command is argv running on a host.
 type command struct {
 	stdin   io.WriteCloser
@@ -213,12 +222,21 @@ func timeoutOf(t *target, def time.Duration) time.Duration {
 	return defaultConnectTimeout
 }
 
-// dial connects to t, through via when not nil, and authenticates, all
-// within t's connect timeout. conn is the underlying connection.
+// dial connects to t, through via when not nil, and authenticates: the
+// connection and key exchange within t's connect timeout, authentication
+// within authTimeout more. conn is the underlying connection.
 func dial(ctx context.Context, t *target, via *ssh.Client, viaName string, defTimeout time.Duration) (c *ssh.Client, conn net.Conn, err error) {
 	timeout := timeoutOf(t, defTimeout)
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	authTimeout := max(timeout, minAuthTimeout)
+	// hctx ends at the connect timeout, or authTimeout after the host key
+	// was accepted, whichever the handshake reached.
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	limit := time.AfterFunc(timeout, func() { cancel(context.DeadlineExceeded) })
+	defer limit.Stop()
+	var handshaking atomic.Bool // the host key callback also runs at re-keying
+	handshaking.Store(true)
+	defer handshaking.Store(false)
 	addr := t.addr()
 	hk, err := newHostKeys(t)
 	if err != nil {
@@ -242,9 +260,15 @@ func dial(ctx context.Context, t *target, via *ssh.Client, viaName string, defTi
 	a := &auth{t: t}
 	defer a.close()
 	cfg := &ssh.ClientConfig{
-		User:              t.user,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeysCallback(a.keys)},
-		HostKeyCallback:   hk.check,
+		User: t.user,
+		Auth: []ssh.AuthMethod{ssh.PublicKeysCallback(a.keys)},
+		HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
+			err := hk.check(host, remote, key)
+			if err == nil && handshaking.Load() {
+				limit.Reset(authTimeout)
+			}
+			return err
+		},
 		HostKeyAlgorithms: hk.algorithms(),
 		BannerCallback:    func(string) error { return nil },
 	}
@@ -261,7 +285,7 @@ func dial(ctx context.Context, t *target, via *ssh.Client, viaName string, defTi
 	interrupted := !stop()
 	if err == nil && interrupted {
 		cc.Close()
-		err = hctx.Err()
+		err = context.Cause(hctx)
 	}
 	if err != nil {
 		conn.Close()
@@ -272,7 +296,7 @@ func dial(ctx context.Context, t *target, via *ssh.Client, viaName string, defTi
 		case interrupted && ctx.Err() != nil:
 			return nil, nil, fmt.Errorf("connecting to %s%s: %w", addr, through, context.Cause(ctx))
 		case interrupted && hkOK:
-			return nil, nil, fmt.Errorf("timed out after %v authenticating to %s as %s", timeout, addr, t.user)
+			return nil, nil, fmt.Errorf("timed out after %v authenticating to %s as %s", authTimeout, addr, t.user)
 		case interrupted:
 			return nil, nil, fmt.Errorf("timed out after %v in the SSH handshake with %s%s", timeout, addr, through)
 		case a.started() || strings.Contains(err.Error(), "unable to authenticate"):
@@ -291,7 +315,7 @@ func dialReason(ctx, hctx context.Context, err error) error {
 		<-ctx.Done() // the dialer may see the deadline before the context does
 		return context.Cause(ctx)
 	}
-	if errors.Is(hctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(context.Cause(hctx), context.DeadlineExceeded) {
 		return errors.New("i/o timeout")
 	}
 	var oe *net.OpError
