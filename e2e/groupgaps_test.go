@@ -51,12 +51,14 @@ func expectGroupFailed(t *testing.T, r *result, n, skip int, op, want string, li
 
 // checkDestructTimeout checks a run of `groupgaps destruct-timeout LATE`
 // by n ranks: every rank but LATE got PMIX_ERR_TIMEOUT from its destruct
-// with PMIX_TIMEOUT 2 within a few seconds (not when LATE woke, 6 s on),
-// and every rank got through.
+// with PMIX_TIMEOUT 2 within seconds (LATE never destructs: only the
+// timeout or the ranks' 60 s watchdog can end it; on one node libpmix
+// counts the timeout from its last local caller, seconds after the first
+// on a busy machine), and every rank got through.
 func checkDestructTimeout(t *testing.T, r *result, n, late int) {
 	t.Helper()
 	expectCode(t, r, 0)
-	expectGroupFailed(t, r, n, late, "destruct", "TIMEOUT", 4)
+	expectGroupFailed(t, r, n, late, "destruct", "TIMEOUT", 10)
 	for i := 0; i < n; i++ {
 		expectContains(t, "stdout", r.stdout, fmt.Sprintf("groupgaps: rank %d ok\n", i))
 	}
@@ -92,13 +94,14 @@ func TestGroupDestructTimeout(t *testing.T) {
 }
 
 // checkQuit checks a run of `groupgaps quit[-destruct] QUIT` by n ranks:
-// every other rank's op failed with PMIX_GROUP_CONSTRUCT_ABORT within a
-// few seconds (not its 60 s watchdog), and prun's status is theirs (3),
-// told for a rank that is not QUIT (which ended normally).
+// every other rank's op failed with PMIX_GROUP_CONSTRUCT_ABORT within
+// seconds (at once, on an idle machine; not its 60 s watchdog), and prun's
+// status is theirs (3), told for a rank that is not QUIT (which ended
+// normally).
 func checkQuit(t *testing.T, r *result, n, quit int, op string) {
 	t.Helper()
 	expectCode(t, r, 3)
-	expectGroupFailed(t, r, n, quit, op, "GROUP-CONSTRUCT-ABORT", 5)
+	expectGroupFailed(t, r, n, quit, op, "GROUP-CONSTRUCT-ABORT", 10)
 	if strings.Contains(r.stderr, fmt.Sprintf("rank %d (", quit)) {
 		t.Errorf("prun names rank %d, which exited 0, as failed\n%s", quit, r)
 	}
