@@ -278,18 +278,20 @@ struct regname {
     char ns[PMIX_MAX_NSLEN + 1];
 };
 static struct regname *registered;
+static int registered_lost; /* a name could not be kept: every name counts as the host's */
 static pthread_mutex_t registered_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void prun_nspace_registered(const char *ns)
 {
     struct regname *r = calloc(1, sizeof *r);
-    if (r == NULL) {
-        return; /* tools of its name are kept, as the library would */
-    }
-    PMIX_LOAD_NSPACE(r->ns, ns);
     pthread_mutex_lock(&registered_mu);
-    r->next = registered;
-    registered = r;
+    if (r == NULL) {
+        registered_lost = 1;
+    } else {
+        PMIX_LOAD_NSPACE(r->ns, ns);
+        r->next = registered;
+        registered = r;
+    }
     pthread_mutex_unlock(&registered_mu);
 }
 
@@ -309,8 +311,9 @@ void prun_nspace_forgotten(const char *ns)
 
 static int host_registered(const char *ns)
 {
-    int found = 0;
+    int found;
     pthread_mutex_lock(&registered_mu);
+    found = registered_lost;
     for (struct regname *r = registered; r != NULL && !found; r = r->next) {
         found = PMIX_CHECK_NSPACE(r->ns, ns);
     }
