@@ -309,6 +309,10 @@ void prun_nspace_forgotten(const char *ns)
     pthread_mutex_unlock(&registered_mu);
 }
 
+void __real_pmix_server_purge_events(pmix_peer_t *peer, pmix_proc_t *proc);
+
+#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
+
 static int host_registered(const char *ns)
 {
     int found;
@@ -320,10 +324,6 @@ static int host_registered(const char *ns)
     pthread_mutex_unlock(&registered_mu);
     return found;
 }
-
-void __real_pmix_server_purge_events(pmix_peer_t *peer, pmix_proc_t *proc);
-
-#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
 
 /* A namespace the library no longer lists. */
 static int unlisted(const char *nspace)
