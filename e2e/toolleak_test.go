@@ -98,21 +98,10 @@ func TestDVMToolLeak(t *testing.T) {
 	m0 := d.memory(t)
 	attach(first, attaches)
 	n := int64(attaches - first)
-	m1 := settled(m0, perAttach*n)
-	growth := int64(m1.CHeapBytes) - int64(m0.CHeapBytes)
-	t.Logf("%d attaches in %v; after attach %d / %d: C heap %d / %d bytes (%+d an attach), RSS %d / %d KiB, Go heap %d / %d bytes",
-		attaches, time.Since(start).Round(time.Millisecond), first, attaches, m0.CHeapBytes, m1.CHeapBytes, growth/n,
-		m0.RSSKiB, m1.RSSKiB, m0.GoHeapBytes, m1.GoHeapBytes)
-	if growth > perAttach*n {
-		t.Errorf("the DVM's C heap grew by %d bytes an attach between attach %d and attach %d (at most %d): %d -> %d bytes",
-			growth/n, first, attaches, perAttach, m0.CHeapBytes, m1.CHeapBytes)
-	}
 	// RSS carries Go's heap too, which the tools' queries fill with garbage
 	// up to its first collection's target (4 MB at least), then flat: a
 	// looser check (the unfixed DVM's grew 13 MiB).
-	if rssGrowth := m1.RSSKiB - m0.RSSKiB; rssGrowth > 6144 {
-		t.Errorf("the DVM's RSS grew by %d KiB between attach %d and attach %d", rssGrowth, first, attaches)
-	}
+	expectFlat(t, "attach", first, attaches, m0, settled(m0, perAttach*n), perAttach, 6144, start)
 
 	// Tools under the running job's namespace, then the job's PMIx clients:
 	// they connect and exchange their keys as any job's would. One is rank 0
