@@ -440,6 +440,14 @@ func checkNoSurvivors(t *testing.T, prunPid int, mark string, allowZombieRanks b
 			var b strings.Builder
 			for _, pi := range left {
 				fmt.Fprintf(&b, "\n    %v", pi)
+				// A zombie's living parent is not the job's by its marks (a
+				// daemon started with another environment): name it.
+				if pi.state == 'Z' && pi.ppid != self {
+					if pp, ok := readStat(pi.ppid); ok {
+						cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pp.pid))
+						fmt.Fprintf(&b, "; its parent: %v session %d: %q", pp, pp.session, strings.ReplaceAll(string(cmd), "\x00", " "))
+					}
+				}
 				// Do not let them disturb later tests.
 				syscall.Kill(pi.pid, syscall.SIGKILL)
 				if pi.ppid == self {
