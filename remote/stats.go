@@ -35,6 +35,9 @@ type Stats struct {
 	MaxCollMsgsIn   int     `json:"max_collective_messages_in"`
 	MaxCollMsgsOut  int     `json:"max_collective_messages_out"`
 	CollectivesLost int     `json:"collectives_failed"`
+	// SignalMsgs: the frames of signals the launcher wrote to its links
+	// (counted in Run too).
+	SignalMsgs int `json:"signal_messages"`
 }
 
 // Traffic is messages and bytes (frame payloads) in and out of the launcher.
@@ -105,6 +108,13 @@ func (st *stats) frame(up bool, n int) {
 	} else {
 		tr.out(n)
 	}
+}
+
+// signalFrame counts a frame of a signal sent down.
+func (st *stats) signalFrame() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.SignalMsgs++
 }
 
 // batched counts the messages of a batch the launcher read.

@@ -156,6 +156,9 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		case tCollDone: // counted by collOut
 		case tLaunch:
 			t.stats.launch(n)
+		case tSignal:
+			t.stats.signalFrame()
+			t.stats.frame(false, n)
 		default:
 			t.stats.frame(false, n)
 		}
