@@ -13,12 +13,16 @@ import (
 
 // signalReport is the part of --report's tree counters about signals.
 type signalReport struct {
-	Tree *struct {
-		Children   int     `json:"launcher_children"`
-		Depth      int     `json:"depth"`
-		SignalMsgs int     `json:"signal_messages"`
-		Run        traffic `json:"run"`
-	} `json:"tree"`
+	Tree *signalTree `json:"tree"`
+}
+
+type signalTree struct {
+	Children   int     `json:"launcher_children"`
+	Depth      int     `json:"depth"`
+	Signals    int     `json:"signals"`
+	SignalMsgs int     `json:"signal_messages"`
+	MaxSignal  int     `json:"max_signal_messages"`
+	Run        traffic `json:"run"`
 }
 
 // TestSimulatedTreeSignals: 64 simulated daemons in a tree of fanout 8 (the
@@ -61,7 +65,26 @@ while :; do sleep 1 & wait $!; done
 		}
 	}
 
-	b, err := os.ReadFile(report)
+	tr := readSignalReport(t, report)
+	if tr.Children != fanout || tr.Depth != 2 {
+		t.Errorf("tree: %d launcher children, depth %d; want %d, 2", tr.Children, tr.Depth, fanout)
+	}
+	// SIGUSR1, then the Ctrl-C's SIGCONT and SIGINT (and SIGKILL, should
+	// the grace pass first): at most 4 job-wide signals, each a frame per
+	// child of the launcher. Node by node they were 64 frames each.
+	if tr.Signals < 3 || tr.MaxSignal > tr.Children {
+		t.Errorf("%d signals sent down, the most frames one took %d; want at least 3, at most %d (one per child)", tr.Signals,
+			tr.MaxSignal, tr.Children)
+	}
+	if tr.SignalMsgs > 4*tr.Children {
+		t.Errorf("the launcher wrote %d frames of signals for at most 4 job-wide signals; want at most %d (a frame per child each)",
+			tr.SignalMsgs, 4*tr.Children)
+	}
+}
+
+func readSignalReport(t *testing.T, path string) *signalTree {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,16 +93,45 @@ while :; do sleep 1 & wait $!; done
 		t.Fatalf("report: %v\n%s", err, b)
 	}
 	tr := rep.Tree
-	t.Logf("tree: %d launcher children, depth %d; %d frames of signals, %d frames out in the run", tr.Children, tr.Depth,
-		tr.SignalMsgs, tr.Run.MsgsOut)
-	if tr.Children != fanout || tr.Depth != 2 {
-		t.Errorf("tree: %d launcher children, depth %d; want %d, 2", tr.Children, tr.Depth, fanout)
-	}
-	// SIGUSR1, then the Ctrl-C's SIGCONT and SIGINT (and SIGKILL, should
-	// the grace pass first): at most 4 job-wide signals, each a frame per
-	// child of the launcher. Node by node they were 64 frames each.
-	if tr.SignalMsgs > 4*tr.Children {
-		t.Errorf("the launcher wrote %d frames of signals for at most 4 job-wide signals; want at most %d (a frame per child each)",
-			tr.SignalMsgs, 4*tr.Children)
+	t.Logf("tree: %d launcher children, depth %d; %d signals sent down in %d frames (at most %d each); %d frames out in the run",
+		tr.Children, tr.Depth, tr.Signals, tr.SignalMsgs, tr.MaxSignal, tr.Run.MsgsOut)
+	return tr
+}
+
+// TestSimulatedTreeJobControl: PMIx job control across 64 simulated
+// daemons (fanout 8). Each rank declares itself preemptible, with its own
+// checkpoint signal or event: a request for one rank, which goes to its
+// node alone (a frame at the launcher); rank 0's checkpoint of the whole
+// job then goes down the tree as one broadcast (a frame per child of the
+// launcher) and reaches every rank its own way. With "wildcard", rank 0
+// declares the signal for every rank: a broadcast too.
+func TestSimulatedTreeJobControl(t *testing.T) {
+	const nodes, fanout = 64, 8
+	hostfile, env, agent := simCluster(t, nodes)
+	dir, ckpt := pmixProg(t, "ckpt.c")
+	for _, mode := range []string{"own", "wildcard"} {
+		t.Run(mode, func(t *testing.T) {
+			report := filepath.Join(t.TempDir(), "report.json")
+			args := append(agent, "--hostfile", hostfile, "--launch-fanout", fmt.Sprint(fanout), "--report", report,
+				"-n", fmt.Sprint(nodes), ckpt)
+			if mode == "wildcard" {
+				args = append(args, "wildcard")
+			}
+			r := run(t, opts{args: args, env: env, dir: dir, timeout: 4 * time.Minute})
+			expectCheckpoints(t, r, nodes, mode == "wildcard")
+			tr := readSignalReport(t, report)
+			if tr.Signals < 1 || tr.MaxSignal > tr.Children {
+				t.Errorf("%d signals sent down, the most frames one took %d; want at least 1, at most %d (one per child)",
+					tr.Signals, tr.MaxSignal, tr.Children)
+			}
+			// Node by node: 64 frames a request, 4,160 in "own".
+			most := 2 * tr.Children // the declaration and the checkpoint, both of every rank
+			if mode == "own" {
+				most = nodes + tr.Children // a frame per rank's declaration, then the checkpoint's broadcast
+			}
+			if tr.SignalMsgs > most {
+				t.Errorf("job control cost the launcher %d frames of signals; want at most %d", tr.SignalMsgs, most)
+			}
+		})
 	}
 }

@@ -35,9 +35,13 @@ type Stats struct {
 	MaxCollMsgsIn   int     `json:"max_collective_messages_in"`
 	MaxCollMsgsOut  int     `json:"max_collective_messages_out"`
 	CollectivesLost int     `json:"collectives_failed"`
-	// SignalMsgs: the frames of signals the launcher wrote to its links
-	// (counted in Run too).
-	SignalMsgs int `json:"signal_messages"`
+	// Signals: the signals the launcher sent its daemons (to a job's ranks,
+	// all or some); SignalMsgs: the frames they took (counted in Run too);
+	// MaxSignalMsgs: the most one took. A signal to many nodes goes down
+	// the tree as a broadcast: a frame per link of the launcher's.
+	Signals       int `json:"signals"`
+	SignalMsgs    int `json:"signal_messages"`
+	MaxSignalMsgs int `json:"max_signal_messages"`
 }
 
 // Traffic is messages and bytes (frame payloads) in and out of the launcher.
@@ -115,6 +119,14 @@ func (st *stats) signalFrame() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.s.SignalMsgs++
+}
+
+// signal counts a signal sent down, which took k frames.
+func (st *stats) signal(k int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Signals++
+	st.s.MaxSignalMsgs = max(st.s.MaxSignalMsgs, k)
 }
 
 // batched counts the messages of a batch the launcher read.

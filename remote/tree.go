@@ -382,8 +382,44 @@ func (t *Tree) encodePlan(p *daemon.Plan) ([]byte, error) {
 	return t.planJSON, nil
 }
 
+// Signal sends sig to ranks of job nspace (nil: all of them) on the node.
 func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
-	n.t.send(n.v, tSignal, &signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
+	n.t.Signal(nspace, ranks, sig, []string{n.t.cfg.Hosts[n.v-1]})
+}
+
+// Signal sends sig to ranks of job nspace (nil: all of them) on the nodes
+// hosts (those of the job's ranks). To no more nodes than the launcher has
+// links it goes point to point (routed); to more, as one broadcast down the
+// tree, a frame per link of the launcher's: each daemon passes it to its
+// children, then applies it to its own ranks of the job (none: nothing).
+// Node by node, a job-wide signal cost the launcher a frame per node. Either
+// way it keeps its place on every link: after the plan, before the close.
+func (t *Tree) Signal(nspace string, ranks []int, sig syscall.Signal, hosts []string) {
+	body, err := encode(&signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
+	if err != nil {
+		return
+	}
+	vertex := make(map[string]int, len(t.cfg.Hosts))
+	for v := len(t.cfg.Hosts); v >= 1; v-- { // the first of a name wins, as in Node
+		vertex[t.cfg.Hosts[v-1]] = v
+	}
+	var verts []int
+	for _, h := range hosts {
+		if v := vertex[h]; v != 0 {
+			verts = append(verts, v)
+		}
+	}
+	frames := 0
+	if len(verts) > len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts))) {
+		frames = t.kids.broadcast(tSignal, frame(toBroadcast, toLauncher, body))
+	} else {
+		for _, v := range verts {
+			if t.kids.send(v, tSignal, frame(uint32(v), toLauncher, body)) == nil {
+				frames++
+			}
+		}
+	}
+	t.stats.signal(frames)
 }
 
 // Forget drops a job that is over from the node (a persistent runtime's).
