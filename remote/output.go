@@ -157,19 +157,24 @@ type outNode struct {
 type outFlow struct {
 	window int
 	sink   iof.Sink
-	ack    func(v int, body []byte) // sends an acknowledgement down to v
-	event  func(daemon.Event)
+	// ack sends an acknowledgement (a body; nil: none) down to v, at once
+	// with flush, else maybe held with others for v's child of the
+	// launcher's subtree (ackdown.go): hop says which (nil: v's own).
+	ack   func(v int, body []byte, flush bool)
+	hop   func(v int) int
+	event func(daemon.Event)
 
 	mu      sync.Mutex
 	streams map[outKey]*outStream
 	nodes   []outNode // by vertex-1
 	queued  int
-	idle    *sync.Cond // queued fell to 0
+	idle    *sync.Cond  // queued fell to 0
+	hops    map[int]int // runs and ends queued, by hop
 }
 
-func newOutFlow(nodes, window int, sink iof.Sink, ack func(int, []byte), event func(daemon.Event)) *outFlow {
+func newOutFlow(nodes, window int, sink iof.Sink, ack func(int, []byte, bool), event func(daemon.Event)) *outFlow {
 	f := &outFlow{window: window, sink: sink, ack: ack, event: event, streams: map[outKey]*outStream{},
-		nodes: make([]outNode, nodes)}
+		nodes: make([]outNode, nodes), hops: map[int]int{}}
 	f.idle = sync.NewCond(&f.mu)
 	return f
 }
@@ -184,6 +189,7 @@ func (f *outFlow) push(k outKey, r outRun) {
 	}
 	s.runs = append(s.runs, r)
 	f.nodes[r.v-1].queued++
+	f.hops[f.hopOf(r.v)]++
 	f.queued++
 	start := !s.running
 	s.running = true
@@ -253,14 +259,32 @@ func (f *outFlow) write(k outKey, s *outStream) {
 		if f.queued--; f.queued == 0 {
 			f.idle.Broadcast()
 		}
+		// The acknowledgements of a hop's subtree wait while the launcher
+		// has more of its runs queued (a batch: they will have theirs), a
+		// grant never (the rest of a line waits for it).
+		hop := f.hopOf(r.v)
+		f.hops[hop]--
+		idle := f.hops[hop] == 0
+		if idle {
+			delete(f.hops, hop)
+		}
 		f.mu.Unlock()
 		if ack > 0 || r.partial {
-			f.ack(r.v, encodeOutAck(ack, k, r.partial))
+			f.ack(r.v, encodeOutAck(ack, k, r.partial), idle || r.partial)
+		} else if idle {
+			f.ack(r.v, nil, true)
 		}
 		for _, ev := range held {
 			f.event(ev)
 		}
 	}
+}
+
+func (f *outFlow) hopOf(v int) int {
+	if f.hop == nil {
+		return v
+	}
+	return f.hop(v)
 }
 
 // wait returns when every queued run has been written.

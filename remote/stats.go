@@ -42,6 +42,11 @@ type Stats struct {
 	Signals       int `json:"signals"`
 	SignalMsgs    int `json:"signal_messages"`
 	MaxSignalMsgs int `json:"max_signal_messages"`
+	// OutputAcks: the acknowledgements of output the launcher sent down;
+	// OutputAckMsgs: the frames they took (counted in Run too), fewer when
+	// those to a child's subtree that queued up go as one (ackdown.go).
+	OutputAcks    int `json:"output_acks"`
+	OutputAckMsgs int `json:"output_ack_messages"`
 }
 
 // Traffic is messages and bytes (frame payloads) in and out of the launcher.
@@ -127,6 +132,14 @@ func (st *stats) signal(k int) {
 	defer st.mu.Unlock()
 	st.s.Signals++
 	st.s.MaxSignalMsgs = max(st.s.MaxSignalMsgs, k)
+}
+
+// acks counts acknowledgements of output sent down in frames.
+func (st *stats) acks(acks, frames int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.OutputAcks += acks
+	st.s.OutputAckMsgs += frames
 }
 
 // batched counts the messages of a batch the launcher read.

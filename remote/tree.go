@@ -142,8 +142,10 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		t.preload[i] = newWindow(preloadWindow)
 	}
 	outWin := outWindow(len(cfg.Hosts))
-	t.out = newOutFlow(len(cfg.Hosts), outWin, up,
-		func(v int, body []byte) { t.kids.send(v, tOutputAck, frame(uint32(v), toLauncher, body)) }, up.Event)
+	acks := &ackQueues{fanout: cfg.Fanout, send: func(dest int, typ uint8, p []byte) error { return t.kids.send(dest, typ, p) },
+		count: t.stats.acks, q: map[int][]queued{}, busy: map[int]bool{}}
+	t.out = newOutFlow(len(cfg.Hosts), outWin, up, acks.push, up.Event)
+	t.out.hop = func(v int) int { return ctl.NextHop(0, v, cfg.Fanout) }
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Logins: cfg.Logins, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
