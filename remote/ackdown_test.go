@@ -1,0 +1,91 @@
+package remote
+
+import (
+	"testing"
+	"time"
+
+	"prun/ctl"
+)
+
+// The acknowledgements of a subtree held while the launcher has its runs
+// queued go as one frame to the launcher's child at the flush; a relay
+// takes its own and passes the others on, one frame per next hop.
+func TestAckQueuesCombine(t *testing.T) {
+	type sent struct {
+		dest int
+		typ  uint8
+		p    []byte
+	}
+	var out []sent
+	acks, frames := 0, 0
+	a := &ackQueues{fanout: 2, q: map[int][]queued{}, busy: map[int]bool{},
+		send:  func(dest int, typ uint8, p []byte) error { out = append(out, sent{dest, typ, p}); return nil },
+		count: func(k, f int) { acks += k; frames += f }}
+	// Vertices 1 and 2 are the launcher's children; 3, 4 are 1's, 7, 8 3's.
+	for _, v := range []int{1, 3, 7, 8} {
+		a.push(v, encodeOutAck(100*v, outKey{}, false), false)
+	}
+	if len(out) != 0 {
+		t.Fatalf("sent %d frames before the flush", len(out))
+	}
+	a.push(2, encodeOutAck(5, outKey{}, false), false)
+	a.push(2, nil, true) // vertex 2's subtree alone
+	if len(out) != 1 || out[0].dest != 2 || out[0].typ != tOutputAck {
+		t.Fatalf("flushing vertex 2's subtree sent %+v", out)
+	}
+	a.push(4, encodeOutAck(400, outKey{}, false), true)
+	if len(out) != 2 || out[1].dest != 1 || out[1].typ != tBatch || acks != 6 || frames != 2 {
+		t.Fatalf("flushing vertex 1's subtree sent %d frames (the last to %d, type %d); counted %d acks in %d frames",
+			len(out), out[len(out)-1].dest, out[len(out)-1].typ, acks, frames)
+	}
+	dest, _, body, err := header(out[1].p)
+	if err != nil || dest != 1 {
+		t.Fatalf("the batch's header: %d, %v", dest, err)
+	}
+
+	// Vertex 1 takes its own and passes 3's subtree's on as one frame.
+	secret, _ := ctl.NewSecret()
+	ln, err := ctl.ListenOn([]string{"127.0.0.1"}, nil, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	l1, err := ctl.Dial(ln.Addr().String(), secret, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l3 := <-ln.Links()
+	defer l1.Close()
+	defer l3.Close()
+	n := &node{me: 1, boot: Bootstrap{Fanout: 2, Hosts: make([]string, 8)}, out: newOutCredit(1 << 20)}
+	n.out.inflight = 1000
+	n.kids = &spawner{me: 1, boot: n.boot, links: map[int]*ctl.Link{3: l1}}
+	if err := n.ackBatch(body); err != nil {
+		t.Fatal(err)
+	}
+	if n.out.inflight != 900 {
+		t.Errorf("vertex 1 took %d bytes of acknowledgements, want 100", 1000-n.out.inflight)
+	}
+	f, err := l3.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest, _, body, err = header(f.Payload)
+	if err != nil || f.Type != tBatch || dest != 3 {
+		t.Fatalf("vertex 1 passed on a frame of type %d to %d (%v)", f.Type, dest, err)
+	}
+	var got []int
+	if _, err := decodeBatchOf(body, ackDownAllowed, func(_ uint8, p []byte) {
+		d, _, _, _ := header(p)
+		got = append(got, int(d))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] != 3 || got[1] != 7 || got[2] != 8 {
+		t.Errorf("vertex 1 passed on acknowledgements for %v, want [3 7 8]", got)
+	}
+	// A batch of another kind from the parent is refused.
+	if err := n.ackBatch(encodeBatch([]queued{{tOutput, frame(1, 0, nil)}})); err == nil {
+		t.Error("a batch of output from the parent was taken")
+	}
+}
