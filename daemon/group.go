@@ -143,12 +143,7 @@ func (h host) Group(op pmixsrv.GroupOp, grp string, procs []pmixsrv.Proc, local 
 		done(nil, err)
 		return nil
 	}
-	switch op {
-	case pmixsrv.GroupDestruct:
-		h.d.up.Fence(h.d.cfg.Name, GroupDestructKind+grp, procs, nil, func(_ []byte, err error) { done(nil, err) })
-		return nil
-	case pmixsrv.GroupConstruct:
-	default:
+	if op != pmixsrv.GroupDestruct && op != pmixsrv.GroupConstruct {
 		return pmixsrv.ErrNotSupported
 	}
 	var flags byte
@@ -172,6 +167,16 @@ func (h host) Group(op pmixsrv.GroupOp, grp string, procs []pmixsrv.Proc, local 
 		case pmixsrv.KeyGroupEndptData:
 			data, _ = in.Value.([]byte)
 		}
+	}
+	if op == pmixsrv.GroupDestruct {
+		// A barrier; with PMIX_TIMEOUT its contribution carries the
+		// timeout, which the vertices enforce as a construct's.
+		var rec []byte
+		if timeout > 0 {
+			rec = groupRecord(0, timeout, nil)
+		}
+		h.d.up.Fence(h.d.cfg.Name, GroupDestructKind+grp, procs, rec, func(_ []byte, err error) { done(nil, err) })
+		return nil
 	}
 	h.d.up.Fence(h.d.cfg.Name, GroupConstructKind+grp, procs, groupRecord(flags, timeout, data), func(res []byte, err error) {
 		if err != nil {

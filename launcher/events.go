@@ -81,6 +81,7 @@ func (r *run) announceEnds() {
 			ns := j.plan.Nspace
 			forget = func() {
 				r.up.grp.forget(ns)
+				r.up.root.Forget(ns)
 				for _, n := range nodes {
 					n.Forget(ns)
 				}

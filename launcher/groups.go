@@ -132,10 +132,12 @@ func (e *groupError) Error() string { return e.text }
 func (e *groupError) Unwrap() error { return e.st }
 
 // rankEnded tells the groups of a rank's end: a construct or destruct that
-// waits for it fails for the other members (PMIX_GROUP_CONSTRUCT_ABORT) (a failed end only: a rank that finalized
-// and exited 0 is over normally, and every end of a large job broadcast to
-// every daemon would cost O(ranks x nodes) frames), and the members of a
-// group that asked to be told hear of it.
+// waits for it fails for the other members (PMIX_GROUP_CONSTRUCT_ABORT):
+// after a failed end, everywhere (broadcast); after a normal end (exit 0
+// after finalize), at the root here and at each vertex its end passed on
+// its way (remote's rankSet), which are all that can wait for it: every
+// end of a large job broadcast to every daemon would cost O(ranks x nodes)
+// frames. The members of a group that asked to be told hear of it.
 func (u *upstream) rankEnded(ev daemon.Event) {
 	p := pmixsrv.Proc{Nspace: ev.Nspace, Rank: pmixsrv.Rank(ev.Rank)}
 	how := fmt.Sprintf("exited with status %d", ev.Status)
@@ -144,6 +146,7 @@ func (u *upstream) rankEnded(ev daemon.Event) {
 	} else if ev.Status == 0 {
 		how = "exited without calling finalize"
 	}
+	u.root.Ended(p) // what waits for it at the root fails (a normal end's too)
 	if ev.Signal != 0 || ev.Status != 0 || ev.Connected && !ev.Finalized {
 		u.root.FailProc(p, &groupError{fmt.Sprintf("rank %d of job %s on %s %s: the group operations it takes part in fail",
 			ev.Rank, ev.Nspace, ev.Node, how), pmixsrv.GroupConstructAbort})

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -54,7 +55,7 @@ type coll struct {
 	dones  []func([]byte, error)
 	froms  []int // the contributor of each done
 	sent   bool  // combined and sent up: waiting for the result
-	// A group construct with PMIX_TIMEOUT: gen is the key's failure
+	// A group construct or destruct with PMIX_TIMEOUT: gen is the key's failure
 	// generation when it began here (failGen), timer reports its expiry.
 	gen     uint64
 	timer   *time.Timer
@@ -78,6 +79,10 @@ type collectives struct {
 	pending map[string]*coll
 	lost    map[int]error          // vertices the launcher declared lost
 	dead    map[pmixsrv.Proc]error // processes the launcher declared dead (failsOnDeath kinds)
+	// ended are, per namespace, the ranks whose end (any end, exit 0
+	// included) passed this vertex on its way to the launcher (procEnded):
+	// a group operation naming one cannot complete.
+	ended map[string]*rankSet
 	// failGen counts, per key, the timeouts the root decided: at the root,
 	// those it decided; at a daemon, the last one that came down. A
 	// collective begun after a timeout came down is a new one: a stale
@@ -87,7 +92,7 @@ type collectives struct {
 
 func newCollectives(me, fanout int, up func(string, *coll, []byte)) *collectives {
 	return &collectives{me: me, fanout: fanout, up: up, pending: map[string]*coll{}, lost: map[int]error{},
-		dead: map[pmixsrv.Proc]error{}, failGen: map[string]uint64{}}
+		dead: map[pmixsrv.Proc]error{}, failGen: map[string]uint64{}, ended: map[string]*rankSet{}}
 }
 
 // GroupConstruct is the kind prefix of a PMIx group's construction (the
@@ -157,6 +162,14 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 		return
 	}
 	c := cs.pending[key]
+	if c == nil || !c.sent {
+		if err := cs.endedIn(kind, procs); err != nil {
+			cs.mu.Unlock()
+			done(nil, err)
+			cs.failPending(key, c, err)
+			return
+		}
+	}
 	if c == nil {
 		c = &coll{kind: kind, procs: procs, verts: verts, expect: contributors(cs.me, cs.fanout, verts), data: map[int][]byte{},
 			gen: cs.failGen[key]}
@@ -181,7 +194,7 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 	c.dones = append(c.dones, done)
 	c.froms = append(c.froms, from)
 	if len(c.data) < len(c.expect) {
-		if c.timer == nil && cs.expire != nil && strings.HasPrefix(kind, GroupConstruct) {
+		if c.timer == nil && cs.expire != nil && failsOnDeath(kind) { // a group's construct or destruct
 			if d := daemon.GroupTimeoutOf(data); d > 0 {
 				c.timer = time.AfterFunc(d, func() { cs.timeout(key, c) })
 			}
@@ -356,10 +369,137 @@ func (cs *collectives) failProc(p pmixsrv.Proc, err error) {
 	}
 }
 
-// forget drops the dead processes of a namespace that is over.
+// A member that ends normally (exit 0) without taking part in a group
+// construct or destruct is not broadcast (an end of every rank of a large
+// job, to every daemon, would cost O(ranks x nodes) frames): its end
+// travels up the tree to the launcher anyway, and every vertex that can be
+// waiting for its contribution is on that way (an ancestor of its node's
+// vertex, or that vertex). Each of them fails its group operations naming
+// the rank that still wait for their contributions (procEnded), and
+// remembers the rank, so that one started later fails at once (endedIn).
+// One that was combined and sent up has the rank's contribution (it came
+// from below) and is left alone. A rank that called a non-blocking
+// operation and ended before it completed may fail it too: its end can
+// pass a vertex before its node's contribution does.
+
+// rankSet is a set of a job's ranks, a bit each.
+type rankSet struct{ bits []uint64 }
+
+// maxEndedRank bounds the ranks recorded (a bit each): a job's ranks are
+// far fewer; a rank beyond it is not remembered.
+const maxEndedRank = 1 << 26
+
+func (s *rankSet) add(r pmixsrv.Rank) {
+	if r >= maxEndedRank {
+		return
+	}
+	if i := int(r / 64); i >= len(s.bits) {
+		s.bits = append(s.bits, make([]uint64, i+1-len(s.bits))...)
+	}
+	s.bits[r/64] |= 1 << (r % 64)
+}
+
+func (s *rankSet) has(r pmixsrv.Rank) bool {
+	i := int(r / 64)
+	return i < len(s.bits) && s.bits[i]&(1<<(r%64)) != 0
+}
+
+// first is the set's lowest rank (the set is not empty).
+func (s *rankSet) first() pmixsrv.Rank {
+	for i, w := range s.bits {
+		if w != 0 {
+			return pmixsrv.Rank(i*64 + bits.TrailingZeros64(w))
+		}
+	}
+	return 0
+}
+
+// endedErr is the failure of a group operation of kind whose member p
+// ended without taking part: the status of a member's death.
+func endedErr(kind string, p pmixsrv.Proc) error {
+	op, group := "construct", strings.TrimPrefix(kind, GroupConstruct)
+	if g, ok := strings.CutPrefix(kind, daemon.GroupDestructKind); ok {
+		op, group = "destruct", g
+	}
+	return &statusError{fmt.Sprintf("group %s: rank %d of job %s ended without taking part in its %s", group, p.Rank, p.Nspace, op),
+		pmixsrv.GroupConstructAbort}
+}
+
+// endedIn is the failure of a group operation of kind among procs, one of
+// whom ended, if any (cs.mu held).
+func (cs *collectives) endedIn(kind string, procs []pmixsrv.Proc) error {
+	if len(cs.ended) == 0 || !failsOnDeath(kind) {
+		return nil
+	}
+	for _, q := range procs {
+		s := cs.ended[q.Nspace]
+		switch {
+		case s == nil:
+		case q.Rank == pmixsrv.RankWildcard:
+			return endedErr(kind, pmixsrv.Proc{Nspace: q.Nspace, Rank: s.first()})
+		case s.has(q.Rank):
+			return endedErr(kind, q)
+		}
+	}
+	return nil
+}
+
+// failPending fails collective key, c if still pending (not sent up), with
+// err: every contribution it holds (cs.mu not held).
+func (cs *collectives) failPending(key string, c *coll, err error) {
+	if c == nil {
+		return
+	}
+	cs.mu.Lock()
+	if cs.pending[key] != c || c.sent {
+		cs.mu.Unlock()
+		return
+	}
+	delete(cs.pending, key)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	cs.mu.Unlock()
+	for _, d := range c.dones {
+		d(nil, err)
+	}
+}
+
+// procEnded records that rank p ended, its end on its way to the launcher
+// through this vertex, and fails the group operations naming it that wait
+// here for contributions (see rankSet).
+func (cs *collectives) procEnded(p pmixsrv.Proc) {
+	cs.mu.Lock()
+	s := cs.ended[p.Nspace]
+	if s == nil {
+		s = &rankSet{}
+		cs.ended[p.Nspace] = s
+	}
+	s.add(p.Rank)
+	var failed []*coll
+	for key, c := range cs.pending {
+		if !c.sent && failsOnDeath(c.kind) && involves(c.procs, p) {
+			failed = append(failed, c)
+			delete(cs.pending, key)
+			if c.timer != nil {
+				c.timer.Stop()
+			}
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range failed {
+		err := endedErr(c.kind, p)
+		for _, d := range c.dones {
+			d(nil, err)
+		}
+	}
+}
+
+// forget drops the dead and ended processes of a namespace that is over.
 func (cs *collectives) forget(nspace string) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	delete(cs.ended, nspace)
 	for p := range cs.dead {
 		if p.Nspace == nspace {
 			delete(cs.dead, p)
@@ -457,7 +597,7 @@ func (r *Root) FailProc(p pmixsrv.Proc, err error) {
 	r.cs.failProc(p, err)
 }
 
-// timedOut decides that collective key (a group construct), of failure
+// timedOut decides that collective key (a group construct or destruct), of failure
 // generation gen at the vertex that reported it, timed out waiting for the
 // contributors missing (vertices): it fails everywhere, for the members
 // that came, with PMIX_ERR_TIMEOUT, and every vertex forgets it, so a later
@@ -477,12 +617,15 @@ func (r *Root) timedOut(key, kind string, gen uint64, missing []int) {
 	}
 	down := r.down
 	r.mu.Unlock()
-	group := strings.TrimPrefix(kind, GroupConstruct)
+	op, group := "construct", strings.TrimPrefix(kind, GroupConstruct)
+	if g, ok := strings.CutPrefix(kind, daemon.GroupDestructKind); ok {
+		op, group = "destruct", g
+	}
 	where := strings.Join(names, ", ")
 	if len(names) > 1 {
 		where = "one or more of " + where
 	}
-	err := &statusError{fmt.Sprintf("group %s: construct timed out (PMIX_TIMEOUT) waiting for members on %s", group, where),
+	err := &statusError{fmt.Sprintf("group %s: %s timed out (PMIX_TIMEOUT) waiting for members on %s", group, op, where),
 		pmixsrv.ErrTimeout}
 	if !r.cs.timedOut(key, gen+1, err) {
 		return
@@ -494,6 +637,11 @@ func (r *Root) timedOut(key, kind string, gen uint64, missing []int) {
 		down(tCollFail, &collFail{Coll: key, Gen: gen + 1, status: statusOf(err)})
 	}
 }
+
+// Ended tells the root that rank p ended (however: a normal end too). The
+// launcher hears of every end, as every vertex on its way does: the group
+// operations naming p that wait here fail, and later ones (see rankSet).
+func (r *Root) Ended(p pmixsrv.Proc) { r.cs.procEnded(p) }
 
 // Forget drops what the root keeps of a namespace that is over.
 func (r *Root) Forget(nspace string) { r.cs.forget(nspace) }

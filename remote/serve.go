@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,6 +151,8 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			case tClosed:
 				n.childClosed(p) // counted here, not relayed
 				return
+			case tEvent:
+				n.childEvent(p) // and relayed
 			}
 			n.up.Send(typ, p)
 		},
@@ -617,7 +620,31 @@ func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &streamEnd{Sr
 
 func (n *node) Event(ev daemon.Event) {
 	n.holdSlurmKill(ev)
+	if ev.Kind == daemon.ProcExited {
+		n.coll.procEnded(pmixsrv.Proc{Nspace: ev.Nspace, Rank: pmixsrv.Rank(ev.Rank)})
+	}
 	n.sendUp(tEvent, &ev)
+}
+
+// exitedPrefix begins the body of a ProcExited event, as encoding/json
+// writes it (fields in order, no space; Kind first): a relay reads only
+// those of the events it passes up (collended_test.go checks the form).
+var exitedPrefix = fmt.Appendf(nil, `{"Kind":%d,`, daemon.ProcExited)
+
+// childEvent sees a rank's end pass up from a child's subtree: the group
+// operations waiting here for it fail (coll.go, rankSet).
+func (n *node) childEvent(p []byte) {
+	_, _, body, err := header(p)
+	if err != nil || !bytes.HasPrefix(body, exitedPrefix) {
+		return
+	}
+	var ev struct {
+		Nspace string
+		Rank   int
+	}
+	if json.Unmarshal(body, &ev) == nil && ev.Rank >= 0 {
+		n.coll.procEnded(pmixsrv.Proc{Nspace: ev.Nspace, Rank: pmixsrv.Rank(ev.Rank)})
+	}
 }
 
 // Fence is this node's contribution to a collective, combined along the
