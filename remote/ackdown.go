@@ -6,15 +6,15 @@ import (
 	"prun/ctl"
 )
 
-// The launcher's acknowledgements of output (output.go) go down through
-// one queue per link of the launcher's: whoever finds a link's queue idle
-// writes, and the acknowledgements that queued up meanwhile (a relay's
-// batch of its subtree's runs, written to prun's stdout, is acknowledged
-// node by node) go as one frame (tBatch) to that child. The child takes
-// its own and passes the others on, again as one frame per next hop. No
-// timer holds one back: a lone acknowledgement goes at once, as before. An
+// The launcher's acknowledgements of output (output.go) to the nodes below
+// one of its children go down together: those the launcher gives at once
+// when it has written the last run it had queued of that subtree (a relay's
+// batch of its subtree's runs), and those that queued up while the link was
+// being written (whoever finds the link's queue idle writes). Several go as
+// one frame (tBatch) to the child, which takes its own and passes the
+// others on, again as one frame per next hop. No timer holds one back. An
 // acknowledgement is a credit, so its order among other kinds of frames
-// does not matter; among acknowledgements the queue keeps it.
+// does not matter.
 
 // ackDownAllowed are the kinds a batch from the parent may carry.
 func ackDownAllowed(typ uint8) bool { return typ == tOutputAck }
@@ -30,44 +30,43 @@ type ackQueues struct {
 	busy map[int]bool     // its queue is being written
 }
 
-// ackHeld bounds the acknowledgements a queue holds for a busy subtree:
-// a subtree that keeps the launcher busy still gets its credits.
-const ackHeld = 64
-
-// push queues an acknowledgement (a tOutputAck body; nil: none) for vertex
-// v, and sends what its child's queue holds when flush is set (the
-// launcher has no more of that subtree's runs queued, or a grant that
-// must go) or the queue is full.
-func (a *ackQueues) push(v int, body []byte, flush bool) {
-	hop := ctl.NextHop(0, v, a.fanout)
-	if hop <= 0 {
-		return
-	}
+// push sends acknowledgements down: those through the same child of the
+// launcher's as one frame, with those that queued up while the child's
+// link was being written.
+func (a *ackQueues) push(acks []outAck) {
 	a.mu.Lock()
-	if body != nil {
-		a.q[hop] = append(a.q[hop], queued{tOutputAck, frame(uint32(v), toLauncher, body)})
+	var hops []int
+	for _, k := range acks {
+		hop := ctl.NextHop(0, k.v, a.fanout)
+		if hop <= 0 {
+			continue
+		}
+		if len(a.q[hop]) == 0 {
+			hops = append(hops, hop)
+		}
+		a.q[hop] = append(a.q[hop], queued{tOutputAck, frame(uint32(k.v), toLauncher, k.body)})
 	}
-	if a.busy[hop] || !flush && len(a.q[hop]) < ackHeld {
-		a.mu.Unlock() // the writer takes it, or a later push
-		return
+	for _, hop := range hops {
+		if a.busy[hop] {
+			continue // its writer takes them
+		}
+		a.busy[hop] = true
+		for len(a.q[hop]) > 0 {
+			fs := a.q[hop]
+			delete(a.q, hop)
+			a.mu.Unlock()
+			a.count(len(fs), sendDown(a.send, hop, toLauncher, fs))
+			a.mu.Lock()
+		}
+		delete(a.busy, hop)
 	}
-	a.busy[hop] = true
-	for len(a.q[hop]) > 0 {
-		fs := a.q[hop]
-		delete(a.q, hop)
-		a.mu.Unlock()
-		sendDown(a.send, hop, toLauncher, fs)
-		a.count(len(fs), (len(fs)*(5+len(fs[0].p))+batchMax-1)/batchMax)
-		a.mu.Lock()
-	}
-	delete(a.busy, hop)
 	a.mu.Unlock()
 }
 
 // sendDown sends frames fs, each routed through child hop, as one frame
 // when they are several (batchMax bounds each).
-func sendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []queued) {
-	for len(fs) > 0 {
+func sendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []queued) (frames int) {
+	for ; len(fs) > 0; frames++ {
 		k, size := 1, len(fs[0].p)
 		for k < len(fs) && size+5+len(fs[k].p) <= batchMax {
 			size += 5 + len(fs[k].p)
@@ -81,6 +80,7 @@ func sendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []que
 		}
 		fs = fs[k:]
 	}
+	return frames
 }
 
 // ackBatch is a daemon's side: a batch of acknowledgements from its parent.

@@ -148,19 +148,26 @@ type outStream struct {
 
 // outNode is the launcher's account of one node's output.
 type outNode struct {
-	queued  int // runs and ends not yet handed to the Writer
-	unacked int // bytes written, not yet acknowledged
-	held    []daemon.Event
+	queued   int  // runs and ends not yet handed to the Writer
+	unacked  int  // bytes written, not yet acknowledged
+	deferred bool // ... and their acknowledgement waits for its hop (outFlow.pend)
+	held     []daemon.Event
+}
+
+// outAck is an acknowledgement (encodeOutAck) for vertex v.
+type outAck struct {
+	v    int
+	body []byte
 }
 
 // outFlow is the launcher's side: the queues and the accounts.
 type outFlow struct {
 	window int
 	sink   iof.Sink
-	// ack sends an acknowledgement (a body; nil: none) down to v, at once
-	// with flush, else maybe held with others for v's child of the
-	// launcher's subtree (ackdown.go): hop says which (nil: v's own).
-	ack   func(v int, body []byte, flush bool)
+	// ack sends acknowledgements down (together, those through the same
+	// child of the launcher's: ackdown.go). hop is the launcher's child a
+	// vertex is reached through (nil: each its own).
+	ack   func([]outAck)
 	hop   func(v int) int
 	event func(daemon.Event)
 
@@ -169,12 +176,13 @@ type outFlow struct {
 	nodes   []outNode // by vertex-1
 	queued  int
 	idle    *sync.Cond  // queued fell to 0
-	hops    map[int]int // runs and ends queued, by hop
+	hops    map[int]int   // runs and ends queued, by hop
+	pend    map[int][]int // by hop, its vertices whose acknowledgement waits (deferred)
 }
 
-func newOutFlow(nodes, window int, sink iof.Sink, ack func(int, []byte, bool), event func(daemon.Event)) *outFlow {
+func newOutFlow(nodes, window int, sink iof.Sink, ack func([]outAck), event func(daemon.Event)) *outFlow {
 	f := &outFlow{window: window, sink: sink, ack: ack, event: event, streams: map[outKey]*outStream{},
-		nodes: make([]outNode, nodes), hops: map[int]int{}}
+		nodes: make([]outNode, nodes), hops: map[int]int{}, pend: map[int][]int{}}
 	f.idle = sync.NewCond(&f.mu)
 	return f
 }
@@ -245,13 +253,6 @@ func (f *outFlow) write(k outKey, s *outStream) {
 		n := &f.nodes[r.v-1]
 		n.queued--
 		n.unacked += len(r.p)
-		var ack int
-		// Acknowledge in batches, at once when the node has nothing queued
-		// (it may be waiting for exactly this) or when the run was a piece
-		// of a line (its stream gets the rest beyond the window).
-		if n.unacked >= f.window/4 || n.queued == 0 || r.partial {
-			ack, n.unacked = n.unacked, 0
-		}
 		var held []daemon.Event
 		if n.queued == 0 {
 			held, n.held = n.held, nil
@@ -259,20 +260,38 @@ func (f *outFlow) write(k outKey, s *outStream) {
 		if f.queued--; f.queued == 0 {
 			f.idle.Broadcast()
 		}
-		// The acknowledgements of a hop's subtree wait while the launcher
-		// has more of its runs queued (a batch: they will have theirs), a
-		// grant never (the rest of a line waits for it).
+		// Acknowledge in batches: at once when a quarter of the window is
+		// written or the run was a piece of a line (its stream gets the
+		// rest beyond the window), else when the launcher has nothing more
+		// queued of the node's hop (the node may be waiting for exactly
+		// this; a relay's batch of its subtree's runs is acknowledged
+		// together). A node thus never waits for more than a quarter of
+		// its window on its neighbours' runs.
 		hop := f.hopOf(r.v)
 		f.hops[hop]--
-		idle := f.hops[hop] == 0
-		if idle {
+		var acks []outAck
+		if n.unacked >= f.window/4 || r.partial {
+			acks = append(acks, outAck{r.v, encodeOutAck(n.unacked, k, r.partial)})
+			n.unacked = 0
+		} else if n.unacked > 0 && !n.deferred {
+			n.deferred = true
+			f.pend[hop] = append(f.pend[hop], r.v)
+		}
+		if f.hops[hop] == 0 {
 			delete(f.hops, hop)
+			for _, w := range f.pend[hop] {
+				m := &f.nodes[w-1]
+				m.deferred = false
+				if m.unacked > 0 {
+					acks = append(acks, outAck{w, encodeOutAck(m.unacked, outKey{}, false)})
+					m.unacked = 0
+				}
+			}
+			delete(f.pend, hop)
 		}
 		f.mu.Unlock()
-		if ack > 0 || r.partial {
-			f.ack(r.v, encodeOutAck(ack, k, r.partial), idle || r.partial)
-		} else if idle {
-			f.ack(r.v, nil, true)
+		if len(acks) > 0 {
+			f.ack(acks)
 		}
 		for _, ev := range held {
 			f.event(ev)
