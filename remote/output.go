@@ -175,7 +175,7 @@ type outFlow struct {
 	streams map[outKey]*outStream
 	nodes   []outNode // by vertex-1
 	queued  int
-	idle    *sync.Cond  // queued fell to 0
+	idle    *sync.Cond    // queued fell to 0
 	hops    map[int]int   // runs and ends queued, by hop
 	pend    map[int][]int // by hop, its vertices whose acknowledgement waits (deferred)
 }
