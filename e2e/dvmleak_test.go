@@ -88,20 +88,27 @@ func TestDVMLeak(t *testing.T) {
 	}
 	submit(first, jobs)
 	d.idle(t)
-	m1 := d.memory(t)
-	n := int64(jobs - first)
-	growth := int64(m1.CHeapBytes) - int64(m0.CHeapBytes)
-	t.Logf("%d jobs in %v; after job %d / %d: C heap %d / %d bytes (%+d a job), RSS %d / %d KiB, Go heap %d / %d bytes",
-		jobs, time.Since(start).Round(time.Millisecond), first, jobs, m0.CHeapBytes, m1.CHeapBytes, growth/n,
-		m0.RSSKiB, m1.RSSKiB, m0.GoHeapBytes, m1.GoHeapBytes)
-	if growth > perJob*n {
-		t.Errorf("the DVM's C heap grew by %d bytes a job between job %d and job %d (at most %d): %d -> %d bytes",
-			growth/n, first, jobs, perJob, m0.CHeapBytes, m1.CHeapBytes)
-	}
 	// RSS also carries Go's heap and the runtime's own pages: a looser
 	// check, that the C heap's figure is not the only one that holds (the
 	// unfixed DVM's grew 4.5 MiB).
-	if rssGrowth := m1.RSSKiB - m0.RSSKiB; rssGrowth > 3072 {
-		t.Errorf("the DVM's RSS grew by %d KiB between job %d and job %d", rssGrowth, first, jobs)
+	expectFlat(t, "job", first, jobs, m0, d.memory(t), perJob, 3072, start)
+}
+
+// expectFlat fails unless the DVM's C heap grew by at most perUnit bytes
+// a unit (a job, an attach) between unit first (m0) and unit last (m1),
+// and its RSS by at most rssKiB.
+func expectFlat(t *testing.T, unit string, first, last int, m0, m1 dvmMemory, perUnit, rssKiB int64, start time.Time) {
+	t.Helper()
+	n := int64(last - first)
+	growth := int64(m1.CHeapBytes) - int64(m0.CHeapBytes)
+	t.Logf("after %s %d / %d (%v): C heap %d / %d bytes (%+d per %s), RSS %d / %d KiB, Go heap %d / %d bytes",
+		unit, first, last, time.Since(start).Round(time.Millisecond), m0.CHeapBytes, m1.CHeapBytes, growth/n, unit,
+		m0.RSSKiB, m1.RSSKiB, m0.GoHeapBytes, m1.GoHeapBytes)
+	if growth > perUnit*n {
+		t.Errorf("the DVM's C heap grew by %d bytes per %s between %s %d and %s %d (at most %d): %d -> %d bytes",
+			growth/n, unit, unit, first, unit, last, perUnit, m0.CHeapBytes, m1.CHeapBytes)
+	}
+	if rssGrowth := m1.RSSKiB - m0.RSSKiB; rssGrowth > rssKiB {
+		t.Errorf("the DVM's RSS grew by %d KiB between %s %d and %s %d", rssGrowth, unit, first, unit, last)
 	}
 }

@@ -35,12 +35,17 @@
  * layouts are the linked library's, and only for the 4.2 series, whose
  * lifecycle this follows (other versions: nothing is released here). */
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <event2/event.h>
 #include <pmix_version.h>
 
 #include "shim.h"
 
 #include "src/include/pmix_globals.h"
 #include "src/mca/bfrops/base/base.h"
+#include "src/event/pmix_event.h"
+#include "src/mca/gds/base/base.h"
 #include "src/server/pmix_server_ops.h"
 #include "src/util/pmix_hash.h"
 
@@ -219,4 +224,243 @@ pmix_status_t __wrap_pmix_bfrops_base_unpack(pmix_pointer_array_t *regtypes, pmi
         sget.key = *(char **)dst;
     }
     return rc;
+}
+
+/* 4. libpmix 4.2 (and every release so far): what it made for a tool's
+ * connection (pps, pquery, a debugger), kept after the tool is gone.
+ *
+ * A tool that attaches to a server that has not registered it (it asks
+ * for an identity, or brings one of its own) gets a namespace of its own:
+ * process_tool_request (ptl_base_connection_hdlr.c) makes a
+ * pmix_namespace_t, and process_cbfunc lists it in pmix_globals.nspaces,
+ * stores the tool's version through PMIX_GDS_CACHE_JOB_INFO (the hash
+ * store's job tracker for the namespace: three hash tables of about 17 KB
+ * each), and adds the tool's peer (1,488 bytes, with its rank record and an
+ * IOF request) to pmix_server_globals.clients. When the tool's connection
+ * closes, lost_connection (ptl_base_sendrecv.c) purges the peer's event and
+ * IOF registrations, reports PMIX_ERR_LOST_CONNECTION, and keeps the rest:
+ * about 60 KB an attach for the server's life (a DVM that a script watched
+ * with `pps` every second grew by 5 GB a day). OpenPMIx's master frees a
+ * finalized tool's peer since e534315b6 (in no release yet, 6.1.0 included);
+ * the tool's namespace and its job tracker stay listed there too.
+ *
+ * The host deregisters such a namespace once its tool is gone: the link
+ * routes lost_connection's call of pmix_server_purge_events through here
+ * (-Wl,--wrap; pmix_server.c's own calls are not routed), and after the
+ * purge, on the library's progress thread, the namespace is dropped as
+ * _deregister_nspace (pmix_server.c) drops one: the hash store's data
+ * (PMIX_GDS_DEL_NSPACE), registrations and cached events naming it, its
+ * epilog, then out of the list (pnet and pmdl hold nothing for a namespace
+ * the host never registered). It is done in place, not through
+ * PMIx_server_deregister_nspace: that takes the library's global lock, which
+ * PMIx_server_finalize holds while it waits for this thread. The peer
+ * keeps its reference to the namespace, so lost_connection goes on with
+ * both intact; the peer is released (section 1) from an event queued on
+ * the same thread, after lost_connection returned. Only a namespace that
+ * provably belongs to that connection alone is dropped:
+ *  - the peer is a tool, not a client, its socket closed and neither of
+ *    its events pending (lost_connection's state; a tool's finalize purges
+ *    with its socket still open);
+ *  - its namespace is listed, under a name no other listed namespace has
+ *    (a tool may claim a running job's namespace as its identity: the
+ *    library then lists a second one of that name, and the hash store's
+ *    data is found by name), and no other connection uses it;
+ *  - the name is not one this host registered (prun_nspace_registered): a
+ *    tool that a job started, with the job's identity in its environment,
+ *    connects as the library's PMIX_TOOL_CLIENT and shares the job's
+ *    namespace, the host's to deregister. A registration names itself here
+ *    before the library's thread takes it in (_register_nspace reuses a
+ *    listed namespace of its name), and a drop runs on that thread: a job is
+ *    never joined to a departing tool's namespace that is then dropped. */
+
+struct regname {
+    struct regname *next;
+    char ns[PMIX_MAX_NSLEN + 1];
+};
+static struct regname *registered;
+static int registered_lost; /* a name could not be kept: every name counts as the host's */
+static pthread_mutex_t registered_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void prun_nspace_registered(const char *ns)
+{
+    struct regname *r = calloc(1, sizeof *r);
+    pthread_mutex_lock(&registered_mu);
+    if (r == NULL) {
+        registered_lost = 1;
+    } else {
+        PMIX_LOAD_NSPACE(r->ns, ns);
+        r->next = registered;
+        registered = r;
+    }
+    pthread_mutex_unlock(&registered_mu);
+}
+
+void prun_nspace_forgotten(const char *ns)
+{
+    pthread_mutex_lock(&registered_mu);
+    for (struct regname **p = &registered; *p != NULL; p = &(*p)->next) {
+        if (PMIX_CHECK_NSPACE((*p)->ns, ns)) {
+            struct regname *r = *p;
+            *p = r->next;
+            free(r);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&registered_mu);
+}
+
+void __real_pmix_server_purge_events(pmix_peer_t *peer, pmix_proc_t *proc);
+
+#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
+
+static int host_registered(const char *ns)
+{
+    int found;
+    pthread_mutex_lock(&registered_mu);
+    found = registered_lost;
+    for (struct regname *r = registered; r != NULL && !found; r = r->next) {
+        found = PMIX_CHECK_NSPACE(r->ns, ns);
+    }
+    pthread_mutex_unlock(&registered_mu);
+    return found;
+}
+
+/* A namespace the library no longer lists. */
+static int unlisted(const char *nspace)
+{
+    pmix_namespace_t *ns;
+    PMIX_LIST_FOREACH (ns, &pmix_globals.nspaces, pmix_namespace_t) {
+        if (ns->nspace != NULL && PMIX_CHECK_NSPACE(ns->nspace, nspace)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The lost-connection event that lost_connection reported for departed
+ * tools, dropped while it waits in the library's caching window, when no
+ * one can ever receive it. PMIX_REPORT_EVENT (event/pmix_event.h) keeps one
+ * chain per status for pmix_event_caching_window (1 s), adding each later
+ * source to it and starting the window again; once the window passes, the
+ * event goes to the server's clients and into the notification cache (120
+ * s). A script that attaches a tool more often than once a second so kept
+ * one chain growing for ever (about 550 bytes a departure, the whole array
+ * copied at each). The event's range is PMIX_RANGE_PROC_LOCAL: only its
+ * source can receive it, or a handler of this process's for that code, and
+ * prun registers none (the library's own handles another code). So a chain whose sources (the first, and each PMIX_PROCID added)
+ * are all of namespaces the library no longer lists (the tools' dropped
+ * above) reaches nobody: its timer is stopped and it is released as its
+ * processing would (final_cbfunc). Any other chain, a client's abnormal end
+ * among them, is left to the library. */
+static int handles(pmix_list_t *handlers, pmix_status_t code)
+{
+    pmix_event_hdlr_t *h;
+    PMIX_LIST_FOREACH (h, handlers, pmix_event_hdlr_t) {
+        for (size_t n = 0; n < h->ncodes; n++) {
+            if (h->codes == NULL || h->codes[n] == code) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void drop_unreachable_lost_connection(void)
+{
+    pmix_event_chain_t *ch, *next;
+    /* This process's handlers: the library's own DEBUGGER-AGGREGATOR
+     * (PMIX_DEBUG_WAITING_FOR_NOTIFY) alone, unless a handler was added. */
+    if (pmix_globals.events.first != NULL || pmix_globals.events.last != NULL ||
+        pmix_list_get_size(&pmix_globals.events.default_events) != 0 ||
+        handles(&pmix_globals.events.single_events, PMIX_ERR_LOST_CONNECTION) ||
+        handles(&pmix_globals.events.multi_events, PMIX_ERR_LOST_CONNECTION)) {
+        return;
+    }
+    PMIX_LIST_FOREACH_SAFE (ch, next, &pmix_globals.cached_events, pmix_event_chain_t) {
+        int reachable = ch->status != PMIX_ERR_LOST_CONNECTION || ch->range != PMIX_RANGE_PROC_LOCAL ||
+                        ch->final_cbfunc == NULL || !unlisted(ch->source.nspace);
+        for (size_t n = 0; !reachable && n < ch->ninfo; n++) {
+            reachable = !PMIX_CHECK_KEY(&ch->info[n], PMIX_PROCID) || ch->info[n].value.type != PMIX_PROC ||
+                        ch->info[n].value.data.proc == NULL || !unlisted(ch->info[n].value.data.proc->nspace);
+        }
+        if (reachable) {
+            continue;
+        }
+        if (ch->timer_active) {
+            pmix_event_del(&ch->ev);
+            ch->timer_active = false;
+        }
+        pmix_list_remove_item(&pmix_globals.cached_events, &ch->super);
+        ch->final_cbfunc(PMIX_SUCCESS, ch->final_cbdata);
+    }
+}
+
+/* After lost_connection returned: the departed tool's peer is released,
+ * with its event if no one can receive it. */
+static void release_departed_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    drop_unreachable_lost_connection();
+    prun_release_departed();
+}
+
+/* The namespace is the tool's alone. Runs on the library's progress thread. */
+static int own_namespace(pmix_peer_t *peer)
+{
+    pmix_namespace_t *ns;
+    int listed = 0;
+    PMIX_LIST_FOREACH (ns, &pmix_globals.nspaces, pmix_namespace_t) {
+        if (ns == peer->nptr) {
+            listed = 1;
+        } else if (ns->nspace != NULL && PMIX_CHECK_NSPACE(ns->nspace, peer->nptr->nspace)) {
+            return 0;
+        }
+    }
+    if (!listed) {
+        return 0;
+    }
+    for (int i = 0; i < pmix_server_globals.clients.size; i++) {
+        pmix_peer_t *p = (pmix_peer_t *)pmix_pointer_array_get_item(&pmix_server_globals.clients, i);
+        if (p != NULL && p != peer && p->nptr == peer->nptr) {
+            return 0;
+        }
+    }
+    return !host_registered(peer->nptr->nspace);
+}
+
+static void tool_departed(pmix_peer_t *peer)
+{
+    pmix_namespace_t *nptr = peer->nptr;
+    pmix_proc_t proc;
+    pmix_status_t rc;
+    struct timeval now = {0, 0};
+
+    if (!PMIX_PEER_IS_TOOL(peer) || PMIX_PEER_IS_CLIENT(peer) || peer->sd >= 0 || peer->recv_ev_active ||
+        peer->send_ev_active || peer->info == NULL || nptr == NULL || nptr->nspace == NULL || peer->index < 0 ||
+        pmix_pointer_array_get_item(&pmix_server_globals.clients, peer->index) != peer ||
+        pmix_globals.mypeer->finalized || !own_namespace(peer)) {
+        return;
+    }
+    PMIX_LOAD_PROCID(&proc, nptr->nspace, PMIX_RANK_WILDCARD);
+    PMIX_GDS_DEL_NSPACE(rc, proc.nspace);
+    (void)rc;
+    __real_pmix_server_purge_events(NULL, &proc);
+    pmix_execute_epilog(&nptr->epilog);
+    pmix_list_remove_item(&pmix_globals.nspaces, &nptr->super);
+    PMIX_RELEASE(nptr); /* the list's reference: the peer holds its own */
+    event_base_once(pmix_globals.evbase, -1, EV_TIMEOUT, release_departed_cb, NULL, &now);
+}
+
+#endif
+
+void __wrap_pmix_server_purge_events(pmix_peer_t *peer, pmix_proc_t *proc)
+{
+    __real_pmix_server_purge_events(peer, proc);
+#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
+    if (peer != NULL && proc == NULL) {
+        tool_departed(peer);
+    }
+#endif
 }

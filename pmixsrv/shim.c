@@ -3,6 +3,7 @@
 #include <semaphore.h>
 #include <sys/socket.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <event2/event.h>
@@ -569,9 +570,17 @@ pmix_status_t prun_register_nspace(const char *ns, int nlocal, pmix_info_t *info
 {
     pmix_nspace_t nspace;
     struct syncop op;
+    pmix_status_t rc;
     PMIX_LOAD_NSPACE(nspace, ns);
     sem_init(&op.sem, 0, 0);
-    return syncwait(&op, PMIx_server_register_nspace(nspace, nlocal, info, n, syncdone, &op));
+    /* Named before the library takes it in: a departing tool's namespace of
+     * this name is then never dropped under the job (leaks.c). */
+    prun_nspace_registered(ns);
+    rc = syncwait(&op, PMIx_server_register_nspace(nspace, nlocal, info, n, syncdone, &op));
+    if (rc != PMIX_SUCCESS) {
+        prun_nspace_forgotten(ns);
+    }
+    return rc;
 }
 
 /* Deregistration is fire-and-forget: some libpmix releases never call the
@@ -586,18 +595,28 @@ static void nop_opcb(pmix_status_t st, void *cbdata) { (void)st; (void)cbdata; }
  * connections closed only after it was deregistered. */
 static void nspace_deregistered(pmix_status_t st, void *cbdata)
 {
-    (void)cbdata;
+    char *ns = cbdata;
     if (st != PMIX_ERR_INIT) {
         prun_release_departed();
     }
+    /* The host's no more once the library dropped it (leaks.c). */
+    prun_nspace_forgotten(ns);
+    free(ns);
 }
 
 void prun_deregister_nspace(const char *ns)
 {
     pmix_nspace_t nspace;
+    char *copy = malloc(sizeof nspace);
     PMIX_LOAD_NSPACE(nspace, ns);
     prun_group_forget_nspace(ns);
-    PMIx_server_deregister_nspace(nspace, nspace_deregistered, NULL);
+    if (copy == NULL) {
+        prun_nspace_forgotten(ns);
+        PMIx_server_deregister_nspace(nspace, nop_opcb, NULL);
+        return;
+    }
+    memcpy(copy, nspace, sizeof nspace);
+    PMIx_server_deregister_nspace(nspace, nspace_deregistered, copy);
 }
 
 /* prun_register_clients registers n ranks of ns, all in flight at once,

@@ -60,6 +60,8 @@ void prun_pdata_free(pmix_pdata_t *d, size_t n);
 pmix_status_t prun_register_nspace(const char *ns, int nlocal, pmix_info_t *info, size_t n);
 void prun_deregister_nspace(const char *ns);
 size_t prun_release_departed(void);
+void prun_nspace_registered(const char *ns);
+void prun_nspace_forgotten(const char *ns);
 void prun_register_clients(const char *ns, const uint32_t *ranks, size_t n, uid_t uid, gid_t gid, pmix_status_t *st);
 void prun_deregister_client(const char *ns, uint32_t rank);
 pmix_status_t prun_setup_fork(const char *ns, uint32_t rank, char ***env);

@@ -5,9 +5,11 @@
  *
  * Build: gcc -O2 -Wall pmixtool.c $(pkg-config --cflags --libs pmix)
  *
- *   pmixtool URI
+ *   pmixtool URI [NSPACE]
  *       Prints "pmixtool: namespaces NS1,NS2,..." and exits 0; exits 1 with
- *       the failing call on stderr.
+ *       the failing call on stderr. With NSPACE, the tool attaches as rank 0
+ *       of NSPACE (PMIX_TOOL_NSPACE), an identity of its own choosing,
+ *       instead of asking the server for one.
  *
  * A SIGALRM watchdog (20 s) ends a tool stuck in a PMIx call.
  */
@@ -28,18 +30,25 @@ static void watchdog(int sig)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: pmixtool URI\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: pmixtool URI [NSPACE]\n");
         return 2;
     }
     signal(SIGALRM, watchdog);
     alarm(20);
     pmix_proc_t me;
-    pmix_info_t info[2];
+    pmix_info_t info[4];
+    size_t ninfo = 2;
     PMIX_INFO_LOAD(&info[0], PMIX_SERVER_URI, argv[1], PMIX_STRING);
     bool no = false;
     PMIX_INFO_LOAD(&info[1], PMIX_CONNECT_TO_SYSTEM, &no, PMIX_BOOL);
-    pmix_status_t rc = PMIx_tool_init(&me, info, 2);
+    if (argc == 3) {
+        pmix_rank_t rank = 0;
+        PMIX_INFO_LOAD(&info[2], PMIX_TOOL_NSPACE, argv[2], PMIX_STRING);
+        PMIX_INFO_LOAD(&info[3], PMIX_TOOL_RANK, &rank, PMIX_PROC_RANK);
+        ninfo = 4;
+    }
+    pmix_status_t rc = PMIx_tool_init(&me, info, ninfo);
     if (rc != PMIX_SUCCESS) {
         fprintf(stderr, "pmixtool: PMIx_tool_init: %s\n", PMIx_Error_string(rc));
         return 1;
