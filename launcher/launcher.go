@@ -1074,9 +1074,7 @@ func (r *run) reportBinding(j *job, ev daemon.Event) {
 
 func (r *run) signalAll(sig syscall.Signal) {
 	for _, j := range r.jobs.list {
-		for _, n := range r.up.nodes() {
-			n.Signal(j.plan.Nspace, nil, sig)
-		}
+		r.up.signal(r.tree, j.plan.Nspace, nil, sig)
 	}
 }
 
@@ -1157,9 +1155,7 @@ func (r *run) onJobControl(jc jobControl) {
 			jc.req.Rank, jc.req.Nspace, strings.Join(who, ", "))))
 	}
 	for ns, ranks := range targets {
-		for _, n := range r.up.nodes() {
-			n.Signal(ns, ranks, jc.sig)
-		}
+		r.up.signal(r.tree, ns, ranks, jc.sig)
 	}
 	jc.done(nil)
 }

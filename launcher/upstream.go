@@ -91,6 +91,46 @@ func (u *upstream) node(name string) node {
 	return u.daemons[name]
 }
 
+// signal sends sig to ranks of job nspace (nil: all of them) on the nodes
+// that host them (every node when the job's map does not say): this node's
+// daemon directly, the others' in one call of the tree's, which sends a
+// signal for many nodes down the tree as one broadcast (remote.Tree.Signal).
+func (u *upstream) signal(tree *remote.Tree, nspace string, ranks []int, sig syscall.Signal) {
+	procs := []pmixsrv.Proc{{Nspace: nspace, Rank: pmixsrv.RankWildcard}}
+	if ranks != nil {
+		procs = procs[:0]
+		for _, r := range ranks {
+			procs = append(procs, pmixsrv.Proc{Nspace: nspace, Rank: pmixsrv.Rank(r)})
+		}
+	}
+	hosts, ok := u.nodesOf(procs)
+	u.mu.Lock()
+	if !ok {
+		hosts = map[string]bool{}
+		for name := range u.daemons {
+			hosts[name] = true
+		}
+	}
+	var remotes []string
+	var here []node
+	for name := range hosts {
+		n := u.daemons[name]
+		if _, ok := n.(*remote.Node); ok && tree != nil {
+			remotes = append(remotes, name)
+		} else if n != nil {
+			here = append(here, n)
+		}
+	}
+	u.mu.Unlock()
+	for _, n := range here {
+		n.Signal(nspace, ranks, sig)
+	}
+	if len(remotes) > 0 {
+		sort.Strings(remotes)
+		tree.Signal(nspace, ranks, sig, remotes)
+	}
+}
+
 // nodes are the daemons in node-name order.
 func (u *upstream) nodes() []node {
 	u.mu.Lock()

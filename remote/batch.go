@@ -66,13 +66,18 @@ func encodeBatch(fs []queued) []byte {
 // the whole batch: nothing of a malformed one is handled. The payloads are
 // slices of b.
 func decodeBatch(b []byte, f func(typ uint8, p []byte)) (int, error) {
+	return decodeBatchOf(b, batchable, f)
+}
+
+// decodeBatchOf is decodeBatch for a batch of the kinds ok allows.
+func decodeBatchOf(b []byte, ok func(uint8) bool, f func(typ uint8, p []byte)) (int, error) {
 	var fs []queued
 	for rest := b; len(rest) > 0; {
 		if len(rest) < 5 {
 			return 0, errors.New("bad batch: a frame's header is cut")
 		}
 		typ, n := rest[0], binary.BigEndian.Uint32(rest[1:5])
-		if !batchable(typ) {
+		if !ok(typ) {
 			return 0, fmt.Errorf("bad batch: a frame of type %d", typ)
 		}
 		if uint64(n) > uint64(len(rest)-5) {

@@ -148,28 +148,41 @@ type outStream struct {
 
 // outNode is the launcher's account of one node's output.
 type outNode struct {
-	queued  int // runs and ends not yet handed to the Writer
-	unacked int // bytes written, not yet acknowledged
-	held    []daemon.Event
+	queued   int  // runs and ends not yet handed to the Writer
+	unacked  int  // bytes written, not yet acknowledged
+	deferred bool // ... and their acknowledgement waits for its hop (outFlow.pend)
+	held     []daemon.Event
+}
+
+// outAck is an acknowledgement (encodeOutAck) for vertex v.
+type outAck struct {
+	v    int
+	body []byte
 }
 
 // outFlow is the launcher's side: the queues and the accounts.
 type outFlow struct {
 	window int
 	sink   iof.Sink
-	ack    func(v int, body []byte) // sends an acknowledgement down to v
-	event  func(daemon.Event)
+	// ack sends acknowledgements down (together, those through the same
+	// child of the launcher's: ackdown.go). hop is the launcher's child a
+	// vertex is reached through (nil: each its own).
+	ack   func([]outAck)
+	hop   func(v int) int
+	event func(daemon.Event)
 
 	mu      sync.Mutex
 	streams map[outKey]*outStream
 	nodes   []outNode // by vertex-1
 	queued  int
-	idle    *sync.Cond // queued fell to 0
+	idle    *sync.Cond    // queued fell to 0
+	hops    map[int]int   // runs and ends queued, by hop
+	pend    map[int][]int // by hop, its vertices whose acknowledgement waits (deferred)
 }
 
-func newOutFlow(nodes, window int, sink iof.Sink, ack func(int, []byte), event func(daemon.Event)) *outFlow {
+func newOutFlow(nodes, window int, sink iof.Sink, ack func([]outAck), event func(daemon.Event)) *outFlow {
 	f := &outFlow{window: window, sink: sink, ack: ack, event: event, streams: map[outKey]*outStream{},
-		nodes: make([]outNode, nodes)}
+		nodes: make([]outNode, nodes), hops: map[int]int{}, pend: map[int][]int{}}
 	f.idle = sync.NewCond(&f.mu)
 	return f
 }
@@ -184,6 +197,7 @@ func (f *outFlow) push(k outKey, r outRun) {
 	}
 	s.runs = append(s.runs, r)
 	f.nodes[r.v-1].queued++
+	f.hops[f.hopOf(r.v)]++
 	f.queued++
 	start := !s.running
 	s.running = true
@@ -239,13 +253,6 @@ func (f *outFlow) write(k outKey, s *outStream) {
 		n := &f.nodes[r.v-1]
 		n.queued--
 		n.unacked += len(r.p)
-		var ack int
-		// Acknowledge in batches, at once when the node has nothing queued
-		// (it may be waiting for exactly this) or when the run was a piece
-		// of a line (its stream gets the rest beyond the window).
-		if n.unacked >= f.window/4 || n.queued == 0 || r.partial {
-			ack, n.unacked = n.unacked, 0
-		}
 		var held []daemon.Event
 		if n.queued == 0 {
 			held, n.held = n.held, nil
@@ -253,14 +260,50 @@ func (f *outFlow) write(k outKey, s *outStream) {
 		if f.queued--; f.queued == 0 {
 			f.idle.Broadcast()
 		}
+		// Acknowledge in batches: at once when a quarter of the window is
+		// written or the run was a piece of a line (its stream gets the
+		// rest beyond the window), else when the launcher has nothing more
+		// queued of the node's hop (the node may be waiting for exactly
+		// this; a relay's batch of its subtree's runs is acknowledged
+		// together). A node thus never waits for more than a quarter of
+		// its window on its neighbours' runs.
+		hop := f.hopOf(r.v)
+		f.hops[hop]--
+		var acks []outAck
+		if n.unacked >= f.window/4 || r.partial {
+			acks = append(acks, outAck{r.v, encodeOutAck(n.unacked, k, r.partial)})
+			n.unacked = 0
+		} else if n.unacked > 0 && !n.deferred {
+			n.deferred = true
+			f.pend[hop] = append(f.pend[hop], r.v)
+		}
+		if f.hops[hop] == 0 {
+			delete(f.hops, hop)
+			for _, w := range f.pend[hop] {
+				m := &f.nodes[w-1]
+				m.deferred = false
+				if m.unacked > 0 {
+					acks = append(acks, outAck{w, encodeOutAck(m.unacked, outKey{}, false)})
+					m.unacked = 0
+				}
+			}
+			delete(f.pend, hop)
+		}
 		f.mu.Unlock()
-		if ack > 0 || r.partial {
-			f.ack(r.v, encodeOutAck(ack, k, r.partial))
+		if len(acks) > 0 {
+			f.ack(acks)
 		}
 		for _, ev := range held {
 			f.event(ev)
 		}
 	}
+}
+
+func (f *outFlow) hopOf(v int) int {
+	if f.hop == nil {
+		return v
+	}
+	return f.hop(v)
 }
 
 // wait returns when every queued run has been written.

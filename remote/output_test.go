@@ -46,12 +46,14 @@ func TestOutputFlowLongLines(t *testing.T) {
 	c := newOutCredit(64 << 10)
 	events := make(chan daemon.Event, 1)
 	var f *outFlow
-	f = newOutFlow(1, 64<<10, w, func(v int, body []byte) {
-		n, k, grant, err := decodeOutAck(body, 1<<40)
-		if err != nil {
-			t.Error(err)
+	f = newOutFlow(1, 64<<10, w, func(acks []outAck) {
+		for _, a := range acks {
+			n, k, grant, err := decodeOutAck(a.body, 1<<40)
+			if err != nil {
+				t.Error(err)
+			}
+			c.ack(n, k, grant)
 		}
-		c.ack(n, k, grant)
 	}, func(ev daemon.Event) { events <- ev })
 	link := make(chan func(), 1024)
 	go func() {

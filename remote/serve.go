@@ -466,6 +466,12 @@ func (n *node) readParent() {
 				return
 			}
 			continue
+		case tBatch: // acknowledgements of output, for this subtree (ackdown.go)
+			if err := n.ackBatch(body); err != nil {
+				n.end(err.Error())
+				return
+			}
+			continue
 		case tOutputAck:
 			k, key, grant, err := decodeOutAck(body, 1<<40)
 			if err != nil {

@@ -425,8 +425,9 @@ func (s *spawner) send(dest int, typ uint8, payload []byte) error {
 	return l.Send(typ, payload)
 }
 
-// broadcast passes a frame to every linked child.
-func (s *spawner) broadcast(typ uint8, payload []byte) {
+// broadcast passes a frame to every linked child; it returns how many it
+// wrote to.
+func (s *spawner) broadcast(typ uint8, payload []byte) int {
 	s.mu.Lock()
 	links := make([]*ctl.Link, 0, len(s.links))
 	for _, l := range s.links {
@@ -439,6 +440,7 @@ func (s *spawner) broadcast(typ uint8, payload []byte) {
 		}
 		l.Send(typ, payload)
 	}
+	return len(links)
 }
 
 // close drops every child: their links and sessions close, and each child

@@ -35,6 +35,18 @@ type Stats struct {
 	MaxCollMsgsIn   int     `json:"max_collective_messages_in"`
 	MaxCollMsgsOut  int     `json:"max_collective_messages_out"`
 	CollectivesLost int     `json:"collectives_failed"`
+	// Signals: the signals the launcher sent its daemons (to a job's ranks,
+	// all or some); SignalMsgs: the frames they took (counted in Run too);
+	// MaxSignalMsgs: the most one took. A signal to many nodes goes down
+	// the tree as a broadcast: a frame per link of the launcher's.
+	Signals       int `json:"signals"`
+	SignalMsgs    int `json:"signal_messages"`
+	MaxSignalMsgs int `json:"max_signal_messages"`
+	// OutputAcks: the acknowledgements of output the launcher sent down;
+	// OutputAckMsgs: the frames they took (counted in Run too), fewer when
+	// those to a child's subtree that queued up go as one (ackdown.go).
+	OutputAcks    int `json:"output_acks"`
+	OutputAckMsgs int `json:"output_ack_messages"`
 }
 
 // Traffic is messages and bytes (frame payloads) in and out of the launcher.
@@ -105,6 +117,29 @@ func (st *stats) frame(up bool, n int) {
 	} else {
 		tr.out(n)
 	}
+}
+
+// signalFrame counts a frame of a signal sent down.
+func (st *stats) signalFrame() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.SignalMsgs++
+}
+
+// signal counts a signal sent down, which took k frames.
+func (st *stats) signal(k int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Signals++
+	st.s.MaxSignalMsgs = max(st.s.MaxSignalMsgs, k)
+}
+
+// acks counts acknowledgements of output sent down in frames.
+func (st *stats) acks(acks, frames int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.OutputAcks += acks
+	st.s.OutputAckMsgs += frames
 }
 
 // batched counts the messages of a batch the launcher read.

@@ -142,8 +142,10 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		t.preload[i] = newWindow(preloadWindow)
 	}
 	outWin := outWindow(len(cfg.Hosts))
-	t.out = newOutFlow(len(cfg.Hosts), outWin, up,
-		func(v int, body []byte) { t.kids.send(v, tOutputAck, frame(uint32(v), toLauncher, body)) }, up.Event)
+	acks := &ackQueues{fanout: cfg.Fanout, send: func(dest int, typ uint8, p []byte) error { return t.kids.send(dest, typ, p) },
+		count: t.stats.acks, q: map[int][]queued{}, busy: map[int]bool{}}
+	t.out = newOutFlow(len(cfg.Hosts), outWin, up, acks.push, up.Event)
+	t.out.hop = func(v int) int { return ctl.NextHop(0, v, cfg.Fanout) }
 	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Logins: cfg.Logins, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
@@ -156,6 +158,9 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		case tCollDone: // counted by collOut
 		case tLaunch:
 			t.stats.launch(n)
+		case tSignal:
+			t.stats.signalFrame()
+			t.stats.frame(false, n)
 		default:
 			t.stats.frame(false, n)
 		}
@@ -379,8 +384,44 @@ func (t *Tree) encodePlan(p *daemon.Plan) ([]byte, error) {
 	return t.planJSON, nil
 }
 
+// Signal sends sig to ranks of job nspace (nil: all of them) on the node.
 func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
-	n.t.send(n.v, tSignal, &signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
+	n.t.Signal(nspace, ranks, sig, []string{n.t.cfg.Hosts[n.v-1]})
+}
+
+// Signal sends sig to ranks of job nspace (nil: all of them) on the nodes
+// hosts (those of the job's ranks). To no more nodes than the launcher has
+// links it goes point to point (routed); to more, as one broadcast down the
+// tree, a frame per link of the launcher's: each daemon passes it to its
+// children, then applies it to its own ranks of the job (none: nothing).
+// Node by node, a job-wide signal cost the launcher a frame per node. Either
+// way it keeps its place on every link: after the plan, before the close.
+func (t *Tree) Signal(nspace string, ranks []int, sig syscall.Signal, hosts []string) {
+	body, err := encode(&signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
+	if err != nil {
+		return
+	}
+	vertex := make(map[string]int, len(t.cfg.Hosts))
+	for v := len(t.cfg.Hosts); v >= 1; v-- { // the first of a name wins, as in Node
+		vertex[t.cfg.Hosts[v-1]] = v
+	}
+	var verts []int
+	for _, h := range hosts {
+		if v := vertex[h]; v != 0 {
+			verts = append(verts, v)
+		}
+	}
+	frames := 0
+	if len(verts) > len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts))) {
+		frames = t.kids.broadcast(tSignal, frame(toBroadcast, toLauncher, body))
+	} else {
+		for _, v := range verts {
+			if t.kids.send(v, tSignal, frame(uint32(v), toLauncher, body)) == nil {
+				frames++
+			}
+		}
+	}
+	t.stats.signal(frames)
 }
 
 // Forget drops a job that is over from the node (a persistent runtime's).

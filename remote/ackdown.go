@@ -1,0 +1,119 @@
+package remote
+
+import (
+	"sync"
+
+	"prun/ctl"
+)
+
+// The launcher's acknowledgements of output (output.go) to the nodes below
+// one of its children go down together: those the launcher gives at once
+// when it has written the last run it had queued of that subtree (a relay's
+// batch of its subtree's runs), and those that queued up while the link was
+// being written (whoever finds the link's queue idle writes). Several go as
+// one frame (tBatch) to the child, which takes its own and passes the
+// others on, again as one frame per next hop. No timer holds one back. An
+// acknowledgement is a credit, so its order among other kinds of frames
+// does not matter.
+
+// ackDownAllowed are the kinds a batch from the parent may carry.
+func ackDownAllowed(typ uint8) bool { return typ == tOutputAck }
+
+// ackQueues are the launcher's queues of acknowledgements, by child.
+type ackQueues struct {
+	fanout int
+	send   func(dest int, typ uint8, payload []byte) error // the spawner's
+	count  func(acks, frames int)                          // the counters' (stats)
+
+	mu   sync.Mutex
+	q    map[int][]queued // by child of the launcher
+	busy map[int]bool     // its queue is being written
+}
+
+// push sends acknowledgements down: those through the same child of the
+// launcher's as one frame, with those that queued up while the child's
+// link was being written.
+func (a *ackQueues) push(acks []outAck) {
+	a.mu.Lock()
+	var hops []int
+	for _, k := range acks {
+		hop := ctl.NextHop(0, k.v, a.fanout)
+		if hop <= 0 {
+			continue
+		}
+		if len(a.q[hop]) == 0 {
+			hops = append(hops, hop)
+		}
+		a.q[hop] = append(a.q[hop], queued{tOutputAck, frame(uint32(k.v), toLauncher, k.body)})
+	}
+	for _, hop := range hops {
+		if a.busy[hop] {
+			continue // its writer takes them
+		}
+		a.busy[hop] = true
+		for len(a.q[hop]) > 0 {
+			fs := a.q[hop]
+			delete(a.q, hop)
+			a.mu.Unlock()
+			a.count(len(fs), sendDown(a.send, hop, toLauncher, fs))
+			a.mu.Lock()
+		}
+		delete(a.busy, hop)
+	}
+	a.mu.Unlock()
+}
+
+// sendDown sends frames fs, each routed through child hop, as one frame
+// when they are several (batchMax bounds each).
+func sendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []queued) (frames int) {
+	for ; len(fs) > 0; frames++ {
+		k, size := 1, len(fs[0].p)
+		for k < len(fs) && size+5+len(fs[k].p) <= batchMax {
+			size += 5 + len(fs[k].p)
+			k++
+		}
+		if k == 1 {
+			dest, _, _, _ := header(fs[0].p)
+			send(int(dest), fs[0].typ, fs[0].p)
+		} else {
+			send(hop, tBatch, frame(uint32(hop), src, encodeBatch(fs[:k])))
+		}
+		fs = fs[k:]
+	}
+	return frames
+}
+
+// ackBatch is a daemon's side: a batch of acknowledgements from its parent.
+// It takes its own and passes the others on, a frame per next hop.
+func (n *node) ackBatch(body []byte) error {
+	var mine [][]byte
+	down := map[int][]queued{}
+	_, err := decodeBatchOf(body, ackDownAllowed, func(typ uint8, p []byte) {
+		dest, _, b, err := header(p)
+		switch {
+		case err != nil:
+		case int(dest) == n.me:
+			mine = append(mine, b)
+		default:
+			if hop := ctl.NextHop(n.me, int(dest), n.boot.Fanout); hop > 0 {
+				down[hop] = append(down[hop], queued{typ, p})
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, b := range mine {
+		k, key, grant, err := decodeOutAck(b, 1<<40)
+		if err != nil {
+			return err
+		}
+		n.out.ack(k, key, grant)
+	}
+	if n.kids != nil {
+		for hop, fs := range down {
+			sendDown(n.kids.send, hop, toLauncher, fs)
+		}
+	}
+	return nil
+}
