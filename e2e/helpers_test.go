@@ -420,9 +420,16 @@ func checkNoSurvivors(t *testing.T, prunPid int, mark string, allowZombieRanks b
 	t.Helper()
 	self := os.Getpid()
 	deadline := time.Now().Add(2 * time.Second)
+	parents := map[int]string{} // a zombie's living parent, as last seen
 	for {
 		var left []procInfo
 		for _, pi := range jobProcs(prunPid, mark) {
+			if pi.state == 'Z' && pi.ppid != self {
+				if pp, ok := readStat(pi.ppid); ok {
+					cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pp.pid))
+					parents[pp.pid] = fmt.Sprintf("%v session %d: %q", pp, pp.session, strings.ReplaceAll(string(cmd), "\x00", " "))
+				}
+			}
 			if pi.state == 'Z' && pi.ppid == self {
 				rank := pi.pid == pi.pgrp && pi.session == prunPid
 				if !rank || allowZombieRanks {
@@ -442,11 +449,8 @@ func checkNoSurvivors(t *testing.T, prunPid int, mark string, allowZombieRanks b
 				fmt.Fprintf(&b, "\n    %v", pi)
 				// A zombie's living parent is not the job's by its marks (a
 				// daemon started with another environment): name it.
-				if pi.state == 'Z' && pi.ppid != self {
-					if pp, ok := readStat(pi.ppid); ok {
-						cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pp.pid))
-						fmt.Fprintf(&b, "; its parent: %v session %d: %q", pp, pp.session, strings.ReplaceAll(string(cmd), "\x00", " "))
-					}
+				if p, ok := parents[pi.ppid]; ok {
+					fmt.Fprintf(&b, "; its parent: %s", p)
 				}
 				// Do not let them disturb later tests.
 				syscall.Kill(pi.pid, syscall.SIGKILL)

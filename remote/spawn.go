@@ -110,9 +110,15 @@ type spawner struct {
 	links    map[int]*ctl.Link
 	sessions map[int]*rsh.Session
 	closing  bool
-	local    net.IP // this end's address of the first child link
-	step     *step  // the Slurm step of the children's daemons (AgentSlurm)
-	env      []string
+	// running counts the remote commands started or being started and not
+	// yet ended, those started as the spawner closed too: waitSessions
+	// waits for them all, so that none outlives this process (an agent left
+	// to a subreaper).
+	running int
+	stopped *sync.Cond // running fell
+	local   net.IP     // this end's address of the first child link
+	step    *step      // the Slurm step of the children's daemons (AgentSlurm)
+	env     []string
 }
 
 func (s *spawner) localIP() net.IP {
@@ -127,8 +133,18 @@ const maxParallelStarts = 32
 
 func newSpawner(me int, boot Bootstrap, ln *ctl.Listener, up func(uint8, []byte), failed func(int, error)) *spawner {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &spawner{me: me, boot: boot, ln: ln, up: up, failed: failed, ctx: ctx, cancel: cancel,
+	s := &spawner{me: me, boot: boot, ln: ln, up: up, failed: failed, ctx: ctx, cancel: cancel,
 		links: map[int]*ctl.Link{}, sessions: map[int]*rsh.Session{}}
+	s.stopped = sync.NewCond(&s.mu)
+	return s
+}
+
+// commandEnded counts a remote command that ended or did not start.
+func (s *spawner) commandEnded() {
+	s.mu.Lock()
+	s.running--
+	s.stopped.Broadcast()
+	s.mu.Unlock()
 }
 
 func (s *spawner) children() []int { return ctl.Children(s.me, s.boot.Fanout, len(s.boot.Hosts)) }
@@ -220,14 +236,26 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 		}
 		argv, opts.StdinHead = copyCommand(len(img), len(helper)), append(img[:len(img):len(img)], helper...)
 	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.running++
+	s.mu.Unlock()
 	trace.Mark("ssh %s", host)
 	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), opts)
 	trace.Mark("ssh %s started", host)
 	isOpen()
 	if err != nil {
+		s.commandEnded()
 		s.fail(v, err)
 		return
 	}
+	go func() {
+		sess.Wait()
+		s.commandEnded()
+	}()
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -467,18 +495,12 @@ func (s *spawner) close() {
 // waitSessions waits, at most until deadline, for the children's remote
 // commands to end.
 func (s *spawner) waitSessions(d time.Duration) {
-	s.mu.Lock()
-	sessions := make([]*rsh.Session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
-	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
-		for _, sess := range sessions {
-			sess.Wait()
-		}
 		s.mu.Lock()
+		for s.running > 0 {
+			s.stopped.Wait()
+		}
 		st := s.step
 		s.mu.Unlock()
 		if st != nil {
