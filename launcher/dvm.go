@@ -126,6 +126,7 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 			return nil, err
 		}
 		base.tree = tree
+		base.up.setTree(tree)
 		base.stall = startStallWatch(ctl.Silence(len(hosts)))
 		topos.reported = map[string]*topology.Topology{}
 		for _, h := range hosts {

@@ -18,27 +18,17 @@ import (
 // server's deliveries (the remote daemons' wait in their Close).
 type notifier struct{ wg sync.WaitGroup }
 
-// deliver hands an event to every node's server; then, when not nil, runs
-// once every node has it.
-func (nt *notifier) deliver(nodes []node, code pmixsrv.Status, rng pmixsrv.DataRange, info []pmixsrv.Info, then func()) {
-	var all sync.WaitGroup
-	for _, n := range nodes {
-		nt.wg.Add(1)
-		all.Add(1)
-		go func() {
-			defer nt.wg.Done()
-			defer all.Done()
-			n.DeliverEvent(code, pmixsrv.Proc{}, rng, info)
-		}()
-	}
-	if then != nil {
-		nt.wg.Add(1)
-		go func() {
-			defer nt.wg.Done()
-			all.Wait()
+// deliver hands an event to every node's server (upstream.deliver); then,
+// when not nil, runs once every node has it.
+func (nt *notifier) deliver(u *upstream, code pmixsrv.Status, rng pmixsrv.DataRange, info []pmixsrv.Info, then func()) {
+	nt.wg.Add(1)
+	go func() {
+		defer nt.wg.Done()
+		u.deliver(nil, "", code, pmixsrv.Proc{}, rng, info)
+		if then != nil {
 			then()
-		}()
-	}
+		}
+	}()
 }
 
 // wait waits for deliveries in flight, at most d: a server that never
@@ -87,7 +77,7 @@ func (r *run) announceEnds() {
 				}
 			}
 		}
-		r.events.deliver(nodes, pmixsrv.EventJobEnd, pmixsrv.RangeSession, []pmixsrv.Info{
+		r.events.deliver(r.up, pmixsrv.EventJobEnd, pmixsrv.RangeSession, []pmixsrv.Info{
 			{Key: pmixsrv.KeyEventAffectedProc, Value: pmixsrv.Proc{Nspace: j.plan.Nspace, Rank: pmixsrv.RankWildcard}},
 			{Key: pmixsrv.KeyJobTermStatus, Value: status},
 			{Key: pmixsrv.KeyExitCode, Value: code},
@@ -125,7 +115,7 @@ func (r *run) announceFailure(j *job, ev daemon.Event) {
 	if ev.Signal != 0 {
 		code, exit = pmixsrv.ErrProcAborted, 128+int(ev.Signal)
 	}
-	r.events.deliver(r.up.nodes(), code, pmixsrv.RangeCustom, []pmixsrv.Info{
+	r.events.deliver(r.up, code, pmixsrv.RangeCustom, []pmixsrv.Info{
 		{Key: pmixsrv.KeyEventAffectedProc, Value: pmixsrv.Proc{Nspace: j.plan.Nspace, Rank: pmixsrv.Rank(ev.Rank)}},
 		{Key: pmixsrv.KeyExitCode, Value: exit},
 		{Key: pmixsrv.KeyEventNonDefault, Value: true},

@@ -172,9 +172,5 @@ func (u *upstream) memberFailed(name string, members []pmixsrv.Proc, p pmixsrv.P
 		{Key: pmixsrv.KeyGroupID, Value: name},
 		{Key: pmixsrv.KeyEventAffectedProc, Value: p},
 	}
-	for n := range nodes {
-		if d := u.node(n); d != nil {
-			go d.DeliverEvent(pmixsrv.GroupMemberFailed, p, pmixsrv.RangeCustom, info)
-		}
-	}
+	go u.deliver(nodes, "", pmixsrv.GroupMemberFailed, p, pmixsrv.RangeCustom, info)
 }

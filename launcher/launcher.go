@@ -336,6 +336,7 @@ func (r *run) startNodes(s *startup) int {
 	}
 	s.replay = pending
 	r.tree = tree
+	r.up.setTree(tree)
 	s.defer_(func() { tree.Close() })
 	r.stall = startStallWatch(ctl.Silence(len(hosts)))
 	s.defer_(r.stall.close)
@@ -1074,7 +1075,7 @@ func (r *run) reportBinding(j *job, ev daemon.Event) {
 
 func (r *run) signalAll(sig syscall.Signal) {
 	for _, j := range r.jobs.list {
-		r.up.signal(r.tree, j.plan.Nspace, nil, sig)
+		r.up.signal(j.plan.Nspace, nil, sig)
 	}
 }
 
@@ -1155,7 +1156,7 @@ func (r *run) onJobControl(jc jobControl) {
 			jc.req.Rank, jc.req.Nspace, strings.Join(who, ", "))))
 	}
 	for ns, ranks := range targets {
-		r.up.signal(r.tree, ns, ranks, jc.sig)
+		r.up.signal(ns, ranks, jc.sig)
 	}
 	jc.done(nil)
 }
@@ -1335,9 +1336,7 @@ func (r *run) debuggerAcquire(j *job) {
 		info = append(info, pmixsrv.Info{Key: pmixsrv.KeyEventCustomRange,
 			Value: []pmixsrv.Proc{{Nspace: j.plan.Nspace, Rank: pmixsrv.RankWildcard}}})
 	}
-	for _, n := range r.up.nodes() {
-		go n.DeliverEvent(pmixsrv.DebuggerRelease, pmixsrv.Proc{}, rng, info)
-	}
+	go r.up.deliver(nil, "", pmixsrv.DebuggerRelease, pmixsrv.Proc{}, rng, info)
 }
 
 // reportLine writes line to where: - stdout, + stderr, else a file.

@@ -39,6 +39,7 @@ type upstream struct {
 
 	mu      sync.Mutex
 	daemons map[string]node // by node name
+	tree    *remote.Tree    // the other nodes' daemons (nil: none)
 	// root is the launcher's vertex of every collective (remote.Root):
 	// its own node's contributions and its children's combine there.
 	root *remote.Root
@@ -95,7 +96,7 @@ func (u *upstream) node(name string) node {
 // that host them (every node when the job's map does not say): this node's
 // daemon directly, the others' in one call of the tree's, which sends a
 // signal for many nodes down the tree as one broadcast (remote.Tree.Signal).
-func (u *upstream) signal(tree *remote.Tree, nspace string, ranks []int, sig syscall.Signal) {
+func (u *upstream) signal(nspace string, ranks []int, sig syscall.Signal) {
 	procs := []pmixsrv.Proc{{Nspace: nspace, Rank: pmixsrv.RankWildcard}}
 	if ranks != nil {
 		procs = procs[:0]
@@ -104,31 +105,58 @@ func (u *upstream) signal(tree *remote.Tree, nspace string, ranks []int, sig sys
 		}
 	}
 	hosts, ok := u.nodesOf(procs)
-	u.mu.Lock()
 	if !ok {
-		hosts = map[string]bool{}
-		for name := range u.daemons {
-			hosts[name] = true
-		}
+		hosts = nil
 	}
-	var remotes []string
-	var here []node
-	for name := range hosts {
-		n := u.daemons[name]
-		if _, ok := n.(*remote.Node); ok && tree != nil {
-			remotes = append(remotes, name)
-		} else if n != nil {
-			here = append(here, n)
-		}
-	}
-	u.mu.Unlock()
+	tree, here, remotes := u.split(hosts, "")
 	for _, n := range here {
 		n.Signal(nspace, ranks, sig)
 	}
 	if len(remotes) > 0 {
-		sort.Strings(remotes)
 		tree.Signal(nspace, ranks, sig, remotes)
 	}
+}
+
+// deliver hands a PMIx event to the servers of the nodes hosts (nil: every
+// node) but skip's (the node that raised it): this node's daemon directly,
+// the others' in one call of the tree's, which sends an event for many
+// nodes down the tree as one broadcast (remote.Tree.DeliverEvent). It
+// returns once this node's server took it.
+func (u *upstream) deliver(hosts map[string]bool, skip string, code pmixsrv.Status, source pmixsrv.Proc,
+	rng pmixsrv.DataRange, info []pmixsrv.Info) {
+	tree, here, remotes := u.split(hosts, skip)
+	if len(remotes) > 0 {
+		tree.DeliverEvent(code, source, rng, info, remotes, skip)
+	}
+	for _, n := range here {
+		n.DeliverEvent(code, source, rng, info)
+	}
+}
+
+// split divides the daemons of hosts (nil: every node) but skip into those
+// the launch tree reaches (by name, sorted) and the others (this node's).
+func (u *upstream) split(hosts map[string]bool, skip string) (tree *remote.Tree, here []node, remotes []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for name, n := range u.daemons {
+		if hosts != nil && !hosts[name] || name == skip {
+			continue
+		}
+		if _, ok := n.(*remote.Node); ok && u.tree != nil {
+			remotes = append(remotes, name)
+		} else {
+			here = append(here, n)
+		}
+	}
+	sort.Strings(remotes)
+	return u.tree, here, remotes
+}
+
+// setTree gives the upstream the launch tree of the other nodes' daemons.
+func (u *upstream) setTree(t *remote.Tree) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.tree = t
 }
 
 // nodes are the daemons in node-name order.
@@ -231,17 +259,7 @@ func (u *upstream) DirectModex(from string, target pmixsrv.Proc, done func([]byt
 
 // NotifyEvent passes an event raised on one node to every other node.
 func (u *upstream) NotifyEvent(from string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
-	u.mu.Lock()
-	var others []node
-	for name, d := range u.daemons {
-		if name != from {
-			others = append(others, d)
-		}
-	}
-	u.mu.Unlock()
-	for _, d := range others {
-		go d.DeliverEvent(code, source, rng, info)
-	}
+	go u.deliver(nil, from, code, source, rng, info)
 }
 
 // Spawn is decided by the launcher's loop, which owns the job table.

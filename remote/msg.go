@@ -112,6 +112,7 @@ type notify struct {
 	Source pmixsrv.Proc      `json:",omitzero"`
 	Range  pmixsrv.DataRange `json:",omitzero"`
 	Info   []pmixsrv.Info    `json:",omitzero"` // values keep their types (pmixsrv/json.go)
+	Skip   string            `json:",omitzero"` // a node that does not deliver it (where it was raised)
 }
 
 // signal signals ranks of a job on one node.

@@ -526,6 +526,9 @@ func (n *node) handle(typ uint8, body []byte) error {
 		})
 	case tDeliver:
 		return on(body, func(m *notify) {
+			if m.Skip == n.host {
+				return // raised here, and delivered here then
+			}
 			// Off the link's reader: the library may hold an event (its debugger
 			// aggregator does) before it calls back.
 			n.d.DeliverEventAsync(m.Status, m.Source, m.Range, m.Info)

@@ -42,6 +42,13 @@ type Stats struct {
 	Signals       int `json:"signals"`
 	SignalMsgs    int `json:"signal_messages"`
 	MaxSignalMsgs int `json:"max_signal_messages"`
+	// Events: the PMIx events the launcher handed its daemons' servers (a
+	// job's end, a rank's event for other nodes, ...); EventMsgs: the frames
+	// they took (counted in Run too); MaxEventMsgs: the most one took. An
+	// event for many nodes goes down the tree as a broadcast, as a signal.
+	Events       int `json:"events"`
+	EventMsgs    int `json:"event_messages"`
+	MaxEventMsgs int `json:"max_event_messages"`
 	// OutputAcks: the acknowledgements of output the launcher sent down;
 	// OutputAckMsgs: the frames they took (counted in Run too), fewer when
 	// those to a child's subtree that queued up go as one (ackdown.go).
@@ -132,6 +139,21 @@ func (st *stats) signal(k int) {
 	defer st.mu.Unlock()
 	st.s.Signals++
 	st.s.MaxSignalMsgs = max(st.s.MaxSignalMsgs, k)
+}
+
+// eventFrame counts a frame of an event sent down.
+func (st *stats) eventFrame() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.EventMsgs++
+}
+
+// event counts an event sent down, which took k frames.
+func (st *stats) event(k int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Events++
+	st.s.MaxEventMsgs = max(st.s.MaxEventMsgs, k)
 }
 
 // acks counts acknowledgements of output sent down in frames.

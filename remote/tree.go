@@ -161,6 +161,9 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		case tSignal:
 			t.stats.signalFrame()
 			t.stats.frame(false, n)
+		case tDeliver:
+			t.stats.eventFrame()
+			t.stats.frame(false, n)
 		default:
 			t.stats.frame(false, n)
 		}
@@ -390,17 +393,37 @@ func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
 }
 
 // Signal sends sig to ranks of job nspace (nil: all of them) on the nodes
-// hosts (those of the job's ranks). To no more nodes than the launcher has
-// links it goes point to point (routed); to more, as one broadcast down the
-// tree, a frame per link of the launcher's: each daemon passes it to its
-// children, then applies it to its own ranks of the job (none: nothing).
-// Node by node, a job-wide signal cost the launcher a frame per node. Either
-// way it keeps its place on every link: after the plan, before the close.
+// hosts (those of the job's ranks): each daemon of them signals its ranks
+// of the job (none: nothing). Node by node, a job-wide signal cost the
+// launcher a frame per node.
 func (t *Tree) Signal(nspace string, ranks []int, sig syscall.Signal, hosts []string) {
 	body, err := encode(&signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
 	if err != nil {
 		return
 	}
+	t.stats.signal(t.toNodes(tSignal, body, hosts))
+}
+
+// DeliverEvent hands a PMIx event to the servers of the nodes hosts, but
+// skip's (the node it was raised on, which delivered it there): each hands
+// it to its clients and tools that registered for it. Node by node, an event
+// for every node (a job's end) cost the launcher a frame per node.
+func (t *Tree) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info,
+	hosts []string, skip string) {
+	body, err := encode(&notify{Status: code, Source: source, Range: rng, Info: info, Skip: skip})
+	if err != nil {
+		return
+	}
+	t.stats.event(t.toNodes(tDeliver, body, hosts))
+}
+
+// toNodes sends a message down to the daemons of hosts and returns the
+// frames it took. To no more nodes than the launcher has links it goes
+// point to point (routed); to more, as one broadcast down the tree, a frame
+// per link of the launcher's: each daemon passes it to its children, then
+// handles it itself. Either way it keeps its place on every link: after
+// the plan, before the close.
+func (t *Tree) toNodes(typ uint8, body []byte, hosts []string) int {
 	vertex := make(map[string]int, len(t.cfg.Hosts))
 	for v := len(t.cfg.Hosts); v >= 1; v-- { // the first of a name wins, as in Node
 		vertex[t.cfg.Hosts[v-1]] = v
@@ -411,17 +434,16 @@ func (t *Tree) Signal(nspace string, ranks []int, sig syscall.Signal, hosts []st
 			verts = append(verts, v)
 		}
 	}
-	frames := 0
 	if len(verts) > len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts))) {
-		frames = t.kids.broadcast(tSignal, frame(toBroadcast, toLauncher, body))
-	} else {
-		for _, v := range verts {
-			if t.kids.send(v, tSignal, frame(uint32(v), toLauncher, body)) == nil {
-				frames++
-			}
+		return t.kids.broadcast(typ, frame(toBroadcast, toLauncher, body))
+	}
+	frames := 0
+	for _, v := range verts {
+		if t.kids.send(v, typ, frame(uint32(v), toLauncher, body)) == nil {
+			frames++
 		}
 	}
-	t.stats.signal(frames)
+	return frames
 }
 
 // Forget drops a job that is over from the node (a persistent runtime's).
@@ -438,7 +460,8 @@ func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
 }
 
 func (n *Node) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
-	return n.t.send(n.v, tDeliver, &notify{Status: code, Source: source, Range: rng, Info: info})
+	n.t.DeliverEvent(code, source, rng, info, []string{n.t.cfg.Hosts[n.v-1]}, "")
+	return nil
 }
 
 // Inspect asks the node for its ranks' states, waiting a bounded time.
