@@ -329,20 +329,35 @@ func (cs *collectives) fail(lost []int, err error) {
 			cs.lost[w] = err
 		}
 	}
-	var failed []*coll
+	failed := cs.take(func(c *coll) bool {
+		return slices.ContainsFunc(c.verts, func(w int) bool { return cs.lost[w] != nil })
+	})
+	cs.mu.Unlock()
+	end(failed, func(*coll) error { return err })
+}
+
+// take takes the pending collectives match selects out, their timers
+// stopped (cs.mu held).
+func (cs *collectives) take(match func(*coll) bool) []*coll {
+	var taken []*coll
 	for key, c := range cs.pending {
-		for _, w := range c.verts {
-			if cs.lost[w] != nil {
-				failed = append(failed, c)
-				delete(cs.pending, key)
-				break
+		if match(c) {
+			taken = append(taken, c)
+			delete(cs.pending, key)
+			if c.timer != nil {
+				c.timer.Stop()
 			}
 		}
 	}
-	cs.mu.Unlock()
-	for _, c := range failed {
+	return taken
+}
+
+// end fails every contribution to the collectives cs, each with its err.
+func end(cs []*coll, err func(*coll) error) {
+	for _, c := range cs {
+		e := err(c)
 		for _, d := range c.dones {
-			d(nil, err)
+			d(nil, e)
 		}
 	}
 }
@@ -354,19 +369,9 @@ func (cs *collectives) failProc(p pmixsrv.Proc, err error) {
 	if cs.dead[p] == nil {
 		cs.dead[p] = err
 	}
-	var failed []*coll
-	for key, c := range cs.pending {
-		if failsOnDeath(c.kind) && involves(c.procs, p) {
-			failed = append(failed, c)
-			delete(cs.pending, key)
-		}
-	}
+	failed := cs.take(func(c *coll) bool { return failsOnDeath(c.kind) && involves(c.procs, p) })
 	cs.mu.Unlock()
-	for _, c := range failed {
-		for _, d := range c.dones {
-			d(nil, err)
-		}
-	}
+	end(failed, func(*coll) error { return err })
 }
 
 // A member that ends normally (exit 0) without taking part in a group
@@ -414,13 +419,19 @@ func (s *rankSet) first() pmixsrv.Rank {
 	return 0
 }
 
+// groupOp is the operation ("construct", "destruct") and the group of a
+// group collective's kind.
+func groupOp(kind string) (op, group string) {
+	if g, ok := strings.CutPrefix(kind, daemon.GroupDestructKind); ok {
+		return "destruct", g
+	}
+	return "construct", strings.TrimPrefix(kind, GroupConstruct)
+}
+
 // endedErr is the failure of a group operation of kind whose member p
 // ended without taking part: the status of a member's death.
 func endedErr(kind string, p pmixsrv.Proc) error {
-	op, group := "construct", strings.TrimPrefix(kind, GroupConstruct)
-	if g, ok := strings.CutPrefix(kind, daemon.GroupDestructKind); ok {
-		op, group = "destruct", g
-	}
+	op, group := groupOp(kind)
 	return &statusError{fmt.Sprintf("group %s: rank %d of job %s ended without taking part in its %s", group, p.Rank, p.Nspace, op),
 		pmixsrv.GroupConstructAbort}
 }
@@ -455,14 +466,9 @@ func (cs *collectives) failPending(key string, c *coll, err error) {
 		cs.mu.Unlock()
 		return
 	}
-	delete(cs.pending, key)
-	if c.timer != nil {
-		c.timer.Stop()
-	}
+	failed := cs.take(func(x *coll) bool { return x == c })
 	cs.mu.Unlock()
-	for _, d := range c.dones {
-		d(nil, err)
-	}
+	end(failed, func(*coll) error { return err })
 }
 
 // procEnded records that rank p ended, its end on its way to the launcher
@@ -476,23 +482,9 @@ func (cs *collectives) procEnded(p pmixsrv.Proc) {
 		cs.ended[p.Nspace] = s
 	}
 	s.add(p.Rank)
-	var failed []*coll
-	for key, c := range cs.pending {
-		if !c.sent && failsOnDeath(c.kind) && involves(c.procs, p) {
-			failed = append(failed, c)
-			delete(cs.pending, key)
-			if c.timer != nil {
-				c.timer.Stop()
-			}
-		}
-	}
+	failed := cs.take(func(c *coll) bool { return !c.sent && failsOnDeath(c.kind) && involves(c.procs, p) })
 	cs.mu.Unlock()
-	for _, c := range failed {
-		err := endedErr(c.kind, p)
-		for _, d := range c.dones {
-			d(nil, err)
-		}
-	}
+	end(failed, func(c *coll) error { return endedErr(c.kind, p) })
 }
 
 // forget drops the dead and ended processes of a namespace that is over.
@@ -617,10 +609,7 @@ func (r *Root) timedOut(key, kind string, gen uint64, missing []int) {
 	}
 	down := r.down
 	r.mu.Unlock()
-	op, group := "construct", strings.TrimPrefix(kind, GroupConstruct)
-	if g, ok := strings.CutPrefix(kind, daemon.GroupDestructKind); ok {
-		op, group = "destruct", g
-	}
+	op, group := groupOp(kind)
 	where := strings.Join(names, ", ")
 	if len(names) > 1 {
 		where = "one or more of " + where
