@@ -126,26 +126,13 @@ func (st *stats) frame(up bool, n int) {
 	}
 }
 
-// signalFrame counts a frame of a signal sent down.
-func (st *stats) signalFrame() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.s.SignalMsgs++
-}
-
 // signal counts a signal sent down, which took k frames.
 func (st *stats) signal(k int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.s.Signals++
+	st.s.SignalMsgs += k
 	st.s.MaxSignalMsgs = max(st.s.MaxSignalMsgs, k)
-}
-
-// eventFrame counts a frame of an event sent down.
-func (st *stats) eventFrame() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.s.EventMsgs++
 }
 
 // event counts an event sent down, which took k frames.
@@ -153,6 +140,7 @@ func (st *stats) event(k int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.s.Events++
+	st.s.EventMsgs += k
 	st.s.MaxEventMsgs = max(st.s.MaxEventMsgs, k)
 }
 

@@ -70,6 +70,8 @@ type Tree struct {
 	lost  func(host string, err error)
 	calls calls
 
+	vertex map[string]int // by host name, the first vertex of the name (set at Start)
+
 	mu      sync.Mutex
 	hellos  map[int]*hello
 	ready   chan struct{} // closed when every daemon said hello
@@ -135,6 +137,10 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*hello{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{},
 		stdin: map[stdinKey]*window{}, preload: make([]*window, len(cfg.Hosts)), root: cfg.Root}
+	t.vertex = make(map[string]int, len(cfg.Hosts))
+	for v := len(cfg.Hosts); v >= 1; v-- { // the first of a name wins
+		t.vertex[cfg.Hosts[v-1]] = v
+	}
 	if t.root == nil {
 		t.root = NewRoot()
 	}
@@ -158,12 +164,6 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		case tCollDone: // counted by collOut
 		case tLaunch:
 			t.stats.launch(n)
-		case tSignal:
-			t.stats.signalFrame()
-			t.stats.frame(false, n)
-		case tDeliver:
-			t.stats.eventFrame()
-			t.stats.frame(false, n)
 		default:
 			t.stats.frame(false, n)
 		}
@@ -319,10 +319,8 @@ type Node struct {
 
 // Node returns the daemon of host.
 func (t *Tree) Node(host string) *Node {
-	for v, h := range t.cfg.Hosts {
-		if h == host {
-			return &Node{t: t, v: v + 1}
-		}
+	if v := t.vertex[host]; v != 0 {
+		return &Node{t: t, v: v}
 	}
 	return nil
 }
@@ -389,7 +387,7 @@ func (t *Tree) encodePlan(p *daemon.Plan) ([]byte, error) {
 
 // Signal sends sig to ranks of job nspace (nil: all of them) on the node.
 func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
-	n.t.Signal(nspace, ranks, sig, []string{n.t.cfg.Hosts[n.v-1]})
+	n.t.signal(nspace, ranks, sig, []int{n.v})
 }
 
 // Signal sends sig to ranks of job nspace (nil: all of them) on the nodes
@@ -397,11 +395,15 @@ func (n *Node) Signal(nspace string, ranks []int, sig syscall.Signal) {
 // of the job (none: nothing). Node by node, a job-wide signal cost the
 // launcher a frame per node.
 func (t *Tree) Signal(nspace string, ranks []int, sig syscall.Signal, hosts []string) {
+	t.signal(nspace, ranks, sig, t.vertices(hosts))
+}
+
+func (t *Tree) signal(nspace string, ranks []int, sig syscall.Signal, verts []int) {
 	body, err := encode(&signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
 	if err != nil {
 		return
 	}
-	t.stats.signal(t.toNodes(tSignal, body, hosts))
+	t.stats.signal(t.toVertices(tSignal, body, verts))
 }
 
 // DeliverEvent hands a PMIx event to the servers of the nodes hosts, but
@@ -410,30 +412,35 @@ func (t *Tree) Signal(nspace string, ranks []int, sig syscall.Signal, hosts []st
 // for every node (a job's end) cost the launcher a frame per node.
 func (t *Tree) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info,
 	hosts []string, skip string) {
-	body, err := encode(&notify{Status: code, Source: source, Range: rng, Info: info, Skip: skip})
+	t.deliverEvent(&notify{Status: code, Source: source, Range: rng, Info: info, Skip: skip}, t.vertices(hosts))
+}
+
+func (t *Tree) deliverEvent(m *notify, verts []int) {
+	body, err := encode(m)
 	if err != nil {
 		return
 	}
-	t.stats.event(t.toNodes(tDeliver, body, hosts))
+	t.stats.event(t.toVertices(tDeliver, body, verts))
 }
 
-// toNodes sends a message down to the daemons of hosts and returns the
+// vertices are the vertices of hosts (the first of a name's, as Node's).
+func (t *Tree) vertices(hosts []string) []int {
+	var verts []int
+	for _, h := range hosts {
+		if v := t.vertex[h]; v != 0 {
+			verts = append(verts, v)
+		}
+	}
+	return verts
+}
+
+// toVertices sends a message down to the daemons of verts and returns the
 // frames it took. To no more nodes than the launcher has links it goes
 // point to point (routed); to more, as one broadcast down the tree, a frame
 // per link of the launcher's: each daemon passes it to its children, then
 // handles it itself. Either way it keeps its place on every link: after
 // the plan, before the close.
-func (t *Tree) toNodes(typ uint8, body []byte, hosts []string) int {
-	vertex := make(map[string]int, len(t.cfg.Hosts))
-	for v := len(t.cfg.Hosts); v >= 1; v-- { // the first of a name wins, as in Node
-		vertex[t.cfg.Hosts[v-1]] = v
-	}
-	var verts []int
-	for _, h := range hosts {
-		if v := vertex[h]; v != 0 {
-			verts = append(verts, v)
-		}
-	}
+func (t *Tree) toVertices(typ uint8, body []byte, verts []int) int {
 	if len(verts) > len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts))) {
 		return t.kids.broadcast(typ, frame(toBroadcast, toLauncher, body))
 	}
@@ -460,7 +467,7 @@ func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
 }
 
 func (n *Node) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
-	n.t.DeliverEvent(code, source, rng, info, []string{n.t.cfg.Hosts[n.v-1]}, "")
+	n.t.deliverEvent(&notify{Status: code, Source: source, Range: rng, Info: info}, []int{n.v})
 	return nil
 }
 
