@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,15 +55,7 @@ func TestSimulatedTreeOutput(t *testing.T) {
 		}
 	}
 
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep runReport
-	if err := json.Unmarshal(b, &rep); err != nil || rep.Tree == nil {
-		t.Fatalf("report: %v\n%s", err, b)
-	}
-	tr := rep.Tree
+	tr := readTreeReportAs[runReport](t, report).Tree
 	// Unbatched, every message a node sends up is a frame at the launcher
 	// (700 to 1,700 frames here before batching: runs of output, where each rank's
 	// output comes from, the ends of its streams, its start and end, the

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,7 +9,8 @@ import (
 	"time"
 )
 
-// signalReport is the part of --report's tree counters about signals.
+// signalReport is the part of --report's tree counters about what the
+// launcher sends down: signals, events, acknowledgements of output.
 type signalReport struct {
 	Tree *signalTree `json:"tree"`
 }
@@ -25,6 +24,8 @@ type signalTree struct {
 	Events     int     `json:"events"`
 	EventMsgs  int     `json:"event_messages"`
 	MaxEvent   int     `json:"max_event_messages"`
+	Acks       int     `json:"output_acks"`
+	AckFrames  int     `json:"output_ack_messages"`
 	Run        traffic `json:"run"`
 }
 
@@ -87,15 +88,7 @@ while :; do sleep 1 & wait $!; done
 
 func readSignalReport(t *testing.T, path string) *signalTree {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep signalReport
-	if err := json.Unmarshal(b, &rep); err != nil || rep.Tree == nil {
-		t.Fatalf("report: %v\n%s", err, b)
-	}
-	tr := rep.Tree
+	tr := readTreeReportAs[signalReport](t, path).Tree
 	t.Logf("tree: %d launcher children, depth %d; %d signals sent down in %d frames (at most %d each); %d frames out in the run",
 		tr.Children, tr.Depth, tr.Signals, tr.SignalMsgs, tr.MaxSignal, tr.Run.MsgsOut)
 	return tr
@@ -162,24 +155,12 @@ func TestSimulatedTreeOutputAcks(t *testing.T) {
 	if n := strings.Count(r.stdout, " of the output of a rank of this job\n"); n != nodes*lines {
 		t.Errorf("%d lines, want %d", n, nodes*lines)
 	}
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		Tree *struct {
-			Acks      int `json:"output_acks"`
-			AckFrames int `json:"output_ack_messages"`
-		} `json:"tree"`
-	}
-	if err := json.Unmarshal(b, &rep); err != nil || rep.Tree == nil {
-		t.Fatalf("report: %v\n%s", err, b)
-	}
-	t.Logf("%d acknowledgements of output in %d frames", rep.Tree.Acks, rep.Tree.AckFrames)
+	tr := readSignalReport(t, report)
+	t.Logf("%d acknowledgements of output in %d frames", tr.Acks, tr.AckFrames)
 	// Each node is acknowledged at least once (its last runs).
-	if rep.Tree.Acks < nodes || rep.Tree.AckFrames < 1 || rep.Tree.AckFrames > rep.Tree.Acks {
-		t.Errorf("%d acknowledgements in %d frames: want at least %d, in at most as many frames", rep.Tree.Acks,
-			rep.Tree.AckFrames, nodes)
+	if tr.Acks < nodes || tr.AckFrames < 1 || tr.AckFrames > tr.Acks {
+		t.Errorf("%d acknowledgements in %d frames: want at least %d, in at most as many frames", tr.Acks,
+			tr.AckFrames, nodes)
 	}
 }
 
