@@ -10,7 +10,7 @@ import (
 )
 
 // signalReport is the part of --report's tree counters about what the
-// launcher sends down: signals, events, acknowledgements of output.
+// launcher sends down: signals and events.
 type signalReport struct {
 	Tree *signalTree `json:"tree"`
 }
@@ -24,8 +24,6 @@ type signalTree struct {
 	Events     int     `json:"events"`
 	EventMsgs  int     `json:"event_messages"`
 	MaxEvent   int     `json:"max_event_messages"`
-	Acks       int     `json:"output_acks"`
-	AckFrames  int     `json:"output_ack_messages"`
 	Run        traffic `json:"run"`
 }
 
@@ -129,38 +127,6 @@ func TestSimulatedTreeJobControl(t *testing.T) {
 				t.Errorf("job control cost the launcher %d frames of signals; want at most %d", tr.SignalMsgs, most)
 			}
 		})
-	}
-}
-
-// TestSimulatedTreeOutputAcks: the launcher's acknowledgements of output go
-// down combined where they queue up. 64 simulated daemons (fanout 4), a
-// rank per node printing 200 lines: the runs of a subtree come up in
-// batches (simbatch_test.go), and the acknowledgements of a batch's nodes
-// go down to the launcher's child as one frame, which passes each on
-// towards its node. Every line arrives, so every node got its credits, and
-// never more frames than acknowledgements. How many combine follows how
-// many runs queued at the launcher, which is the machine's timing (35% to
-// 85% as many frames in the runs seen): the combining itself is asserted
-// by remote's TestAckQueuesCombine and TestOutFlowAcksByHop.
-func TestSimulatedTreeOutputAcks(t *testing.T) {
-	const nodes, lines = 64, 200
-	hostfile, env, agent := simCluster(t, nodes)
-	dir := t.TempDir()
-	report := filepath.Join(dir, "report.json")
-	script := writeScript(t, dir, "print.sh",
-		fmt.Sprintf("i=0\nwhile [ $i -lt %d ]; do echo \"rank $PMIX_RANK line $i of the output of a rank of this job\"; i=$((i+1)); done\n", lines))
-	r := run(t, opts{args: append(agent, "--hostfile", hostfile, "--launch-fanout", "4", "--report", report,
-		"-n", fmt.Sprint(nodes), script), env: env, timeout: 4 * time.Minute})
-	expectCode(t, r, 0)
-	if n := strings.Count(r.stdout, " of the output of a rank of this job\n"); n != nodes*lines {
-		t.Errorf("%d lines, want %d", n, nodes*lines)
-	}
-	tr := readSignalReport(t, report)
-	t.Logf("%d acknowledgements of output in %d frames", tr.Acks, tr.AckFrames)
-	// Each node is acknowledged at least once (its last runs).
-	if tr.Acks < nodes || tr.AckFrames < 1 || tr.AckFrames > tr.Acks {
-		t.Errorf("%d acknowledgements in %d frames: want at least %d, in at most as many frames", tr.Acks,
-			tr.AckFrames, nodes)
 	}
 }
 
