@@ -11,7 +11,7 @@ package pmixsrv
 /*
 #cgo pkg-config: pmix
 #cgo CFLAGS: -I${SRCDIR}/pmixinc
-#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--wrap=pmix_hash_fetch -Wl,--wrap=pmix_bfrops_base_copy -Wl,--wrap=pmix_server_get -Wl,--wrap=pmix_bfrops_base_unpack -Wl,--wrap=pmix_server_purge_events -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -lhwloc -l:libmunge.so.2 -lz -lm
+#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=read -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--wrap=pmix_hash_fetch -Wl,--wrap=pmix_bfrops_base_copy -Wl,--wrap=pmix_server_get -Wl,--wrap=pmix_bfrops_base_unpack -Wl,--wrap=pmix_server_purge_events -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -lhwloc -l:libmunge.so.2 -lz -lm
 #include <malloc.h>
 #include "shim.h"
 

@@ -1,6 +1,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,16 +170,61 @@ static void tr_tool_connected(pmix_info_t *info, size_t ninfo, pmix_tool_connect
  * listener as one the peer aborted (ECONNABORTED), on which it goes on
  * accepting. */
 int __real_accept(int fd, struct sockaddr *addr, socklen_t *len);
+static void prompt_socket(int fd);
 
 int __wrap_accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
     int c = __real_accept(fd, addr, len);
-    if (c < 0 || goAdmitPeer(c)) {
+    if (c < 0) {
+        return c;
+    }
+    if (goAdmitPeer(c)) {
+        prompt_socket(c);
         return c;
     }
     close(c);
     errno = ECONNABORTED;
     return -1;
+}
+
+/* libpmix 4.2 sets no socket option on its connections (its
+ * pmix_ptl_base_setup_socket, which would set TCP_NODELAY, is never
+ * called), so its small messages meet Nagle's algorithm and delayed
+ * acknowledgements: a client that sends a message the server does not
+ * answer (PMIx_Deregister_event_handler's, in every MPI_Finalize of Open
+ * MPI) and then another (PMIx_Finalize's) has the second held back by
+ * Nagle until the server's delayed ACK of the first, 40 ms later. So the
+ * server's end of each admitted connection sends without Nagle, and
+ * acknowledges at once whatever it has read (TCP_QUICKACK is not sticky:
+ * the kernel returns to delayed ACKs once the server answers, so it is set
+ * again after each read, through -Wl,--wrap=read). quick marks those
+ * descriptors; a mark left on a descriptor that was closed and reused for
+ * something else costs one refused setsockopt, which clears it. */
+#define QUICK_FDS 65536
+static unsigned char quick[QUICK_FDS];
+
+static void prompt_socket(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (fd < QUICK_FDS) {
+        __atomic_store_n(&quick[fd], 1, __ATOMIC_RELAXED);
+    }
+}
+
+ssize_t __real_read(int fd, void *buf, size_t n);
+
+ssize_t __wrap_read(int fd, void *buf, size_t n)
+{
+    ssize_t got = __real_read(fd, buf, n);
+    if (got > 0 && fd >= 0 && fd < QUICK_FDS && __atomic_load_n(&quick[fd], __ATOMIC_RELAXED)) {
+        int saved = errno, one = 1;
+        if (setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one) != 0) {
+            __atomic_store_n(&quick[fd], 0, __ATOMIC_RELAXED);
+        }
+        errno = saved;
+    }
+    return got;
 }
 
 static pmix_server_module_t module = {
