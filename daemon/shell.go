@@ -134,6 +134,7 @@ func (sh *shell) launch() error {
 	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self)); err != nil {
 		return failed(err)
 	}
+	trace.Mark("%s: namespace registered", p.Nspace)
 	if _, versions := sh.interfaces(); versions != 0 && p.Job.PMIPort && len(local) > 0 {
 		if err := sh.listenPMI(versions); err != nil {
 			return failed(err)

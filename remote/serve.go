@@ -507,6 +507,7 @@ func (n *node) handle(typ uint8, body []byte) error {
 				p.Map.Nodes[i].Topo = n.topo
 			}
 		}
+		trace.Mark("plan read")
 		if err := n.d.Launch(&p); err != nil {
 			n.launchFailed(&p, err)
 		}
