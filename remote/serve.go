@@ -30,6 +30,32 @@ import (
 	"prun/topology"
 )
 
+// prep is what a daemon readies while its bootstrap is on its way (inside
+// Slurm, srun forwards the step's stdin 5-10 ms after the daemon started):
+// nothing in it depends on the bootstrap, whose variables (Bootstrap.Env)
+// never include TMPDIR, where the session directory goes.
+type prep struct {
+	sess    *sessiondir.Dir
+	sessErr error
+	topo    *topology.Topology
+	xml     []byte
+	topoErr error
+}
+
+func startPrep() <-chan prep {
+	c := make(chan prep, 1)
+	go func() {
+		var p prep
+		p.sess, p.sessErr = sessiondir.Create("")
+		p.topo, p.xml, p.topoErr = topology.Local()
+		// encoding/json learns a type's fields on its first use; a
+		// daemon decodes one launch plan in its life, on the job's path.
+		json.Marshal(&daemon.Plan{})
+		c <- p
+	}()
+	return c
+}
+
 // Serve is `prun daemon`: it reads its Bootstrap from stdin, connects to
 // its parent, starts its own children, hosts the node's PMIx server and
 // obeys the launcher until the launcher goes (the parent link or stdin
@@ -38,6 +64,15 @@ import (
 func Serve(stdin io.Reader, stderr io.Writer) int {
 	lockCopyDir()
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "prun daemon: "+format+"\n", a...) }
+	ready := startPrep()
+	var sess *sessiondir.Dir
+	defer func() {
+		if sess == nil { // ended before taking it
+			if p := <-ready; p.sess != nil {
+				p.sess.Remove()
+			}
+		}
+	}()
 	br := bufio.NewReader(stdin)
 	line, err := br.ReadBytes('\n')
 	if err != nil {
@@ -176,12 +211,13 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 
 	trace.Mark("children started")
-	sess, err := sessiondir.Create("")
-	trace.Mark("session dir")
-	if err != nil {
-		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: err.Error()})
+	pre := <-ready
+	trace.Mark("session dir and topology")
+	if pre.sessErr != nil {
+		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: pre.sessErr.Error()})
 		return 1
 	}
+	sess = pre.sess
 	defer sess.Remove()
 	var network *daemon.Network
 	if a, ok := parent.LocalAddr().(*net.TCPAddr); ok {
@@ -189,8 +225,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	} else if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 {
 		network, _ = NetworkOf(net.ParseIP(f[2])) // the address the SSH session reached
 	}
-	topo, xml, topoErr := topology.Local()
-	trace.Mark("topology")
+	topo, xml, topoErr := pre.topo, pre.xml, pre.topoErr
 	// The ranks' environment is the session's, taken before the PMIx
 	// server starts (it sets variables of its own in this process).
 	env := os.Environ()
