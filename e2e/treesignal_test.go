@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"prun/internal/ctest"
 	"strings"
 	"syscall"
 	"testing"
@@ -10,7 +11,7 @@ import (
 )
 
 // signalReport is the part of --report's tree counters about what the
-// launcher sends down: signals and events.
+// launcher sends down: signals, events and forgotten jobs.
 type signalReport struct {
 	Tree *signalTree `json:"tree"`
 }
@@ -24,6 +25,9 @@ type signalTree struct {
 	Events     int     `json:"events"`
 	EventMsgs  int     `json:"event_messages"`
 	MaxEvent   int     `json:"max_event_messages"`
+	Forgets    int     `json:"forgets"`
+	ForgetMsgs int     `json:"forget_messages"`
+	MaxForget  int     `json:"max_forget_messages"`
 	Run        traffic `json:"run"`
 }
 
@@ -155,5 +159,27 @@ func TestSimulatedTreeEvents(t *testing.T) {
 	if tr.Events < 2 || tr.MaxEvent > tr.Children || tr.EventMsgs > tr.Events*tr.Children {
 		t.Errorf("%d events sent down in %d frames, the most one took %d; want at least 2 (rank 0's, the job's end), "+
 			"each at most %d frames (one per child)", tr.Events, tr.EventMsgs, tr.MaxEvent, tr.Children)
+	}
+}
+
+// TestSimulatedTreeForget: a job that is over is dropped from every daemon
+// as one broadcast down the tree. 16 simulated daemons (fanout 4), one rank
+// of spawnloop spawning a child job 3 times, each child finished before the
+// next: every child job's end is forgotten on all 16 nodes, a frame per
+// child of the launcher (4); node by node it was 16 frames a job.
+func TestSimulatedTreeForget(t *testing.T) {
+	const nodes, fanout, cycles = 16, 4, 3
+	bin := ctest.Build(t, ctest.PMIx, "spawnloop.c")
+	hostfile, env, agent := simCluster(t, nodes)
+	report := filepath.Join(t.TempDir(), "report.json")
+	r := run(t, opts{args: append(agent, "--hostfile", hostfile, "--launch-fanout", fmt.Sprint(fanout),
+		"--report", report, "-n", "1", bin, fmt.Sprint(cycles)), env: env, timeout: 4 * time.Minute})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawnloop: %d cycles ok\n", cycles))
+	tr := readSignalReport(t, report)
+	t.Logf("%d jobs forgotten in %d frames (at most %d each)", tr.Forgets, tr.ForgetMsgs, tr.MaxForget)
+	if tr.Forgets < cycles || tr.MaxForget > tr.Children || tr.ForgetMsgs > tr.Forgets*tr.Children {
+		t.Errorf("%d jobs forgotten in %d frames, the most one took %d; want at least %d (every child's), each at most %d "+
+			"frames (one per child of the launcher)", tr.Forgets, tr.ForgetMsgs, tr.MaxForget, cycles, tr.Children)
 	}
 }

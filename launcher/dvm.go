@@ -467,10 +467,8 @@ func (d *DVM) forget(r *run) {
 	for _, j := range r.jobs.list {
 		d.base.up.root.Forget(j.plan.Nspace)
 		d.base.up.grp.forget(j.plan.Nspace)
-		for _, n := range d.base.up.nodes() {
-			wg.Add(1)
-			go func() { defer wg.Done(); n.Forget(j.plan.Nspace) }()
-		}
+		wg.Add(1)
+		go func() { defer wg.Done(); d.base.up.forget(j.plan.Nspace) }()
 	}
 	wg.Wait()
 }

@@ -58,7 +58,6 @@ func (nt *notifier) wait(d time.Duration) {
 // namespace in the PMIx server): a parent spawning in a loop must not grow
 // every daemon by a job per cycle. The user's job is forgotten at the end.
 func (r *run) announceEnds() {
-	nodes := r.up.nodes()
 	for _, j := range r.jobs.list {
 		if j.state != jobDone || j.endAnnounced {
 			continue
@@ -72,9 +71,7 @@ func (r *run) announceEnds() {
 			forget = func() {
 				r.up.grp.forget(ns)
 				r.up.root.Forget(ns)
-				for _, n := range nodes {
-					n.Forget(ns)
-				}
+				r.up.forget(ns)
 			}
 		}
 		r.events.deliver(r.up, pmixsrv.EventJobEnd, pmixsrv.RangeSession, []pmixsrv.Info{

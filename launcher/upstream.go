@@ -133,6 +133,19 @@ func (u *upstream) deliver(hosts map[string]bool, skip string, code pmixsrv.Stat
 	}
 }
 
+// forget drops a job that is over from every node: this node's daemon
+// directly (it returns once the job's ranks were reaped), the others' in one
+// call of the tree's (remote.Tree.Forget: a broadcast for many nodes).
+func (u *upstream) forget(nspace string) {
+	tree, here, remotes := u.split(nil, "")
+	if len(remotes) > 0 {
+		tree.Forget(nspace, remotes)
+	}
+	for _, n := range here {
+		n.Forget(nspace)
+	}
+}
+
 // split divides the daemons of hosts (nil: every node) but skip into those
 // the launch tree reaches (by name, sorted) and the others (this node's).
 func (u *upstream) split(hosts map[string]bool, skip string) (tree *remote.Tree, here []node, remotes []string) {

@@ -49,6 +49,13 @@ type Stats struct {
 	Events       int `json:"events"`
 	EventMsgs    int `json:"event_messages"`
 	MaxEventMsgs int `json:"max_event_messages"`
+	// Forgets: the jobs that were over the launcher dropped from its
+	// daemons (a persistent runtime's, a spawned job ended before the
+	// launch); ForgetMsgs: the frames they took (counted in Run too);
+	// MaxForgetMsgs: the most one took (a broadcast, as a signal).
+	Forgets       int `json:"forgets"`
+	ForgetMsgs    int `json:"forget_messages"`
+	MaxForgetMsgs int `json:"max_forget_messages"`
 	// OutputAcks: the acknowledgements of output the launcher sent down;
 	// OutputAckMsgs: the frames they took (counted in Run too), fewer when
 	// those to a child's subtree that queued up go as one (ackdown.go).
@@ -133,6 +140,15 @@ func (st *stats) signal(k int) {
 	st.s.Signals++
 	st.s.SignalMsgs += k
 	st.s.MaxSignalMsgs = max(st.s.MaxSignalMsgs, k)
+}
+
+// forget counts a job dropped from the daemons, which took k frames.
+func (st *stats) forget(k int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Forgets++
+	st.s.ForgetMsgs += k
+	st.s.MaxForgetMsgs = max(st.s.MaxForgetMsgs, k)
 }
 
 // event counts an event sent down, which took k frames.

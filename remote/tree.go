@@ -455,11 +455,29 @@ func (t *Tree) toVertices(typ uint8, body []byte, verts []int) int {
 
 // Forget drops a job that is over from the node (a persistent runtime's).
 func (n *Node) Forget(nspace string) {
-	n.t.mu.Lock()
-	delete(n.t.broadcast, nspace)
-	n.t.mu.Unlock()
-	n.t.dropWindow(n.v, nspace) // a fan-out still sending to the job gives up
-	n.t.send(n.v, tForget, &forget{Nspace: nspace})
+	n.t.forget(nspace, []int{n.v})
+}
+
+// Forget drops a job that is over (a persistent runtime's, or a job ranks
+// spawned that ended before the launch) from the nodes hosts: as a signal,
+// one broadcast down the tree for more nodes than the launcher has links.
+// Node by node, every job's end cost a persistent runtime a frame per node.
+func (t *Tree) Forget(nspace string, hosts []string) {
+	t.forget(nspace, t.vertices(hosts))
+}
+
+func (t *Tree) forget(nspace string, verts []int) {
+	t.mu.Lock()
+	delete(t.broadcast, nspace)
+	t.mu.Unlock()
+	for _, v := range verts {
+		t.dropWindow(v, nspace) // a fan-out still sending to the job gives up
+	}
+	body, err := encode(&forget{Nspace: nspace})
+	if err != nil {
+		return
+	}
+	t.stats.forget(t.toVertices(tForget, body, verts))
 }
 
 func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
