@@ -3,11 +3,12 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
-	"prun/internal/ctest"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"prun/internal/ctest"
 )
 
 // signalReport is the part of --report's tree counters about what the

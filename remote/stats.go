@@ -133,31 +133,18 @@ func (st *stats) frame(up bool, n int) {
 	}
 }
 
-// signal counts a signal sent down, which took k frames.
-func (st *stats) signal(k int) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.s.Signals++
-	st.s.SignalMsgs += k
-	st.s.MaxSignalMsgs = max(st.s.MaxSignalMsgs, k)
-}
+// signal, event and forget count a signal, a PMIx event or a job's
+// forgetting sent down to the daemons, which took k frames.
+func (st *stats) signal(k int) { st.down(&st.s.Signals, &st.s.SignalMsgs, &st.s.MaxSignalMsgs, k) }
+func (st *stats) event(k int)  { st.down(&st.s.Events, &st.s.EventMsgs, &st.s.MaxEventMsgs, k) }
+func (st *stats) forget(k int) { st.down(&st.s.Forgets, &st.s.ForgetMsgs, &st.s.MaxForgetMsgs, k) }
 
-// forget counts a job dropped from the daemons, which took k frames.
-func (st *stats) forget(k int) {
+func (st *stats) down(count, frames, most *int, k int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.s.Forgets++
-	st.s.ForgetMsgs += k
-	st.s.MaxForgetMsgs = max(st.s.MaxForgetMsgs, k)
-}
-
-// event counts an event sent down, which took k frames.
-func (st *stats) event(k int) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.s.Events++
-	st.s.EventMsgs += k
-	st.s.MaxEventMsgs = max(st.s.MaxEventMsgs, k)
+	*count++
+	*frames += k
+	*most = max(*most, k)
 }
 
 // acks counts acknowledgements of output sent down in frames.
