@@ -56,41 +56,49 @@ func main() {
 		}
 		os.Exit(measure(*inner, p, *runs))
 	}
+	if err := outside(p, *runs, *profile); err != nil {
+		fail(err)
+	}
+}
+
+// outside builds the cluster and the programs, and runs this program again
+// inside one allocation; what it made goes, whatever failed.
+func outside(p string, runs, profile int) error {
 	if why := slurmtest.Available(); why != "" {
-		fail(fmt.Errorf("Slurm: %s", why))
+		return fmt.Errorf("Slurm: %s", why)
 	}
 	dir, err := os.MkdirTemp("", "prun-bench-slurm-")
 	if err != nil {
-		fail(err)
+		return err
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
 	for _, b := range []struct{ cc, out, src string }{{"mpicc.openmpi", "hello-ompi", "hello.c"}, {"mpicc.mpich", "hello-mpich", "hello.c"},
 		{"mpicc.openmpi", "inittime-ompi", "inittime.c"}} {
 		if out, err := exec.Command(b.cc, "-O2", "-o", filepath.Join(dir, b.out), filepath.Join(ctest.Root(), "testdata", b.src)).CombinedOutput(); err != nil {
-			fail(fmt.Errorf("%s: %v\n%s", b.cc, err, out))
+			return fmt.Errorf("%s: %v\n%s", b.cc, err, out)
 		}
 	}
 	cdir := filepath.Join(dir, "cluster")
 	os.Mkdir(cdir, 0o755)
 	c, err := slurmtest.Up(cdir, func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }, "bench/slurm")
 	if err != nil {
-		fail(err)
+		return err
 	}
 	defer c.Stop()
 	self, err := os.Executable()
 	if err != nil {
-		fail(err)
+		return err
 	}
-	cmd := c.Command("salloc", "-N", "3", "--ntasks-per-node=2", self, "-inner", dir, "-prun", p, "-runs", fmt.Sprint(*runs),
-		"-profile", fmt.Sprint(*profile))
+	cmd := c.Command("salloc", "-N", "3", "--ntasks-per-node=2", self, "-inner", dir, "-prun", p, "-runs", fmt.Sprint(runs),
+		"-profile", fmt.Sprint(profile))
 	cmd.Env = append(cmd.Env, "OMPI_MCA_btl_tcp_if_include="+slurmtest.Network, "OMPI_MCA_oob_tcp_if_include="+slurmtest.Network,
 		"OMPI_MCA_pml=ob1")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
-		c.Stop()
-		fail(fmt.Errorf("salloc: %v", err))
+		return fmt.Errorf("salloc: %v", err)
 	}
+	return nil
 }
 
 func fail(err error) {
