@@ -24,7 +24,12 @@ func (sh *shell) signal(ranks []int, sig syscall.Signal) {
 			return
 		}
 		syscall.Kill(-st.pid, sig)
-		syscall.Kill(st.pid, sig) // in case the rank left its process group
+		// A rank that left its process group gets it by its pid. Not
+		// always: a rank that handled the group's signal before a second
+		// kill arrived (a busy machine) ran its handler twice.
+		if pgid, err := syscall.Getpgid(st.pid); err == nil && pgid != st.pid {
+			syscall.Kill(st.pid, sig)
+		}
 	}
 	if ranks == nil {
 		for _, st := range sh.ranks {
