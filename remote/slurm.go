@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,7 +78,7 @@ func srunArgs(hosts []string, argv []string) []string {
 type step struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	out    tailBuffer
+	out    tailFile // srun's stdout and stderr
 	ended  chan struct{}
 	err    error // after ended: how srun exited
 	closed sync.Once
@@ -239,9 +238,15 @@ func slurmQuery(env []string, name string, args ...string) (string, error) {
 // daemon reads the same bootstrap (Vertex 0: it finds its own vertex by
 // its Slurm node name) from the step's stdin, which srun broadcasts: the
 // secret is on no command line and in no environment, and goes no further
-// than Slurm's own I/O connections to the nodes. srun dies with the
-// launcher (PR_SET_PDEATHSIG; srun forwards SIGTERM to the step), and the
-// daemons end when their stdin closes or their link to the launcher goes.
+// than Slurm's own I/O connections to the nodes.
+//
+// A launcher that dies (SIGKILL) sends srun no signal: srun answers
+// SIGTERM, SIGHUP and SIGQUIT, and a failed write of its output (EPIPE),
+// by SIGKILLing the step, and a SIGKILLed daemon leaves its session
+// directory behind. The daemons end by themselves, cleanly, as their stdin
+// closes and their links to the launcher go; srun then ends with its step.
+// srun's output therefore goes to a memory file, which no death of the
+// launcher makes fail, not to a pipe.
 func (s *spawner) startStep(kids []int, env []string) {
 	b := s.boot
 	b.Vertex = 0
@@ -259,35 +264,34 @@ func (s *spawner) startStep(kids []int, env []string) {
 	for i, v := range kids {
 		hosts[i] = s.host(v)
 	}
-	st := &step{ended: make(chan struct{})}
+	out, err := newMemFile("prun-srun")
+	if err != nil {
+		s.failAll(kids, fmt.Errorf("srun's output: %v", err))
+		return
+	}
+	st := &step{ended: make(chan struct{}), out: tailFile{out}}
 	cmd := exec.Command(srun, srunArgs(hosts, daemonCommand(b.Exe))...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = &st.out, &st.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group: a Ctrl-C on the launcher's terminal is the
+	// launcher's to handle (srun would print its status, or end the step).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if st.stdin, err = cmd.StdinPipe(); err != nil {
+		out.Close()
 		s.failAll(kids, err)
 		return
 	}
 	st.cmd = cmd
-	started := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		s.failAll(kids, fmt.Errorf("srun: %v", err))
+		return
+	}
 	go func() {
-		// PR_SET_PDEATHSIG follows the forking thread: this goroutine keeps
-		// it until srun is reaped.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
 		st.err = cmd.Wait()
 		trace.Mark("srun exited")
 		close(st.ended)
 	}()
-	if err := <-started; err != nil {
-		s.failAll(kids, fmt.Errorf("srun: %v", err))
-		return
-	}
 	s.mu.Lock()
 	s.step = st
 	s.mu.Unlock()
@@ -391,31 +395,37 @@ func (st *step) close(grace time.Duration) {
 	})
 }
 
-// tailBuffer keeps the last lines srun and the daemons wrote.
-type tailBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
+// tailFile is what srun and the daemons wrote (stdout and stderr, one
+// file), read from its end.
+type tailFile struct{ f *os.File }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > 16<<10 {
-		t.b = append([]byte(nil), t.b[len(t.b)-8<<10:]...)
+// newMemFile is a file in memory (memfd_create), gone with its last
+// descriptor.
+func newMemFile(name string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
 	}
-	return len(p), nil
+	return os.NewFile(uintptr(fd), name), nil
 }
 
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
+// tailSize is how much of the end of srun's output is read: its last lines.
+const tailSize = 8 << 10
+
+func (t tailFile) String() string {
+	fi, err := t.f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-tailSize, 0)
+	b := make([]byte, fi.Size()-off)
+	n, _ := t.f.ReadAt(b, off)
+	return string(b[:n])
 }
 
 // last is the most telling line: Slurm's "***" line if any, else the
 // last error, else the last line.
-func (t *tailBuffer) last() string {
+func (t tailFile) last() string {
 	lines := strings.Split(strings.TrimSpace(t.String()), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if strings.Contains(lines[i], "***") {
