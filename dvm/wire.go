@@ -29,9 +29,11 @@ import (
 type Request struct {
 	Op string `json:",omitempty"` // submit, ps, status, stop, kill
 
-	// submit: the job, as a daemon.Plan carrying it (its user strings byte
-	// for byte), the submitter's environment, whether its stdout and stderr
-	// are terminals (colour), and whether to wait for free slots.
+	// submit: the job (daemon.MarshalJob: its user strings byte for byte;
+	// Plan, a daemon.Plan carrying it, from submitters before it), the
+	// submitter's environment, whether its stdout and stderr are terminals
+	// (colour), and whether to wait for free slots.
+	Spec                   json.RawMessage   `json:",omitempty"`
 	Plan                   json.RawMessage   `json:",omitempty"`
 	Env                    jsonbytes.Strings `json:",omitempty"`
 	ColorTags, ColorErrors bool              `json:",omitempty"`

@@ -174,8 +174,8 @@ func (d *DVM) serveSubmit(c *dvm.Conn, req dvm.Request, files []*os.File) {
 		c.Send(dvm.Reply{Done: true, Exit: ExitFailure, Error: "a submission comes with stdin, stdout and stderr"})
 		return
 	}
-	var plan daemon.Plan
-	if err := json.Unmarshal(req.Plan, &plan); err != nil || plan.Job == nil || len(plan.Job.Apps) == 0 {
+	job, err := submittedJob(req)
+	if err != nil || job == nil || len(job.Apps) == 0 {
 		c.Send(dvm.Reply{Done: true, Exit: ExitUsage, Error: fmt.Sprintf("a malformed job: %v", err)})
 		return
 	}
@@ -195,7 +195,7 @@ func (d *DVM) serveSubmit(c *dvm.Conn, req dvm.Request, files []*os.File) {
 	opts := Options{Stdin: files[0], Stdout: files[1], Stderr: files[2], ColorTags: req.ColorTags,
 		ColorErrors: req.ColorErrors, TmpDir: d.base.opts.TmpDir, Env: []string(req.Env),
 		KillGrace: time.Second, Signals: &Signals{from: sigs}}
-	code := d.Run(Submission{Job: plan.Job, Opts: opts, Wait: req.Wait,
+	code := d.Run(Submission{Job: job, Opts: opts, Wait: req.Wait,
 		Started: func(sub int) { c.Send(dvm.Reply{Job: sub}) }})
 	// The submitter's descriptors close before it hears the status, so
 	// that its reader sees the end of the job's output when it exits.
@@ -203,6 +203,16 @@ func (d *DVM) serveSubmit(c *dvm.Conn, req dvm.Request, files []*os.File) {
 		f.Close()
 	}
 	c.Send(dvm.Reply{Done: true, Exit: code})
+}
+
+// submittedJob is the job a submission carries.
+func submittedJob(req dvm.Request) (*jobspec.Job, error) {
+	if req.Spec == nil { // a submitter from before Spec
+		var plan daemon.Plan
+		err := json.Unmarshal(req.Plan, &plan)
+		return plan.Job, err
+	}
+	return daemon.UnmarshalJob(req.Spec)
 }
 
 // psJob is a submission as `prun dvm ps --json` shows it.
@@ -347,7 +357,7 @@ func Submit(dir string, job *jobspec.Job, sigs *Signals, wait bool) int {
 			job.Apps[i].Wdir = cwd
 		}
 	}
-	plan, err := json.Marshal(daemon.Plan{Job: job})
+	spec, err := daemon.MarshalJob(job)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prun: %v\n", err)
 		return ExitFailure
@@ -357,7 +367,7 @@ func Submit(dir string, job *jobspec.Job, sigs *Signals, wait bool) int {
 		fmt.Fprintf(os.Stderr, "prun: DVM %s: %v\n", dir, err)
 		return ExitFailure
 	}
-	if err := c.Send(dvm.Request{Op: "submit", Plan: plan, Env: os.Environ(), Wait: wait,
+	if err := c.Send(dvm.Request{Op: "submit", Spec: spec, Env: os.Environ(), Wait: wait,
 		ColorTags: !noColor && isTerminal(os.Stdout), ColorErrors: !noColor && isTerminal(os.Stderr)}); err != nil {
 		fmt.Fprintf(os.Stderr, "prun: DVM %s: %v\n", dir, err)
 		return ExitFailure
