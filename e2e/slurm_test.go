@@ -192,9 +192,11 @@ func TestSlurm(t *testing.T) {
 		})
 	}
 	t.Run("prun-killed", func(t *testing.T) {
-		// prun's own death (SIGKILL) inside a longer allocation: its srun
-		// ends the daemons' step, the daemons kill their ranks, and Slurm
-		// shows the step gone, while the allocation lives on.
+		// prun's own death (SIGKILL) inside a longer allocation: the
+		// daemons see their links close and end, killing their ranks and
+		// removing their session directories (srun, sent no signal, would
+		// SIGKILL them first: remote.startStep), srun ends with its step,
+		// and Slurm shows the step gone, while the allocation lives on.
 		script := fmt.Sprintf("%s -n 6 sleep 300; echo prun=$?; exec sleep 60", prunBin)
 		// prun cannot reap its srun nor remove its own session directory:
 		// srun's zombie goes to the subreaper, the directory to the next
