@@ -1,0 +1,47 @@
+package pmixsrv
+
+import (
+	"debug/elf"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// libmunge and libudev load at their first call (lazylibs.c), and then
+// answer as if linked: both are installed wherever prun builds.
+func TestLazyLibs(t *testing.T) {
+	snafu, udev := lazyLibs()
+	if snafu != "Internal error" {
+		t.Errorf("munge_strerror(EMUNGE_SNAFU) = %q, want libmunge's %q", snafu, "Internal error")
+	}
+	if !udev {
+		t.Error("udev_new: no udev context")
+	}
+}
+
+// A program linked with this package needs no shared library but glibc's:
+// every other one would be loaded and relocated at every prun start.
+func TestLinkedLibraries(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "prun")
+	cmd := exec.Command("go", "build", "-o", bin, "prun/cmd/prun")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	glibc := []string{"libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2"}
+	for _, l := range libs {
+		if !slices.Contains(glibc, l) {
+			t.Errorf("prun needs %s (all: %s); only glibc's are loaded at start", l, strings.Join(libs, " "))
+		}
+	}
+}
