@@ -195,3 +195,14 @@ func TestPMIxTools(t *testing.T) {
 		expectCode(t, p.wait(), 143)
 	}
 }
+
+// Every rank is told to authenticate natively (the server knows its peers
+// by their sockets' owners): libpmix would offer munge first, and each rank
+// would then ask munged for a credential that the server asks munged to
+// check (pmixsrv.nativeSecurity).
+func TestClientsAuthenticateNatively(t *testing.T) {
+	r := prun(t, "-n", "2", "sh", "-c", `echo "mode=$PMIX_SECURITY_MODE"`)
+	if r.code != 0 || r.stdout != "mode=native\nmode=native\n" {
+		t.Errorf("ranks' PMIX_SECURITY_MODE: want native twice\n%s", r)
+	}
+}

@@ -45,3 +45,18 @@ func TestLinkedLibraries(t *testing.T) {
 		}
 	}
 }
+
+// A client is told to authenticate natively whenever the server offers it.
+func TestNativeSecurity(t *testing.T) {
+	for in, want := range map[string]string{
+		"PMIX_SECURITY_MODE=munge,native": "PMIX_SECURITY_MODE=native",
+		"PMIX_SECURITY_MODE=native":       "PMIX_SECURITY_MODE=native",
+		"PMIX_SECURITY_MODE=munge":        "PMIX_SECURITY_MODE=munge",
+		"PMIX_SECURITY_MODE=nativex":      "PMIX_SECURITY_MODE=nativex",
+	} {
+		env := nativeSecurity([]string{"PMIX_RANK=0", in, "X=PMIX_SECURITY_MODE=munge,native"})
+		if env[1] != want || env[0] != "PMIX_RANK=0" || env[2] != "X=PMIX_SECURITY_MODE=munge,native" {
+			t.Errorf("nativeSecurity(%q) = %q, want %q among the rest unchanged", in, env, want)
+		}
+	}
+}
