@@ -11,7 +11,7 @@ package pmixsrv
 /*
 #cgo pkg-config: pmix
 #cgo CFLAGS: -I${SRCDIR}/pmixinc
-#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=read -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--wrap=pmix_hash_fetch -Wl,--wrap=pmix_bfrops_base_copy -Wl,--wrap=pmix_server_get -Wl,--wrap=pmix_bfrops_base_unpack -Wl,--wrap=pmix_server_purge_events -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -l:libhwloc.a -l:libz.a -lm
+#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=read -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--wrap=pmix_hash_fetch -Wl,--wrap=pmix_bfrops_base_copy -Wl,--wrap=pmix_server_get -Wl,--wrap=pmix_bfrops_base_unpack -Wl,--wrap=pmix_server_purge_events -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -l:libhwloc.a -l:libz.a
 #include <malloc.h>
 #include "shim.h"
 
@@ -22,7 +22,8 @@ package pmixsrv
 // two libraries Debian ships no archive of, libmunge and libudev, load at
 // their first use (lazylibs.c): libmunge as a PMIx server starts, libudev
 // never, neither in a prun that hosts no server (a DVM's submitter, prun
-// dvm ps, ...). What the dynamic linker loads at start is glibc's alone.
+// dvm ps, ...). No -lm: hwloc's one call into it, modff, is libc's too.
+// What the dynamic linker loads at start is libc alone.
 // See Init for what that asks of the library's plugins.
 // pmixinc lets libpmix's devel headers (leaks.c, grpgone.c) find the public
 // ones they name as "include/...", wherever pkg-config finds libpmix.
