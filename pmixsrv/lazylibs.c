@@ -28,19 +28,30 @@ static struct {
     const char *(*strerror)(munge_err_t);
 } munge = {PTHREAD_ONCE_INIT, NULL, NULL, NULL};
 
+/* dlsyms loads lib and finds each of names in it, into fns: all of them
+ * (1) or none (0). */
+static int dlsyms(const char *lib, const char *const names[], void *fns[], size_t n)
+{
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((fns[i] = dlsym(h, names[i])) == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static void munge_load(void)
 {
-    void *h = dlopen("libmunge.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        return;
-    }
-    munge.encode = dlsym(h, "munge_encode");
-    munge.decode = dlsym(h, "munge_decode");
-    munge.strerror = dlsym(h, "munge_strerror");
-    if (munge.encode == NULL || munge.decode == NULL || munge.strerror == NULL) {
-        munge.encode = NULL;
-        munge.decode = NULL;
-        munge.strerror = NULL;
+    static const char *const names[] = {"munge_encode", "munge_decode", "munge_strerror"};
+    void *f[3];
+    if (dlsyms("libmunge.so.2", names, f, 3)) {
+        munge.encode = f[0];
+        munge.decode = f[1];
+        munge.strerror = f[2];
     }
 }
 
@@ -93,19 +104,19 @@ static struct {
     struct udev_device *(*device_unref)(struct udev_device *);
 } udev = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, NULL};
 
+/* All or nothing: without udev_new no udev object exists, and no other
+ * call comes. */
 static void udev_load(void)
 {
-    void *h = dlopen("libudev.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        return;
-    }
-    udev.new_ = dlsym(h, "udev_new");
-    udev.unref = dlsym(h, "udev_unref");
-    udev.device_new = dlsym(h, "udev_device_new_from_subsystem_sysname");
-    udev.device_property = dlsym(h, "udev_device_get_property_value");
-    udev.device_unref = dlsym(h, "udev_device_unref");
-    if (!udev.new_ || !udev.unref || !udev.device_new || !udev.device_property || !udev.device_unref) {
-        udev.new_ = NULL; /* then no udev object exists, and no other call comes */
+    static const char *const names[] = {"udev_new", "udev_unref", "udev_device_new_from_subsystem_sysname",
+                                        "udev_device_get_property_value", "udev_device_unref"};
+    void *f[5];
+    if (dlsyms("libudev.so.1", names, f, 5)) {
+        udev.new_ = f[0];
+        udev.unref = f[1];
+        udev.device_new = f[2];
+        udev.device_property = f[3];
+        udev.device_unref = f[4];
     }
 }
 
