@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"prun/internal/shellwords"
@@ -20,9 +21,18 @@ type appSegment struct {
 	args []string
 }
 
-// readAppFile reads path's contexts.
-func readAppFile(path string) ([]appSegment, error) {
-	b, err := os.ReadFile(path)
+// readAppFile reads path's contexts (a relative path from the working
+// directory env gives).
+func readAppFile(path string, env Env) ([]appSegment, error) {
+	abs := path
+	if !filepath.IsAbs(path) {
+		cwd, err := env.Getwd()
+		if err != nil {
+			return nil, usagef("cannot determine the working directory: %v", err)
+		}
+		abs = filepath.Join(cwd, path)
+	}
+	b, err := os.ReadFile(abs)
 	if err != nil {
 		return nil, usagef("--app %s: %v", path, errText(err))
 	}

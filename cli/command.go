@@ -117,20 +117,21 @@ func Main(run func(*jobspec.Job) int) int {
 // isSubcommand reports whether args name one of prun's commands
 // (cobra's completion and __complete): only as their first word.
 func isSubcommand(cmd *cobra.Command, args []string) bool {
-	if len(args) == 0 {
-		return false
-	}
-	switch args[0] {
-	case cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd, "completion":
+	if isSubcommandName(args) {
 		return true
 	}
-	return cmd.HasSubCommands() && slices.ContainsFunc(cmd.Commands(), func(c *cobra.Command) bool { return c.Name() == args[0] })
+	return len(args) > 0 && cmd.HasSubCommands() && slices.ContainsFunc(cmd.Commands(), func(c *cobra.Command) bool { return c.Name() == args[0] })
 }
 
 // PrintError prints one "prun: ..." line, red on a terminal unless NO_COLOR.
 func PrintError(w io.Writer, err error) {
+	f, ok := w.(*os.File)
+	printError(w, err, ok && os.Getenv("NO_COLOR") == "" && isatty.IsTerminal(f.Fd()))
+}
+
+func printError(w io.Writer, err error, red bool) {
 	msg := "prun: " + err.Error()
-	if f, ok := w.(*os.File); ok && os.Getenv("NO_COLOR") == "" && isatty.IsTerminal(f.Fd()) {
+	if red {
 		c := color.New(color.FgRed, color.Bold)
 		c.EnableColor()
 		msg = c.Sprint(msg)

@@ -1312,7 +1312,7 @@ func levenshtein(a, b string) int {
 // appsFromFile builds the applications of an application file; the command
 // line's -x values (common) come before each line's own.
 func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) {
-	segs, err := readAppFile(path)
+	segs, err := readAppFile(path, env)
 	if err != nil {
 		return nil, err
 	}

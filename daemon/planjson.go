@@ -92,21 +92,6 @@ func (w *wireJob) plain() *jobspec.Job {
 	return &j
 }
 
-// MarshalJob writes a job alone (a submission to a persistent runtime), its
-// user strings byte for byte as in a plan. encoding/json builds a plan's
-// encoder for every type a plan holds (the map, the files, ...), a job's
-// for the job's alone: a third less for a submitter, which encodes once.
-func MarshalJob(j *jobspec.Job) ([]byte, error) { return json.Marshal(toWireJob(j)) }
-
-// UnmarshalJob reads what MarshalJob wrote.
-func UnmarshalJob(b []byte) (*jobspec.Job, error) {
-	var w wireJob
-	if err := json.Unmarshal(b, &w); err != nil {
-		return nil, err
-	}
-	return w.plain(), nil
-}
-
 // UnmarshalJSON reads what MarshalJSON wrote.
 func (p *Plan) UnmarshalJSON(b []byte) error {
 	var w wirePlan

@@ -2,9 +2,11 @@ package dvm
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -65,10 +67,46 @@ func FuzzRecv(f *testing.F) {
 		defer a.Close()
 		defer c.Close()
 		go func() { a.Write(b); a.Close() }()
-		var req Request
-		recvFrom(c, &req)
+		if p, err := readFrame(c); err == nil {
+			var req Request
+			json.Unmarshal(p, &req)
+			DecodeRun(p)
+		}
 		if len(b) >= 4 && binary.BigEndian.Uint32(b) > maxFrame {
 			return
+		}
+	})
+}
+
+func TestRunRoundTrip(t *testing.T) {
+	for _, r := range []Run{
+		{Args: []string{"-n", "4", "echo", "", "a\nb\xff"}, Env: []string{"A=1", "B="}, Cwd: "/w", ColorErrors: true},
+		{Args: []string{}, Env: []string{}, Cwd: "/", ColorTags: true},
+	} {
+		got, err := DecodeRun(EncodeRun(r))
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Errorf("DecodeRun(EncodeRun(%+v)) = %+v, %v", r, got, err)
+		}
+	}
+	for _, bad := range []string{"", "t\x00/w", "\x00/w\x003\x00a\x00", "\x00w\x000\x00", "\x00/w\x00-1\x00"} {
+		if _, err := DecodeRun([]byte(bad)); err == nil {
+			t.Errorf("DecodeRun(%q): no error", bad)
+		}
+	}
+}
+
+// FuzzDecodeRun: a submission's frame decodes or is refused, and what
+// decodes survives encoding again.
+func FuzzDecodeRun(f *testing.F) {
+	f.Add(EncodeRun(Run{Args: []string{"-n", "1", "true"}, Env: []string{"PATH=/bin"}, Cwd: "/tmp"}))
+	f.Add([]byte("te\x00/\x001\x00x\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRun(b)
+		if err != nil {
+			return
+		}
+		if again, err := DecodeRun(EncodeRun(r)); err != nil || !reflect.DeepEqual(again, r) {
+			t.Errorf("%q decoded to %+v, then to %+v, %v", b, r, again, err)
 		}
 	})
 }

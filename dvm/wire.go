@@ -8,36 +8,86 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"prun/internal/jsonbytes"
 )
 
 // The wire: a client connects to the runtime's socket and first sends one
-// byte, 'S' with its stdin, stdout and stderr attached (SCM_RIGHTS) for a
-// submission, 'C' for a command; then length-framed JSON messages (a 4-byte
-// big-endian length, then the JSON) both ways: a Request, then for a
-// submission the signals it forwards (Request{Signal}), while the runtime
-// answers with Replies, the last one Done. The submitter's descriptors are
-// where the job's output is written, in every --output form, with no copy
-// through the runtime's socket.
+// byte: RunByte for a submission, with its stdin, stdout and stderr attached
+// (SCM_RIGHTS), or CommandByte for a command. A submission's first frame is
+// a Run; a command's, a Request. Frames are a 4-byte big-endian length, then
+// the payload: a Run's NUL-terminated strings (EncodeRun), JSON otherwise.
+// Then a submitter sends the signals it forwards (Request{Signal}), and the
+// runtime answers with Replies, the last one Done. The submitter's
+// descriptors are where the job's output is written, in every --output
+// form, with no copy through the runtime's socket.
+//
+// A submitter sends its command line unparsed: the runtime parses it in the
+// submitter's environment and working directory, and writes what prun
+// prints before a launch (help, warnings, a usage error) to the submitter's
+// descriptors itself. So a submitter need not be Go: prun's own starts
+// before Go's runtime does (cmd/prun/submit.c). Its Replies carry no
+// strings (Error and Text are for commands), so such a client reads them
+// with no JSON parser: they are flat objects of numbers and booleans.
 
-// Request is a client's message.
+// Run is a submission: the command line (without "prun"), the submitter's
+// working directory and environment, and whether its stdout and stderr
+// take colour (terminals, and no NO_COLOR).
+type Run struct {
+	Args, Env              []string
+	Cwd                    string
+	ColorTags, ColorErrors bool
+}
+
+// EncodeRun is r's frame payload: NUL-terminated strings: the options (a
+// word of letters: t ColorTags, e ColorErrors), the working directory, the
+// number of arguments in decimal, the arguments, then the environment to
+// the end.
+func EncodeRun(r Run) []byte {
+	var b []byte
+	opt := ""
+	if r.ColorTags {
+		opt += "t"
+	}
+	if r.ColorErrors {
+		opt += "e"
+	}
+	for _, s := range append([]string{opt, r.Cwd, strconv.Itoa(len(r.Args))}, append(r.Args, r.Env...)...) {
+		b = append(append(b, s...), 0)
+	}
+	return b
+}
+
+// DecodeRun reads what EncodeRun wrote.
+func DecodeRun(b []byte) (Run, error) {
+	var r Run
+	if len(b) == 0 || b[len(b)-1] != 0 {
+		return r, errors.New("a submission that does not end in NUL")
+	}
+	f := strings.Split(string(b[:len(b)-1]), "\x00")
+	if len(f) < 3 {
+		return r, fmt.Errorf("a submission of %d fields", len(f))
+	}
+	n, err := strconv.Atoi(f[2])
+	if err != nil || n < 0 || n > len(f)-3 {
+		return r, fmt.Errorf("a submission of %d fields saying %q arguments", len(f), f[2])
+	}
+	r.ColorTags, r.ColorErrors = strings.Contains(f[0], "t"), strings.Contains(f[0], "e")
+	r.Cwd, r.Args, r.Env = f[1], f[3:3+n], f[3+n:]
+	if !filepath.IsAbs(r.Cwd) {
+		return r, fmt.Errorf("a submission from the working directory %q", r.Cwd)
+	}
+	return r, nil
+}
+
+// Request is a command's message, and a submitter's forwarded signal.
 type Request struct {
-	Op string `json:",omitempty"` // submit, ps, status, stop, kill
-
-	// submit: the job (daemon.MarshalJob: its user strings byte for byte;
-	// Plan, a daemon.Plan carrying it, from submitters before it), the
-	// submitter's environment, whether its stdout and stderr are terminals
-	// (colour), and whether to wait for free slots.
-	Spec                   json.RawMessage   `json:",omitempty"`
-	Plan                   json.RawMessage   `json:",omitempty"`
-	Env                    jsonbytes.Strings `json:",omitempty"`
-	ColorTags, ColorErrors bool              `json:",omitempty"`
-	Wait                   bool              `json:",omitempty"`
+	Op string `json:",omitempty"` // ps, status, stop, kill
 
 	Signal int  `json:",omitempty"` // during a submission: forward this signal
 	JSON   bool `json:",omitempty"` // ps --json
@@ -52,10 +102,13 @@ type Reply struct {
 	Error string `json:",omitempty"` // why the command failed
 	Text  string `json:",omitempty"` // what a command prints
 	Job   int    `json:",omitempty"` // the submission's number (first reply, Done false)
+	// Local (with Done, first): the command line is not a job (a
+	// completion subcommand, --debug): the submitter runs it itself.
+	Local bool `json:",omitempty"`
 }
 
 const (
-	SubmitByte  = 'S'
+	RunByte     = 'R'
 	CommandByte = 'C'
 	maxFrame    = 64 << 20
 )
@@ -167,30 +220,44 @@ func (c *Conn) Send(v any) error {
 	if err != nil {
 		return err
 	}
+	return c.SendFrame(b)
+}
+
+// SendFrame writes one frame of payload b.
+func (c *Conn) SendFrame(b []byte) error {
 	frame := make([]byte, 4+len(b))
 	binary.BigEndian.PutUint32(frame, uint32(len(b)))
 	copy(frame[4:], b)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, err = c.Write(frame)
+	_, err := c.Write(frame)
 	return err
 }
 
 // Recv reads one message.
-func (c *Conn) Recv(v any) error { return recvFrom(c, v) }
-
-func recvFrom(c io.Reader, v any) error {
-	var hdr [4]byte
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		return err
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxFrame {
-		return fmt.Errorf("a message of %d bytes", n)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(c, b); err != nil {
+func (c *Conn) Recv(v any) error {
+	b, err := c.RecvFrame()
+	if err != nil {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// RecvFrame reads one frame's payload.
+func (c *Conn) RecvFrame() ([]byte, error) { return readFrame(c) }
+
+func readFrame(c io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return nil, fmt.Errorf("a message of %d bytes", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -195,6 +196,56 @@ func TestDVM(t *testing.T) {
 		expectCode(t, r, 124)
 	})
 
+	// The submitter sends its command line unparsed (cmd/prun/submit.c,
+	// before Go's runtime; launcher.Submit with --dvm): the DVM parses it
+	// in the submitter's working directory and environment, and prints
+	// what prun prints before a launch to the submitter's descriptors.
+	t.Run("command-line-parsed-by-the-dvm", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "hf"), []byte("localhost slots=4\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(dir, "bin")
+		os.Mkdir(bin, 0o755)
+		writeScript(t, bin, "only-in-my-path", "echo found\n")
+		path := "PATH=" + bin + ":" + os.Getenv("PATH")
+		for _, client := range [][]string{nil, {"--dvm", d.dir}} {
+			timing := []string{"PRUN_DEBUG_TIMING=1", path}
+			// Relative files from the submitter's directory; a program in
+			// its PATH alone.
+			r := d.run(t, opts{args: append(slices.Clone(client), "--hostfile", "hf", "--output-filename", "outd",
+				"-n", "2", "only-in-my-path"), dir: dir, env: timing})
+			expectCode(t, r, 0)
+			if fast := strings.Contains(r.stderr, "the C submitter"); fast != (client == nil) {
+				t.Errorf("with %q, submitted by the C client: %v (stderr %q)", client, fast, r.stderr)
+			}
+			var found int
+			filepath.WalkDir(filepath.Join(dir, "outd"), func(p string, e os.DirEntry, err error) error {
+				if b, _ := os.ReadFile(p); err == nil && !e.IsDir() && string(b) == "found\n" {
+					found++
+				}
+				return nil
+			})
+			if found != 2 {
+				t.Errorf("with %q: %d output files under %s/outd say found (want 2)", client, found, dir)
+			}
+			os.RemoveAll(filepath.Join(dir, "outd"))
+			r = d.run(t, opts{args: append(slices.Clone(client), "-x", "PRUN_TEST_UNSET", "-n", "1", "true"), dir: dir})
+			expectCode(t, r, 0)
+			expectContains(t, "stderr", r.stderr, "prun: warning: -x PRUN_TEST_UNSET: not set")
+			r = d.run(t, opts{args: append(slices.Clone(client), "-n", "1", "nosuchprog-xyz"), dir: dir})
+			expectCode(t, r, 2)
+			expectContains(t, "stderr", r.stderr, "prun: nosuchprog-xyz: command not found in PATH")
+		}
+		r := d.run(t, opts{args: []string{"--version"}})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "prun 0.")
+		// Not a job: the submitter runs it itself.
+		r = d.run(t, opts{args: []string{"completion", "bash"}})
+		expectCode(t, r, 0)
+		expectContains(t, "stdout", r.stdout, "bash completion")
+	})
+
 	t.Run("mpi", func(t *testing.T) {
 		cluster.Quiet(t) // as the MPI tests on this node
 		for _, tc := range []ctest.Toolchain{ctest.MPICH, ctest.OpenMPI} {
@@ -275,7 +326,7 @@ func TestDVM(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Write([]byte{'S', 0, 0, 1, 0, '{'})
+		c.Write([]byte{'R', 0, 0, 1, 0, '{'})
 		c.Close()
 		// A submitter killed while its job runs: the job ends.
 		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}, allowZombieRanks: true})

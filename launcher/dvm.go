@@ -15,6 +15,7 @@ import (
 
 	"prun/ctl"
 	"prun/daemon"
+	"prun/dvm"
 	"prun/hostfile"
 	"prun/iof"
 	"prun/jobspec"
@@ -41,9 +42,10 @@ import (
 // iof.Source.Job (daemon.Plan.OutputJob) and goes to that run's Writer;
 // upstream reads the jobs of every run through the DVM (a jobIndex).
 type DVM struct {
-	base *run // the runtime's own state: alloc, topos, up, tree, local, stall; it runs no job
-	sess *sessiondir.Dir
-	log  io.Writer
+	base  *run // the runtime's own state: alloc, topos, up, tree, local, stall; it runs no job
+	sess  *sessiondir.Dir
+	log   io.Writer
+	parse func(dvm.Run, io.Writer, io.Writer) (*jobspec.Job, int, bool) // DVMConfig.Parse
 
 	mu      sync.RWMutex
 	freed   *sync.Cond // a submission ended: --wait tries again
@@ -75,6 +77,9 @@ type DVMConfig struct {
 	Env    []string
 	TmpDir string
 	Log    io.Writer
+	// Parse turns a submitted command line into its job (the CLI's, which
+	// the launcher does not import): see cli.Submitted.
+	Parse func(r dvm.Run, stdout, stderr io.Writer) (job *jobspec.Job, exit int, local bool)
 }
 
 // StartDVM starts the daemons of every node and returns once each said
@@ -84,7 +89,7 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	opts := Options{Stdout: cfg.Log, Stderr: cfg.Log, TmpDir: cfg.TmpDir, Env: cfg.Env, KillGrace: time.Second}
 	base := &run{opts: opts, jobs: newJobTable()}
 	base.out = iof.NewWriter(cfg.Log, cfg.Log, iof.Options{})
-	d := &DVM{base: base, log: cfg.Log, byNs: map[string]*run{}, bySub: map[int]*run{}, jobIO: map[string]daemon.JobIO{},
+	d := &DVM{base: base, log: cfg.Log, parse: cfg.Parse, byNs: map[string]*run{}, bySub: map[int]*run{}, jobIO: map[string]daemon.JobIO{},
 		used: map[string]int{}, reserve: map[int][]string{}, lost: map[string]string{}, started: map[int]time.Time{}, waits: map[int]bool{},
 		idle: time.Now(), done: make(chan struct{})}
 	d.freed = sync.NewCond(&d.mu)

@@ -16,9 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"prun/daemon"
 	"prun/dvm"
-	"prun/jobspec"
 	"prun/pmixsrv"
 )
 
@@ -129,18 +127,21 @@ func (d *DVM) serveConn(c *dvm.Conn) {
 		return
 	}
 	uid, err := dvm.PeerUID(c.UnixConn)
-	if err != nil || uid != os.Getuid() && uid != 0 {
+	refused := err != nil || uid != os.Getuid() && uid != 0
+	if refused {
+		d.logf("refused a connection from uid %d", uid)
+	}
+	if b == dvm.RunByte {
+		d.serveRun(c, files, refused, uid)
+		return
+	}
+	if refused {
 		c.Send(dvm.Reply{Done: true, Exit: ExitFailure,
 			Error: fmt.Sprintf("refused: uid %d is not the DVM's user (uid %d)", uid, os.Getuid())})
-		d.logf("refused a connection from uid %d", uid)
 		return
 	}
 	var req dvm.Request
-	if err := c.Recv(&req); err != nil {
-		return
-	}
-	if b == dvm.SubmitByte && req.Op == "submit" {
-		d.serveSubmit(c, req, files)
+	if err := c.Recv(&req); err != nil || b != dvm.CommandByte {
 		return
 	}
 	rep := dvm.Reply{Done: true}
@@ -167,18 +168,49 @@ func (d *DVM) serveConn(c *dvm.Conn) {
 	c.Send(rep)
 }
 
-// serveSubmit runs a submission on the submitter's descriptors; a
-// submitter that goes away ends its job as a hangup would.
-func (d *DVM) serveSubmit(c *dvm.Conn, req dvm.Request, files []*os.File) {
+// serveRun runs a submission on the submitter's descriptors; a submitter
+// that goes away ends its job as a hangup would. What it has to say before
+// the job (a refusal, help, a usage error) goes to the submitter's stderr
+// and stdout, not into a Reply: see dvm's wire.
+func (d *DVM) serveRun(c *dvm.Conn, files []*os.File, refused bool, uid int) {
 	if len(files) != 3 {
-		c.Send(dvm.Reply{Done: true, Exit: ExitFailure, Error: "a submission comes with stdin, stdout and stderr"})
+		c.Send(dvm.Reply{Done: true, Exit: ExitFailure})
 		return
 	}
-	job, err := submittedJob(req)
-	if err != nil || job == nil || len(job.Apps) == 0 {
-		c.Send(dvm.Reply{Done: true, Exit: ExitUsage, Error: fmt.Sprintf("a malformed job: %v", err)})
+	stdout, stderr := files[1], files[2]
+	// The descriptors close before the submitter hears its status, so that
+	// its reader sees the end of the job's output when it exits.
+	done := func(code int) {
+		for _, f := range files {
+			f.Close()
+		}
+		c.Send(dvm.Reply{Done: true, Exit: code})
+	}
+	if refused {
+		fmt.Fprintf(stderr, "prun: DVM refused: uid %d is not the DVM's user (uid %d)\n", uid, os.Getuid())
+		done(ExitFailure)
 		return
 	}
+	frame, err := c.RecvFrame()
+	if err != nil {
+		return // gone before it said what to run
+	}
+	req, err := dvm.DecodeRun(frame)
+	if err != nil {
+		fmt.Fprintf(stderr, "prun: DVM: %v\n", err)
+		done(ExitUsage)
+		return
+	}
+	job, code, local := d.parse(req, stdout, stderr)
+	if local {
+		c.Send(dvm.Reply{Done: true, Local: true})
+		return
+	}
+	if job == nil {
+		done(code)
+		return
+	}
+	job.Rebase(req.Cwd)
 	sigs := make(chan os.Signal, 16)
 	go func() {
 		for {
@@ -192,27 +224,11 @@ func (d *DVM) serveSubmit(c *dvm.Conn, req dvm.Request, files []*os.File) {
 			}
 		}
 	}()
-	opts := Options{Stdin: files[0], Stdout: files[1], Stderr: files[2], ColorTags: req.ColorTags,
-		ColorErrors: req.ColorErrors, TmpDir: d.base.opts.TmpDir, Env: []string(req.Env),
+	opts := Options{Stdin: files[0], Stdout: stdout, Stderr: stderr, ColorTags: req.ColorTags,
+		ColorErrors: req.ColorErrors, TmpDir: d.base.opts.TmpDir, Env: req.Env,
 		KillGrace: time.Second, Signals: &Signals{from: sigs}}
-	code := d.Run(Submission{Job: job, Opts: opts, Wait: req.Wait,
-		Started: func(sub int) { c.Send(dvm.Reply{Job: sub}) }})
-	// The submitter's descriptors close before it hears the status, so
-	// that its reader sees the end of the job's output when it exits.
-	for _, f := range files {
-		f.Close()
-	}
-	c.Send(dvm.Reply{Done: true, Exit: code})
-}
-
-// submittedJob is the job a submission carries.
-func submittedJob(req dvm.Request) (*jobspec.Job, error) {
-	if req.Spec == nil { // a submitter from before Spec
-		var plan daemon.Plan
-		err := json.Unmarshal(req.Plan, &plan)
-		return plan.Job, err
-	}
-	return daemon.UnmarshalJob(req.Spec)
+	done(d.Run(Submission{Job: job, Opts: opts, Wait: job.DVMWait,
+		Started: func(sub int) { c.Send(dvm.Reply{Job: sub}) }}))
 }
 
 // psJob is a submission as `prun dvm ps --json` shows it.
@@ -342,33 +358,31 @@ func (d *DVM) status(asJSON bool) string {
 	return sb.String()
 }
 
-// Submit runs job in the runtime in dir: the submitter's descriptors go with
-// it, its signals follow, and the job's exit status is the return value.
-func Submit(dir string, job *jobspec.Job, sigs *Signals, wait bool) int {
+// Submit runs the command line args (a job's, parsed once already to
+// find the runtime) in the runtime in dir: the submitter's descriptors go
+// with it, its signals follow, and the job's exit status is the return
+// value. prun's usual submitter is not this but cmd/prun/submit.c, which
+// sends the same before Go's runtime starts; this one serves --dvm.
+func Submit(dir string, args []string, sigs *Signals) int {
 	c, err := dvm.Dial(dir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prun: DVM %s: %v\n", dir, err)
 		return ExitFailure
 	}
 	defer c.Close()
-	cwd, _ := os.Getwd()
-	for i := range job.Apps {
-		if job.Apps[i].Wdir == "" {
-			job.Apps[i].Wdir = cwd
-		}
-	}
-	spec, err := daemon.MarshalJob(job)
+	cwd, err := os.Getwd()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "prun: %v\n", err)
+		fmt.Fprintf(os.Stderr, "prun: cannot determine the working directory: %v\n", err)
 		return ExitFailure
 	}
 	noColor := os.Getenv("NO_COLOR") != ""
-	if err := c.Hello(dvm.SubmitByte, []int{0, 1, 2}); err != nil {
+	run := dvm.Run{Args: args, Env: os.Environ(), Cwd: cwd,
+		ColorTags: !noColor && isTerminal(os.Stdout), ColorErrors: !noColor && isTerminal(os.Stderr)}
+	if err := c.Hello(dvm.RunByte, []int{0, 1, 2}); err != nil {
 		fmt.Fprintf(os.Stderr, "prun: DVM %s: %v\n", dir, err)
 		return ExitFailure
 	}
-	if err := c.Send(dvm.Request{Op: "submit", Spec: spec, Env: os.Environ(), Wait: wait,
-		ColorTags: !noColor && isTerminal(os.Stdout), ColorErrors: !noColor && isTerminal(os.Stderr)}); err != nil {
+	if err := c.SendFrame(dvm.EncodeRun(run)); err != nil {
 		fmt.Fprintf(os.Stderr, "prun: DVM %s: %v\n", dir, err)
 		return ExitFailure
 	}
@@ -387,8 +401,9 @@ func Submit(dir string, job *jobspec.Job, sigs *Signals, wait bool) int {
 			fmt.Fprintf(os.Stderr, "prun: lost the DVM at %s: %v\n", dir, err)
 			return ExitFailure
 		}
-		if rep.Error != "" {
-			fmt.Fprintf(os.Stderr, "prun: DVM %s: %s\n", dir, rep.Error)
+		if rep.Local {
+			fmt.Fprintf(os.Stderr, "prun: DVM %s: not a job for a DVM\n", dir)
+			return ExitFailure
 		}
 		if rep.Done {
 			return rep.Exit

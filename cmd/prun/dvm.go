@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"prun/cli"
 	"prun/dvm"
 	"prun/jobspec"
 	"prun/launcher"
@@ -237,7 +239,10 @@ func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD i
 			}
 		}
 	}()
-	d, err := launcher.StartDVM(ctx, launcher.DVMConfig{Job: job, Env: os.Environ(), TmpDir: os.TempDir(), Log: os.Stderr})
+	d, err := launcher.StartDVM(ctx, launcher.DVMConfig{Job: job, Env: os.Environ(), TmpDir: os.TempDir(), Log: os.Stderr,
+		Parse: func(r dvm.Run, stdout, stderr io.Writer) (*jobspec.Job, int, bool) {
+			return cli.Submitted(r.Args, cli.EnvOf(r.Env, r.Cwd), stdout, stderr, r.ColorErrors)
+		}})
 	if err != nil {
 		return fail("%v", err)
 	}

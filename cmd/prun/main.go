@@ -54,7 +54,7 @@ func main() {
 		}
 		trace.Mark("parsed")
 		if dir, ok := findDVM(job); ok {
-			return launcher.Submit(dir, job, sigs, job.DVMWait)
+			return launcher.Submit(dir, os.Args[1:], sigs)
 		}
 		return launcher.Run(job, launcher.DefaultOptions(sigs))
 	})
