@@ -114,7 +114,25 @@ func ctrlZ(t *testing.T, p *proc, hold time.Duration, rankProcs func() []procInf
 func TestCtrlZOneNode(t *testing.T) {
 	t.Parallel()
 	script := writeScript(t, t.TempDir(), "count.sh", counterScript)
-	p := startPrun(t, opts{args: []string{"-n", "2", script}, timeout: 60 * time.Second})
+	ctrlZCounted(t, startPrun(t, opts{args: []string{"-n", "2", script}, timeout: 60 * time.Second}))
+}
+
+// The same with a job submitted to a DVM: the submitter (submit.c) stops,
+// and its job's ranks with it; the DVM does not.
+func TestCtrlZDVM(t *testing.T) {
+	t.Parallel()
+	d := startDVM(t, nil, "--host", "localhost:2")
+	script := writeScript(t, t.TempDir(), "count.sh", counterScript)
+	ctrlZCounted(t, d.start(t, opts{args: []string{"-n", "2", script}, timeout: 60 * time.Second}))
+	if pi, _ := readStat(d.pid); pi.state == 'T' {
+		t.Errorf("the DVM is stopped")
+	}
+}
+
+// ctrlZCounted stops and continues p, a job of two counterScript ranks,
+// and checks that they did not run while it was stopped.
+func ctrlZCounted(t *testing.T, p *proc) {
+	t.Helper()
 	p.waitOutput(20*time.Second, "tick 0 2 ", "tick 1 2 ")
 	stopped, resumed := ctrlZ(t, p, 4*time.Second, func() []procInfo {
 		var ps []procInfo
