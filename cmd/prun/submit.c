@@ -349,8 +349,11 @@ __attribute__((constructor)) static void prun_submit(int argc, char **argv) {
             break;
         }
         uint32_t n = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
-        char msg[4096];
-        if (n > sizeof msg || !read_full(fd, msg, n) || !reply(msg, msg + n, &done, &exitc, &local)) {
+        char small[512], *msg = n <= sizeof small ? small : n <= (64u << 20) ? malloc(n) : NULL;
+        int good = msg && read_full(fd, msg, n) && reply(msg, msg + n, &done, &exitc, &local);
+        if (msg != small)
+            free(msg);
+        if (!good) {
             lost = "a malformed reply";
             break;
         }

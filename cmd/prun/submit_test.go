@@ -60,7 +60,9 @@ func listenFake(t *testing.T, dir string) *fakeDVM {
 				c.Close()
 				continue
 			}
-			conn.Send(dvm.Reply{Job: 1})
+			// A string the client skips, escapes and all, in a frame
+			// larger than its buffer on the stack.
+			conn.Send(dvm.Reply{Job: 1, Text: strings.Repeat(`"Done":true,\`, 500)})
 			conn.Send(dvm.Reply{Done: true, Exit: 7})
 			c.Close()
 		}
