@@ -31,10 +31,16 @@ type dvmUnder struct {
 // startDVM starts a detached DVM with args and stops it at the test's end.
 func startDVM(t *testing.T, env []string, args ...string) *dvmUnder {
 	t.Helper()
+	return startDVMIn(t, "", env, args...)
+}
+
+// startDVMIn is startDVM from the working directory dir.
+func startDVMIn(t *testing.T, dir string, env []string, args ...string) *dvmUnder {
+	t.Helper()
 	tmp := t.TempDir()
 	d := &dvmUnder{t: t, tmp: tmp, env: append(append(baseEnv(), "TMPDIR="+tmp, "NO_COLOR=1"), env...)}
 	cmd := exec.Command(prunBin, append([]string{"dvm", "start", "--name", "t"}, args...)...)
-	cmd.Env = d.env
+	cmd.Env, cmd.Dir = d.env, dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("prun dvm start: %v\n%s", err, out)
@@ -423,6 +429,20 @@ print(s.recv(4096)[4:].decode())`,
 
 // The DVM ends with the process that started its start shell (salloc, a
 // batch step), and after its idle timeout.
+// README's quick start: a hostfile named relative to the shell that starts
+// the DVM, which runs detached in /.
+func TestDVMStartRelativeHostfile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte("localhost slots=3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDVMIn(t, dir, nil, "--hostfile", "hosts")
+	if st := d.status(t); !strings.Contains(st.text, "3 of 3 slots free") {
+		t.Errorf("prun dvm status: %s", st.text)
+	}
+	d.expectServing(t)
+}
+
 func TestDVMLifetime(t *testing.T) {
 	t.Run("parent-gone", func(t *testing.T) {
 		tmp := t.TempDir()

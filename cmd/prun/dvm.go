@@ -49,6 +49,7 @@ func dvmMain(args []string) int {
 		rsh, where         string
 		jsonOut, allJobs   bool
 		watchPid, readyFD  int
+		fromDir            string
 		fanout             int
 		ifInclude, localAs string
 	)
@@ -65,8 +66,10 @@ func dvmMain(args []string) int {
 		fs.StringVar(&localAs, "localhost", "", "this node's name in the host list")
 		fs.IntVar(&watchPid, "watch-pid", 0, "")
 		fs.IntVar(&readyFD, "ready-fd", 0, "")
+		fs.StringVar(&fromDir, "from-dir", "", "")
 		_ = fs.MarkHidden("watch-pid")
 		_ = fs.MarkHidden("ready-fd")
+		_ = fs.MarkHidden("from-dir")
 	case "ps":
 		fs.BoolVar(&jsonOut, "json", false, "one JSON array of the jobs")
 	case "stop":
@@ -95,8 +98,18 @@ func dvmMain(args []string) int {
 		if watchPid == 0 {
 			watchPid = grandparent()
 		}
+		// A detached runtime runs in /: the files named on its command
+		// line are the starting shell's.
+		if fromDir == "" {
+			var err error
+			if fromDir, err = os.Getwd(); err != nil {
+				fmt.Fprintf(os.Stderr, "prun dvm start: cannot determine the working directory: %v\n", err)
+				return launcher.ExitFailure
+			}
+		}
+		job.Rebase(fromDir)
 		if !foreground {
-			return detach(dir, args[1:], watchPid)
+			return detach(dir, args[1:], watchPid, fromDir)
 		}
 		return dvmStart(dir, job, idle, watchPid, readyFD)
 	}
@@ -153,8 +166,9 @@ func grandparent() int {
 }
 
 // detach starts the runtime as a daemon of its own session, its stdio on
-// the log file in its directory, and returns once it is up or failed.
-func detach(dir string, args []string, watch int) int {
+// the log file in its directory, its working directory /, and returns once
+// it is up or failed.
+func detach(dir string, args []string, watch int, fromDir string) int {
 	if err := dvm.MakeDir(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "prun dvm start: %v\n", err)
 		return launcher.ExitFailure
@@ -176,7 +190,7 @@ func detach(dir string, args []string, watch int) int {
 		return launcher.ExitFailure
 	}
 	cmd := exec.Command(exe, append([]string{"dvm", "start", "--foreground", "--ready-fd", "3",
-		"--watch-pid", strconv.Itoa(watch)}, args...)...)
+		"--watch-pid", strconv.Itoa(watch), "--from-dir", fromDir}, args...)...)
 	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logf, logf, []*os.File{pw}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
