@@ -61,17 +61,10 @@ func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, w := range req.Warnings {
-				fmt.Fprintf(os.Stderr, "prun: warning: %s\n", w)
+			if req.answered(cmd.OutOrStdout(), os.Stderr) {
+				return nil
 			}
-			switch {
-			case req.Help:
-				fmt.Fprint(cmd.OutOrStdout(), HelpText())
-				return nil
-			case req.Version:
-				fmt.Fprintf(cmd.OutOrStdout(), "prun %s\n", Version)
-				return nil
-			case req.Exec != nil:
+			if req.Exec != nil {
 				return execDebugger(req.Exec)
 			}
 			*exit = run(req.Job)
@@ -105,13 +98,36 @@ func Main(run func(*jobspec.Job) int) int {
 	}
 	if err != nil {
 		PrintError(os.Stderr, err)
-		var ue *UsageError
-		if errors.As(err, &ue) {
-			return 2
-		}
-		return 1
+		return errorStatus(err)
 	}
 	return exit
+}
+
+// errorStatus is prun's exit status for a command line that failed before
+// a launch: 2 for a usage error, else 1.
+func errorStatus(err error) int {
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// answered prints the warnings, and help or the version when asked:
+// then, it reports, nothing is left to run.
+func (r *Request) answered(stdout, stderr io.Writer) bool {
+	for _, w := range r.Warnings {
+		fmt.Fprintf(stderr, "prun: warning: %s\n", w)
+	}
+	switch {
+	case r.Help:
+		fmt.Fprint(stdout, HelpText())
+	case r.Version:
+		fmt.Fprintf(stdout, "prun %s\n", Version)
+	default:
+		return false
+	}
+	return true
 }
 
 // isSubcommand reports whether args name one of prun's commands

@@ -1525,20 +1525,32 @@ func parseTimeout(flag, env string) (time.Duration, error) {
 // not-found error names them, for resolveProgram's message.
 func lookPathIn(dirs, wdir string) func(string) (string, error) {
 	return func(prog string) (string, error) {
-		for _, d := range filepath.SplitList(dirs) {
-			if d == "" {
-				continue
-			}
-			if !filepath.IsAbs(d) {
-				d = filepath.Join(wdir, d)
-			}
-			p := filepath.Join(d, prog)
-			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-				return p, nil
-			}
+		if p, ok := findIn(prog, dirs, wdir, ""); ok {
+			return p, nil
 		}
 		return "", fmt.Errorf("not found in --path %s", dirs)
 	}
+}
+
+// findIn is the first executable regular file prog in the directories of
+// the list dirs, relative ones from base; an empty entry is empty (skipped
+// when "", as --path does; "." as PATH's is).
+func findIn(prog, dirs, base, empty string) (string, bool) {
+	for _, d := range filepath.SplitList(dirs) {
+		if d == "" {
+			if d = empty; d == "" {
+				continue
+			}
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(base, d)
+		}
+		p := filepath.Join(d, prog)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // remoteShell reads the remote shell that users of Open MPI and Hydra name

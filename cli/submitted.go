@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -29,24 +26,12 @@ func Submitted(args []string, env Env, stdout, stderr io.Writer, color bool) (jo
 	req, err := Parse(args, env)
 	if err != nil {
 		printError(stderr, err, color)
-		var ue *UsageError
-		if errors.As(err, &ue) {
-			return nil, 2, false
-		}
-		return nil, 1, false
+		return nil, errorStatus(err), false
 	}
-	if req.Exec != nil {
+	if req.Exec != nil { // before the warnings: the submitter prints them
 		return nil, 0, true
 	}
-	for _, w := range req.Warnings {
-		fmt.Fprintf(stderr, "prun: warning: %s\n", w)
-	}
-	switch {
-	case req.Help:
-		fmt.Fprint(stdout, HelpText())
-		return nil, 0, false
-	case req.Version:
-		fmt.Fprintf(stdout, "prun %s\n", Version)
+	if req.answered(stdout, stderr) {
 		return nil, 0, false
 	}
 	return req.Job, 0, false
@@ -79,17 +64,8 @@ func EnvOf(environ []string, cwd string) Env {
 // lookPathFrom is exec.LookPath in a process whose PATH is path and whose
 // working directory is cwd (an empty or relative entry is from cwd).
 func lookPathFrom(prog, path, cwd string) (string, error) {
-	for _, d := range filepath.SplitList(path) {
-		if d == "" {
-			d = "."
-		}
-		p := filepath.Join(cwd, d, prog)
-		if filepath.IsAbs(d) {
-			p = filepath.Join(d, prog)
-		}
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
+	if p, ok := findIn(prog, path, cwd, "."); ok {
+		return p, nil
 	}
 	return "", &exec.Error{Name: prog, Err: exec.ErrNotFound}
 }

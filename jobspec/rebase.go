@@ -9,16 +9,15 @@ import "path/filepath"
 // working directories are absolute already (App.Exe, App.Wdir); "-" and
 // "+" (stdout, stderr) are not files.
 func (j *Job) Rebase(dir string) {
-	for _, p := range []*string{&j.Place.Hostfile, &j.Place.Rankfile, &j.Place.MapBy.File,
+	names := []*string{&j.Place.Hostfile, &j.Place.Rankfile, &j.Place.MapBy.File,
 		&j.Output.Dir, &j.Output.File, &j.OutfilePattern, &j.ErrfilePattern,
-		&j.Report, &j.ReportPID, &j.ReportURI, &j.OutputProctable} {
+		&j.Report, &j.ReportPID, &j.ReportURI, &j.OutputProctable}
+	for i := range j.Apps {
+		names = append(names, &j.Apps[i].Hostfile)
+	}
+	for _, p := range names {
 		if *p != "" && *p != "-" && *p != "+" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
-		}
-	}
-	for i := range j.Apps {
-		if h := &j.Apps[i].Hostfile; *h != "" && !filepath.IsAbs(*h) {
-			*h = filepath.Join(dir, *h)
 		}
 	}
 }
