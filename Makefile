@@ -3,8 +3,16 @@
 
 GO       ?= go
 BIN      := bin/prun
-DEB_PKGS := libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev mpich libmpich-dev hwloc libhwloc-dev gcc pkg-config \
-            openssh-server openssh-client iproute2 gdb xterm xvfb zsh slurmctld slurmd slurm-client munge
+# What each entry point needs from Debian, and no more: building prun (a C
+# compiler, and what the pinned OpenPMIx is built from), the demo (Open MPI),
+# and every test (MPICH, PMIx's own tools and devel files for the test
+# clients, sshd and network namespaces, gdb, Xvfb, zsh and bash-completion,
+# Slurm, debootstrap for the Debian 13 and Debian 11 roots).
+BUILD_PKGS := gcc libc6-dev make pkg-config autoconf automake libtool flex perl libevent-dev libhwloc-dev \
+              zlib1g-dev libmunge-dev
+DEMO_PKGS  := openmpi-bin libopenmpi-dev
+TEST_PKGS  := libpmix-dev libpmix-bin mpich libmpich-dev hwloc openssh-server openssh-client iproute2 gdb \
+              xterm xvfb zsh bash-completion tmux slurmctld slurmd slurm-client munge debootstrap
 EXAMPLES := bin/examples
 # MPICH built with ch3 (PMI-1, and its PMI-2 twin) for the tests of dynamic
 # processes, once per machine: Debian's ch4:ucx MPICH cannot spawn here.
@@ -13,29 +21,51 @@ MPICH_CH3       ?= $(CACHE)/mpich-ch3
 MPICH_CH3_PMI2  ?= $(CACHE)/mpich-ch3-pmi2
 export PRUN_MPICH_CH3 := $(MPICH_CH3)
 export PRUN_MPICH_CH3_PMI2 := $(MPICH_CH3_PMI2)
+# The OpenPMIx prun hosts its servers on: pinned and patched (openpmix/),
+# built once per version of its recipe; pmixsrv finds it through pkg-config
+# (prun-pmix), and tests that build clients on it through PRUN_PMIX.
+PMIX_HASH   := $(shell cat openpmix/build.sh openpmix/pin openpmix/patches/*.patch | sha256sum | cut -c1-12)
+PMIX_PREFIX ?= $(CACHE)/openpmix-$(PMIX_HASH)
+export PKG_CONFIG_PATH := $(PMIX_PREFIX)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+export PRUN_PMIX := $(PMIX_PREFIX)
+# Go's build cache keys cgo packages on the environment's CGO_* flags, not on
+# what pkg-config prints: the recipe's hash here rebuilds pmixsrv (and prun)
+# whenever the library changes.
+export CGO_CPPFLAGS := $(strip $(filter-out -DPRUN_PMIX_RECIPE=%,$(CGO_CPPFLAGS)) -DPRUN_PMIX_RECIPE=$(PMIX_HASH))
 
-.PHONY: all deps build demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 install
+.PHONY: all deps deps-build deps-demo build pmix env demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 install
 
 all: build
 
-# Install the packages only when something is missing, so that a warm machine
-# pays nothing and a fresh one needs no other step.
-deps:
-	@if ! pkg-config --exists pmix 2>/dev/null || ! command -v mpicc.openmpi >/dev/null || \
-	    ! command -v mpicc.mpich >/dev/null || ! command -v mpiexec.hydra >/dev/null || \
-	    ! command -v hwloc-ls >/dev/null || ! command -v gcc >/dev/null || \
-	    ! test -x /usr/sbin/sshd || ! command -v ssh >/dev/null || ! command -v ip >/dev/null || \
-	    ! command -v gdb >/dev/null || ! command -v xterm >/dev/null || ! command -v Xvfb >/dev/null || ! command -v zsh >/dev/null || \
-	    ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v srun >/dev/null || \
-	    ! command -v munged >/dev/null; then \
-		echo "== installing Debian packages: $(DEB_PKGS)"; \
+# Install packages only when some are missing (one dpkg-query), so that a warm
+# machine pays nothing and a fresh one needs no other step.
+define install_missing
+	@missing=$$(dpkg-query -W -f='$${db:Status-Abbrev} $${Package}\n' $(1) 2>/dev/null | awk '$$1 == "ii" { ok[$$2] = 1 } \
+		END { n = split("$(strip $(1))", want, " "); for (i = 1; i <= n; i++) if (!(want[i] in ok)) printf "%s ", want[i] }'); \
+	if [ -n "$$missing" ]; then \
+		echo "== installing Debian packages: $$missing"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEB_PKGS) >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(2) $$missing >/dev/null; \
 	fi
+endef
+
+deps-build:
+	$(call install_missing,$(BUILD_PKGS),--no-install-recommends)
+deps-demo: deps-build
+	$(call install_missing,$(DEMO_PKGS),--no-install-recommends)
+deps: deps-demo
+	$(call install_missing,$(TEST_PKGS))
+
+pmix: deps-build
+	openpmix/build.sh $(PMIX_PREFIX)
+
+# For go build/test outside make: eval "$$(make -s env)".
+env: pmix
+	@echo 'export PKG_CONFIG_PATH="$(PKG_CONFIG_PATH)" PRUN_PMIX="$(PRUN_PMIX)" CGO_CPPFLAGS="$(CGO_CPPFLAGS)" PRUN_MPICH_CH3="$(PRUN_MPICH_CH3)" PRUN_MPICH_CH3_PMI2="$(PRUN_MPICH_CH3_PMI2)"'
 
 # prun-ssh, prun's SSH client, goes beside prun: prun runs it from there.
-build: deps
+build: pmix
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/prun ./cmd/prun-ssh
 
@@ -52,15 +82,15 @@ install: build
 	bin/prun completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/prun
 	bin/prun completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_prun
 
-$(EXAMPLES)/hello: testdata/hello.c | deps
+$(EXAMPLES)/hello: testdata/hello.c | deps-demo
 	@mkdir -p $(EXAMPLES)
 	mpicc.openmpi -O2 -o $@ $<
 
-$(EXAMPLES)/spawn: testdata/spawn.c | deps
+$(EXAMPLES)/spawn: testdata/spawn.c | deps-demo
 	@mkdir -p $(EXAMPLES)
 	mpicc.openmpi -O2 -o $@ $<
 
-$(EXAMPLES)/hello2: testdata/hello2.c | deps
+$(EXAMPLES)/hello2: testdata/hello2.c | deps-demo
 	@mkdir -p $(EXAMPLES)
 	mpicc.openmpi -O2 -o $@ $<
 
@@ -68,7 +98,7 @@ demo: build $(EXAMPLES)/hello $(EXAMPLES)/hello2
 	@echo "== bin/prun -n 4 ./hello : -n 2 ./hello2"
 	cd $(EXAMPLES) && ../../$(BIN) -n 4 ./hello : -n 2 ./hello2
 
-vet:
+vet: pmix
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
@@ -82,7 +112,7 @@ mpich-ch3: deps
 RACE_PKGS := ./ctl ./daemon ./internal/peercred ./internal/sigcatch ./internal/timerslack \
              ./iof ./launcher ./mpir ./names ./pmi ./pmixsrv ./remote ./rsh/... ./sessiondir
 
-test: deps vet mpich-ch3
+test: deps pmix vet mpich-ch3
 	$(GO) test -count=1 -timeout 60m ./...
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 
@@ -97,7 +127,7 @@ leakcheck: build $(EXAMPLES)/hello $(EXAMPLES)/spawn
 # Short fuzzing of every parser (FUZZTIME each); crashers land in the
 # packages' testdata/fuzz, where `make test` replays them for ever.
 FUZZTIME ?= 20s
-fuzz: deps
+fuzz: deps pmix
 	@set -e; for pkg in ./cli ./jobspec ./names ./pmi ./hostfile ./topology ./mapper ./ctl ./remote ./daemon ./internal/shellwords; do \
 		for f in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \
 			echo "== $$pkg $$f"; \

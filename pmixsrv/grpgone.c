@@ -15,11 +15,10 @@
  * the launcher fails a collective whose member died (remote.Root.FailProc).
  *
  * The trackers are the library's private structures: their layout comes
- * from the private headers Debian's libpmix-dev installs for the library's
- * own version (under /usr/lib/<arch>/pmix2/include/pmix/src), and only for
- * the 4.2 series, whose trackers this follows: with another version the
- * sweep does nothing and the library's count of participants is not read.
+ * from the private headers of the pinned 4.2.2 the build installs beside it
+ * (pin.h refuses any other library).
  */
+#include "pin.h"
 #include "src/include/pmix_config.h"
 #include "src/include/pmix_globals.h"
 #include "src/server/pmix_server_ops.h"
@@ -27,10 +26,6 @@
 #include <pthread.h>
 #include <pmix_version.h>
 #include "shim.h"
-
-#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
-#define PRUN_GROUP_TRACKERS 1
-#endif
 
 /* The gone ranks, by namespace (dropped with it). Written by Go's threads,
  * read on the progress thread: a lock. */
@@ -44,7 +39,6 @@ static int group_ops; /* a construct or destruct reached this server */
 void prun_group_ops_seen(void) { __atomic_store_n(&group_ops, 1, __ATOMIC_RELEASE); }
 static pthread_mutex_t gone_mu = PTHREAD_MUTEX_INITIALIZER;
 
-#ifdef PRUN_GROUP_TRACKERS
 static int is_gone(const pmix_proc_t *member)
 {
     int found = 0;
@@ -54,12 +48,10 @@ static int is_gone(const pmix_proc_t *member)
     pthread_mutex_unlock(&gone_mu);
     return found;
 }
-#endif
 
 /* prun_group_sweep runs on the library's progress thread. */
 void prun_group_sweep(void)
 {
-#ifdef PRUN_GROUP_TRACKERS
     pmix_server_trkr_t *trk, *next;
     prun_group_done_fn done;
 
@@ -83,7 +75,6 @@ void prun_group_sweep(void)
             }
         }
     }
-#endif
 }
 
 /* prun_group_keep_record: a destruct that fails leaves the node's record of
@@ -91,25 +82,16 @@ void prun_group_sweep(void)
  * whatever the status, and a member that called later got NOT-FOUND. */
 void prun_group_keep_record(void *trk)
 {
-#ifdef PRUN_GROUP_TRACKERS
     pmix_server_trkr_t *t = trk;
     if (t && t->type == PMIX_GROUP_DESTRUCT_CMD)
         t->cbdata = NULL;
-#else
-    (void)trk;
-#endif
 }
 
 /* prun_group_tracker_nlocal is the tracker's count of local participants,
  * or UINT32_MAX when it cannot be read. */
 uint32_t prun_group_tracker_nlocal(void *trk)
 {
-#ifdef PRUN_GROUP_TRACKERS
     return ((pmix_server_trkr_t *)trk)->nlocal;
-#else
-    (void)trk;
-    return UINT32_MAX;
-#endif
 }
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)

@@ -31,9 +31,11 @@
  * slot is emptied first, so it can be reused. This runs on the library's
  * progress thread (the completion of a namespace's deregistration, called
  * from _deregister_nspace), where the library itself touches these
- * structures; it is compiled against libpmix's own devel headers, so the
- * layouts are the linked library's, and only for the 4.2 series, whose
- * lifecycle this follows (other versions: nothing is released here). */
+ * structures; it is compiled against the private headers of the library it
+ * is linked with, the pinned 4.2.2 (pin.h refuses any other), whose
+ * lifecycle this follows. */
+
+#include "pin.h" /* first: the private headers below are 4.2.2's */
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -48,8 +50,6 @@
 #include "src/mca/gds/base/base.h"
 #include "src/server/pmix_server_ops.h"
 #include "src/util/pmix_hash.h"
-
-#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
 
 static int nspace_listed(pmix_namespace_t *nptr)
 {
@@ -83,12 +83,6 @@ size_t prun_release_departed(void)
     return n;
 }
 
-#else
-
-size_t prun_release_departed(void) { return 0; }
-
-#endif
-
 /* 2. libpmix 4.2.0-4.2.2: 32 bytes lost by every keyed fetch from the
  * server's hash store.
  *
@@ -114,19 +108,13 @@ pmix_status_t __real_pmix_hash_fetch(pmix_hash_table_t *table, pmix_rank_t rank,
 pmix_status_t __real_pmix_bfrops_base_copy(pmix_pointer_array_t *regtypes, void **dest, void *src,
                                            pmix_data_type_t type);
 
-#if PMIX_NUMERIC_VERSION >= 0x00040200 && PMIX_NUMERIC_VERSION < 0x00040203
-#define PRUN_FIX_HASH_FETCH 1
-#endif
-
 static __thread int in_keyed_fetch;
 
 pmix_status_t __wrap_pmix_hash_fetch(pmix_hash_table_t *table, pmix_rank_t rank, const char *key,
                                      pmix_info_t *qualifiers, size_t nquals, pmix_list_t *kvals)
 {
     pmix_status_t rc;
-#ifdef PRUN_FIX_HASH_FETCH
     in_keyed_fetch = key != NULL;
-#endif
     rc = __real_pmix_hash_fetch(table, rank, key, qualifiers, nquals, kvals);
     in_keyed_fetch = 0;
     return rc;
@@ -176,17 +164,12 @@ static __thread struct {
     char *key;
 } sget;
 
-#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
-#define PRUN_FIX_SERVER_GET_KEY 1
-#endif
 
 pmix_status_t __wrap_pmix_server_get(pmix_buffer_t *buf, pmix_modex_cbfunc_t cbfunc, void *cbdata)
 {
     pmix_status_t rc;
     char *key;
-#ifdef PRUN_FIX_SERVER_GET_KEY
     sget.cd = (pmix_server_caddy_t *)cbdata;
-#endif
     sget.depth = sget.strings = 0;
     sget.key = NULL;
     rc = __real_pmix_server_get(buf, cbfunc, cbdata);
@@ -310,8 +293,6 @@ void prun_nspace_forgotten(const char *ns)
 }
 
 void __real_pmix_server_purge_events(pmix_peer_t *peer, pmix_proc_t *proc);
-
-#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
 
 static int host_registered(const char *ns)
 {
@@ -453,14 +434,10 @@ static void tool_departed(pmix_peer_t *peer)
     event_base_once(pmix_globals.evbase, -1, EV_TIMEOUT, release_departed_cb, NULL, &now);
 }
 
-#endif
-
 void __wrap_pmix_server_purge_events(pmix_peer_t *peer, pmix_proc_t *proc)
 {
     __real_pmix_server_purge_events(peer, proc);
-#if PMIX_VERSION_MAJOR == 4 && PMIX_VERSION_MINOR == 2
     if (peer != NULL && proc == NULL) {
         tool_departed(peer);
     }
-#endif
 }

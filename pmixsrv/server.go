@@ -9,24 +9,25 @@
 package pmixsrv
 
 /*
-#cgo pkg-config: pmix
+#cgo pkg-config: prun-pmix
 #cgo CFLAGS: -I${SRCDIR}/pmixinc
 #cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=read -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--wrap=pmix_hash_fetch -Wl,--wrap=pmix_bfrops_base_copy -Wl,--wrap=pmix_server_get -Wl,--wrap=pmix_bfrops_base_unpack -Wl,--wrap=pmix_server_purge_events -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -l:libhwloc.a -l:libz.a
 #include <malloc.h>
 #include "shim.h"
 
-// The library is linked in from its static archive (found on pkg-config's
-// -L path), not as libpmix.so, so that no launch pays for loading and
-// relocating the shared library and its libevent; hwloc and zlib come from
-// their archives too (libpmix-dev depends on both -dev packages), and the
-// two libraries Debian ships no archive of, libmunge and libudev, load at
-// their first use (lazylibs.c): libmunge as a PMIx server starts, libudev
-// never, neither in a prun that hosts no server (a DVM's submitter, prun
-// dvm ps, ...). No -lm: hwloc's one call into it, modff, is libc's too.
-// What the dynamic linker loads at start is libc alone.
-// See Init for what that asks of the library's plugins.
-// pmixinc lets libpmix's devel headers (leaks.c, grpgone.c) find the public
-// ones they name as "include/...", wherever pkg-config finds libpmix.
+// The library is the OpenPMIx that openpmix/build.sh pins and patches
+// (pin.h refuses any other), linked in from its static archive: prun's
+// server is the same on every distribution whatever PMIx its ranks carry,
+// and no launch pays for loading and relocating a shared library and its
+// libevent. libevent, hwloc and zlib come from their archives too (the
+// build's -dev packages), and the two libraries Debian ships no archive of,
+// libmunge and libudev, load at their first use (lazylibs.c): libmunge as a
+// PMIx server starts, libudev never, neither in a prun that hosts no server
+// (a DVM's submitter, prun dvm ps, ...). No -lm: hwloc's one call into it,
+// modff, is libc's too. What the dynamic linker loads at start is libc
+// alone. See Init for what that asks of the library's plugins.
+// pmixinc lets libpmix's private headers (leaks.c, grpgone.c) find the
+// public ones they name as "include/...".
 */
 import "C"
 

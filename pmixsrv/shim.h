@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include "pin.h"
 #include <pmix.h>
 #include <pmix_server.h>
 

@@ -55,9 +55,17 @@
  *   group invite
  *       Rank 0 invites every other rank into group "inv" (PMIx_Group_invite);
  *       each waits for PMIX_GROUP_INVITED and joins (PMIx_Group_join, accept).
- *       Every rank then leaves (PMIx_Group_leave). They print "group: rank 0
- *       invite: STATUS", "group: rank R join: STATUS" and "group: rank R
- *       leave: STATUS" (libpmix 4.2.2's server has no leave: NOT-SUPPORTED).
+ *       The last rank L then leaves (PMIx_Group_leave); the others wait for
+ *       PMIX_GROUP_LEFT from it and destruct "inv" (which must not wait for
+ *       L). They print "group: rank 0 invite: STATUS", "group: rank R join:
+ *       STATUS", "group: rank L leave: STATUS", "group: rank R heard rank L
+ *       left inv" and "group: rank R destruct without L: STATUS".
+ *
+ *   group invite-timeout
+ *       Rank 0 invites rank 1, which never answers, with PMIX_TIMEOUT 2 and
+ *       prints "group: rank 0 invite with timeout: STATUS in S s" (want
+ *       TIMEOUT in about 2 s; a client library that ignores the timeout holds
+ *       it until the watchdog); then both fence.
  *
  * A SIGALRM watchdog (60 s) ends a rank stuck in a PMIx call, naming it.
  */
@@ -476,9 +484,9 @@ static int timeout(uint32_t late)
     return 0;
 }
 
-static volatile int invited;
+static volatile int invited, left;
 static char inviter_ns[PMIX_MAX_NSLEN + 1];
-static pmix_rank_t inviter_rank;
+static pmix_rank_t inviter_rank, leaver_rank;
 
 static void on_invited(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
                        pmix_info_t results[], size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
@@ -498,15 +506,34 @@ static void on_invited(size_t id, pmix_status_t status, const pmix_proc_t *sourc
         cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
 }
 
+/* on_left records who left group "inv". */
+static void on_left(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
+                    pmix_info_t results[], size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id;
+    (void)status;
+    (void)results;
+    (void)nresults;
+    for (size_t i = 0; source && i < ninfo; i++)
+        if (PMIX_CHECK_KEY(&info[i], PMIX_GROUP_ID) && info[i].value.type == PMIX_STRING &&
+            strcmp(info[i].value.data.string, "inv") == 0) {
+            leaver_rank = source->rank;
+            __atomic_store_n(&left, 1, __ATOMIC_SEQ_CST);
+        }
+    if (cbfunc)
+        cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
 static int invite(void)
 {
-    uint32_t size = job_size();
+    uint32_t size = job_size(), last = size - 1;
     pmix_proc_t *procs = calloc(size, sizeof *procs), leader;
     pmix_info_t *results = NULL;
-    pmix_status_t code = PMIX_GROUP_INVITED, rc;
+    pmix_status_t code = PMIX_GROUP_INVITED, lcode = PMIX_GROUP_LEFT, rc;
     size_t nresults = 0, n;
 
     PMIx_Register_event_handler(&code, 1, NULL, 0, on_invited, NULL, NULL);
+    PMIx_Register_event_handler(&lcode, 1, NULL, 0, on_left, NULL, NULL);
     phase = "PMIx_Fence";
     PMIx_Fence(NULL, 0, NULL, 0);
     if (myproc.rank == 0) {
@@ -523,9 +550,46 @@ static int invite(void)
         rc = PMIx_Group_join("inv", &leader, PMIX_GROUP_ACCEPT, NULL, 0, &results, &nresults);
         printf("group: rank %u join: %s\n", myproc.rank, PMIx_Error_string(rc));
     }
-    phase = "PMIx_Group_leave";
-    rc = PMIx_Group_leave("inv", NULL, 0);
-    printf("group: rank %u leave: %s\n", myproc.rank, PMIx_Error_string(rc));
+    if (myproc.rank == last) {
+        phase = "PMIx_Group_leave";
+        rc = PMIx_Group_leave("inv", NULL, 0);
+        printf("group: rank %u leave: %s\n", myproc.rank, PMIx_Error_string(rc));
+    } else {
+        phase = "waiting for PMIX_GROUP_LEFT";
+        while (!__atomic_load_n(&left, __ATOMIC_SEQ_CST))
+            usleep(1000);
+        printf("group: rank %u heard rank %u left inv\n", myproc.rank, leaver_rank);
+        phase = "PMIx_Group_destruct(inv)";
+        rc = PMIx_Group_destruct("inv", NULL, 0);
+        printf("group: rank %u destruct without %u: %s\n", myproc.rank, last, PMIx_Error_string(rc));
+    }
+    phase = "PMIx_Fence(end)";
+    PMIx_Fence(NULL, 0, NULL, 0);
+    return 0;
+}
+
+static int invite_timeout(void)
+{
+    pmix_proc_t invitee;
+    pmix_info_t tmo;
+    pmix_info_t *results = NULL;
+    size_t nresults = 0;
+    struct timespec t0, t1;
+    pmix_status_t rc;
+    int secs = 2;
+
+    if (myproc.rank == 0) {
+        PMIX_LOAD_PROCID(&invitee, myproc.nspace, 1);
+        PMIX_INFO_LOAD(&tmo, PMIX_TIMEOUT, &secs, PMIX_INT);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        phase = "PMIx_Group_invite(PMIX_TIMEOUT 2)";
+        rc = PMIx_Group_invite("ignored", &invitee, 1, &tmo, 1, &results, &nresults);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("group: rank 0 invite with timeout: %s in %.0f s\n", PMIx_Error_string(rc),
+               (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+    }
+    phase = "PMIx_Fence";
+    PMIx_Fence(NULL, 0, NULL, 0);
     return 0;
 }
 
@@ -553,10 +617,12 @@ int main(int argc, char **argv)
         ret = watch_destruct();
     else if (argc == 2 && strcmp(argv[1], "invite") == 0)
         ret = invite();
+    else if (argc == 2 && strcmp(argv[1], "invite-timeout") == 0)
+        ret = invite_timeout();
     else if (argc == 3 && strcmp(argv[1], "notify") == 0)
         ret = notify((uint32_t)atoi(argv[2]));
     else
-        fprintf(stderr, "usage: group ok | die VICTIM | die-destruct VICTIM | notify VICTIM | watch-destruct | timeout LATE | invite\n");
+        fprintf(stderr, "usage: group ok | die VICTIM | die-destruct VICTIM | notify VICTIM | watch-destruct | timeout LATE | invite | invite-timeout\n");
     PMIx_Finalize(NULL, 0);
     return ret;
 }

@@ -37,6 +37,10 @@ const (
 	// cannot spawn or open ports here. MPICHCh3PMI2 is its PMI-2 twin.
 	MPICHCh3
 	MPICHCh3PMI2
+	// PinnedPMIx is gcc + the static OpenPMIx prun's server is built on
+	// (openpmix/build.sh, found through `pkg-config prun-pmix`, which the
+	// Makefile points at): for the client-side fixes of openpmix/patches.
+	PinnedPMIx
 )
 
 // MPICHCh3Dir is where `make mpich-ch3` installs the ch3 build (or its PMI-2
@@ -75,6 +79,8 @@ func (tc Toolchain) String() string {
 		return "mpich-ch3"
 	case MPICHCh3PMI2:
 		return "mpich-ch3-pmi2"
+	case PinnedPMIx:
+		return "pinned-pmix"
 	}
 	return fmt.Sprintf("toolchain(%d)", int(tc))
 }
@@ -89,6 +95,9 @@ func (tc Toolchain) compiler() (cc string, pre, post []string, err error) {
 		return "mpicc.mpich", nil, nil, nil
 	case PMIx:
 		cflags, libs, err := pmixFlags()
+		return "gcc", cflags, libs, err
+	case PinnedPMIx:
+		cflags, libs, err := pinnedFlags()
 		return "gcc", cflags, libs, err
 	case Plain:
 		return "gcc", nil, nil, nil
@@ -172,6 +181,25 @@ func pmixFlags() (cflags, libs []string, err error) {
 	})
 	return pmixCflags, pmixLd, pmixErr
 }
+
+// pinnedFlags runs `pkg-config --cflags --libs prun-pmix` once per process.
+var pinnedFlags = func() func() ([]string, []string, error) {
+	once := sync.OnceValues(func() ([]string, error) {
+		out, err := exec.Command("pkg-config", "--cflags", "--libs", "prun-pmix").CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("pkg-config prun-pmix: %v: %s (run the tests with make, which builds the pinned OpenPMIx and points pkg-config at it)",
+				err, strings.TrimSpace(string(out)))
+		}
+		return strings.Fields(string(out)), nil
+	})
+	return func() ([]string, []string, error) {
+		flags, err := once()
+		// The library's own dependencies, as pmixsrv links them (its
+		// archive names none): libevent, hwloc and zlib, and munge for its
+		// security module.
+		return flags, []string{"-l:libpmix.a", "-levent_core", "-levent_pthreads", "-lhwloc", "-lz", "-lmunge", "-lpthread", "-ldl"}, err
+	}
+}()
 
 // Build compiles Root()/testdata/<src> with the given toolchain and returns
 // the absolute path of the binary, named after src without its ".c". It
