@@ -215,9 +215,16 @@ func (h host) Query(p pmixsrv.Proc, queries []pmixsrv.Query, done func([]pmixsrv
 						out = append(out, pmixsrv.Info{Key: k, Value: jobState(table)})
 					}
 				case pmixsrv.KeyQueryNumPsets:
-					out = append(out, pmixsrv.Info{Key: k, Value: pmixsrv.Size(len(h.d.psetNames()))})
+					// The names come first, unasked: Open MPI 5.0's
+					// sessions cannot unload a PMIX_SIZE answer (a NULL
+					// destination: BAD-PARAM) and stop at the first answer
+					// they fail on, and take the count from the names
+					// instead (ompi/instance/instance.c, fixed after 5.0).
+					names := h.d.psetNames(nspace)
+					out = append(out, pmixsrv.Info{Key: pmixsrv.KeyQueryPsetNames, Value: strings.Join(names, ",")},
+						pmixsrv.Info{Key: k, Value: pmixsrv.Size(len(names))})
 				case pmixsrv.KeyQueryPsetNames:
-					out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(h.d.psetNames(), ",")})
+					out = append(out, pmixsrv.Info{Key: k, Value: strings.Join(h.d.psetNames(nspace), ",")})
 				case pmixsrv.KeyQueryPsetMembership:
 					v, _ := pmixsrv.Lookup(q.Qualifiers, pmixsrv.KeyPsetName)
 					if name, ok := v.(string); ok {

@@ -20,6 +20,7 @@ var Version = "0.1.0"
 // process. self is the node this daemon runs on.
 func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 	m := p.Map
+	psets := Psets(p)
 	type I = pmixsrv.Info
 	nodeNames := make([]string, len(m.Nodes))
 	perNode := make([]string, len(m.Nodes))
@@ -84,7 +85,7 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 		for r := app.Offset; r < app.Offset+app.Size; r++ {
 			appNodes[m.Procs[r].Node] = true
 		}
-		info = append(info, kv(pmixsrv.KeyAppInfoArray, []I{
+		ai := []I{
 			kv(pmixsrv.KeyAppNum, uint32(a)),
 			kv(pmixsrv.KeyAppSize, uint32(app.Size)),
 			kv(pmixsrv.KeyAppLdr, pmixsrv.Rank(app.Offset)),
@@ -92,7 +93,13 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 			kv(pmixsrv.KeyWDir, ja.Wdir),
 			kv(pmixsrv.KeyMaxProcs, uint32(app.Size)),
 			kv(pmixsrv.KeyNumNodes, uint32(len(appNodes))),
-		}))
+		}
+		// a 5.x client looks a process's PMIX_PSET_NAME up in its app's
+		// realm; a 4.2 client in the process's own data (procInfo)
+		if psets != nil {
+			ai = append(ai, kv(pmixsrv.KeyPsetName, psets[a]))
+		}
+		info = append(info, kv(pmixsrv.KeyAppInfoArray, ai))
 	}
 	for i, n := range m.Nodes {
 		var local []I
@@ -138,7 +145,10 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 // PMIX_APP_ARGV, because the standard's first way to ask an app-realm key
 // is by the rank of any process of the app, with no qualifier (PMIx v2
 // 5.1.5.3), and libpmix 4.2.2 answers that from that rank's own data alone
-// (testdata/keys.c asks it of every rank, on every node). PMIX_HOSTNAME
+// (testdata/keys.c asks it of every rank, on every node); PMIX_PSET_NAME,
+// its app's process set (Psets), which Open MPI 5 asks of every rank of its
+// job to build a group of a process set (MPI_Group_from_session_pset).
+// PMIX_HOSTNAME
 // of every rank libpmix derives from the node and process maps (store_map).
 //
 // For this node's ranks only: PMIX_GLOBAL_RANK, PMIX_REINCARNATION,
@@ -151,6 +161,7 @@ func nspaceInfo(p *Plan, sess *sessiondir.Dir, self int) []pmixsrv.Info {
 // alone: ess/pmi). A remote rank's such keys are NOT-FOUND.
 func procInfo(p *Plan, sess *sessiondir.Dir, self int, pr mapper.Proc) []pmixsrv.Info {
 	m := p.Map
+	psets := Psets(p)
 	type I = pmixsrv.Info
 	app := m.Apps[pr.App]
 	pi := []I{
@@ -163,6 +174,9 @@ func procInfo(p *Plan, sess *sessiondir.Dir, self int, pr mapper.Proc) []pmixsrv
 		kv(pmixsrv.KeyAppSize, uint32(app.Size)),
 		kv(pmixsrv.KeyAppLdr, pmixsrv.Rank(app.Offset)),
 		kv(pmixsrv.KeyAppArgv, jobspec.ArgvString(p.Job.Apps[pr.App].Argv)),
+	}
+	if psets != nil {
+		pi = append(pi, kv(pmixsrv.KeyPsetName, psets[pr.App]))
 	}
 	if p.Parent != nil {
 		pi = append(pi, kv(pmixsrv.KeySpawned, true), kv(pmixsrv.KeyParentID, *p.Parent))

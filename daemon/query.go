@@ -52,23 +52,42 @@ func jobState(table []pmixsrv.ProcInfo) pmixsrv.JobState {
 	return pmixsrv.JobStateLaunchUnderway
 }
 
-// PsetName is the process set of a job's app: the context's --pset, else
-// NSPACE.appN.
-func PsetName(p *Plan, app int) string {
-	if s := p.Job.Apps[app].Pset; s != "" {
-		return s
+// Psets are the process sets of a job's apps, by app: none unless a context
+// names one (--pset), as PRRTE does; then every app is one, an unnamed one
+// NSPACE.appN. Open MPI 5.0 builds a process set's group from every rank's
+// PMIX_PSET_NAME and fails on a rank that has none; and where psets exist it
+// cannot tell an unknown name from an empty set (it takes a missing
+// PMIX_PSET_NAME for "no such set"), so a job that asked for none has none.
+func Psets(p *Plan) []string {
+	named := false
+	for _, a := range p.Job.Apps {
+		named = named || a.Pset != ""
 	}
-	return p.Nspace + ".app" + strconv.Itoa(app)
+	if !named {
+		return nil
+	}
+	out := make([]string, len(p.Job.Apps))
+	for i, a := range p.Job.Apps {
+		out[i] = a.Pset
+		if out[i] == "" {
+			out[i] = p.Nspace + ".app" + strconv.Itoa(i)
+		}
+	}
+	return out
 }
 
-// psetNames are the process sets of every job this node knows (each node
-// holds every job's plan), sorted.
-func (d *Daemon) psetNames() []string {
+// psetNames are the process sets a process of nspace sees, sorted: its own
+// job's (an MPI library builds a group of a process set from its own job's
+// PMIX_PSET_NAMEs, so another job's would be listed and empty), or every
+// job's this node knows (each node holds every job's plan) when nspace is no
+// job's (a tool's).
+func (d *Daemon) psetNames(nspace string) []string {
 	d.mu.Lock()
 	var out []string
+	own := d.shells[nspace]
 	for _, sh := range d.shells {
-		for i := range sh.plan.Job.Apps {
-			out = append(out, PsetName(sh.plan, i))
+		if own == nil || sh == own {
+			out = append(out, Psets(sh.plan)...)
 		}
 	}
 	d.mu.Unlock()
@@ -82,10 +101,11 @@ func (d *Daemon) psetMembers(name string) ([]pmixsrv.Proc, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, sh := range d.shells {
-		for i, app := range sh.plan.Map.Apps {
-			if i >= len(sh.plan.Job.Apps) || PsetName(sh.plan, i) != name {
+		for i, pset := range Psets(sh.plan) {
+			if pset != name || i >= len(sh.plan.Map.Apps) {
 				continue
 			}
+			app := sh.plan.Map.Apps[i]
 			out := make([]pmixsrv.Proc, app.Size)
 			for r := range out {
 				out[r] = pmixsrv.Proc{Nspace: sh.plan.Nspace, Rank: pmixsrv.Rank(app.Offset + r)}

@@ -93,8 +93,10 @@ func TestQueryInfo(t *testing.T) {
 	// pmix_init_registered_attrs before it connects to any server.)
 	tmp := t.TempDir()
 	uriFile, goFile := filepath.Join(tmp, "uri"), filepath.Join(tmp, "go")
-	p := startPrun(t, opts{args: []string{"--report-uri", uriFile, "-n", "2", "sh", "-c",
-		fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)}})
+	// One context names a process set: the other is one too, NSPACE.app1.
+	wait := fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)
+	p := startPrun(t, opts{args: []string{"--report-uri", uriFile, "--pset", "gamma", "-n", "1", "sh", "-c", wait,
+		":", "-n", "1", "sh", "-c", wait}})
 	p.waitRanks(2, "sh", 20*time.Second)
 	uri := readURI(t, uriFile)
 	ns = fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
@@ -104,9 +106,20 @@ func TestQueryInfo(t *testing.T) {
 	}
 	expectQueries(t, string(out), ns, []string{ns},
 		fmt.Sprintf("2 procs: 0@%[1]s:PROC EXECUTING,1@%[1]s:PROC EXECUTING", host), fmt.Sprintf("2 procs: 0@%[1]s,1@%[1]s", host),
-		ns+".app0", ns+".app0 2 procs: "+ns+":0,"+ns+":1")
+		"gamma,"+ns+".app1", ns+".app1 1 procs: "+ns+":1")
 	os.WriteFile(goFile, nil, 0o644)
 	expectCode(t, p.wait(), 0)
+}
+
+// TestQueryNoPsets: a job whose contexts name no process set has none (as
+// under PRRTE): Open MPI 5 takes a missing PMIX_PSET_NAME for "no such set".
+func TestQueryNoPsets(t *testing.T) {
+	t.Parallel()
+	dir, q := pmixProg(t, "query.c")
+	r := run(t, opts{args: []string{"-n", "2", q, "client"}, dir: dir})
+	for _, w := range []string{"query: numpsets 0\n", "query: psetnames \n"} {
+		expectContains(t, "stdout", r.stdout, w)
+	}
 }
 
 // expectQueries checks query.c's answers about nspace.
