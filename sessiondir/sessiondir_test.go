@@ -1,14 +1,53 @@
 package sessiondir
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// testMark is in the environment of every process these tests start, and
+// of nothing else: what carries it once the tests are done leaked.
+var testMark = fmt.Sprintf("PRUN_SESSIONDIR_TEST=%d", os.Getpid())
+
+// TestMain fails the run when a process the tests started outlives them
+// (each run of TestCleanStaleKeepsLiveLaunchers left two sleep 600 behind).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if pids := marked(testMark); len(pids) > 0 {
+		fmt.Fprintf(os.Stderr, "processes the tests started are still running: %v\n", pids)
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// marked lists the processes whose environment holds the variable kv.
+func marked(kv string) []int {
+	var pids []int
+	mark := []byte("\x00" + kv + "\x00")
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + p.Name() + "/environ")
+		if err == nil && bytes.Contains(append([]byte{0}, env...), mark) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
 
 func TestLayoutAndRemove(t *testing.T) {
 	tmp := t.TempDir()
@@ -68,25 +107,13 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	// A live launcher's that locks itself, held by another process.
 	otherSelf := filepath.Join(tmp, "prun.999999994.1")
 	os.MkdirAll(filepath.Join(otherSelf, "ns"), 0o700)
-	holderSelf := exec.Command("flock", otherSelf, "sleep", "600")
-	if err := holderSelf.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer holderSelf.Process.Kill()
+	holdLock(t, otherSelf)
 	// A live launcher running under another name: a separate process holds
 	// the lock (flock is per open file, so this must be another process).
 	other := filepath.Join(tmp, "prun.999999996.1")
 	os.Mkdir(other, 0o700)
 	os.WriteFile(filepath.Join(other, LockName), nil, 0o600)
-	holder := exec.Command("flock", filepath.Join(other, LockName), "sleep", "600")
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Process.Kill()
-	// The holders lock before CleanStale looks, however busy the machine:
-	// a fixed pause (200 ms, and holders that slept 5 s) failed under load.
-	waitLocked(t, otherSelf)
-	waitLocked(t, filepath.Join(other, LockName))
+	holdLock(t, filepath.Join(other, LockName))
 
 	// Not directories: a file and a symlink (to a stale directory) with
 	// session-like names are not ours to remove.
@@ -106,6 +133,26 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 			t.Errorf("%s: exists=%v, want %v", filepath.Base(path), got, want)
 		}
 	}
+}
+
+// holdLock makes another process hold path's flock until the test ends.
+// flock --no-fork execs the sleep itself: the one process holds the lock
+// and, killed and reaped, leaves nothing running (flock's forked sleep
+// outlived its parent's kill).
+func holdLock(t *testing.T, path string) {
+	t.Helper()
+	holder := exec.Command("flock", "--no-fork", path, "sleep", "600")
+	holder.Env = append(os.Environ(), testMark)
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		holder.Process.Kill()
+		holder.Wait()
+	})
+	// It locks before CleanStale looks, however busy the machine: a fixed
+	// pause (200 ms, and holders that slept 5 s) failed under load.
+	waitLocked(t, path)
 }
 
 // waitLocked waits until another process holds path's flock.
