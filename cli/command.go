@@ -14,9 +14,6 @@ import (
 	"prun/jobspec"
 )
 
-// Version is prun's version.
-const Version = "0.1.0"
-
 const long = `prun starts a parallel job: one process per rank, with a PMIx server and a
 PMI-1/PMI-2 server hosted for them, so that Open MPI and MPICH programs both
 run unchanged, on this node or, with --host or --hostfile, on others
@@ -123,7 +120,7 @@ func (r *Request) answered(stdout, stderr io.Writer) bool {
 	case r.Help:
 		fmt.Fprint(stdout, HelpText())
 	case r.Version:
-		fmt.Fprintf(stdout, "prun %s\n", Version)
+		fmt.Fprint(stdout, versionText())
 	default:
 		return false
 	}

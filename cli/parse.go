@@ -466,7 +466,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.pmi, "pmi", jobspec.PMIAuto, "process-management interface for the ranks: auto (PMIx and PMI-1/PMI-2), pmix, pmi1, pmi2 or none")
 	fs.BoolVar(&g.pmiPort, "pmi-port", false, "PMI-1 and PMI-2 clients connect to the node's PMI service at PMI_PORT and name themselves with PMI_ID, instead of inheriting a socket (PMI_FD) (Hydra's -pmi-port)")
 	fs.StringVar(&g.timeout, "timeout", "", "kill the job after `SECONDS` (also MPIEXEC_TIMEOUT)")
-	fs.BoolVar(&g.version, "version", false, "print the version and exit")
+	fs.BoolVar(&g.version, "version", false, "print prun's version, its commit and the PMIx and PMI servers it hosts, and exit")
 	fs.BoolVar(&g.version, "info", false, "same as --version (Hydra's -info)")
 	_ = fs.MarkHidden("info")
 	fs.BoolVar(&g.profile, "profile", false, "print the launch's milestones with their times on stderr, this node's as they come, the other nodes' after the job (Hydra's -profile)")

@@ -14,11 +14,12 @@ import (
 // Submitted parses a command line that a submitter sent to a persistent
 // runtime, in the submitter's environment and working directory (env: see
 // EnvOf), and does what prun would have done with it before the launch:
-// help and --version go to stdout, warnings and the one-line error to
-// stderr (red when colour). It returns the job to run, or with none the
-// exit status; local says the command line is not a job (a subcommand
-// such as completion, or --debug, which execs a debugger): the submitter
-// runs it itself.
+// help goes to stdout, warnings and the one-line error to stderr (red when
+// colour). It returns the job to run, or with none the exit status; local
+// says the command line is not the runtime's to answer (a subcommand such
+// as completion; --debug, which execs a debugger; --version, which names
+// the binary the user ran, not the runtime's, perhaps of another build):
+// the submitter runs it itself.
 func Submitted(args []string, env Env, stdout, stderr io.Writer, color bool) (job *jobspec.Job, exit int, local bool) {
 	if isSubcommandName(args) {
 		return nil, 0, true
@@ -28,7 +29,7 @@ func Submitted(args []string, env Env, stdout, stderr io.Writer, color bool) (jo
 		printError(stderr, err, color)
 		return nil, errorStatus(err), false
 	}
-	if req.Exec != nil { // before the warnings: the submitter prints them
+	if req.Exec != nil || req.Version { // before the warnings: the submitter prints them
 		return nil, 0, true
 	}
 	if req.answered(stdout, stderr) {

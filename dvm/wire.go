@@ -103,7 +103,8 @@ type Reply struct {
 	Text  string `json:",omitempty"` // what a command prints
 	Job   int    `json:",omitempty"` // the submission's number (first reply, Done false)
 	// Local (with Done, first): the command line is not a job (a
-	// completion subcommand, --debug): the submitter runs it itself.
+	// completion subcommand, --debug, --version): the submitter runs it
+	// itself.
 	Local bool `json:",omitempty"`
 }
 

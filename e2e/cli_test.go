@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,11 +67,25 @@ func TestCLIErrors(t *testing.T) {
 
 func TestCLIMisc(t *testing.T) {
 	t.Parallel()
+	// The binary's commit (Go's VCS stamp, absent from a worktree's or a
+	// tarball's build), the PMIx server it hosts, its PMI servers.
 	t.Run("version", func(t *testing.T) {
 		r := prun(t, "--version")
 		expectCode(t, r, 0)
-		if !strings.HasPrefix(r.stdout, "prun ") || len(lines(r.stdout)) != 1 {
-			t.Errorf("--version printed %q", r.stdout)
+		want := []string{
+			`^prun \d+\.\d+\.\d+ \((commit [0-9a-f]{7}(-dirty)?, \d{4}-\d\d-\d\d|unknown commit)\)$`,
+			`^PMIx server: OpenPMIx 4\.2\.2 with prun's patches, built from Debian's pmix .*; serves PMIx 4\.x and 5\.x clients`,
+			`^  patches: 0001-`,
+			`^PMI: PMI-1 and PMI-2 servers`,
+		}
+		got := lines(r.stdout)
+		if len(got) != len(want) || r.stderr != "" {
+			t.Fatalf("--version printed %q, stderr %q", r.stdout, r.stderr)
+		}
+		for i, re := range want {
+			if !regexp.MustCompile(re).MatchString(got[i]) {
+				t.Errorf("--version line %d: %q does not match %s", i+1, got[i], re)
+			}
 		}
 	})
 	for _, h := range []string{"-h", "--help"} {

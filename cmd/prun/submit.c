@@ -12,7 +12,7 @@
  * which then does what it always did: a runtime named by --dvm, no runtime
  * found, any check that fails before the submission is sent (Go repeats it
  * and says why), and a command line the DVM answers is not a job
- * (Reply.Local: completion, --debug). It finds the runtime as dvm.Dir and
+ * (Reply.Local: completion, --debug, --version). It finds the runtime as dvm.Dir and
  * dvm.Resolve do (PRUN_DVM, else this allocation's or this user's default)
  * and checks it as dvm.Dial does (a directory of this user's alone, a
  * peer running as this user or root).
