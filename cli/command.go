@@ -37,6 +37,13 @@ Exit status:
   130/143  prun was interrupted by SIGINT/SIGTERM (forwarded to the ranks)
   141      prun's stdout or stderr reader went away (prun ... | head)`
 
+// commands lists prun's commands for --help and the man page, one a line:
+// the command, two spaces, what it does. prun daemon is not among them: a
+// launcher starts it on the other nodes, never a user.
+const commands = `Commands:
+  dvm start|ps|status|stop|kill  a persistent runtime: daemons up between jobs (prun dvm --help)
+  completion SHELL               print SHELL's completion script: bash, zsh, fish or powershell`
+
 // Command builds the cobra command; run executes a parsed job and returns
 // the exit status.
 func Command(run func(*jobspec.Job) int, exit *int) *cobra.Command {

@@ -53,10 +53,12 @@ func groupFlagSet(fs *pflag.FlagSet, g flagGroup) *pflag.FlagSet {
 	return out
 }
 
-// HelpText is --help's: the description, then the flags by concern.
+// HelpText is --help's: the description, the commands, then the flags by
+// concern.
 func HelpText() string {
 	var b strings.Builder
 	b.WriteString(long)
+	b.WriteString("\n\n" + commands)
 	b.WriteString("\n\nOptions by concern (mpirun's single-dash spellings, -np 4, work too; docs/options.md has the details):\n")
 	fs := FlagSet()
 	for _, g := range flagGroups {
@@ -119,6 +121,12 @@ func ManPage() string {
 			continue
 		}
 		fmt.Fprintf(&b, ".PP\n%s\n", esc(para))
+	}
+	b.WriteString(".SH COMMANDS\n")
+	_, cmds, _ := strings.Cut(commands, "\n")
+	for _, l := range strings.Split(cmds, "\n") {
+		cmd, what, _ := strings.Cut(strings.TrimSpace(l), "  ")
+		fmt.Fprintf(&b, ".TP\n.B prun %s\n%s\n", esc(cmd), esc(strings.TrimSpace(what)))
 	}
 	b.WriteString(".SH OPTIONS\nmpirun's single\\-dash spellings (\\fB\\-np 4\\fR, \\fB\\-wdir\\fR) work too.\n")
 	fs := FlagSet()

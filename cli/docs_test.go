@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,31 @@ func TestHelpGrouped(t *testing.T) {
 	place := help[strings.Index(help, "\nPlacement:\n"):strings.Index(help, "\nOutput:\n")]
 	if !strings.Contains(place, "--map-by POLICY") || strings.Contains(place, "--tag-output") {
 		t.Errorf("the placement section:\n%s", place)
+	}
+}
+
+// --help and the man page list prun's commands (not its internal daemon),
+// before the options.
+func TestHelpCommands(t *testing.T) {
+	help := HelpText()
+	i, j := strings.Index(help, "\nCommands:\n"), strings.Index(help, "\nOptions by concern")
+	if i < 0 || j < i {
+		t.Fatalf("help: no Commands section before the options:\n%s", help)
+	}
+	var names []string
+	for _, l := range strings.Split(strings.Trim(help[i+len("\nCommands:\n"):j], "\n"), "\n") {
+		if !strings.HasPrefix(l, "  ") || !strings.Contains(strings.TrimSpace(l), "  ") {
+			t.Errorf("help: command line %q is not \"  COMMAND  what it does\"", l)
+		}
+		names = append(names, strings.Fields(l)[0])
+	}
+	if want := []string{"dvm", "completion"}; !slices.Equal(names, want) {
+		t.Errorf("help lists commands %q, want %q", names, want)
+	}
+	for _, want := range []string{".SH COMMANDS\n", ".B prun dvm ", ".B prun completion "} {
+		if !strings.Contains(ManPage(), want) {
+			t.Errorf("the man page has no %q", want)
+		}
 	}
 }
 

@@ -100,6 +100,21 @@ func TestCLIMisc(t *testing.T) {
 			}
 		})
 	}
+	// Every command --help lists is one prun has.
+	t.Run("commands", func(t *testing.T) {
+		help := prun(t, "--help").stdout
+		_, cmds, _ := strings.Cut(help, "\nCommands:\n")
+		cmds, _, _ = strings.Cut(cmds, "\n\n")
+		if cmds == "" {
+			t.Fatalf("--help lists no commands:\n%s", help)
+		}
+		for _, l := range lines(cmds) {
+			name := strings.Fields(l)[0]
+			if r := prun(t, name, "--help"); r.code != 0 || r.stdout+r.stderr == "" {
+				t.Errorf("prun %s --help: %s", name, r)
+			}
+		}
+	})
 	t.Run("np", func(t *testing.T) {
 		r := prun(t, "-np", "2", "sh", "-c", `echo "r$PRUN_RANK of $PRUN_SIZE"`)
 		expectCode(t, r, 0)
