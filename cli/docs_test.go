@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -61,6 +62,23 @@ func TestHelpGrouped(t *testing.T) {
 	place := help[strings.Index(help, "\nPlacement:\n"):strings.Index(help, "\nOutput:\n")]
 	if !strings.Contains(place, "--map-by POLICY") || strings.Contains(place, "--tag-output") {
 		t.Errorf("the placement section:\n%s", place)
+	}
+}
+
+// The documentation says what pmixsrv's TestLinkedLibraries checks: a node
+// needs no libpmix, not even one prun copied itself to (docs/options.md
+// said it did long after libpmix was linked in).
+func TestDocsNeedNoLibpmix(t *testing.T) {
+	docs, _ := filepath.Glob("../docs/*.md")
+	claim := regexp.MustCompile(`(?i)needs?\s+(the\s+)?libpmix\b`)
+	for _, name := range append(docs, "../README.md") {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := claim.Find(b); m != nil {
+			t.Errorf("%s says %q: prun needs only libc", name, m)
+		}
 	}
 }
 

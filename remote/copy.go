@@ -21,8 +21,10 @@ import (
 // while it runs, so that a node's cleanup of stale session directories takes
 // a directory left by a killed session only once its daemon is gone. No scp
 // and no shared file system: only the SSH session (in-process or --rsh). The
-// node still needs the libraries prun links (libpmix); when the copy cannot
-// run, the error says so.
+// node needs only the C library, a glibc as recent as the one prun was
+// built with (libpmix, libevent, hwloc and zlib are linked in; libmunge
+// and libudev load at their first use, where present: pmixsrv/lazylibs.c);
+// when the copy cannot run, the error says so.
 
 // copyPrefix names the directories of copies; sessiondir.CleanStale takes
 // them for stale session directories once their lock is free.
