@@ -126,7 +126,7 @@ func lookupFlag(fs *pflag.FlagSet, name string) *pflag.Flag {
 
 // completeFlags offers the visible flags that begin with what was typed,
 // in the dashes typed (mpirun's single-dash long options too), each with
-// its usage's first clause as the description.
+// its usage's first clause as the description (firstClause).
 func completeFlags(fs *pflag.FlagSet, typed string) []string {
 	dashes := "--"
 	if !strings.HasPrefix(typed, "--") {
@@ -139,7 +139,7 @@ func completeFlags(fs *pflag.FlagSet, typed string) []string {
 			return
 		}
 		_, usage := pflag.UnquoteUsage(f)
-		usage, _, _ = strings.Cut(usage, ";")
+		usage = firstClause(usage)
 		if typed == "-" && f.Shorthand != "" {
 			out = append(out, "-"+f.Shorthand+"\t"+usage)
 		}
@@ -152,6 +152,27 @@ func completeFlags(fs *pflag.FlagSet, typed string) []string {
 		}
 	})
 	return out
+}
+
+// firstClause is usage up to its first ';' outside parentheses: what the
+// flag does, without the defaults and details that follow. A ';' inside
+// them belongs to the clause ("each daemon starts at most K others (tree
+// spawn; default 32)").
+func firstClause(usage string) string {
+	depth := 0
+	for i, c := range usage {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			depth = max(depth-1, 0)
+		case ';':
+			if depth == 0 {
+				return usage[:i]
+			}
+		}
+	}
+	return usage
 }
 
 // completeValue offers the values of flag f: its words, host names, files.

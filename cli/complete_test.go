@@ -69,6 +69,46 @@ func TestComplete(t *testing.T) {
 	}
 }
 
+// A flag's description is its usage's first clause, whole: a ';' inside
+// parentheses does not end it (the shells showed "(tree spawn" for
+// --launch-fanout).
+func TestFirstClause(t *testing.T) {
+	for _, c := range []struct{ usage, want string }{
+		{"each daemon starts at most K others (tree spawn; default 32)", "each daemon starts at most K others (tree spawn; default 32)"},
+		{"run in NAME; default: PRUN_DVM, else this user's", "run in NAME"},
+		{"a (b; c) d; e (f; g)", "a (b; c) d"},
+		{"a (b (c; d); e); f", "a (b (c; d); e)"},
+		{"a) b; c", "a) b"}, // a stray ')' does not hide the next ';'
+		{"no clause at all", "no clause at all"},
+		{"", ""},
+	} {
+		if got := firstClause(c.usage); got != c.want {
+			t.Errorf("firstClause(%q) = %q, want %q", c.usage, got, c.want)
+		}
+	}
+	// What the shells get: every flag's description, parentheses closed.
+	var out bytes.Buffer
+	cmd := Command(func(*jobspec.Job) int { return 0 }, new(int))
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"__complete", "--"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	descs := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if name, desc, ok := strings.Cut(l, "\t"); ok {
+			descs[name] = desc
+			if strings.Count(desc, "(") != strings.Count(desc, ")") {
+				t.Errorf("%s's description is cut: %q", name, desc)
+			}
+		}
+	}
+	if want := "each daemon starts at most K others (tree spawn; default 32)"; descs["--launch-fanout"] != want {
+		t.Errorf("--launch-fanout's description %q, want %q", descs["--launch-fanout"], want)
+	}
+}
+
 // What the completion offers for a policy or a form is what the parsers
 // accept.
 func TestCompletionValuesParse(t *testing.T) {
