@@ -99,12 +99,15 @@ func complete(args []string, toComplete string) ([]string, cobra.ShellCompDirect
 		i++
 	}
 	if pending != nil {
-		return completeValue(pending, args, toComplete, "")
+		return completeValue(pending, args, toComplete)
 	}
 	if strings.HasPrefix(toComplete, "-") {
 		if name, val, ok := strings.Cut(toComplete, "="); ok {
+			// The value alone: cobra's scripts put "--flag=" back in
+			// front of each candidate themselves (bash completes the
+			// word after the '=', zsh and fish add it as a prefix).
 			if f := lookupFlag(fs, strings.TrimLeft(name, "-")); f != nil {
-				return completeValue(f, args, val, name+"=")
+				return completeValue(f, args, val)
 			}
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -176,8 +179,7 @@ func firstClause(usage string) string {
 }
 
 // completeValue offers the values of flag f: its words, host names, files.
-// before is put back in front of every candidate (--map-by=).
-func completeValue(f *pflag.Flag, args []string, toComplete, before string) ([]string, cobra.ShellCompDirective) {
+func completeValue(f *pflag.Flag, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	name := f.Name
 	switch {
 	case fileFlags[name]:
@@ -213,7 +215,7 @@ func completeValue(f *pflag.Flag, args []string, toComplete, before string) ([]s
 			continue
 		}
 		if strings.HasPrefix(strings.ToLower(w), strings.ToLower(cur)) {
-			out = append(out, before+head+w)
+			out = append(out, head+w)
 			nospace = nospace || strings.HasSuffix(w, ":") || strings.HasSuffix(w, "=")
 		}
 	}

@@ -49,7 +49,8 @@ func TestComplete(t *testing.T) {
 		{[]string{"-np"}, "-np -npernode", noFiles}, // mpirun's single dash
 		{[]string{"--map-by", ""}, "slot hwthread core l1cache l2cache l3cache numa package node seq ppr: rankfile pe-list=", noSpace},
 		{[]string{"--map-by", "core:ov"}, "core:OVERSUBSCRIBE", noFiles},
-		{[]string{"--map-by=pa"}, "--map-by=package", noFiles},
+		{[]string{"--map-by=pa"}, "package", noFiles}, // the scripts put --map-by= back
+		{[]string{"--output=tag,j"}, "tag,json", noSpace},
 		{[]string{"--rank-by", "f"}, "fill", noFiles},
 		{[]string{"--bind-to", "core:"}, "core:overload-allowed core:if-supported core:REPORT", noFiles},
 		{[]string{"--output", "tag,"}, "tag,tag-detailed tag,rank tag,timestamp tag,merge-stderr-to-stdout tag,json tag,xml tag,ordered tag,dir= tag,file=", noSpace},
