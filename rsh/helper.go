@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -118,7 +119,7 @@ func (h *helper) read() {
 		}
 		h.mu.Lock()
 		ch := h.waiting[r.ID]
-		if r.Op == sshproto.OpFailed || r.Op == sshproto.OpExit {
+		if r.Op == sshproto.OpFailed || r.Op == sshproto.OpExit || r.Op == sshproto.OpLookedUp {
 			delete(h.waiting, r.ID)
 		}
 		h.mu.Unlock()
@@ -175,6 +176,65 @@ func Shutdown() {
 		<-h.ended
 	}
 	h.c.Close()
+}
+
+// Lookup asks the built-in SSH client whether the names of hosts resolve
+// as its sessions would dial them (ssh_config's HostName, or the first
+// ProxyJump host, in place of the host), before a launch starts anything.
+// It returns why, by host, for those that surely do not; a host that
+// resolves, or whose lookup fails otherwise (a timeout, no DNS server) or
+// is not answered before ctx ends, is left to its session. Each name is
+// looked up once, all at once; an address needs no lookup.
+func Lookup(ctx context.Context, hosts []string, opts Options) map[string]string {
+	var names []string
+	seen := map[string]bool{}
+	for _, host := range hosts {
+		if _, err := netip.ParseAddr(host); err != nil && !seen[host] {
+			seen[host] = true
+			names = append(names, host)
+		}
+	}
+	if len(names) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	h, err := getHelper()
+	if err != nil {
+		return nil // the sessions will say
+	}
+	byID := map[uint64]string{}                      // the lookups not answered yet
+	replies := make(chan sshproto.Reply, len(names)) // never blocks the helper's reader
+	h.mu.Lock()
+	if h.gone != nil {
+		h.mu.Unlock()
+		return nil
+	}
+	for _, name := range names {
+		h.next++
+		byID[h.next] = name
+		h.waiting[h.next] = replies
+	}
+	h.mu.Unlock()
+	for id, host := range byID {
+		if h.send(sshproto.Request{Op: sshproto.OpLookup, ID: id, Host: host, Home: jsonbytes.String(opts.Home)}) != nil {
+			return nil // the helper is gone: its reader fails what waits
+		}
+	}
+	bad := map[string]string{}
+	for len(byID) > 0 {
+		select {
+		case r := <-replies: // OpFailed for every lookup when the helper ends
+			if r.Op == sshproto.OpLookedUp && r.Err != "" {
+				bad[byID[r.ID]] = r.Err
+			}
+			delete(byID, r.ID)
+		case <-ctx.Done():
+			for id := range byID {
+				h.send(sshproto.Request{Op: sshproto.OpCancel, ID: id})
+			}
+			return bad
+		}
+	}
+	return bad
 }
 
 // startSSH starts argv on host with the built-in client, in prun-ssh.

@@ -59,10 +59,7 @@ func Serve(c *net.UnixConn) {
 			break
 		}
 		if req.Op == sshproto.OpStart && len(fds) == 3 {
-			ctx, cancel := context.WithCancelCause(context.Background())
-			s.mu.Lock()
-			s.ctxs[req.ID] = cancel
-			s.mu.Unlock()
+			ctx := s.cancelable(req.ID)
 			wg.Go(func() { s.start(ctx, req, fds) })
 			continue
 		}
@@ -70,6 +67,9 @@ func Serve(c *net.UnixConn) {
 		switch req.Op {
 		case sshproto.OpStart:
 			s.reply(sshproto.Reply{Op: sshproto.OpFailed, ID: req.ID, Err: fmt.Sprintf("start request with %d descriptors, want 3", len(fds))})
+		case sshproto.OpLookup:
+			ctx := s.cancelable(req.ID)
+			wg.Go(func() { s.lookup(ctx, req) })
 		case sshproto.OpCancel:
 			s.mu.Lock()
 			if cancel := s.ctxs[req.ID]; cancel != nil {
@@ -90,6 +90,17 @@ func Serve(c *net.UnixConn) {
 	}
 	s.mu.Unlock()
 	wg.Wait()
+}
+
+// cancelable is the context of request id, which OpCancel and the end of
+// the control connection cancel; the request deletes it from ctxs when
+// it no longer waits.
+func (s *server) cancelable(id uint64) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s.mu.Lock()
+	s.ctxs[id] = cancel
+	s.mu.Unlock()
+	return ctx
 }
 
 func (s *server) reply(r sshproto.Reply) {

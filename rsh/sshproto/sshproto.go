@@ -30,14 +30,16 @@ const (
 	// standard input and the write ends of its standard output and error.
 	// The end of that input is how rsh closes the session.
 	OpStart  = "start"
-	OpCancel = "cancel" // give up a start not yet answered
+	OpCancel = "cancel" // give up a start or a lookup not yet answered
+	OpLookup = "lookup" // Host (and Home): does the host a session to it dials resolve?
 )
 
 // Reply ops, prun-ssh to rsh.
 const (
-	OpStarted = "started" // LocalIP
-	OpFailed  = "failed"  // Err
-	OpExit    = "exit"    // Status, Err; sent once the standard error is closed
+	OpStarted  = "started"  // LocalIP
+	OpFailed   = "failed"   // Err
+	OpExit     = "exit"     // Status, Err; sent once the standard error is closed
+	OpLookedUp = "lookedup" // Err: why the name surely does not resolve, "" otherwise
 )
 
 // Request asks prun-ssh for something.
