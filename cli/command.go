@@ -32,7 +32,7 @@ Exit status:
   N        the first rank to fail exited with N, or called MPI_Abort/PMIx_Abort(N)
   128+S    the first rank to fail was killed by signal S
   1        a rank exited 0 without calling finalize after initialising, or prun failed
-  2        bad command line or input file (hostfile, rankfile), or not enough slots
+  2        bad command line or input file (hostfile, rankfile), an unknown host, or not enough slots
   124      --timeout expired
   130/143  prun was interrupted by SIGINT/SIGTERM (forwarded to the ranks)
   141      prun's stdout or stderr reader went away (prun ... | head)`

@@ -144,8 +144,8 @@ func TestReportJSON(t *testing.T) {
 	// A run that never started anything still leaves a report.
 	early := filepath.Join(dir, "early.json")
 	r = run(t, opts{args: []string{"--report", early, "--host", "ghost:1", "-n", "1", "true"}})
-	expectCode(t, r, 1)
-	if doc = readReport(t, early); doc.ExitStatus != 1 {
+	expectCode(t, r, 2) // ghost does not resolve
+	if doc = readReport(t, early); doc.ExitStatus != 2 {
 		t.Errorf("early failure report: %+v", doc)
 	}
 }

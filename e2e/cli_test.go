@@ -179,9 +179,9 @@ func TestPrintAllExitCodes(t *testing.T) {
 	if r.stderr != "" {
 		t.Errorf("--do-not-launch: stderr %q", r.stderr)
 	}
-	r = run(t, opts{args: []string{"-print-all-exitcodes", "-n", "3", "--host", "a", "true"}})
+	r = run(t, opts{args: []string{"-print-all-exitcodes", "-n", "3", "--host", "localhost", "true"}})
 	expectCode(t, r, 2)
-	if r.stderr != "prun: 3 processes requested but only 1 slot is available on a (add --oversubscribe to allow more processes than slots)\n" {
+	if r.stderr != "prun: 3 processes requested but only 1 slot is available on localhost (add --oversubscribe to allow more processes than slots)\n" {
 		t.Errorf("a usage error: stderr %q", r.stderr)
 	}
 }

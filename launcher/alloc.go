@@ -252,6 +252,53 @@ func mapOptions(pl jobspec.Placement, alloc hostfile.Allocation, fromCores map[s
 	return opts, nil
 }
 
+// hostOrigin says where the job named host, for a message: the first
+// line of a hostfile naming it (FILE:LINE), else the option (--host,
+// --add-host), else where the allocation came from (source).
+func hostOrigin(pl jobspec.Placement, apps []jobspec.App, host, source string) string {
+	files := []string{pl.Hostfile}
+	for _, a := range apps {
+		files = append(files, a.Hostfile)
+	}
+	for _, f := range files {
+		if line := hostfileLine(f, host); line > 0 {
+			return fmt.Sprintf("%s:%d", f, line)
+		}
+	}
+	named := func(e hostfile.Entry) bool { return e.Name == host }
+	for _, opt := range []struct {
+		flag  string
+		lists []string
+	}{{"--host", pl.Hosts}, {"--add-host", pl.AddHosts}} {
+		for _, l := range opt.lists {
+			if entries, err := hostfile.ParseHostList(l); err == nil && slices.ContainsFunc(entries, named) {
+				return opt.flag
+			}
+		}
+	}
+	return source
+}
+
+// hostfileLine is the number of file's first line naming host, 0 when
+// none does (or there is no file). Read again for a message only: the
+// parsed entries do not keep their lines.
+func hostfileLine(file, host string) int {
+	if file == "" {
+		return 0
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		entries, err := hostfile.ParseHostfile(file, strings.NewReader(line))
+		if err == nil && slices.ContainsFunc(entries, func(e hostfile.Entry) bool { return !e.Exclude && e.Name == host }) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 func readHostfile(name string) ([]hostfile.Entry, error) {
 	f, err := os.Open(name)
 	if err != nil {

@@ -215,3 +215,26 @@ func TestForwardedEnv(t *testing.T) {
 		t.Errorf("-genvall: %q, want %q", got, want)
 	}
 }
+
+// A host that does not resolve is named with where the job named it: its
+// hostfile's line, else the option, else the allocation's source.
+func TestHostOrigin(t *testing.T) {
+	dir := t.TempDir()
+	hf := filepath.Join(dir, "hosts")
+	os.WriteFile(hf, []byte("localhost slots=2\n# b is not here\n\nu@b slots=2 # but here\nb\n^c\n"), 0o644)
+	own := filepath.Join(dir, "own")
+	os.WriteFile(own, []byte("c:4\n"), 0o644)
+	pl := jobspec.Placement{Hostfile: hf, Hosts: []string{"a:2,d"}, AddHosts: []string{"e", "f:2"}}
+	apps := []jobspec.App{{}, {Hostfile: own}, {Hostfile: filepath.Join(dir, "missing")}}
+	for host, want := range map[string]string{
+		"b": hf + ":4",  // the first line naming it
+		"c": own + ":1", // excluded from the job's hostfile, named by an app's
+		"d": "--host",
+		"f": "--add-host",
+		"g": "PBS allocation", // named nowhere but there
+	} {
+		if got := hostOrigin(pl, apps, host, "PBS allocation"); got != want {
+			t.Errorf("hostOrigin(%s) = %q, want %q", host, got, want)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"prun/mapper"
 	"prun/pmixsrv"
 	"prun/remote"
+	"prun/rsh"
 	"prun/sessiondir"
 	"prun/topology"
 )
@@ -123,8 +124,12 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	defer func() {
 		if !ok {
 			d.closeNodes()
+			rsh.Shutdown() // the prun-ssh of checkNames, when no tree started
 		}
 	}()
+	if err := base.checkNames(job, alloc, source); err != nil {
+		return nil, err
+	}
 	if hosts := remoteHosts(alloc, job.Place.LocalHost); len(hosts) > 0 {
 		tree, err := base.startRemote(ctx, job, hosts)
 		if err != nil {

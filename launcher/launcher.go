@@ -35,6 +35,7 @@ import (
 	"prun/mpir"
 	"prun/pmixsrv"
 	"prun/remote"
+	"prun/rsh"
 	"prun/sessiondir"
 	"prun/topology"
 )
@@ -178,6 +179,7 @@ type run struct {
 	mapOpts        mapper.Options // for spawned jobs
 	topos          *topologies
 	reportBindings bool
+	namesChecked   bool // the other nodes' names resolve (checkNames): once, though the job is mapped again
 
 	// Open MPI help messages by topic: how many ranks sent each after the
 	// one shown, and the topics in the order first seen.
@@ -250,6 +252,12 @@ func (s *startup) unwind() {
 // phase that fails says why and returns prun's exit status.
 func (r *run) run(job *jobspec.Job) int {
 	s := &startup{job: job}
+	if r.dvm == nil {
+		// prun-ssh, which checkNames starts, ends with the launch also
+		// when no tree (whose Close ends it) started: nothing of the
+		// launch outlives it. (A runtime's is the runtime's.)
+		defer rsh.Shutdown()
+	}
 	defer s.unwind()
 	if code, done := r.prepare(s); done {
 		return code
@@ -659,6 +667,14 @@ func (r *run) mapJob(job *jobspec.Job) (*mapper.Map, int, error) {
 	}
 	if err := localLogin(alloc, job.Place.LocalHost); err != nil {
 		return nil, ExitUsage, err
+	}
+	// Before the map, whose complaints (too few slots there) would come
+	// first; not for a map only shown, nor one on this node alone.
+	if r.dvm == nil && !r.namesChecked && !job.Place.DoNotLaunch && !job.Launch.LocalOnly {
+		r.namesChecked = true
+		if err := r.checkNames(job, alloc, source); err != nil {
+			return nil, ExitUsage, err
+		}
 	}
 	r.alloc, r.allocSource = alloc, source
 	opts, err := mapOptions(job.Place, alloc, fromCores)

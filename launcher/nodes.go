@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"prun/hostfile"
 	"prun/jobspec"
 	"prun/remote"
+	"prun/rsh"
 )
 
 // nodeLost says a remote node's daemon is gone.
@@ -156,12 +158,6 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 	if job.Launch.Prefix != "" {
 		exe = filepath.Join(job.Launch.Prefix, "bin", "prun")
 	}
-	home := ""
-	for _, kv := range r.opts.Env {
-		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
-			home = v
-		}
-	}
 	agent, err := remote.ChooseAgent(job.Launch.Agent, job.Launch.Rsh, r.opts.Env)
 	if err != nil {
 		return nil, err
@@ -174,7 +170,7 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 		Logins:         logins(r.alloc, hosts),
 		Exe:            exe,
 		CopyExe:        job.Launch.Prefix == "", // an explicit --prefix is not second-guessed
-		Home:           home,
+		Home:           homeOf(r.opts.Env),
 		Rsh:            job.Launch.Rsh,
 		ConnectTimeout: 5 * time.Second,
 		Fanout:         job.Launch.Fanout,
@@ -187,6 +183,64 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 			}
 		},
 	}, r.up, func(host string, err error) { r.up.queue.push(nodeLost{host, err}) })
+}
+
+// homeOf is env's HOME (the last one), where the SSH client finds ~/.ssh.
+func homeOf(env []string) string {
+	home := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	return home
+}
+
+// lookupTimeout bounds checkNames: a name not answered by then is left to
+// its session.
+const lookupTimeout = 5 * time.Second
+
+// checkNames refuses a launch to another node whose name does not resolve,
+// before anything starts, in one line naming the host and where the job
+// named it: otherwise the map could fail first for another reason (-H
+// nosuchhost -n 2 said that nosuchhost has 1 slot, and with
+// --oversubscribe failed on its name), or daemons would start on the other
+// nodes before one failed. Only the other nodes' names are looked up
+// (remoteHosts: not localhost, nor this node's names or addresses), each
+// once and all at once, as the built-in SSH client dials them (rsh.Lookup:
+// through ssh_config), in the prun-ssh that then starts the daemons.
+// Slurm starts daemons on the nodes it allocated, and an external remote
+// shell (--rsh) may know names no lookup here does: not looked up then.
+func (r *run) checkNames(job *jobspec.Job, alloc hostfile.Allocation, source string) error {
+	hosts := remoteHosts(alloc, job.Place.LocalHost)
+	if len(hosts) == 0 || job.Launch.Rsh != "" {
+		return nil
+	}
+	if agent, err := remote.ChooseAgent(job.Launch.Agent, job.Launch.Rsh, r.opts.Env); err != nil || agent != remote.AgentSSH {
+		return nil // an error: startRemote says it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	why := rsh.Lookup(ctx, hosts, rsh.Options{Home: homeOf(r.opts.Env)})
+	var bad []string
+	for _, h := range hosts {
+		if why[h] != "" {
+			bad = append(bad, h)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("host %s (%s) does not resolve: %s", bad[0], hostOrigin(job.Place, job.Apps, bad[0], source), why[bad[0]])
+	switch n := len(bad) - 1; {
+	case n == 1:
+		msg += fmt.Sprintf(" (nor does %s)", bad[1])
+	case n > 1 && n <= 3:
+		msg += fmt.Sprintf(" (nor do %s)", strings.Join(bad[1:], ", "))
+	case n > 3:
+		msg += fmt.Sprintf(" (nor do %s and %d more)", strings.Join(bad[1:4], ", "), n-3)
+	}
+	return errors.New(msg)
 }
 
 // progressStep says whether --show-progress reports n of total: each tenth
