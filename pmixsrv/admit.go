@@ -46,3 +46,16 @@ func goAdmitPeer(fd C.int) C.int {
 	}
 	return 0
 }
+
+// goPeerUID is the kernel's owner of the peer of fd, a connection the
+// library accepted, for its native authentication (shim.c,
+// pmix_host_socket_uid); -1 when it cannot be told.
+//
+//export goPeerUID
+func goPeerUID(fd C.int) C.long {
+	p, err := peercred.OfFD(int(fd))
+	if err != nil {
+		return -1
+	}
+	return C.long(p.UID)
+}

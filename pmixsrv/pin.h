@@ -15,8 +15,9 @@
 #if PMIX_VERSION_MAJOR != 4 || PMIX_VERSION_MINOR != 2 || PMIX_VERSION_RELEASE != 2
 #error "pmixsrv reads OpenPMIx 4.2.2's private structures, and pkg-config's prun-pmix is another release: rebuild it with make"
 #endif
-/* 1 group replies by client version, 2 group leave, 3 invite timeout */
-#if PRUN_PMIX_PATCHLEVEL < 3
+/* 1 group replies by client version, 2 group leave, 3 invite timeout, 4 the
+ * kernel's uid of a TCP peer (pmix_host_socket_uid, shim.c) */
+#if PRUN_PMIX_PATCHLEVEL < 4
 #error "the OpenPMIx that pkg-config's prun-pmix names lacks some of openpmix/patches: rebuild it with make"
 #endif
 

@@ -187,6 +187,21 @@ int __wrap_accept(int fd, struct sockaddr *addr, socklen_t *len)
     return -1;
 }
 
+/* The kernel's owner of a connection's peer socket, for the library's native
+ * authentication (openpmix/patches/0004): admitted by __wrap_accept, a peer
+ * is whoever the kernel says, whatever uid it claims (a rank in a user
+ * namespace claims its namespace's). Runs on the library's progress thread,
+ * once per connection. */
+int pmix_host_socket_uid(int sd, uid_t *uid)
+{
+    long u = goPeerUID(sd);
+    if (u < 0) {
+        return -1;
+    }
+    *uid = (uid_t)u;
+    return 0;
+}
+
 /* libpmix 4.2 sets no socket option on its connections (its
  * pmix_ptl_base_setup_socket, which would set TCP_NODELAY, is never
  * called), so its small messages meet Nagle's algorithm and delayed
