@@ -117,7 +117,8 @@ func TestQueryNoPsets(t *testing.T) {
 	t.Parallel()
 	dir, q := pmixProg(t, "query.c")
 	r := run(t, opts{args: []string{"-n", "2", q, "client"}, dir: dir})
-	for _, w := range []string{"query: numpsets 0\n", "query: psetnames \n"} {
+	expectCode(t, r, 0)
+	for _, w := range []string{"query: numpsets 0\n", "query: psetnames \n", "query: psetmembers none\n"} {
 		expectContains(t, "stdout", r.stdout, w)
 	}
 }

@@ -297,6 +297,9 @@ func (d *DVM) ps(asJSON bool) string {
 			j.StartTime.Format("15:04:05"), j.Namespace, j.Command)
 	}
 	tw.Flush()
+	// PMIx 5's pps ignores --pid: it takes the only server it finds, or
+	// the system server of PMIX_SYSTEM_TMPDIR (docs/options.md).
+	fmt.Fprintf(&sb, "PMIx tools: PMIX_SYSTEM_TMPDIR=%s\n", d.sess.Top)
 	return sb.String()
 }
 
@@ -311,6 +314,9 @@ type statusJSON struct {
 	RSSKiB      int64  `json:"rss_kib"`
 	CHeapBytes  uint64 `json:"c_heap_bytes"`
 	GoHeapBytes uint64 `json:"go_heap_bytes"`
+	// Where this node's PMIx server's rendezvous files are: PMIx tools
+	// find it with PMIX_SYSTEM_TMPDIR set to it.
+	PMIxDir string `json:"pmix_dir"`
 }
 
 type statusNode struct {
@@ -324,7 +330,7 @@ type statusNode struct {
 func (d *DVM) status(asJSON bool) string {
 	if asJSON {
 		d.mu.RLock()
-		st := statusJSON{PID: os.Getpid(), Jobs: len(d.bySub), Nodes: []statusNode{}}
+		st := statusJSON{PID: os.Getpid(), Jobs: len(d.bySub), Nodes: []statusNode{}, PMIxDir: d.sess.Top}
 		for _, h := range d.base.alloc.Hosts {
 			n := statusNode{Name: h.Name, Health: "ok", Slots: h.Slots, Used: d.used[h.Name]}
 			if why, gone := d.lost[h.Name]; gone {

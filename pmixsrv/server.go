@@ -189,7 +189,7 @@ func Init(cfg Config, host Host) (*Server, error) {
 		{C.PMIX_HOSTNAME, cfg.Hostname},
 	}
 	if cfg.ToolSupport {
-		infos = append(infos, Info{C.PMIX_SERVER_TOOL_SUPPORT, true})
+		infos = append(infos, Info{C.PMIX_SERVER_TOOL_SUPPORT, true}, Info{C.PMIX_SERVER_SYSTEM_SUPPORT, true})
 	}
 	infos = append(infos, cfg.Extra...)
 	a, n, err := toC(infos)

@@ -19,7 +19,7 @@
  *   numpsets        the number
  *   psetnames       the comma list
  *   psetmembers     NAME N procs: nspace:rank,... (by rank) for the last
- *                   process set by name
+ *                   process set by name ("none": there is no process set)
  *   memory          daemon>0 or daemon=0, and the clients' average as
  *                   clients>0 or clients=0
  * or "query: KEY failed: STATUS". Exit 0 when every query succeeded.
@@ -172,6 +172,11 @@ static int members(void)
     }
     PMIX_INFO_FREE(res, nres);
     PMIX_QUERY_DESTRUCT(&q);
+    if (name[0] == '\0') {
+        printf("query: psetmembers none\n");
+        fflush(stdout);
+        return 0;
+    }
 
     PMIX_QUERY_CONSTRUCT(&q);
     PMIX_ARGV_APPEND(rc, q.keys, PMIX_QUERY_PSET_MEMBERSHIP);
