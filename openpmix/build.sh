@@ -89,6 +89,10 @@ make -C src -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log" >
 rm -rf "$prefix"
 { make -C src install && make -C include install; } >"$work/install.log" 2>&1 || { tail -40 "$work/install.log" >&2; exit 1; }
 rm -f "$prefix"/lib/*.la
+# The release's own example clients, which the tests build against the
+# distribution's libpmix and run under prun (e2e TestOpenPMIxExamples).
+mkdir -p "$prefix/share/examples"
+cp "$src"/examples/*.c "$src"/examples/*.h "$prefix/share/examples/"
 
 mkdir -p "$prefix/lib/pkgconfig"
 cat >"$prefix/lib/pkgconfig/prun-pmix.pc" <<EOF

@@ -53,8 +53,10 @@
  *       "group: rank R ok".
  *
  *   group invite
- *       Rank 0 invites every other rank into group "inv" (PMIx_Group_invite);
- *       each waits for PMIX_GROUP_INVITED and joins (PMIx_Group_join, accept).
+ *       Rank 0 invites every rank, itself included, into group "inv"
+ *       (PMIx_Group_invite); each other waits for PMIX_GROUP_INVITED, joins
+ *       (PMIx_Group_join, accept) and waits for the inviter's announcement
+ *       of the group (PMIX_GROUP_CONSTRUCT_COMPLETE).
  *       The last rank L then leaves (PMIx_Group_leave); the others wait for
  *       PMIX_GROUP_LEFT from it and destruct "inv" (which must not wait for
  *       L). They print "group: rank 0 invite: STATUS", "group: rank R join:
@@ -484,7 +486,7 @@ static int timeout(uint32_t late)
     return 0;
 }
 
-static volatile int invited, left;
+static volatile int invited, left, complete;
 static char inviter_ns[PMIX_MAX_NSLEN + 1];
 static pmix_rank_t inviter_rank, leaver_rank;
 
@@ -502,6 +504,24 @@ static void on_invited(size_t id, pmix_status_t status, const pmix_proc_t *sourc
         inviter_rank = source->rank;
     }
     __atomic_store_n(&invited, 1, __ATOMIC_SEQ_CST);
+    if (cbfunc)
+        cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+/* on_complete records that the inviter announced group "inv" (the end of
+ * its blocking PMIx_Group_invite), after which the servers know it. */
+static void on_complete(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
+                        pmix_info_t results[], size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc,
+                        void *cbdata)
+{
+    (void)id;
+    (void)status;
+    (void)source;
+    (void)info;
+    (void)ninfo;
+    (void)results;
+    (void)nresults;
+    __atomic_store_n(&complete, 1, __ATOMIC_SEQ_CST);
     if (cbfunc)
         cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
 }
@@ -529,15 +549,16 @@ static int invite(void)
     uint32_t size = job_size(), last = size - 1;
     pmix_proc_t *procs = calloc(size, sizeof *procs), leader;
     pmix_info_t *results = NULL;
-    pmix_status_t code = PMIX_GROUP_INVITED, lcode = PMIX_GROUP_LEFT, rc;
+    pmix_status_t code = PMIX_GROUP_INVITED, lcode = PMIX_GROUP_LEFT, ccode = PMIX_GROUP_CONSTRUCT_COMPLETE, rc;
     size_t nresults = 0, n;
 
     PMIx_Register_event_handler(&code, 1, NULL, 0, on_invited, NULL, NULL);
     PMIx_Register_event_handler(&lcode, 1, NULL, 0, on_left, NULL, NULL);
+    PMIx_Register_event_handler(&ccode, 1, NULL, 0, on_complete, NULL, NULL);
     phase = "PMIx_Fence";
     PMIx_Fence(NULL, 0, NULL, 0);
     if (myproc.rank == 0) {
-        n = members(procs, size, 1, 1);
+        n = members(procs, size, 0, 1); /* the inviter is a member too */
         phase = "PMIx_Group_invite";
         rc = PMIx_Group_invite("inv", procs, n, NULL, 0, &results, &nresults);
         printf("group: rank 0 invite: %s\n", PMIx_Error_string(rc));
@@ -549,6 +570,9 @@ static int invite(void)
         phase = "PMIx_Group_join";
         rc = PMIx_Group_join("inv", &leader, PMIX_GROUP_ACCEPT, NULL, 0, &results, &nresults);
         printf("group: rank %u join: %s\n", myproc.rank, PMIx_Error_string(rc));
+        phase = "waiting for PMIX_GROUP_CONSTRUCT_COMPLETE";
+        while (!__atomic_load_n(&complete, __ATOMIC_SEQ_CST))
+            usleep(1000);
     }
     if (myproc.rank == last) {
         phase = "PMIx_Group_leave";
