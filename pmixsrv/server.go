@@ -11,9 +11,10 @@ package pmixsrv
 /*
 #cgo pkg-config: prun-pmix
 #cgo CFLAGS: -I${SRCDIR}/pmixinc
-#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=read -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--wrap=pmix_hash_fetch -Wl,--wrap=pmix_bfrops_base_copy -Wl,--wrap=pmix_server_get -Wl,--wrap=pmix_bfrops_base_unpack -Wl,--wrap=pmix_server_purge_events -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -l:libhwloc.a -l:libz.a
+#cgo LDFLAGS: -Wl,--wrap=accept -Wl,--wrap=read -Wl,--wrap=pmix_server_grpconstruct -Wl,--wrap=pmix_server_grpdestruct -Wl,--wrap=event_assign -Wl,--wrap=event_del -Wl,--wrap=pmix_hash_fetch -Wl,--wrap=pmix_bfrops_base_copy -Wl,--wrap=pmix_server_get -Wl,--wrap=pmix_bfrops_base_unpack -Wl,--wrap=pmix_server_purge_events -Wl,--as-needed -l:libpmix.a -l:libevent_core.a -l:libevent_pthreads.a -l:libhwloc.a -l:libz.a -ldl -lutil
 #include <malloc.h>
 #include "shim.h"
+unsigned long long prun_c_heap_in_use(void); // heap.c
 
 // The library is the OpenPMIx that openpmix/build.sh pins and patches
 // (pin.h refuses any other), linked in from its static archive: prun's
@@ -25,7 +26,11 @@ package pmixsrv
 // PMIx server starts, libudev never, neither in a prun that hosts no server
 // (a DVM's submitter, prun dvm ps, ...). No -lm: hwloc's one call into it,
 // modff, is libc's too. What the dynamic linker loads at start is libc
-// alone. See Init for what that asks of the library's plugins.
+// alone. -ldl and -lutil name nothing on glibc 2.34 and later (their
+// archives are empty: dlopen and openpty are libc's); on an older glibc (the
+// release build's, Debian 11's 2.31, see release/build.sh) they are
+// libdl.so.2 and libutil.so.1, loaded beside libpthread.so.0, all three
+// glibc's own. See Init for what that asks of the library's plugins.
 // pmixinc lets libpmix's private headers (leaks.c, grpgone.c) find the
 // public ones they name as "include/...".
 */
@@ -316,11 +321,10 @@ func (s *Server) RegisterNspace(nspace string, nlocal int, info []Info) error {
 }
 
 // CHeapInUse is what this process's C heap has in use (glibc's mallinfo2:
-// small blocks and mmap'ed ones): libpmix's servers and this package's C,
-// which a long-lived runtime must keep flat from job to job.
+// small blocks and mmap'ed ones; heap.c): libpmix's servers and this
+// package's C, which a long-lived runtime must keep flat from job to job.
 func CHeapInUse() uint64 {
-	m := C.mallinfo2()
-	return uint64(m.uordblks) + uint64(m.hblkhd)
+	return uint64(C.prun_c_heap_in_use())
 }
 
 // DeregisterNspace drops a job and everything the library kept for it.
