@@ -22,9 +22,11 @@ trixie)
 	pkgs=$pkgs,golang-go,ca-certificates,git
 	;;
 bullseye)
-	# What building prun needs; its Go comes from the machine.
+	# What building prun needs (openpmix/build.sh applies patches with
+	# patch, and OpenPMIx's configure wants python3 even without its Python
+	# bindings); its Go comes from the machine.
 	pkgs=gcc,libc6-dev,make,pkg-config,autoconf,automake,libtool,flex,perl,libevent-dev,libhwloc-dev,zlib1g-dev
-	pkgs=$pkgs,libmunge-dev,ca-certificates,git,binutils,xz-utils
+	pkgs=$pkgs,libmunge-dev,ca-certificates,git,binutils,xz-utils,patch,python3
 	;;
 *)
 	echo "debroot.sh: unknown suite $suite (trixie or bullseye)" >&2
