@@ -33,7 +33,7 @@ export PRUN_PMIX := $(PMIX_PREFIX)
 # whenever the library changes.
 export CGO_CPPFLAGS := $(strip $(filter-out -DPRUN_PMIX_RECIPE=%,$(CGO_CPPFLAGS)) -DPRUN_PMIX_RECIPE=$(PMIX_HASH))
 
-.PHONY: all deps deps-build deps-demo build pmix env demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 install
+.PHONY: all deps deps-build deps-demo deps-release build pmix env demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 install release
 
 all: build
 
@@ -56,6 +56,8 @@ deps-demo: deps-build
 	$(call install_missing,$(DEMO_PKGS),--no-install-recommends)
 deps: deps-demo
 	$(call install_missing,$(TEST_PKGS))
+deps-release:
+	$(call install_missing,debootstrap)
 
 pmix: deps-build
 	openpmix/build.sh $(PMIX_PREFIX)
@@ -81,6 +83,12 @@ install: build
 	install -m 0644 docs/prun.1 $(DESTDIR)$(PREFIX)/share/man/man1/prun.1
 	bin/prun completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/prun
 	bin/prun completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_prun
+
+# bin/prun-VERSION-linux-x86_64.tar.gz: prun, prun-ssh, the man page and the
+# completions as a prefix, built in a Debian 11 root (cached in CACHE) so that
+# they start on glibc 2.31 and later (release/build.sh). Needs root.
+release: deps-release
+	GO=$(GO) release/build.sh $(CACHE)/debian-bullseye bin
 
 $(EXAMPLES)/hello: testdata/hello.c | deps-demo
 	@mkdir -p $(EXAMPLES)
