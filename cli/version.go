@@ -30,12 +30,19 @@ func versionText() string {
 	return b.String()
 }
 
+// The VCS stamp of a build that Go cannot stamp, given by the linker as Go's
+// would be (-X prun/cli.vcsRevision=HASH, vcsTime=RFC 3339, vcsModified=true
+// or false): release/build.sh's, whose sources are bound into a Debian 11
+// root without their .git. Go's own stamp wins where there is one.
+var vcsRevision, vcsTime, vcsModified string
+
 // commit says which commit a build is of, from the VCS stamp go build
 // leaves in the binary: "commit 200eb34, 2026-11-29", with "-dirty" after
 // the hash when the tree had uncommitted changes (git describe's mark).
 // A build without a stamp says "unknown commit": from a tarball, with
 // -buildvcs=false, or in a linked git worktree (Go looks for a .git
-// directory, and a worktree's is a file: golang.org/issue/58218).
+// directory, and a worktree's is a file: golang.org/issue/58218), unless
+// the linker gave one (vcsRevision).
 func commit(info *debug.BuildInfo) string {
 	var rev, when string
 	dirty := false
@@ -50,6 +57,9 @@ func commit(info *debug.BuildInfo) string {
 				dirty = s.Value == "true"
 			}
 		}
+	}
+	if rev == "" {
+		rev, when, dirty = vcsRevision, vcsTime, vcsModified == "true"
 	}
 	if rev == "" {
 		return "unknown commit"

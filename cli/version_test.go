@@ -35,6 +35,16 @@ func TestCommit(t *testing.T) {
 			t.Errorf("case %d: commit = %q, want %q", i, got, tc.want)
 		}
 	}
+
+	// Without Go's stamp, the linker's (release/build.sh's -X); Go's wins.
+	vcsRevision, vcsTime, vcsModified = rev, "2026-11-29T06:12:00Z", "true"
+	t.Cleanup(func() { vcsRevision, vcsTime, vcsModified = "", "", "" })
+	if got, want := commit(stamp("-buildvcs", "false")), "commit 200eb34-dirty, 2026-11-29"; got != want {
+		t.Errorf("the linker's stamp: commit = %q, want %q", got, want)
+	}
+	if got, want := commit(stamp("vcs.revision", "abc")), "commit abc"; got != want {
+		t.Errorf("Go's stamp and the linker's: commit = %q, want %q (Go's)", got, want)
+	}
 }
 
 // --version names prun's release and commit, then the PMIx server prun
