@@ -51,6 +51,14 @@ root=$(mkdir -p "$root" && cd "$root" && pwd)
 version=${VERSION:-$(git -C "$src" describe --tags --always --dirty 2>/dev/null || echo unknown)}
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$src" log -1 --format=%ct 2>/dev/null || echo 0)}
 name=prun-$version-linux-x86_64
+# The commit, for prun --version: Go stamps none here (the sources are bound
+# into the root without their .git), so the linker is given it (cli/version.go).
+vcs=
+if rev=$(git -C "$src" rev-parse HEAD 2>/dev/null); then
+	modified=false
+	[ -z "$(git -C "$src" status --porcelain --untracked-files=no)" ] || modified=true
+	vcs="-X prun/cli.vcsRevision=$rev -X prun/cli.vcsTime=$(git -C "$src" log -1 --format=%cI) -X prun/cli.vcsModified=$modified"
+fi
 
 "$src/testdata/debroot.sh" bullseye "$root"
 
@@ -92,8 +100,8 @@ setpriv --pdeathsig KILL unshare --mount --propagation private --pid --fork --ki
 	bash -euo pipefail -c '
 		/build/src/openpmix/build.sh "$1"
 		cd /build/src
-		go build -trimpath -o /build/out/ ./cmd/prun ./cmd/prun-ssh' \
-	bash "$pmix"
+		go build -trimpath -ldflags="$2" -o /build/out/ ./cmd/prun ./cmd/prun-ssh' \
+	bash "$pmix" "$vcs"
 
 stage=$work/stage/$name
 install -d "$stage/bin" "$stage/share/man/man1" "$stage/share/bash-completion/completions" \

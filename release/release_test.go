@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"prun/cli"
 )
 
 // maxGlibc is the newest glibc symbol version a release program may need:
@@ -93,6 +95,13 @@ func TestRelease(t *testing.T) {
 	}
 	if t.Failed() {
 		return
+	}
+	// The commit, which Go could not stamp in the root: the linker's.
+	if o, err := exec.Command("git", "-C", repo, "rev-parse", "--short=7", "HEAD").Output(); err != nil {
+		t.Errorf("git rev-parse: %v", err)
+	} else if v, err := exec.Command(filepath.Join(dir, "bin/prun"), "--version").Output(); err != nil ||
+		!strings.HasPrefix(string(v), "prun "+cli.Version+" (commit "+strings.TrimSpace(string(o))) {
+		t.Errorf("the release prun --version: %v, want its commit %s\n%s", err, bytes.TrimSpace(o), v)
 	}
 
 	// The release prun on Debian 11's glibc.
