@@ -21,6 +21,10 @@ MPICH_CH3       ?= $(CACHE)/mpich-ch3
 MPICH_CH3_PMI2  ?= $(CACHE)/mpich-ch3-pmi2
 export PRUN_MPICH_CH3 := $(MPICH_CH3)
 export PRUN_MPICH_CH3_PMI2 := $(MPICH_CH3_PMI2)
+# A Debian 13 root (Open MPI 5, PMIx 5, mpi4py 4) for the tests that run its
+# programs under this machine's prun (internal/debroot), once per machine.
+DEBIAN_TRIXIE   ?= $(CACHE)/debian-trixie
+export PRUN_DEBIAN_TRIXIE := $(DEBIAN_TRIXIE)
 # The OpenPMIx prun hosts its servers on: pinned and patched (openpmix/),
 # built once per version of its recipe; pmixsrv finds it through pkg-config
 # (prun-pmix), and tests that build clients on it through PRUN_PMIX.
@@ -33,7 +37,7 @@ export PRUN_PMIX := $(PMIX_PREFIX)
 # whenever the library changes.
 export CGO_CPPFLAGS := $(strip $(filter-out -DPRUN_PMIX_RECIPE=%,$(CGO_CPPFLAGS)) -DPRUN_PMIX_RECIPE=$(PMIX_HASH))
 
-.PHONY: all deps deps-build deps-demo deps-release build pmix env demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 install release
+.PHONY: all deps deps-build deps-demo deps-release build pmix env demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 debian-trixie install release
 
 all: build
 
@@ -64,7 +68,7 @@ pmix: deps-build
 
 # For go build/test outside make: eval "$$(make -s env)".
 env: pmix
-	@echo 'export PKG_CONFIG_PATH="$(PKG_CONFIG_PATH)" PRUN_PMIX="$(PRUN_PMIX)" CGO_CPPFLAGS="$(CGO_CPPFLAGS)" PRUN_MPICH_CH3="$(PRUN_MPICH_CH3)" PRUN_MPICH_CH3_PMI2="$(PRUN_MPICH_CH3_PMI2)"'
+	@echo 'export PKG_CONFIG_PATH="$(PKG_CONFIG_PATH)" PRUN_PMIX="$(PRUN_PMIX)" CGO_CPPFLAGS="$(CGO_CPPFLAGS)" PRUN_MPICH_CH3="$(PRUN_MPICH_CH3)" PRUN_MPICH_CH3_PMI2="$(PRUN_MPICH_CH3_PMI2)" PRUN_DEBIAN_TRIXIE="$(PRUN_DEBIAN_TRIXIE)"'
 
 # prun-ssh, prun's SSH client, goes beside prun: prun runs it from there.
 build: pmix
@@ -115,12 +119,16 @@ mpich-ch3: deps
 	testdata/mpich-ch3.sh $(MPICH_CH3) simple
 	testdata/mpich-ch3.sh $(MPICH_CH3_PMI2) pmi2/simple
 
+# Returns at once when built (its stamp in the root); 2-4 minutes otherwise.
+debian-trixie: deps
+	testdata/debroot.sh trixie $(DEBIAN_TRIXIE)
+
 # The packages whose code or tests run goroutines, again under the race
 # detector (not e2e: its prun is a binary of its own).
 RACE_PKGS := ./ctl ./daemon ./internal/peercred ./internal/sigcatch ./internal/timerslack \
              ./iof ./launcher ./mpir ./names ./pmi ./pmixsrv ./remote ./rsh/... ./sessiondir
 
-test: deps pmix vet mpich-ch3
+test: deps pmix vet mpich-ch3 debian-trixie
 	$(GO) test -count=1 -timeout 60m ./...
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 
