@@ -37,9 +37,15 @@ func startDVM(t *testing.T, env []string, args ...string) *dvmUnder {
 // startDVMIn is startDVM from the working directory dir.
 func startDVMIn(t *testing.T, dir string, env []string, args ...string) *dvmUnder {
 	t.Helper()
-	tmp := t.TempDir()
+	return startDVMWith(t, prunBin, t.TempDir(), dir, env, args...)
+}
+
+// startDVMWith is startDVMIn through bin (prun, or a script that runs it)
+// with the TMPDIR tmp.
+func startDVMWith(t *testing.T, bin, tmp, dir string, env []string, args ...string) *dvmUnder {
+	t.Helper()
 	d := &dvmUnder{t: t, tmp: tmp, env: append(append(baseEnv(), "TMPDIR="+tmp, "NO_COLOR=1"), env...)}
-	cmd := exec.Command(prunBin, append([]string{"dvm", "start", "--name", "t"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"dvm", "start", "--name", "t"}, args...)...)
 	cmd.Env, cmd.Dir = d.env, dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -1,0 +1,256 @@
+package e2e
+
+import (
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"prun/internal/cluster"
+	"prun/internal/debroot"
+)
+
+// trixie is a test's Debian 13 environment (internal/debroot): Open MPI 5
+// programs of the root run under the test's prun.
+type trixie struct {
+	*debroot.Env
+}
+
+// newTrixie builds the Debian 13 root when it is missing (minutes, once per
+// machine) and arranges for the test's prun to run its programs.
+func newTrixie(t *testing.T) trixie {
+	t.Helper()
+	return trixie{debroot.New(t, debroot.Ensure(t, debroot.Trixie), prunBin)}
+}
+
+// trixieEnv is what every run of Open MPI 5 ranks here needs: its TCP
+// transport finds no pairing of interfaces on this machine unless told to
+// use loopback (spawn and connect fail then, under its own mpirun too).
+var trixieEnv = []string{"OMPI_MCA_btl_tcp_if_include=lo"}
+
+// run runs the test's prun in the root's namespace, from Bin unless o.dir
+// says otherwise, with a TMPDIR the root sees.
+func (tx trixie) run(t *testing.T, o opts) *result {
+	t.Helper()
+	return tx.start(t, o).wait()
+}
+
+func (tx trixie) start(t *testing.T, o opts) *proc {
+	t.Helper()
+	o.bin = tx.Prun
+	if o.dir == "" {
+		o.dir = tx.Bin
+	}
+	o.tmpdir = tx.TempDir(t)
+	o.env = append(append([]string{}, trixieEnv...), o.env...)
+	if o.timeout == 0 {
+		o.timeout = 120 * time.Second
+	}
+	return startPrun(t, o)
+}
+
+// expectLines fails unless stdout's lines, sorted, are want (sorted).
+func expectLines(t *testing.T, r *result, want ...string) {
+	t.Helper()
+	got := lines(r.stdout)
+	sort.Strings(got)
+	want = append([]string(nil), want...)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stdout:\n%s\nwant (in any order):\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), r)
+	}
+}
+
+// Issue 38: Open MPI 5 programs of a Debian 13 root (ranks with a PMIx 5
+// client) under this machine's prun, whose PMIx server is OpenPMIx 4.2.2
+// patched to answer 5.x clients: the world model, MPMD, aborts and exit
+// codes, stdin, spawn, MPI 4 Sessions with process sets, groups made into
+// communicators, and names and connections between two jobs of a DVM.
+func TestTrixie(t *testing.T) {
+	tx := newTrixie(t)
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := func(t *testing.T, src string) string { return "./" + filepath.Base(tx.Program(t, src)) }
+
+	t.Run("hello", func(t *testing.T) {
+		hello := prog(t, "hello.c")
+		r := tx.run(t, opts{args: []string{"-n", "4", hello}})
+		expectCode(t, r, 0)
+		var want []string
+		for i := 0; i < 4; i++ {
+			want = append(want, fmt.Sprintf("hello from rank %d of 4 on %s (app 0)", i, host))
+		}
+		expectLines(t, r, want...)
+	})
+
+	t.Run("ring", func(t *testing.T) {
+		ring := prog(t, "ring.c")
+		r := tx.run(t, opts{args: []string{"-n", "4", ring}})
+		expectCode(t, r, 0)
+		expectLines(t, r, "ring: rank 0 ok", "ring: rank 1 ok", "ring: rank 2 ok", "ring: rank 3 ok",
+			"ring: 4 ranks, 10 laps, sum ok")
+	})
+
+	t.Run("mpmd", func(t *testing.T) {
+		hello, hello2 := prog(t, "hello.c"), prog(t, "hello2.c")
+		r := tx.run(t, opts{args: []string{"-n", "2", hello, ":", "-n", "2", hello2}})
+		expectCode(t, r, 0)
+		expectLines(t, r,
+			"hello from rank 0 of 4 on "+host+" (app 0)", "hello from rank 1 of 4 on "+host+" (app 0)",
+			"hello2: rank 2 of 4 (app 1) says hi; world sum of ranks = 6",
+			"hello2: rank 3 of 4 (app 1) says hi; world sum of ranks = 6")
+	})
+
+	t.Run("abort", func(t *testing.T) {
+		abort := prog(t, "abort.c")
+		r := tx.run(t, opts{args: []string{"-n", "4", abort, "2", "17"}})
+		expectCode(t, r, 17)
+		expectContains(t, "stdout", r.stdout, "abort: rank 2 aborting with 17\n")
+		expectContains(t, "stderr", r.stderr, "rank 2 ("+abort+") on "+host+" called abort with status 17")
+	})
+
+	t.Run("exit-code", func(t *testing.T) {
+		// The others sleep far longer than the run's limit: the run ends in
+		// time only if prun kills them when rank 1 fails.
+		exitcode := prog(t, "exitcode.c")
+		r := tx.run(t, opts{args: []string{"-n", "4", exitcode, "1", "5", "3600"}})
+		expectCode(t, r, 5)
+		expectContains(t, "stdout", r.stdout, "exitcode: rank 1 exiting with 5\n")
+		expectContains(t, "stderr", r.stderr, "exited with status 5; killing the other 3 ranks")
+	})
+
+	t.Run("stdin", func(t *testing.T) {
+		stdinrank := prog(t, "stdinrank.c")
+		var in strings.Builder
+		for i := 0; in.Len() < 1<<20; i++ {
+			fmt.Fprintf(&in, "line %d of the launcher's stdin\n", i)
+		}
+		h := fnv.New32a()
+		io.WriteString(h, in.String())
+		r := tx.run(t, opts{args: []string{"-n", "3", stdinrank}, stdin: strings.NewReader(in.String())})
+		expectCode(t, r, 0)
+		expectLines(t, r,
+			fmt.Sprintf("stdinrank: rank 0 read %d bytes, %d lines, fnv %08x", in.Len(), strings.Count(in.String(), "\n"), h.Sum32()),
+			"stdinrank: rank 1 read 0 bytes, 0 lines, fnv 811c9dc5",
+			"stdinrank: rank 2 read 0 bytes, 0 lines, fnv 811c9dc5",
+			fmt.Sprintf("stdinrank: world read %d bytes", in.Len()))
+	})
+
+	t.Run("spawn", func(t *testing.T) {
+		// The parents spawn their own program (argv[0], a path prun
+		// resolves outside the root: the wrapper).
+		spawn := prog(t, "spawn.c")
+		r := tx.run(t, opts{args: []string{"-n", "2", spawn, "2"}})
+		expectCode(t, r, 0)
+		expectLines(t, r,
+			"spawn: parent 0 of 2: merged sum 4 (merged rank 0 of 4) on "+host,
+			"spawn: parent 1 of 2: merged sum 4 (merged rank 1 of 4) on "+host,
+			"spawn: child 0 of 2: merged sum 4 (merged rank 2 of 4) on "+host,
+			"spawn: child 1 of 2: merged sum 4 (merged rank 3 of 4) on "+host)
+	})
+
+	// Process sets: MPI's own, and one per application context, named by
+	// --pset or NSPACE.appN; every one listed is a group, and a
+	// communicator of its members.
+	t.Run("sessions", func(t *testing.T) {
+		sessions := prog(t, "sessions.c")
+		builtin := []string{"mpi://WORLD=0-3", "mpi://SELF=self", "mpix://SHARED=0-3"}
+		for _, tc := range []struct {
+			name string
+			sets []string
+		}{
+			{"default-names", []string{"NSPACE.app0=0-0", "NSPACE.app1=1-3"}},
+			{"named", []string{"left=0-1", "right=2-3"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				want := append(append([]string{}, builtin...), tc.sets...)
+				var args []string
+				if tc.name == "named" {
+					args = []string{"-n", "2", "--pset", "left", sessions, "psets"}
+					args = append(append(args, want...), ":", "-n", "2", "--pset", "right", sessions, "psets")
+				} else {
+					args = []string{"-n", "1", sessions, "psets"}
+					args = append(append(args, want...), ":", "-n", "3", sessions, "psets")
+				}
+				args = append(args, want...)
+				r := tx.run(t, opts{args: args})
+				expectCode(t, r, 0)
+				var missing []string
+				for rank := 0; rank < 4; rank++ {
+					for _, w := range []string{
+						fmt.Sprintf("sessions: rank %d psets: %d:", rank, len(want)),
+						fmt.Sprintf("sessions: rank %d nth %d fails: MPI_ERR_ARG\n", rank, len(want)),
+						fmt.Sprintf("sessions: rank %d psets ok\n", rank),
+					} {
+						if !strings.Contains(r.stdout, w) {
+							missing = append(missing, strings.TrimSpace(w))
+						}
+					}
+				}
+				if r.code == 0 && (len(missing) > 0 || strings.Contains(r.stdout, "FAILED")) {
+					t.Errorf("stdout lacks %q\n%s", missing, r)
+				}
+			})
+		}
+	})
+
+	t.Run("halves", func(t *testing.T) {
+		sessions := prog(t, "sessions.c")
+		for _, n := range []int{4, 3} {
+			r := tx.run(t, opts{args: []string{"-n", strconv.Itoa(n), sessions, "halves"}})
+			expectCode(t, r, 0)
+			var want []string
+			for rank := 0; rank < n; rank++ {
+				lower := rank < n/2
+				rsize, sum := n-n/2, 0
+				for q := n / 2; q < n; q++ {
+					sum += q + 1
+				}
+				if !lower {
+					rsize, sum = n/2, 0
+					for q := 0; q < n/2; q++ {
+						sum += q + 1
+					}
+				}
+				want = append(want, fmt.Sprintf("sessions: rank %d halves: remote size %d sum %d, merged size %d sum %d ok",
+					rank, rsize, sum, n, n*(n+1)/2))
+			}
+			expectLines(t, r, want...)
+		}
+	})
+
+	// Issue 26's names and connections, between two jobs of one DVM
+	// whose daemon runs the root's programs.
+	t.Run("dvm", func(t *testing.T) {
+		cluster.Quiet(t)
+		nsname, nsconnect := prog(t, "nsname.c"), prog(t, "nsconnect.c")
+		d := startDVMWith(t, tx.Prun, tx.TempDir(t), tx.Bin, nil, "--host", "localhost:6")
+		j := dvmJobs{d: d, env: trixieEnv}
+		t.Run("names", func(t *testing.T) {
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			p := j.start(t, opts{args: []string{"-n", "1", nsname, "publish", "trixie-svc", "port#x$"}, dir: tx.Bin, stdin: pr})
+			p.waitOutput(60*time.Second, "nsname: published trixie-svc")
+			r := j.run(t, opts{args: []string{"-n", "2", nsname, "lookup", "trixie-svc"}, dir: tx.Bin})
+			expectCode(t, r, 0)
+			expectLines(t, r, "nsname: rank 0 found port#x$", "nsname: rank 1 found port#x$")
+			pw.Write([]byte("done\n"))
+			pw.Close()
+			expectCode(t, p.wait(), 0)
+		})
+		t.Run("connect", func(t *testing.T) {
+			p := j.start(t, opts{args: []string{"--timeout", "60", "-n", "1", nsconnect, "server", "trixie-connect"}, dir: tx.Bin})
+			r := j.run(t, opts{args: []string{"--timeout", "60", "-n", "2", nsconnect, "client", "trixie-connect"}, dir: tx.Bin})
+			expectConnected(t, r, p.wait())
+		})
+		d.expectServing(t)
+	})
+}
