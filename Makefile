@@ -8,7 +8,7 @@ BIN      := bin/prun
 # and every test (MPICH, PMIx's own tools and devel files for the test
 # clients, sshd and network namespaces, gdb, Xvfb, zsh and bash-completion,
 # Slurm, debootstrap for the Debian 13 and Debian 11 roots).
-BUILD_PKGS := gcc libc6-dev make pkg-config autoconf automake libtool flex perl libevent-dev libhwloc-dev \
+BUILD_PKGS := gcc libc6-dev make pkg-config autoconf automake libtool flex perl patch xz-utils libevent-dev libhwloc-dev \
               zlib1g-dev libmunge-dev
 DEMO_PKGS  := openmpi-bin libopenmpi-dev
 TEST_PKGS  := libpmix-dev libpmix-bin mpich libmpich-dev hwloc openssh-server openssh-client iproute2 gdb \
