@@ -8,8 +8,9 @@
 // is missing, a matter of minutes once per machine.
 //
 // Build compiles a C program of testdata/ with the root's own mpicc (Open
-// MPI), cached like internal/ctest's programs (bin/ctest/debian-SUITE/NAME),
-// keyed by the source, testdata's headers and the root's build.
+// MPI) or, for a PMIx client, its gcc and libpmix, cached like
+// internal/ctest's programs (bin/ctest/debian-SUITE[-pmix]/NAME), keyed by
+// the source, testdata's headers, the compile and the root's build.
 //
 // An Env is one test's arrangement for running them: a directory under /tmp
 // (bound into the root, so its paths are the same inside and out) with the
@@ -98,25 +99,46 @@ func needRoot(t testing.TB) {
 	}
 }
 
-// flags are the compile's, after the compiler.
-var flags = []string{"-O2", "-Wall"}
+// Compiler is how a program is compiled in the root.
+type Compiler int
 
-// Build compiles Root()/testdata/<src> with the Open MPI of the root (its
-// mpicc.openmpi, run in the root) and returns the binary's path on this
-// machine: bin/ctest/<root's name>/<name>, compiled again only when the
-// source, a testdata/*.h header or the root changed (the key beside it,
-// <name>.key). Concurrent callers compile once (an flock). It fails the
-// test when the compile fails.
-func Build(t testing.TB, root, src string) string {
+const (
+	MPI  Compiler = iota // the root's mpicc.openmpi (Open MPI 5)
+	PMIx                 // gcc with the root's libpmix (OpenPMIx 5): a PMIx client
+)
+
+// command is the compile of in to out, run in the root by /bin/sh.
+func (cc Compiler) command(out, in string) string {
+	if cc == PMIx {
+		return "gcc -O2 -Wall -o " + shq(out) + " " + shq(in) + " $(pkg-config --cflags --libs pmix)"
+	}
+	return "mpicc.openmpi -O2 -Wall -o " + shq(out) + " " + shq(in)
+}
+
+// dir is the compiler's directory under bin/ctest.
+func (cc Compiler) dir(root string) string {
+	d := filepath.Join(ctest.Root(), "bin", "ctest", filepath.Base(root))
+	if cc == PMIx {
+		d += "-pmix"
+	}
+	return d
+}
+
+// Build compiles Root()/testdata/<src> in the root with cc and returns the
+// binary's path on this machine: bin/ctest/<root's name>[-pmix]/<name>,
+// compiled again only when the source, a testdata/*.h header, the compile
+// or the root changed (the key beside it, <name>.key). Concurrent callers
+// compile once (an flock). It fails the test when the compile fails.
+func Build(t testing.TB, root string, cc Compiler, src string) string {
 	t.Helper()
 	needRoot(t)
 	name := strings.TrimSuffix(filepath.Base(src), ".c")
 	srcPath := filepath.Join(ctest.Root(), "testdata", src)
-	key, inputs, err := buildKey(root, srcPath)
+	key, inputs, err := buildKey(root, cc.command("OUT", "IN"), srcPath)
 	if err != nil {
 		t.Fatalf("debroot: %v", err)
 	}
-	dir := filepath.Join(ctest.Root(), "bin", "ctest", filepath.Base(root))
+	dir := cc.dir(root)
 	bin := filepath.Join(dir, name)
 	if fresh(bin, key) {
 		return bin
@@ -145,8 +167,8 @@ func Build(t testing.TB, root, src string) string {
 		}
 	}
 	inRoot := "/tmp/" + filepath.Base(work)
-	args := append([]string{root, "/usr/bin/env", "-i", "HOME=/root", "PATH=/usr/bin:/bin", "mpicc.openmpi"}, flags...)
-	args = append(args, "-o", inRoot+"/"+name, inRoot+"/"+filepath.Base(srcPath))
+	args := []string{root, "/usr/bin/env", "-i", "HOME=/root", "PATH=/usr/bin:/bin", "/bin/sh", "-c",
+		cc.command(inRoot+"/"+name, inRoot+"/"+filepath.Base(srcPath))}
 	out, err := exec.Command("chroot", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("debroot: compiling %s in %s failed: %v\n$ chroot %s\n%s", src, root, err, strings.Join(args, " "), out)
@@ -175,9 +197,9 @@ func Build(t testing.TB, root, src string) string {
 // buildKey hashes what a program's binary depends on: the compile, its
 // source and testdata's headers (by content), and the root (its path and
 // its build stamp, rewritten whenever debroot.sh builds it again).
-func buildKey(root, srcPath string) (string, []string, error) {
+func buildKey(root, command, srcPath string) (string, []string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "mpicc.openmpi %s\nroot %s\n", strings.Join(flags, " "), root)
+	fmt.Fprintf(h, "%s\nroot %s\n", command, root)
 	stamp := filepath.Join(root, ".prun-built")
 	st, err := os.Stat(stamp)
 	if err != nil {
@@ -310,12 +332,12 @@ func write(t testing.TB, path, script string) {
 // shq quotes s for sh.
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// Program builds testdata/<src> with the root's Open MPI (Build) and
-// installs it in Bin, with its wrapper; it returns the program's path there
-// (the same inside the root and out).
-func (e *Env) Program(t testing.TB, src string) string {
+// Program builds testdata/<src> in the root with cc (Build) and installs
+// it in Bin, with its wrapper; it returns the program's path there (the
+// same inside the root and out).
+func (e *Env) Program(t testing.TB, cc Compiler, src string) string {
 	t.Helper()
-	bin := Build(t, e.Root, src)
+	bin := Build(t, e.Root, cc, src)
 	name := filepath.Base(bin)
 	path := filepath.Join(e.Bin, name)
 	if err := copyFile(bin, path, 0o755); err != nil {
