@@ -78,7 +78,7 @@ func TestTrixie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog := func(t *testing.T, src string) string { return "./" + filepath.Base(tx.Program(t, src)) }
+	prog := func(t *testing.T, src string) string { return "./" + filepath.Base(tx.Program(t, debroot.MPI, src)) }
 
 	t.Run("hello", func(t *testing.T) {
 		hello := prog(t, "hello.c")
@@ -157,30 +157,37 @@ func TestTrixie(t *testing.T) {
 			"spawn: child 1 of 2: merged sum 4 (merged rank 3 of 4) on "+host)
 	})
 
-	// Process sets: MPI's own, and one per application context, named by
-	// --pset or NSPACE.appN; every one listed is a group, and a
-	// communicator of its members.
+	// Process sets: MPI's three, and, when a context names one (--pset, as
+	// under PRRTE), one per application context (the others NSPACE.appN):
+	// the count and the names agree, MPI's sets are groups and
+	// communicators of their members, and a PMIx 5 client's queries give
+	// each set's members.
 	t.Run("sessions", func(t *testing.T) {
 		sessions := prog(t, "sessions.c")
 		builtin := []string{"mpi://WORLD=0-3", "mpi://SELF=self", "mpix://SHARED=0-3"}
 		for _, tc := range []struct {
-			name string
-			sets []string
+			name   string
+			n0, n1 int    // the contexts' sizes
+			p0, p1 string // their --pset, if any
+			sets   []string
 		}{
-			{"default-names", []string{"NSPACE.app0=0-0", "NSPACE.app1=1-3"}},
-			{"named", []string{"left=0-1", "right=2-3"}},
+			// The launcher's sets are listed only ("~"): Open MPI 5.0's
+			// MPI_Group_from_session_pset cannot make one a group (see
+			// testdata/sessions.c).
+			{"none", 1, 3, "", "", nil},
+			{"named", 2, 2, "left", "right", []string{"left~0-1", "right~2-3"}},
+			{"one-named", 1, 3, "left", "", []string{"left~0-0", "NSPACE.app1~1-3"}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				want := append(append([]string{}, builtin...), tc.sets...)
-				var args []string
-				if tc.name == "named" {
-					args = []string{"-n", "2", "--pset", "left", sessions, "psets"}
-					args = append(append(args, want...), ":", "-n", "2", "--pset", "right", sessions, "psets")
-				} else {
-					args = []string{"-n", "1", sessions, "psets"}
-					args = append(append(args, want...), ":", "-n", "3", sessions, "psets")
+				ctx := func(n int, pset string) []string {
+					args := []string{"-n", strconv.Itoa(n)}
+					if pset != "" {
+						args = append(args, "--pset", pset)
+					}
+					return append(append(args, sessions, "psets"), want...)
 				}
-				args = append(args, want...)
+				args := append(append(ctx(tc.n0, tc.p0), ":"), ctx(tc.n1, tc.p1)...)
 				r := tx.run(t, opts{args: args})
 				expectCode(t, r, 0)
 				var missing []string
@@ -188,6 +195,9 @@ func TestTrixie(t *testing.T) {
 					for _, w := range []string{
 						fmt.Sprintf("sessions: rank %d psets: %d:", rank, len(want)),
 						fmt.Sprintf("sessions: rank %d nth %d fails: MPI_ERR_ARG\n", rank, len(want)),
+						fmt.Sprintf("sessions: rank %d pset mpi://WORLD size 4 sum 10 ok\n", rank),
+						fmt.Sprintf("sessions: rank %d pset mpi://SELF size 1 sum %d ok\n", rank, rank+1),
+						fmt.Sprintf("sessions: rank %d pset mpix://SHARED size 4 sum 10 ok\n", rank),
 						fmt.Sprintf("sessions: rank %d psets ok\n", rank),
 					} {
 						if !strings.Contains(r.stdout, w) {
@@ -200,6 +210,17 @@ func TestTrixie(t *testing.T) {
 				}
 			})
 		}
+		// The same sets through a PMIx 5 client's own queries (query.c,
+		// TestQueryInfo's program, built on the root's libpmix).
+		t.Run("pmix5-queries", func(t *testing.T) {
+			q := "./" + filepath.Base(tx.Program(t, debroot.PMIx, "query.c"))
+			r := tx.run(t, opts{args: []string{"--pset", "alpha", "-n", "2", q, "client", ":", "--pset", "beta", "-n", "1", q, "client"}})
+			expectCode(t, r, 0)
+			ns := fmt.Sprintf("prun.%d.1", r.pid)
+			expectQueries(t, r.stdout, ns, []string{ns},
+				fmt.Sprintf("3 procs: 0@%[1]s:PROC EXECUTING,1@%[1]s:PROC EXECUTING,2@%[1]s:PROC EXECUTING", host),
+				fmt.Sprintf("3 procs: 0@%[1]s,1@%[1]s,2@%[1]s", host), "alpha,beta", "beta 1 procs: "+ns+":2")
+		})
 	})
 
 	t.Run("halves", func(t *testing.T) {

@@ -5,7 +5,7 @@
  *
  * Build: mpicc -O2 -Wall sessions.c (an MPI 4 library)
  *
- *   sessions psets NAME=MEMBERS...
+ *   sessions psets NAME=MEMBERS|NAME~MEMBERS...
  *       MPI_Session_init (errors returned), then MPI_Session_get_num_psets
  *       and MPI_Session_get_nth_pset for every index below the count (the
  *       length asked first, then the name); asking for the index equal to
@@ -13,11 +13,18 @@
  *       once. MEMBERS is FIRST-LAST, the ranks of mpi://WORLD in the set in
  *       order, or "self" (the caller alone); NSPACE in a NAME stands for
  *       $PMIX_NAMESPACE (a launcher's default name of an application
- *       context's set: NSPACE.app0). Then for every name, in strcmp order:
- *       MPI_Group_from_session_pset, whose size and members (translated to
- *       mpi://WORLD's group) must be MEMBERS; a member makes the group a
- *       communicator (MPI_Comm_create_from_group, tag "prun-sessions:NAME")
- *       and allreduces its world rank + 1 on it, then frees it. Prints
+ *       context's set: NSPACE.app0). Then for every NAME=MEMBERS, in strcmp
+ *       order: MPI_Group_from_session_pset, whose size and members
+ *       (translated to mpi://WORLD's group) must be MEMBERS; a member makes
+ *       the group a communicator (MPI_Comm_create_from_group, tag
+ *       "prun-sessions:NAME") and allreduces its world rank + 1 on it, then
+ *       frees it. A NAME~MEMBERS is listed only, never made a group: Open
+ *       MPI 5.0's MPI_Group_from_session_pset of a set the launcher defines
+ *       (through PMIx) takes the length of a member's set name for the
+ *       group's count (ompi_instance_group_pmix_pset reuses its size for
+ *       PMIX_VALUE_UNLOAD's), writes past the group and corrupts the heap,
+ *       under its own prterun too (fixed after 5.0: it asks the launcher
+ *       for PMIX_QUERY_PSET_MEMBERSHIP). Prints
  *           sessions: rank R psets: N: NAME NAME ...       (the server's order)
  *           sessions: rank R nth N fails: ERROR-CLASS
  *           sessions: rank R pset NAME size S sum T ok     (each set it is in)
@@ -109,6 +116,7 @@ static const char *errclass(int rc)
 
 struct want {
     char name[MPI_MAX_PSET_NAME_LEN + 1];
+    int listonly;    /* NAME~MEMBERS: listed, not made a group */
     int self;        /* the caller alone */
     int first, last; /* else: world ranks first..last */
     int seen;
@@ -316,7 +324,7 @@ static int psets(MPI_Session s, MPI_Group world, int nwant, struct want *want)
         if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
             continue;
         for (int j = 0; j < nwant; j++)
-            if (strcmp(names[i], want[j].name) == 0)
+            if (strcmp(names[i], want[j].name) == 0 && !want[j].listonly)
                 oneSet(s, world, names[i], &want[j]);
     }
     for (int i = 0; i < listed; i++)
@@ -387,17 +395,21 @@ static int halves(MPI_Group world)
 int main(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "psets") != 0 && strcmp(argv[1], "halves") != 0)) {
-        fprintf(stderr, "usage: sessions psets NAME=FIRST-LAST|NAME=self... | sessions halves\n");
+        fprintf(stderr, "usage: sessions psets NAME=FIRST-LAST|NAME=self|NAME~FIRST-LAST... | sessions halves\n");
         return 2;
     }
     int nwant = argc - 2;
     struct want *want = calloc((size_t)nwant + 1, sizeof *want);
     const char *ns = getenv("PMIX_NAMESPACE");
     for (int i = 0; i < nwant; i++) {
-        const char *arg = argv[i + 2], *eq = strrchr(arg, '=');
+        const char *arg = argv[i + 2], *eq = strrchr(arg, '='), *tilde = strrchr(arg, '~');
         const char *at = strstr(arg, "NSPACE");
+        if (tilde != NULL && (eq == NULL || tilde > eq)) {
+            eq = tilde;
+            want[i].listonly = 1;
+        }
         if (eq == NULL) {
-            fprintf(stderr, "sessions: %s: want NAME=FIRST-LAST or NAME=self\n", arg);
+            fprintf(stderr, "sessions: %s: want NAME=FIRST-LAST, NAME=self or NAME~...\n", arg);
             return 2;
         }
         if (at != NULL && at < eq)
