@@ -8,8 +8,8 @@ BIN      := bin/prun
 # and every test (MPICH, PMIx's own tools and devel files for the test
 # clients, sshd and network namespaces, gdb, Xvfb, zsh and bash-completion,
 # Slurm, debootstrap for the Debian 13 and Debian 11 roots).
-BUILD_PKGS := gcc libc6-dev make pkg-config autoconf automake libtool flex perl patch xz-utils libevent-dev libhwloc-dev \
-              zlib1g-dev libmunge-dev
+BUILD_PKGS := gcc libc6-dev make pkg-config autoconf automake libtool flex perl python3 patch xz-utils libevent-dev \
+              libhwloc-dev zlib1g-dev libmunge-dev
 DEMO_PKGS  := openmpi-bin libopenmpi-dev
 TEST_PKGS  := libpmix-dev libpmix-bin mpich libmpich-dev hwloc openssh-server openssh-client iproute2 gdb \
               xterm xvfb zsh bash-completion tmux slurmctld slurmd slurm-client munge debootstrap
@@ -37,7 +37,7 @@ export PRUN_PMIX := $(PMIX_PREFIX)
 # whenever the library changes.
 export CGO_CPPFLAGS := $(strip $(filter-out -DPRUN_PMIX_RECIPE=%,$(CGO_CPPFLAGS)) -DPRUN_PMIX_RECIPE=$(PMIX_HASH))
 
-.PHONY: all deps deps-build deps-demo deps-release build pmix env demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 debian-trixie install release
+.PHONY: all deps deps-build deps-demo deps-release build pmix env demo test bench bench-scale fuzz vet clean leakcheck mpich-ch3 debian-trixie install release mpi4py-suite
 
 all: build
 
@@ -131,6 +131,13 @@ RACE_PKGS := ./ctl ./daemon ./internal/peercred ./internal/sigcatch ./internal/t
 test: deps pmix vet mpich-ch3 debian-trixie
 	$(GO) test -count=1 -timeout 60m ./...
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
+
+# mpi4py's own test suite under prun, in the Debian 13 root, at 1, 2 and 4
+# ranks (e2e TestMPI4PySuite): MPI4PY_SRC is a source tree of the mpi4py the
+# root has (4.0.3), which no registry make test reaches publishes.
+mpi4py-suite: build debian-trixie
+	@test -n "$(MPI4PY_SRC)" || { echo "make mpi4py-suite MPI4PY_SRC=DIR (an mpi4py 4.0.3 source tree)"; exit 2; }
+	PRUN_MPI4PY_SRC=$(abspath $(MPI4PY_SRC)) $(GO) test -tags mpi4pysuite -count=1 -timeout 60m -run TestMPI4PySuite -v ./e2e/
 
 # prun built with AddressSanitizer runs an Open MPI job and a PMIx tool's
 # connection under LeakSanitizer; it fails when prun's own C code leaked
