@@ -47,7 +47,9 @@ func (tx trixie) start(t *testing.T, o opts) *proc {
 	if o.dir == "" {
 		o.dir = tx.Bin
 	}
-	o.tmpdir = tx.TempDir(t)
+	if o.tmpdir == "" {
+		o.tmpdir = tx.TempDir(t)
+	}
 	o.env = append(append([]string{}, trixieEnv...), o.env...)
 	if o.timeout == 0 {
 		o.timeout = 120 * time.Second
@@ -273,5 +275,71 @@ func TestTrixie(t *testing.T) {
 			expectConnected(t, r, p.wait())
 		})
 		d.expectServing(t)
+
+		// Debian 13's PMIx tools (5.0.7) against the DVM's server: its
+		// status names the directory they are pointed at.
+		t.Run("tools", func(t *testing.T) {
+			var dir string
+			for _, l := range strings.Split(d.status(t).text, "\n") {
+				if v, ok := strings.CutPrefix(l, "PMIx tools: PMIX_SYSTEM_TMPDIR="); ok {
+					dir = v
+				}
+			}
+			if dir == "" {
+				t.Fatalf("prun dvm status names no PMIx directory:\n%s", d.status(t).text)
+			}
+			goFile := filepath.Join(tx.TempDir(t), "go")
+			p := j.start(t, opts{args: []string{"-n", "2", "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)}, dir: tx.Bin})
+			ns := ""
+			for _, n := range d.waitJobs(t, 1) {
+				ns = n
+			}
+			expectTools(t, tx, dir, d.tmp, d.pid, ns)
+			os.WriteFile(goFile, nil, 0o644)
+			expectCode(t, p.wait(), 0)
+		})
 	})
+
+	// The same tools against standalone jobs, two in one TMPDIR: PMIx 5.0's
+	// pps ignores --pid and takes the only server it finds, or the system
+	// server of PMIX_SYSTEM_TMPDIR (each job's session directory).
+	t.Run("tools-standalone", func(t *testing.T) {
+		tmp, goFile := tx.TempDir(t), filepath.Join(tx.TempDir(t), "go")
+		hold := fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)
+		var ps []*proc
+		for i := 0; i < 2; i++ {
+			ps = append(ps, tx.start(t, opts{args: []string{"-n", "2", "sh", "-c", hold}, tmpdir: tmp, skipTmpCheck: true}))
+		}
+		for _, p := range ps {
+			p.waitRanks(2, "sh", 30*time.Second)
+		}
+		for _, p := range ps {
+			pid := p.cmd.Process.Pid // the wrapper execs prun
+			dirs, _ := filepath.Glob(filepath.Join(tmp, fmt.Sprintf("prun.%d.*", pid)))
+			if len(dirs) != 1 {
+				t.Fatalf("prun %d's session directory in %s: %v", pid, tmp, dirs)
+			}
+			expectTools(t, tx, dirs[0], tmp, pid, fmt.Sprintf("prun.%d.1", pid))
+		}
+		os.WriteFile(goFile, nil, 0o644)
+		for _, p := range ps {
+			expectCode(t, p.wait(), 0)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) > 0 {
+			t.Errorf("TMPDIR still holds %d entries", len(left))
+		}
+	})
+}
+
+// expectTools runs Debian 13's pps and pquery in the root against the
+// server whose session directory is dir (TMPDIR tmp, pid pid): both list
+// the namespace ns.
+func expectTools(t *testing.T, tx trixie, dir, tmp string, pid int, ns string) {
+	t.Helper()
+	for _, tool := range []string{"pps", fmt.Sprintf("pquery --pid %d pmix.qry.ns", pid)} {
+		out, err := tx.Shell(tool, "TMPDIR="+tmp, "PMIX_SYSTEM_TMPDIR="+dir).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), ns) || strings.Contains(string(out), "rendezvous") {
+			t.Errorf("%s (PMIX_SYSTEM_TMPDIR=%s): %v\n%s\nwant %s, and no complaint", tool, dir, err, out, ns)
+		}
+	}
 }

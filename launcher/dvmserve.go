@@ -297,9 +297,6 @@ func (d *DVM) ps(asJSON bool) string {
 			j.StartTime.Format("15:04:05"), j.Namespace, j.Command)
 	}
 	tw.Flush()
-	// PMIx 5's pps ignores --pid: it takes the only server it finds, or
-	// the system server of PMIX_SYSTEM_TMPDIR (docs/options.md).
-	fmt.Fprintf(&sb, "PMIx tools: PMIX_SYSTEM_TMPDIR=%s\n", d.sess.Top)
 	return sb.String()
 }
 
@@ -361,6 +358,9 @@ func (d *DVM) status(asJSON bool) string {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", h.Name, health, h.Slots, used, max(h.Slots-used, 0))
 	}
 	tw.Flush()
+	// PMIx 5's pps ignores --pid: it takes the only server it finds, or
+	// the system server of PMIX_SYSTEM_TMPDIR (docs/options.md).
+	fmt.Fprintf(&sb, "PMIx tools: PMIX_SYSTEM_TMPDIR=%s\n", d.sess.Top)
 	return sb.String()
 }
 

@@ -43,6 +43,7 @@ import (
 	"path/filepath"
 	"runtime/cgo"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -219,18 +220,20 @@ func Init(cfg Config, host Host) (*Server, error) {
 	return s, nil
 }
 
-// linkRendezvous gives the library's rendezvous file for tools, named after
-// the host name the server was given (a node named "localhost", or an alias
-// of a hostfile), a second name after the machine's own: a tool asking by
-// the server's pid (pps --pid) looks for pmix.HOST.tool.PID with its own
-// host name. The link goes with the session directory.
+// linkRendezvous gives the library's rendezvous files for tools, named
+// after the host name the server was given (a node named "localhost", or an
+// alias of a hostfile), a second name after the machine's own: a tool asking
+// by the server's pid (pps --pid) looks for pmix.HOST.tool.PID, and one
+// asking for the system server for pmix.sys.HOST, with its own host name.
+// The links go with the session directory.
 func linkRendezvous(dir, given string) {
 	host, err := os.Hostname()
 	if err != nil || host == given {
 		return
 	}
-	name := func(h string) string { return filepath.Join(dir, fmt.Sprintf("pmix.%s.tool.%d", h, os.Getpid())) }
-	os.Link(name(given), name(host))
+	for _, f := range []string{"pmix.%s.tool." + strconv.Itoa(os.Getpid()), "pmix.sys.%s"} {
+		os.Link(filepath.Join(dir, fmt.Sprintf(f, given)), filepath.Join(dir, fmt.Sprintf(f, host)))
+	}
 }
 
 // URI is the server's contact URI, by which a tool attaches: the
