@@ -158,7 +158,7 @@ fuzz: deps pmix
 		done; \
 	done
 
-bench: build
+bench: build debian-trixie
 	$(GO) run ./bench/launch
 	$(GO) run ./bench/cluster
 	$(GO) run ./bench/slurm

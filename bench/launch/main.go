@@ -139,6 +139,11 @@ func run() error {
 		topoXML = c.Path
 	}
 
+	ompi5, err := trixieHello(dir, root, prun)
+	if err != nil {
+		return err
+	}
+
 	ompi := []string{"mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-n", "4", "./hello"}
 	groups := [][]*command{
 		{
@@ -168,6 +173,7 @@ func run() error {
 			{Bench: "pmi1 kvs -n 4", Name: "prun", Argv: []string{prun, "-n", "4", "./pmi1kvs", "100", "10"}, want: "pmi1kvs: rank "},
 			{Bench: "pmi1 kvs -n 4", Name: "mpiexec.hydra", Argv: []string{"mpiexec.hydra", "-n", "4", "./pmi1kvs", "100", "10"}, want: "pmi1kvs: rank "},
 		},
+		ompi5,
 	}
 	for _, g := range groups {
 		// Round-robin so that drifting machine noise hits every side alike,
@@ -243,6 +249,7 @@ func run() error {
 		ratio("ratio prun/hydra (out 4x50MB)", groups[3][0], groups[3][1], 1.0),
 		ratio("ratio prun/mpirun.openmpi (out 4x50MB)", groups[3][0], groups[3][2], 1.0),
 		ratio("ratio prun tagged/untagged (out 4x50MB)", groups[4][0], groups[3][0], 1.25),
+		ratio("ratio prun/Open MPI 5 mpirun (ompi5 hello -n 4, Debian 13)", groups[6][0], groups[6][1], 0.5),
 	}
 	for _, g := range groups {
 		p := g[0]
@@ -281,6 +288,60 @@ func run() error {
 		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
 	}
 	return nil
+}
+
+// trixieHello is the Open MPI 5 group: Debian 13's Open MPI 5.0.7 hello at
+// -n 4 from the root testdata/debroot.sh builds (make bench builds it once),
+// under this prun (its ranks enter the root) and under the root's own
+// mpirun. Both start in a private mount namespace of their own where the
+// machine's /proc, /sys, /dev, /dev/shm and /tmp are bound into the root
+// (internal/debroot's arrangement), and use loopback for Open MPI's TCP
+// transport, as Open MPI 5 needs here under either launcher.
+func trixieHello(dir, repo, prun string) ([]*command, error) {
+	root := os.Getenv("PRUN_DEBIAN_TRIXIE")
+	if root == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		root = filepath.Join(cache, "prun", "debian-trixie")
+	}
+	if out, err := exec.Command("bash", filepath.Join(repo, "testdata", "debroot.sh"), "trixie", root).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("testdata/debroot.sh trixie %s: %v\n%s", root, err, out)
+	}
+	// The programs live where the root sees them at the same path: under
+	// /tmp, which is bound into it.
+	if !strings.HasPrefix(dir, "/tmp/") {
+		return nil, fmt.Errorf("the benchmark's directory %s is not under /tmp, which the Debian root shares", dir)
+	}
+	enter := filepath.Join(dir, "enter5")
+	script := "#!/bin/sh\nset -e\nfor m in proc sys dev dev/shm tmp; do mount --bind \"/$m\" " + root + "/$m; done\n" +
+		"export OMPI_MCA_btl_tcp_if_include=lo\nexec \"$@\"\n"
+	inroot := filepath.Join(dir, "inroot5")
+	wrap := "#!/bin/sh\nexec /usr/sbin/chroot " + root + " /usr/bin/env --chdir=\"$PWD\" \"$@\"\n"
+	for f, body := range map[string]string{enter: script, inroot: wrap} {
+		if err := os.WriteFile(f, []byte(body), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	hello5 := filepath.Join(dir, "hello5")
+	src := filepath.Join(dir, "hello5.c")
+	if b, err := os.ReadFile(filepath.Join(repo, "testdata", "hello.c")); err != nil {
+		return nil, err
+	} else if err := os.WriteFile(src, b, 0o644); err != nil {
+		return nil, err
+	}
+	ns := []string{"unshare", "-m", "--propagation", "private", enter}
+	cc := exec.Command(ns[0], append(ns[1:], inroot, "mpicc", "-O2", "-o", hello5, src)...)
+	cc.Dir = dir
+	if out, err := cc.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mpicc in the Debian 13 root: %v\n%s", err, out)
+	}
+	return []*command{
+		{Bench: "ompi5 hello -n 4", Name: "prun", Argv: append(ns[:len(ns):len(ns)], prun, "-n", "4", inroot, hello5), want: " of 4 "},
+		{Bench: "ompi5 hello -n 4", Name: "mpirun (OMPI 5)", Argv: append(ns[:len(ns):len(ns)], inroot, "mpirun",
+			"--allow-run-as-root", "--oversubscribe", "-n", "4", hello5), want: " of 4 "},
+	}, nil
 }
 
 // fenceMicros runs the PMI-1 stress client n times and returns the median of
