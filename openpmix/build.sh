@@ -44,15 +44,13 @@ trap 'rm -rf "$work" "$prefix.lock"' EXIT
 if [ -n "${PRUN_PMIX_TARBALLS:-}" ]; then
 	cp "$PRUN_PMIX_TARBALLS/$pmix_orig" "$PRUN_PMIX_TARBALLS/$pmix_debian" "$work/"
 else
-	# The machine's Debian mirror, if it names one; Debian 12's suite whatever
-	# the machine runs (Debian 13's registry serves no source packages).
-	mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\/*\)$/\1/p; s/^deb \(\[[^]]*\] \)\{0,1\}\(http[^ ]*debian\/*\) .*/\2/p' \
-		/etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-		grep -v -- '-security' | head -1 || true)
-	mirror=${mirror:-http://deb.debian.org/debian}
+	# The machine's Debian mirror; Debian 12's suite whatever the machine
+	# runs (Debian 13's registry serves no source packages).
+	. "$here/mirror.sh"
+	mirror=$(debian_mirror)
 	mkdir -p "$work/apt/sources" "$work/apt/lists/partial" "$work/apt/cache/archives/partial"
 	# The tarballs' hashes are checked below: the index needs no signature.
-	echo "deb-src [trusted=yes] ${mirror%/} $pmix_suite main" >"$work/apt/sources/pin.list"
+	echo "deb-src [trusted=yes] $mirror $pmix_suite main" >"$work/apt/sources/pin.list"
 	apt=(apt-get -q -o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$work/apt/sources"
 		-o "Dir::State::Lists=$work/apt/lists" -o "Dir::Cache=$work/apt/cache" -o APT::Sandbox::User=root)
 	"${apt[@]}" update >"$work/apt.log" 2>&1 || { cat "$work/apt.log" >&2; exit 1; }

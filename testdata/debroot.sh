@@ -47,17 +47,14 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 command -v debootstrap >/dev/null || { echo "debroot.sh: debootstrap is missing (make deps installs it)" >&2; exit 1; }
 echo "== building a Debian $suite root in $dir (once; 2-4 minutes)"
-# The machine's Debian mirror, if it names one.
-mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\/*\)$/\1/p; s/^deb \(\[[^]]*\] \)\{0,1\}\(http[^ ]*debian\/*\) .*/\2/p' \
-	/etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-	grep -v -- '-security' | head -1 || true)
-mirror=${mirror:-http://deb.debian.org/debian}
+. "$(dirname "$0")/../openpmix/mirror.sh"
+mirror=$(debian_mirror)
 rm -rf "$dir"
 log=$(mktemp "${TMPDIR:-/tmp}/prun-debroot.XXXXXX")
 # debootstrap's last configure step can fail on a package that needs another
 # one it has not configured yet (trixie: libltdl-dev wants automake); apt
 # finishes it below.
-debootstrap --variant=minbase --include="$pkgs" "$suite" "$dir" "${mirror%/}" >"$log" 2>&1 || true
+debootstrap --variant=minbase --include="$pkgs" "$suite" "$dir" "$mirror" >"$log" 2>&1 || true
 if [ ! -x "$dir/usr/bin/apt-get" ]; then
 	tail -30 "$log" >&2
 	rm -f "$log"

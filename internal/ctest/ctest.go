@@ -240,7 +240,7 @@ func Build(t testing.TB, tc Toolchain, src string) string {
 	}
 	// Serialise compiles of the same program across processes, then look
 	// again: another process may have built it while we waited.
-	unlock, err := lockFile(bin + ".lock")
+	unlock, err := LockFile(bin + ".lock")
 	if err != nil {
 		t.Fatalf("ctest: %v", err)
 	}
@@ -303,10 +303,10 @@ func fresh(bin, stamp string, srcSt os.FileInfo) bool {
 	return true
 }
 
-// lockFile takes an exclusive flock on path (created if needed). flock locks
+// LockFile takes an exclusive flock on path (created if needed). flock locks
 // belong to the open file description, so this also serialises goroutines of
 // one process that each call it.
-func lockFile(path string) (func(), error) {
+func LockFile(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err

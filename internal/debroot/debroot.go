@@ -40,7 +40,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -146,7 +145,7 @@ func Build(t testing.TB, root string, cc Compiler, src string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := lock(bin + ".lock")
+	unlock, err := ctest.LockFile(bin + ".lock")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,25 +229,6 @@ func fresh(bin, key string) bool {
 	}
 	b, err := os.ReadFile(bin + ".key")
 	return err == nil && strings.TrimSpace(string(b)) == key
-}
-
-// lock takes an exclusive flock on path, held until the returned func.
-func lock(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("flock %s: %v", path, err)
-	}
-	return func() { f.Close() }, nil
 }
 
 func copyFile(from, to string, mode os.FileMode) error {
