@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -45,4 +46,82 @@ if [ -d "$PMIX_SERVER_TMPDIR" ] && [ -n "$(ls -A "$PMIX_SERVER_TMPDIR")" ]; then
 			}
 		})
 	}
+}
+
+// TestSigkillPrunEmptySession: a prun SIGKILLed while its session
+// directory is still empty leaves it so: all its ranks ran on another node
+// (no PMIx server of its own wrote there), or it was still starting that
+// node's daemon. The next prun in the same TMPDIR must remove it at once,
+// as it removes a non-empty one (TestSigkillPrun), and nothing of the
+// first may remain: not on the node (its daemon, losing its launcher, ends
+// its ranks and removes its own session directory), not in TMPDIR.
+func TestSigkillPrunEmptySession(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		env  []string // for simrsh.sh
+	}{
+		{"mid-job", nil},
+		{"starting-daemons", []string{"PRUN_SIM_HANG=sim001"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			hostfile, env, agent := simCluster(t, 1) // sim001; no rank on the launcher's node
+			node := filepath.Join(strings.TrimPrefix(env[0], "PRUN_SIM_DIR="), "sim001")
+			tmp := t.TempDir()
+			args := append(agent, "--hostfile", hostfile, "-n", "1", "sh", "-c", "echo ready; exec sleep 30")
+			p := startPrun(t, opts{args: args, env: append(env, c.env...), tmpdir: tmp,
+				allowZombieRanks: true, skipTmpCheck: true})
+			if c.env == nil {
+				p.waitOutput(20*time.Second, "ready\n")
+			} else {
+				waitJobProc(t, p, "cat", 20*time.Second) // simrsh.sh's session that never starts a daemon
+			}
+			sessions := prunEntries(t, tmp)
+			if len(sessions) != 1 {
+				t.Fatalf("TMPDIR holds %v, want the launcher's session directory alone", sessions)
+			}
+			if left := listTree(filepath.Join(tmp, sessions[0])); strings.Count(left, "\n") != 1 {
+				t.Fatalf("the launcher's session directory is not empty, the case under test:%s", left)
+			}
+			p.signal(syscall.SIGKILL)
+			if r := p.wait(); r.signal != syscall.SIGKILL { // no process of the job left within 2 s
+				t.Errorf("prun ended with %s, want death by SIGKILL", r)
+			}
+			r := run(t, opts{args: []string{"-n", "1", "true"}, tmpdir: tmp}) // checks TMPDIR after it
+			expectCode(t, r, 0)
+			if _, err := os.Stat(node); err == nil {
+				checkTmpDir(t, node, nil)
+			}
+		})
+	}
+}
+
+// prunEntries lists the entries of dir named like prun's session directories.
+func prunEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "prun.") {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// waitJobProc waits until a process of p's job runs comm.
+func waitJobProc(t *testing.T, p *proc, comm string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, pi := range jobProcs(p.cmd.Process.Pid, p.mark) {
+			if pi.comm == comm && pi.state != 'Z' {
+				return
+			}
+		}
+	}
+	t.Fatalf("no process of the job ran %s within %v\nstderr: %s", comm, timeout, p.stderr.String())
 }

@@ -7,7 +7,9 @@ package sessiondir
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,8 +28,9 @@ const (
 )
 
 const (
-	// An empty unlocked directory may be one being created; only one this
-	// old is a leftover.
+	// An empty unlocked directory other than a session directory (a copy
+	// of remote's) may be one being created; only one this old is a
+	// leftover.
 	unlockedAge = time.Minute
 )
 
@@ -43,40 +46,109 @@ type Dir struct {
 // behind: a SIGKILLed prun cannot clean up after itself, so the next one
 // does. (A large $TMPDIR takes a while to read, time the launch spends
 // better starting its PMIx server.)
+//
+// A directory is someone's only once its creator holds its lock, and
+// CleanStale takes an empty unlocked session directory for a dead
+// launcher's at once (a launcher SIGKILLed before it put anything there, or
+// one whose ranks all run on other nodes). So a cleanup may remove the
+// directory between its creation and its lock: Create then makes another.
+// A cleanup holds the lock while it removes, so the lock taken here
+// (waiting for it) comes either first, and the directory is ours, or after
+// the removal, which the check of the path then sees.
 func Create(tmp string) (*Dir, error) {
 	if tmp == "" {
 		tmp = os.TempDir()
 	}
+	for attempt := 1; ; attempt++ {
+		d, err := create(tmp)
+		if err == errTaken && attempt < maxCreateAttempts {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		d.cleaned = make(chan struct{})
+		go func() {
+			defer close(d.cleaned)
+			CleanStale(tmp)
+		}()
+		return d, nil
+	}
+}
+
+// maxCreateAttempts bounds Create's retries: each lost attempt needs
+// another launcher's cleanup to hit the microseconds between a mkdir and
+// its lock.
+const maxCreateAttempts = 10
+
+// errTaken: a cleanup removed the new directory before its lock was taken.
+var errTaken = errors.New("session directory removed by another launcher's cleanup as it was created")
+
+// createHook, when set (by tests), runs between the steps of create:
+// "made" after the mkdir, "opened" after the open, before the lock.
+var createHook func(step, top string)
+
+// create makes one directory and locks it; errTaken when a cleanup took
+// it first.
+func create(tmp string) (*Dir, error) {
 	top, err := os.MkdirTemp(tmp, fmt.Sprintf("%s%d.", Prefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	d := &Dir{Top: top}
-	if err := os.Chmod(top, 0o700); err != nil { // MkdirTemp uses 0700 already; be explicit
-		d.Remove()
-		return nil, fmt.Errorf("session directory: %w", err)
+	if createHook != nil {
+		createHook("made", top)
 	}
 	// The lock is the directory's own, held until the process ends, however
 	// it ends; its fd is close-on-exec, so ranks do not inherit it. (A lock
 	// file inside would cost every launch its creation and removal.)
 	f, err := os.Open(top)
-	if err == nil {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errTaken
 	}
 	if err != nil {
-		if f != nil {
-			f.Close()
-		}
-		d.Remove()
+		os.Remove(top)
 		return nil, fmt.Errorf("session directory lock: %w", err)
 	}
-	d.lock = f
-	d.cleaned = make(chan struct{})
-	go func() {
-		defer close(d.cleaned)
-		CleanStale(tmp)
-	}()
+	if createHook != nil {
+		createHook("opened", top)
+	}
+	// Blocking: only a cleanup holds the lock of a directory this new, for
+	// as long as it takes to remove it.
+	if err := flock(f, syscall.LOCK_EX); err != nil {
+		f.Close()
+		os.Remove(top)
+		return nil, fmt.Errorf("session directory lock: %w", err)
+	}
+	if !sameFile(f, top) {
+		f.Close()
+		return nil, errTaken
+	}
+	d := &Dir{Top: top, lock: f}
+	if err := f.Chmod(0o700); err != nil { // MkdirTemp uses 0700 already, less the umask; be explicit
+		d.Remove()
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
 	return d, nil
+}
+
+// flock takes f's lock, again when a signal interrupts the wait.
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// sameFile reports whether path still names the directory open as f (a
+// removed one has no path, and its name may be another's by now).
+func sameFile(f *os.File, path string) bool {
+	var open, named syscall.Stat_t
+	if syscall.Fstat(int(f.Fd()), &open) != nil || syscall.Lstat(path, &named) != nil {
+		return false
+	}
+	return open.Nlink > 0 && open.Dev == named.Dev && open.Ino == named.Ino
 }
 
 // NSDir is the namespace's directory.
@@ -115,7 +187,9 @@ func (d *Dir) Remove() error {
 }
 
 // CleanStale removes session directories of this user's launchers that are
-// no longer running: their lock is free.
+// no longer running: their lock is free. It holds the lock while it
+// removes one, so that a launcher creating that directory (Create) sees it
+// go, instead of taking an empty directory it then finds removed.
 func CleanStale(tmp string) {
 	uid := os.Getuid()
 	for _, name := range sessionNames(tmp) {
@@ -124,9 +198,10 @@ func CleanStale(tmp string) {
 		if syscall.Lstat(path, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR || int(st.Uid) != uid {
 			continue
 		}
-		if stale(path, time.Unix(st.Mtim.Unix())) {
+		if lock := stale(path, name, time.Unix(st.Mtim.Unix())); lock != nil {
 			killLeftovers(path, uid)
 			os.RemoveAll(path)
+			lock.Close()
 		}
 	}
 }
@@ -193,26 +268,47 @@ func killLeftovers(dir string, uid int) {
 	}
 }
 
-func stale(dir string, mtime time.Time) bool {
+// stale reports whether dir, named name, is a dead launcher's or
+// session's: it returns the dir's lock, taken, for the caller to drop once
+// the directory is gone; nil when dir is alive or may be.
+func stale(dir, name string, mtime time.Time) *os.File {
 	f, err := os.Open(filepath.Join(dir, LockName))
 	lockFile := err == nil
 	if os.IsNotExist(err) {
 		f, err = os.Open(dir) // a session directory locks itself
 	}
 	if err != nil {
-		return false
+		return nil
 	}
-	defer f.Close()
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-		return false // its launcher holds the lock
+		f.Close()
+		return nil // its launcher holds the lock
 	}
 	if lockFile {
-		return true
+		return f
 	}
 	// Unlocked: its launcher is gone, or it was made this instant and is
-	// not locked yet, still empty.
-	if names, _ := f.Readdirnames(1); len(names) > 0 {
-		return true
+	// not locked yet, still empty. Create makes its session directory
+	// again when a cleanup took it that instant, so an empty one is a dead
+	// launcher's too (SIGKILLed before it put anything there, or all of
+	// whose ranks ran on other nodes). Other directories of ours (remote's
+	// copies, made by a shell script) cannot recover: empty, they are
+	// taken only once they are old.
+	if names, _ := f.Readdirnames(1); len(names) > 0 || sessionName(name) || time.Since(mtime) > unlockedAge {
+		return f
 	}
-	return time.Since(mtime) > unlockedAge
+	f.Close()
+	return nil
+}
+
+// sessionName reports whether name is that of a session directory Create
+// makes: Prefix, the creator's pid, a dot, a random number.
+func sessionName(name string) bool {
+	rest, ok := strings.CutPrefix(name, Prefix)
+	pid, rand, ok2 := strings.Cut(rest, ".")
+	return ok && ok2 && allDigits(pid) && allDigits(rand)
+}
+
+func allDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }

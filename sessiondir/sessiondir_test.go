@@ -96,7 +96,9 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	// A dead launcher's directory that locked itself: unlocked, not empty.
 	deadSelf := filepath.Join(tmp, "prun.999999995.1")
 	os.MkdirAll(filepath.Join(deadSelf, "ns", "0"), 0o700)
-	// One being created right now: empty, not locked yet, fresh.
+	// An empty unlocked one, however fresh: a launcher SIGKILLed before it
+	// put anything there (or all of whose ranks ran elsewhere), or one
+	// being created this instant, which Create makes again.
 	fresh := filepath.Join(tmp, "prun.999999998.1")
 	os.Mkdir(fresh, 0o700)
 	// An old empty one.
@@ -104,6 +106,13 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	os.Mkdir(old, 0o700)
 	past := time.Now().Add(-2 * unlockedAge)
 	os.Chtimes(old, past, past)
+	// remote's copy directories, which a shell script makes and cannot make
+	// again: empty and fresh, one is being created; old, a leftover.
+	copyFresh := filepath.Join(tmp, "prun.bin.12345678")
+	os.Mkdir(copyFresh, 0o700)
+	copyOld := filepath.Join(tmp, "prun.bin.87654321")
+	os.Mkdir(copyOld, 0o700)
+	os.Chtimes(copyOld, past, past)
 	// A live launcher's that locks itself, held by another process.
 	otherSelf := filepath.Join(tmp, "prun.999999994.1")
 	os.MkdirAll(filepath.Join(otherSelf, "ns"), 0o700)
@@ -126,12 +135,73 @@ func TestCleanStaleKeepsLiveLaunchers(t *testing.T) {
 	os.Symlink(target, link)
 
 	CleanStale(tmp)
-	for path, want := range map[string]bool{live.Top: true, dead: false, deadSelf: false, fresh: true, old: false,
-		other: true, otherSelf: true, file: true, link: true, target: true} {
+	for path, want := range map[string]bool{live.Top: true, dead: false, deadSelf: false, fresh: false, old: false,
+		copyFresh: true, copyOld: false, other: true, otherSelf: true, file: true, link: true, target: true} {
 		_, err := os.Stat(path)
 		if got := err == nil; got != want {
 			t.Errorf("%s: exists=%v, want %v", filepath.Base(path), got, want)
 		}
+	}
+}
+
+// A cleanup that removes a launcher's new session directory before the
+// launcher locked it (CleanStale takes an empty unlocked one at once) costs
+// the launcher nothing: Create makes another, and ends up with a directory
+// that exists, under its name, locked.
+func TestCreateAfterCleanupTookIt(t *testing.T) {
+	for _, step := range []string{"made", "opened"} {
+		t.Run(step, func(t *testing.T) {
+			tmp := t.TempDir()
+			var taken []string
+			createHook = func(s, top string) {
+				if s != step || len(taken) > 0 {
+					return
+				}
+				taken = append(taken, top)
+				if s == "made" {
+					CleanStale(tmp) // between the mkdir and the open
+					return
+				}
+				// Between the open and the lock: the cleanup holds the lock
+				// as it removes, so the launcher's lock waits for it.
+				if lock := stale(top, filepath.Base(top), time.Now()); lock == nil {
+					t.Errorf("%s: an empty unlocked session directory not stale", top)
+				} else {
+					go func() {
+						time.Sleep(50 * time.Millisecond)
+						os.Remove(top)
+						lock.Close()
+					}()
+				}
+			}
+			t.Cleanup(func() { createHook = nil })
+			d, err := Create(tmp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Remove()
+			<-d.cleaned
+			if len(taken) != 1 || taken[0] == d.Top {
+				t.Fatalf("the cleanup took %v; Create returned %s", taken, d.Top)
+			}
+			if _, err := os.Stat(taken[0]); err == nil {
+				t.Errorf("%s: still there", taken[0])
+			}
+			if !sameFile(d.lock, d.Top) {
+				t.Errorf("%s: not the directory Create locked", d.Top)
+			}
+			f, err := os.Open(d.Top)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
+				t.Errorf("%s: not locked (%v)", d.Top, err)
+			}
+			if entries, _ := os.ReadDir(tmp); len(entries) != 1 {
+				t.Errorf("TMPDIR holds %v, want only %s", entries, filepath.Base(d.Top))
+			}
+		})
 	}
 }
 
