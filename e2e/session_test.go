@@ -125,3 +125,51 @@ func waitJobProc(t *testing.T, p *proc, comm string, timeout time.Duration) {
 	}
 	t.Fatalf("no process of the job ran %s within %v\nstderr: %s", comm, timeout, p.stderr.String())
 }
+
+// TestEveryEndingLeavesNothing: however a run ends, no session directory
+// of it is left, on the launcher's node (run's check of TMPDIR) or on the
+// node its ranks ran on, once prun is gone (a SIGKILLed one: once the next
+// prun ran, TestSigkillPrun and TestSigkillPrunEmptySession). Each ending
+// with the ranks on the launcher's node and, through simrsh.sh, on another
+// node only (the launcher's session directory then stays empty).
+func TestEveryEndingLeavesNothing(t *testing.T) {
+	t.Parallel()
+	endings := []struct {
+		name string
+		args []string
+		sig  syscall.Signal // sent once the rank said ready
+		code int
+	}{
+		{"exit", []string{"-n", "1", "true"}, 0, 0},
+		{"failure", []string{"-n", "1", "sh", "-c", "exit 3"}, 0, 3},
+		{"SIGTERM", []string{"-n", "1", "sh", "-c", "echo ready; exec sleep 30"}, syscall.SIGTERM, 143},
+		{"SIGINT", []string{"-n", "1", "sh", "-c", "echo ready; exec sleep 30"}, syscall.SIGINT, 130},
+		{"timeout", []string{"--timeout", "1", "-n", "1", "sleep", "30"}, 0, 124},
+		{"usage-error", []string{"--map-by", "nowhere", "-n", "1", "true"}, 0, 2},
+		{"do-not-launch", []string{"--do-not-launch", "-n", "1", "true"}, 0, 0},
+	}
+	for _, where := range []string{"local", "remote"} {
+		for _, e := range endings {
+			t.Run(where+"/"+e.name, func(t *testing.T) {
+				t.Parallel()
+				o := opts{args: e.args}
+				node := ""
+				if where == "remote" {
+					hostfile, env, agent := simCluster(t, 1)
+					o.args = append(append(agent, "--hostfile", hostfile), e.args...)
+					o.env = env
+					node = filepath.Join(strings.TrimPrefix(env[0], "PRUN_SIM_DIR="), "sim001")
+				}
+				p := startPrun(t, o)
+				if e.sig != 0 {
+					p.waitOutput(20*time.Second, "ready\n")
+					p.signal(e.sig)
+				}
+				expectCode(t, p.wait(), e.code) // checks TMPDIR
+				if _, err := os.Stat(node); node != "" && err == nil {
+					checkTmpDir(t, node, nil)
+				}
+			})
+		}
+	}
+}
