@@ -21,14 +21,50 @@ func compatCount(what, s string) (int, error) {
 	return n, nil
 }
 
+// conflictError is an older option that contradicts what the placement
+// already says: opt is the option as given ("--npernode 3"), with the
+// policy it contradicts ("--map-by ppr:2:node"), what its aspect of the
+// placement: "map" (the mapping), "pe" (CPUs per process) or "bind" (the
+// binding target). The CLI, which knows where that policy came from,
+// names its source instead (resolve).
+type conflictError struct{ opt, with, what string }
+
+func (e *conflictError) Error() string { return e.opt + " conflicts with " + e.with }
+
+// compatAspect is the aspect of the placement an older option sets, as
+// conflictError's what; "" for the flags, which add to any policy.
+func compatAspect(opt string) string {
+	switch strings.TrimLeft(opt, "-") {
+	case "npernode", "N", "npersocket", "ppn", "ppr", "pernode", "bynode", "byslot", "bycore", "bysocket":
+		return "map"
+	case "cpus-per-proc", "cpus-per-rank":
+		return "pe"
+	case "bind-to-core", "bind-to-socket", "bind-to-none":
+		return "bind"
+	}
+	return ""
+}
+
+// compatSpelling is an older option with its value as a message names it.
+func compatSpelling(opt, value string) string {
+	s := spelling(opt)
+	if value != "" {
+		s += " " + value
+	}
+	return s
+}
+
 // ApplyCompat applies one of mpirun's older placement options to the
 // parsed policies of pl: npernode N (also -N N), ppr N:RESOURCE, pernode, npersocket N, bynode,
 // byslot, bycore, bysocket, oversubscribe, nooversubscribe, nolocal,
 // use-hwthread-cpus, cpus-per-proc N (also cpus-per-rank), bind-to-core,
 // bind-to-socket, bind-to-none and report-bindings. name may carry its
-// leading dashes; value is "" for the options that take none. A mapping
-// option that contradicts a mapping already given is an error; call it
-// after --map-by, --rank-by and --bind-to are applied.
+// leading dashes; value is "" for the options that take none. An option
+// that contradicts a mapping, a binding or a PE=n already given is an
+// error naming both (a *conflictError); one that says the same is
+// harmless. Hydra's -ppn N (round after round) is not --map-by ppr:N:node
+// (N per node at most). Call it after --map-by, --rank-by and --bind-to
+// are applied.
 func ApplyCompat(o *jobspec.Placement, name, value string) error {
 	opt := strings.TrimLeft(name, "-")
 	takes := map[string]bool{"npernode": true, "N": true, "npersocket": true, "cpus-per-proc": true, "cpus-per-rank": true,
@@ -39,10 +75,11 @@ func ApplyCompat(o *jobspec.Placement, name, value string) error {
 		}
 		return fmt.Errorf("--%s needs a value", opt)
 	}
+	given := compatSpelling(opt, value)
 	setMap := func(p jobspec.MapPolicy) error {
 		cur := o.MapBy
-		if cur.By != jobspec.MapDefault && (cur.By != p.By || cur.PPR != p.PPR || cur.PPRObject != p.PPRObject) {
-			return fmt.Errorf("--%s conflicts with --map-by %s", opt, cur)
+		if cur.By != jobspec.MapDefault && (cur.By != p.By || cur.PPR != p.PPR || cur.PPRObject != p.PPRObject || cur.Cycle != p.Cycle) {
+			return &conflictError{given, "--map-by " + cur.String(), "map"}
 		}
 		cur.By, cur.PPR, cur.PPRObject, cur.Cycle = p.By, p.PPR, p.PPRObject, p.Cycle
 		if err := cur.Check(); err != nil {
@@ -53,7 +90,7 @@ func ApplyCompat(o *jobspec.Placement, name, value string) error {
 	}
 	setBind := func(t jobspec.BindTarget) error {
 		if o.BindTo.To != jobspec.BindDefault && o.BindTo.To != t {
-			return fmt.Errorf("--%s conflicts with --bind-to %s", opt, o.BindTo.To)
+			return &conflictError{given, "--bind-to " + o.BindTo.To.String(), "bind"}
 		}
 		o.BindTo.To = t
 		return nil
@@ -121,7 +158,7 @@ func ApplyCompat(o *jobspec.Placement, name, value string) error {
 			return err
 		}
 		if o.MapBy.PE != 0 && o.MapBy.PE != n {
-			return fmt.Errorf("--%s %d conflicts with PE=%d", opt, n, o.MapBy.PE)
+			return &conflictError{given, "PE=" + strconv.Itoa(o.MapBy.PE), "pe"}
 		}
 		o.MapBy.PE = n
 		if err := o.MapBy.Check(); err != nil {

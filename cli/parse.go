@@ -199,9 +199,10 @@ type contextOpts struct {
 	path     string // --path: where to look for the program instead of PATH
 	pset     string // --pset: this context's process set name
 	envNone  bool
-	envAll   bool     // Hydra's -envall: this context keeps the environment despite -genvnone
-	hosts    []string // --host given in a context after the first (mpirun's per-context -H)
-	hostfile string   // --hostfile given in a context after the first (mpirun's per-context hostfile)
+	envAll   bool         // Hydra's -envall: this context keeps the environment despite -genvnone
+	hosts    []string     // --host given in a context after the first (mpirun's per-context -H)
+	hostfile string       // --hostfile given in a context after the first (mpirun's per-context hostfile)
+	given    []givenValue // every value of its --hostfile, in order (repeat.go)
 }
 
 // placeOpts are the placement flags (hosts, mapping, binding, display).
@@ -213,6 +214,8 @@ type placeOpts struct {
 	// mpirun's older placement spellings (compatFlags), by name
 	compatSet map[string]*bool
 	compatN   map[string]*int
+	// every value given to the single-valued ones, in order (repeat.go)
+	given []givenValue
 }
 
 // compatFlag is one of mpirun's older placement spellings, applied by the
@@ -247,34 +250,36 @@ var compatFlags = []compatFlag{
 }
 
 func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
-	fs.StringVar(&p.hostfile, "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] [user=U] [port=P] per line; user and port are the SSH login)")
+	// The single-valued options record every value given (repeat.go).
+	g := &p.given
+	stringOnce(fs, g, &p.hostfile, "hostfile", "hostfile", "", "run on the hosts of `FILE` ([user@]host [slots=N] [max_slots=M] [user=U] [port=P] per line; user and port are the SSH login)")
 	// Hydra's -f is its machinefile: a job larger than its slots goes
 	// round its hosts again, as under Hydra (mpirun has no -f).
-	fs.StringVarP(&p.hydraFile, "hydra-machinefile", "f", "", "Hydra's machinefile: --hostfile, and a job larger than its slots goes round its hosts again (host:N lines)")
+	stringOnce(fs, g, &p.hydraFile, "hostfile", "hydra-machinefile", "f", "Hydra's machinefile: --hostfile, and a job larger than its slots goes round its hosts again (host:N lines)")
 	_ = fs.MarkHidden("hydra-machinefile")
-	fs.StringVar(&p.hostfile, "machinefile", "", "same as --hostfile")
-	fs.StringVar(&p.defaultHostfile, "default-hostfile", "", "the hostfile `FILE` when no --hostfile is given (also PRUN_HOSTFILE)")
+	stringOnce(fs, g, &p.hostfile, "hostfile", "machinefile", "", "same as --hostfile")
+	stringOnce(fs, g, &p.defaultHostfile, "default-hostfile", "default-hostfile", "", "the hostfile `FILE` when no --hostfile is given (also PRUN_HOSTFILE)")
 	fs.VarP(appendValue{&p.hosts}, "host", "H", "run on `HOSTS`: a:4,u@b,c:* (slots after ':', * = one per core, u@ the SSH user); with a hostfile, selects from it; given in a later context too (after ':'), each context's processes go to its own hosts")
 	fs.Var(appendValue{&p.hosts}, "hosts", "same as --host (Hydra's -hosts)")
 	_ = fs.MarkHidden("hosts")
 	fs.StringArrayVar(&p.addHosts, "add-host", nil, "add `HOSTS` to the allocation")
-	fs.StringVar(&p.rmk, "rmk", "", "read the allocation of resource manager `RM` only: slurm, pbs, lsf, or user (none: the hosts given) (Hydra's -rmk)")
-	fs.IntVar(&p.maxNodes, "max-vm-size", 0, "use the allocation's first `N` hosts only (mpirun's)")
-	fs.StringVar(&p.orderNodes, "order-nodes", "", "map onto the hosts in `ASCENDING` or DESCENDING order of their slots (Hydra's -order-nodes)")
-	fs.StringVar(&p.localHost, "localhost", "", "the launching node is `NAME` in the host list (Hydra's -localhost; its host name, localhost and its own addresses always are)")
-	fs.StringVar(&p.rankfile, "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
-	fs.StringVar(&p.rankfile, "rf", "", "same as --rankfile (mpirun's -rf)")
+	stringOnce(fs, g, &p.rmk, "rmk", "rmk", "", "read the allocation of resource manager `RM` only: slurm, pbs, lsf, or user (none: the hosts given) (Hydra's -rmk)")
+	intOnce(fs, g, &p.maxNodes, "max-vm-size", "max-vm-size", "", "use the allocation's first `N` hosts only (mpirun's)")
+	stringOnce(fs, g, &p.orderNodes, "order-nodes", "order-nodes", "", "map onto the hosts in `ASCENDING` or DESCENDING order of their slots (Hydra's -order-nodes)")
+	stringOnce(fs, g, &p.localHost, "localhost", "localhost", "", "the launching node is `NAME` in the host list (Hydra's -localhost; its host name, localhost and its own addresses always are)")
+	stringOnce(fs, g, &p.rankfile, "rankfile", "rankfile", "", "place ranks as `FILE` says: rank N=host slot=S")
+	stringOnce(fs, g, &p.rankfile, "rankfile", "rf", "", "same as --rankfile (mpirun's -rf)")
 	_ = fs.MarkHidden("rf")
-	fs.StringVar(&p.mapBy, "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
-	fs.StringVar(&p.rankBy, "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span, or (as Open MPI 4) an object hwthread, core, l1cache, l2cache, l3cache, numa, package with :span or :fill")
-	fs.StringVar(&p.bindTo, "bind-to", "", "bind each process to `OBJECT`: none, hwthread, core, l1cache, l2cache, l3cache, numa, package, with :overload-allowed :if-supported :REPORT")
-	fs.StringVar(&p.memBind, "membind", "", "each process's memory `POLICY`: firsttouch (its CPU's NUMA node), bind or interleave (over the NUMA nodes of its CPUs, or bind:NODES, interleave:NODES) (Hydra's -membind)")
-	fs.StringVar(&p.cpuSet, "cpu-set", "", "run on the CPUs of `LIST` only, each process bound to them all (--map-by pe-list=LIST)")
-	fs.StringVar(&p.cpuSet, "cpu-list", "", "same as --cpu-set")
+	stringOnce(fs, g, &p.mapBy, "map-by", "map-by", "", "map processes by `POLICY`: slot, hwthread, core, l1cache, l2cache, l3cache, numa, package, node, seq, ppr:N:RESOURCE, rankfile, pe-list=LIST, with :PE=n :SPAN :OVERSUBSCRIBE :NOOVERSUBSCRIBE :NOLOCAL :HWTCPUS")
+	stringOnce(fs, g, &p.rankBy, "rank-by", "rank-by", "", "rank processes by `POLICY`: slot, node, fill, span, or (as Open MPI 4) an object hwthread, core, l1cache, l2cache, l3cache, numa, package with :span or :fill")
+	stringOnce(fs, g, &p.bindTo, "bind-to", "bind-to", "", "bind each process to `OBJECT`: none, hwthread, core, l1cache, l2cache, l3cache, numa, package, with :overload-allowed :if-supported :REPORT")
+	stringOnce(fs, g, &p.memBind, "membind", "membind", "", "each process's memory `POLICY`: firsttouch (its CPU's NUMA node), bind or interleave (over the NUMA nodes of its CPUs, or bind:NODES, interleave:NODES) (Hydra's -membind)")
+	stringOnce(fs, g, &p.cpuSet, "cpu-set", "cpu-set", "", "run on the CPUs of `LIST` only, each process bound to them all (--map-by pe-list=LIST)")
+	stringOnce(fs, g, &p.cpuSet, "cpu-set", "cpu-list", "", "same as --cpu-set")
 	_ = fs.MarkHidden("cpu-list")
-	fs.StringVar(&p.ppr, "ppr", "", "`N:RESOURCE` processes per resource (--map-by ppr:N:RESOURCE)")
+	stringOnce(fs, g, &p.ppr, "ppr", "ppr", "", "`N:RESOURCE` processes per resource (--map-by ppr:N:RESOURCE)")
 	_ = fs.MarkHidden("ppr")
-	fs.StringVar(&p.topology, "topology", "", "use `SPEC` as every node's topology: hwloc synthetic (\"pack:2 core:8 pu:2\") or an XML file")
+	stringOnce(fs, g, &p.topology, "topology", "topology", "", "use `SPEC` as every node's topology: hwloc synthetic (\"pack:2 core:8 pu:2\") or an XML file")
 	fs.StringSliceVar(&p.display, "display", nil, "show `WHAT` before running: map, map:json, allocation, topo (each node's topology), rank-map (Hydra's (host:ranks) lines)")
 	fs.BoolVar(&p.doNotLaunch, "do-not-launch", false, "map and display, then exit without starting anything")
 	fs.BoolVar(&p.reportBindings, "report-bindings", false, "print each rank's binding as it starts")
@@ -293,7 +298,8 @@ func addPlaceFlags(fs *pflag.FlagSet, p *placeOpts) {
 	p.compatSet, p.compatN = map[string]*bool{}, map[string]*int{}
 	for _, c := range compatFlags {
 		if c.n {
-			p.compatN[c.name] = fs.IntP(c.name, c.short, 0, c.usage)
+			p.compatN[c.name] = new(int)
+			intOnce(fs, g, p.compatN[c.name], c.name, c.name, c.short, c.usage)
 		} else {
 			p.compatSet[c.name] = fs.BoolP(c.name, c.short, false, c.usage)
 		}
@@ -315,11 +321,14 @@ type spelledPlacement struct {
 	Origin         map[string]string
 	Compat         [][2]string // mpirun's older spellings in order: {"npernode","2"}, {"oversubscribe",""}, ...
 	ReportBindings bool
+	// Given is every value given to the single-valued placement options
+	// on the command line, in order (repeat.go).
+	Given []givenValue
 }
 
 // resolve parses the policies, then applies mpirun's older spellings over
 // them (ApplyCompat). Every error is a usage error naming the flag, or the
-// variable the value came from.
+// variable the value came from; a conflict names both sides as given.
 func (sp *spelledPlacement) resolve() (jobspec.Placement, error) {
 	pl := sp.Placement
 	origin := func(flag string, err error) error {
@@ -327,6 +336,10 @@ func (sp *spelledPlacement) resolve() (jobspec.Placement, error) {
 			return usagef("%s: %v", o, err)
 		}
 		return usagef("%v", err)
+	}
+	// A single-valued option given twice must say the same both times.
+	if err := checkRepeats(sp.Given, ""); err != nil {
+		return pl, err
 	}
 	var err error
 	mapBy := sp.MapBy
@@ -353,16 +366,67 @@ func (sp *spelledPlacement) resolve() (jobspec.Placement, error) {
 			return pl, usagef("%v", err) // it names the flag
 		}
 	}
+	// Where each aspect of the placement (conflictError's) came from, as
+	// given, for the conflicts of the older spellings with it.
+	from := map[string]string{}
+	mapFrom := cmp.Or(sp.Origin["map-by"], sp.spelled("map-by"), sp.spelled("cpu-set"), sp.spelled("rankfile"))
+	if pl.MapBy.By != jobspec.MapDefault {
+		from["map"] = mapFrom
+	}
+	if pl.MapBy.PE > 0 {
+		from["pe"] = mapFrom
+	}
+	if pl.BindTo.To != jobspec.BindDefault {
+		from["bind"] = cmp.Or(sp.Origin["bind-to"], sp.spelled("bind-to"))
+	}
+	// A rankfile is a mapping: --map-by may only qualify it. (An Open MPI
+	// parameter's or Hydra's variable's policy does not apply beside one.)
+	if rf := sp.spelled("rankfile"); pl.Rankfile != "" && sp.MapBy != "" {
+		switch {
+		case pl.MapBy.By == jobspec.MapDefault: // qualifiers only
+			pl.MapBy.By = jobspec.MapRankfile
+			if err := pl.MapBy.Check(); err != nil {
+				return pl, usagef("%s with %s: %v", mapFrom, rf, err)
+			}
+			from["map"] = rf
+		case pl.MapBy.By != jobspec.MapRankfile ||
+			pl.MapBy.File != "" && filepath.Clean(pl.MapBy.File) != filepath.Clean(pl.Rankfile):
+			return pl, usagef("%s conflicts with %s", mapFrom, rf)
+		}
+	}
 	for _, c := range sp.Compat {
-		if err := ApplyCompat(&pl, c[0], c[1]); err != nil {
+		err := ApplyCompat(&pl, c[0], c[1])
+		var conflict *conflictError
+		if errors.As(err, &conflict) && from[conflict.what] != "" {
+			return pl, usagef("%s conflicts with %s", conflict.opt, from[conflict.what])
+		}
+		if err != nil {
 			return pl, usagef("%v", err) // it names the option
 		}
+		if a := compatAspect(c[0]); a != "" && from[a] == "" {
+			from[a] = compatSpelling(c[0], c[1])
+		}
+	}
+	// Hydra's --bind-to core:N is PE=N too (the mapper applies it).
+	if n := pl.BindTo.Count; n > 1 && pl.MapBy.PE > 0 && pl.MapBy.PE != n {
+		return pl, usagef("%s conflicts with %s", from["bind"], from["pe"])
 	}
 	pl.BindTo.Report = pl.BindTo.Report || sp.ReportBindings
 	if pl.Rankfile == "" {
 		pl.Rankfile = pl.MapBy.File
 	}
 	return pl, nil
+}
+
+// spelled is the first value given to option key on the command line, as
+// given ("--map-by node"); "" if none.
+func (sp *spelledPlacement) spelled(key string) string {
+	for _, g := range sp.Given {
+		if g.key == key {
+			return g.String()
+		}
+	}
+	return ""
 }
 
 // placement turns the flags into the job spec, in the order mpirun applies
@@ -373,7 +437,7 @@ func (p *placeOpts) placement(fs *pflag.FlagSet, env Env) spelledPlacement {
 		Topology: p.topology, Display: displays(p.display), DoNotLaunch: p.doNotLaunch,
 		AddHosts: p.addHosts, LocalHost: p.localHost,
 		RM: strings.ToLower(p.rmk), OrderNodes: strings.ToLower(p.orderNodes), MaxNodes: p.maxNodes,
-	}, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo, MemBind: p.memBind, ReportBindings: p.reportBindings}
+	}, MapBy: p.mapBy, RankBy: p.rankBy, BindTo: p.bindTo, MemBind: p.memBind, ReportBindings: p.reportBindings, Given: p.given}
 	if p.ppr != "" {
 		pl.Compat = append(pl.Compat, [2]string{"ppr", p.ppr})
 	}
@@ -619,8 +683,8 @@ func newFlagSet(g *globalOpts, c *contextOpts) *pflag.FlagSet {
 		// also that app's own once a later context names hosts).
 		fs.VarP(appendValue{&c.hosts}, "host", "H", "run this context's processes on `HOSTS`")
 		fs.Var(appendValue{&c.hosts}, "hosts", "same as --host")
-		fs.StringVarP(&c.hostfile, "hostfile", "f", "", "run this context's processes on the hosts of `FILE`")
-		fs.StringVar(&c.hostfile, "machinefile", "", "same as --hostfile")
+		stringOnce(fs, &c.given, &c.hostfile, "hostfile", "hostfile", "f", "run this context's processes on the hosts of `FILE`")
+		stringOnce(fs, &c.given, &c.hostfile, "hostfile", "machinefile", "", "same as --hostfile")
 		_ = fs.MarkHidden("hosts") // completion offers --host alone
 	}
 	addContextFlags(fs, c)
@@ -697,6 +761,9 @@ func (p *parser) contexts(segs [][]string) (*Request, error) {
 			globalsGo = "before the first program"
 		}
 		rest, err := parseFlags(fs, seg, globalsGo)
+		if err == nil {
+			err = checkRepeats(c.given, contextWhere(i, len(segs)))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -1331,6 +1398,9 @@ func appsFromFile(path string, common []string, env Env) ([]jobspec.App, error) 
 		var c contextOpts
 		fs := newFlagSet(nil, &c)
 		rest, err := parseFlags(fs, seg.args, "on the command line")
+		if err == nil {
+			err = checkRepeats(c.given, "")
+		}
 		if err == nil && len(rest) == 0 {
 			err = usagef("no program")
 		}

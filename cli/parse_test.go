@@ -345,7 +345,7 @@ func TestCompatFlags(t *testing.T) {
 	}
 	// Contradicting spellings are the CLI's usage errors.
 	if _, err := Parse(strings.Fields("--npersocket 1 --bysocket -n 1 ./app"), env); err == nil ||
-		err.Error() != "--bysocket conflicts with --map-by ppr:1:package" {
+		err.Error() != "--bysocket conflicts with --npersocket 1" {
 		t.Errorf("--npersocket 1 --bysocket: %v", err)
 	}
 	if _, err := Parse(strings.Fields("--cpus-per-rank -1 -n 1 ./app"), env); err == nil ||

@@ -111,6 +111,8 @@ func TestPlacementErrors(t *testing.T) {
 		{[]string{"--bind-to", "nowhere", "-n", "1", "true"}, `prun: --bind-to "nowhere": unknown policy "nowhere"`},
 		{[]string{"--rank-by", "core:x", "-n", "1", "true"}, `prun: --rank-by "core:x": unknown qualifier "x" (want span or fill)`},
 		{[]string{"--bynode", "--map-by", "core", "-n", "1", "true"}, "prun: --bynode conflicts with --map-by core"},
+		{[]string{"--map-by", "node", "--map-by", "slot", "-n", "1", "true"}, "prun: --map-by slot conflicts with --map-by node\n"},
+		{[]string{"-npernode", "1", "-npernode", "2", "-n", "1", "true"}, "prun: --npernode 2 conflicts with --npernode 1\n"},
 		{[]string{"-membind", "nexttouch", "-n", "1", "true"}, `prun: -membind "nexttouch": Linux has no nexttouch policy`},
 		{[]string{"-membind", "bind:7", "-n", "1", "true"}, "prun: -membind bind:7: "},
 		{[]string{"--topology", "pack:2 core:x", "-n", "1", "true"}, "--topology"},

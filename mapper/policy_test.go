@@ -201,7 +201,7 @@ func TestApplyCompat(t *testing.T) {
 	}
 	for _, c := range []struct{ name, val, want string }{
 		{"--bynode", "", "--bynode conflicts with --map-by ppr:2:node:PE=2:OVERSUBSCRIBE:NOLOCAL:HWTCPUS"},
-		{"-N", "3", "--N conflicts with --map-by ppr:2:node:PE=2:OVERSUBSCRIBE:NOLOCAL:HWTCPUS"},
+		{"-N", "3", "-N 3 conflicts with --map-by ppr:2:node:PE=2:OVERSUBSCRIBE:NOLOCAL:HWTCPUS"},
 		{"--cpus-per-rank", "4", "--cpus-per-rank 4 conflicts with PE=2"},
 		{"--bind-to-socket", "", "--bind-to-socket conflicts with --bind-to core"},
 		{"--nooversubscribe", "", "--nooversubscribe: OVERSUBSCRIBE and NOOVERSUBSCRIBE contradict each other"},
