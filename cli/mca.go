@@ -178,14 +178,24 @@ func applyMCA(m *mcaParams, g *globalOpts, pl *spelledPlacement, changed func(st
 			pl.Origin[p.flag] = from + "=" + v
 		}
 	}
+	// The command line's own --map-by qualifiers say what the parameters
+	// below would contradict: they win, as its flags do. (A policy that
+	// does not parse is resolve's error.)
+	var cmdMap jobspec.MapPolicy
+	if pl.Origin["map-by"] == "" && pl.MapBy != "" {
+		cmdMap, _ = jobspec.ParseMapBy(pl.MapBy)
+	}
 	for _, b := range []struct {
 		name string
 		set  func()
 		skip bool
 	}{
-		{"rmaps_base_oversubscribe", func() { pl.Compat = append(pl.Compat, [2]string{"oversubscribe", ""}) }, changed("nooversubscribe")},
-		{"rmaps_base_no_oversubscribe", func() { pl.Compat = append(pl.Compat, [2]string{"nooversubscribe", ""}) }, changed("oversubscribe")},
-		{"hwloc_base_use_hwthreads_as_cpus", func() { pl.Compat = append(pl.Compat, [2]string{"use-hwthread-cpus", ""}) }, changed("use-hwthread-cpus")},
+		{"rmaps_base_oversubscribe", func() { pl.Compat = append(pl.Compat, [2]string{"oversubscribe", ""}) },
+			changed("nooversubscribe") || cmdMap.NoOversubscribe},
+		{"rmaps_base_no_oversubscribe", func() { pl.Compat = append(pl.Compat, [2]string{"nooversubscribe", ""}) },
+			changed("oversubscribe") || cmdMap.Oversubscribe},
+		{"hwloc_base_use_hwthreads_as_cpus", func() { pl.Compat = append(pl.Compat, [2]string{"use-hwthread-cpus", ""}) },
+			changed("use-hwthread-cpus") || cmdMap.CoreCPUs},
 		{"rmaps_base_display_map", func() { pl.Display = append(pl.Display, jobspec.DisplayMap) }, false},
 		{"hwloc_base_report_bindings", func() { pl.ReportBindings = true }, false},
 		{"orte_tag_output", func() { g.tagOutput = true }, false},

@@ -61,6 +61,10 @@ func TestRepeatedPlacement(t *testing.T) {
 		{args: "--map-by node", vars: map[string]string{"OMPI_MCA_rmaps_base_mapping_policy": "core"}, mapBy: "node"},
 		{args: "--bind-to none", vars: map[string]string{"HYDRA_BINDING": "core", "PRTE_MCA_hwloc_base_binding_policy": "numa"}, bindTo: "none"},
 		{args: "-ppn 2", vars: map[string]string{"HYDRA_MAPPING": "core"}, mapBy: "ppr:2:node"},
+		{args: "--map-by :NOOVERSUBSCRIBE", vars: map[string]string{"OMPI_MCA_rmaps_base_oversubscribe": "1"}, mapBy: ":NOOVERSUBSCRIBE"},
+		{args: "--map-by slot:OVERSUBSCRIBE", vars: map[string]string{"PRTE_MCA_rmaps_base_no_oversubscribe": "1"}, mapBy: "slot:OVERSUBSCRIBE"},
+		{args: "--map-by core:CORECPUS", vars: map[string]string{"OMPI_MCA_hwloc_base_use_hwthreads_as_cpus": "1"}, mapBy: "core:CORECPUS"},
+		{args: "--map-by core", vars: map[string]string{"OMPI_MCA_hwloc_base_use_hwthreads_as_cpus": "1"}, mapBy: "core:HWTCPUS"},
 
 		// A single-valued option given twice differently.
 		{args: "--map-by node --map-by slot", err: "--map-by slot conflicts with --map-by node"},
