@@ -423,12 +423,22 @@ func TestShellSignal(t *testing.T) {
 	delete(d.shells, p.Nspace)
 	d.mu.Unlock()
 	d.srv.DeregisterNspace(p.Nspace)
-	time.Sleep(100 * time.Millisecond)
-	after := openFDs(t)
-	for fd, what := range after {
-		if before[fd] != what {
-			t.Errorf("left open: %s -> %s", fd, what)
+	// Closing is asynchronous (readers drain, the server lets go): wait
+	// for the descriptors to return, then name those that did not.
+	var left []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		left = left[:0]
+		for fd, what := range openFDs(t) {
+			if before[fd] != what {
+				left = append(left, fd+" -> "+what)
+			}
 		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, l := range left {
+		t.Errorf("left open 10 s after the job's end: %s", l)
 	}
 }
 

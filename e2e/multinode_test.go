@@ -1152,7 +1152,13 @@ func TestMultiNodeStartFailures(t *testing.T) {
 	ghostArgs := []string{"--hostfile", hostfile(t, "prun-h1", "prun-h2", "ghost"), "-n", "3", "hostname"}
 	t.Run("ctrl-c-while-starting", func(t *testing.T) {
 		p := startPrun(t, opts{args: ghostArgs, env: []string{"HOME=" + ghostHome}})
-		time.Sleep(700 * time.Millisecond) // prun-h1 and prun-h2 are up by now; ghost is not
+		// Once prun-h1's and prun-h2's daemons run (ghost's cannot: its
+		// connect times out after 5 s).
+		for deadline := time.Now().Add(4 * time.Second); m.daemonPidOrZero("prun-h1") == 0 || m.daemonPidOrZero("prun-h2") == 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("prun-h1's and prun-h2's daemons did not start in 4 s")
+			}
+		}
 		sent := time.Now()
 		p.signal(syscall.SIGINT)
 		r := p.wait()

@@ -92,9 +92,31 @@ func TestDVMToolLeak(t *testing.T) {
 		}
 	}
 
+	// departed waits for the tools' connections to be closed on the DVM's
+	// side (libpmix handles a departure on its own thread, after the tool
+	// exited): until the DVM holds no more descriptors than before the first.
+	fds := func() int {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d.pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	idle := fds()
+	departed := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for n := fds(); n > idle; n = fds() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the DVM holds %d descriptors 10 s after its tools ended, %d before they came", n, idle)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
 	start := time.Now()
 	attach(0, first)
-	time.Sleep(time.Second) // the last tools' departures
+	departed()
 	m0 := d.memory(t)
 	attach(first, attaches)
 	n := int64(attaches - first)
@@ -120,7 +142,7 @@ func TestDVMToolLeak(t *testing.T) {
 	}
 	// Their departures handled: a rank's tool still connected when the
 	// job's fence starts would fail the fence (libpmix counts it out).
-	time.Sleep(time.Second)
+	departed()
 	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 // leaves no stale port behind.
 type sharedNames struct {
 	local daemon.LocalNames
-	ns    names.HydraServer
+	ns    nameServer
 	poll  time.Duration // how often a waiting lookup asks the server again
 
 	warn func(error) // says once that the server failed (the ranks see only a refusal)
@@ -32,6 +32,13 @@ type sharedNames struct {
 	closed    chan struct{}
 	once      sync.Once
 	warned    sync.Once
+}
+
+// nameServer is the external server's three requests (names.HydraServer).
+type nameServer interface {
+	Publish(name, value string) error
+	Lookup(name string) (string, error)
+	Unpublish(name string) error
 }
 
 func newSharedNames(local *names.Service, addr string, warn func(error)) *sharedNames {

@@ -22,6 +22,25 @@ func sync1[T any](f func(func(T))) T {
 	}
 }
 
+// lookupSpy closes missed the first time a lookup of key finds nothing.
+type lookupSpy struct {
+	nameServer
+	key    string
+	missed chan struct{}
+}
+
+func (l lookupSpy) Lookup(name string) (string, error) {
+	v, err := l.nameServer.Lookup(name)
+	if name == l.key && err != nil {
+		select {
+		case <-l.missed:
+		default:
+			close(l.missed)
+		}
+	}
+	return v, err
+}
+
 // Two launches sharing hydra_nameserver: what one publishes as a string
 // the other finds, a waiting lookup wakes once it appears, a first-read
 // name goes with its first read, and what a launch leaves is taken back
@@ -63,9 +82,16 @@ func TestSharedNames(t *testing.T) {
 	}
 
 	// a waiting lookup wakes once the other launch publishes
+	// (b's first look at the server has missed it before a publishes).
+	missed := make(chan struct{})
+	b.ns = lookupSpy{b.ns, "late", missed}
 	got := make(chan res, 1)
 	b.Lookup([]string{"late"}, true, 5*time.Second, func(e []names.Entry, err error) { got <- res{e, err} })
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-missed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting lookup did not ask the server in 10 s")
+	}
 	if err := publish(a, names.Entry{Key: "late", Value: "v", Publisher: "a:1"}); err != nil {
 		t.Fatal(err)
 	}

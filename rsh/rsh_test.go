@@ -547,39 +547,61 @@ func TestSSH(t *testing.T) {
 // muteHome is a home whose ssh_config names host "mute": a server on this
 // machine that accepts connections and says nothing. closed reports
 // whether every connection it took was closed by the client.
-func muteHome(t *testing.T, timeout string) (home, port string, closed func() bool) {
+// mute is a TCP server that accepts connections and never speaks.
+type mute struct {
+	mu       sync.Mutex
+	open     int
+	conns    []net.Conn
+	accepted chan struct{} // one token per accepted connection
+}
+
+// closed: it had connections and all are closed by the client.
+func (m *mute) closed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.conns) > 0 && m.open == 0
+}
+
+// waitAccepted waits for its next accepted connection.
+func (m *mute) waitAccepted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-m.accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("prun-ssh did not connect within 10 s")
+	}
+}
+
+func muteHome(t *testing.T, timeout string) (home, port string, m *mute) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	var (
-		mu    sync.Mutex
-		open  int
-		conns []net.Conn
-	)
+	m = &mute{accepted: make(chan struct{}, 64)}
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			open++
-			conns = append(conns, c)
-			mu.Unlock()
+			m.mu.Lock()
+			m.open++
+			m.conns = append(m.conns, c)
+			m.mu.Unlock()
+			m.accepted <- struct{}{}
 			go func() {
 				io.Copy(io.Discard, c) // until the client closes
-				mu.Lock()
-				open--
-				mu.Unlock()
+				m.mu.Lock()
+				m.open--
+				m.mu.Unlock()
 			}()
 		}
 	}()
 	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, c := range m.conns {
 			c.Close()
 		}
 	})
@@ -590,11 +612,7 @@ func muteHome(t *testing.T, timeout string) (home, port string, closed func() bo
 	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return home, port, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(conns) > 0 && open == 0
-	}
+	return home, port, m
 }
 
 // TestHandshakeTimeout: a server that accepts connections but says nothing.
@@ -613,22 +631,29 @@ func TestHandshakeTimeout(t *testing.T) {
 // TestStartCanceled: a start given up by its context ends at once, and
 // prun-ssh lets go of its connection.
 func TestStartCanceled(t *testing.T) {
-	h, _, closed := muteHome(t, "30")
+	h, _, m := muteHome(t, "30")
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
-	start := time.Now()
+	var canceled time.Time
+	go func() { // once connected, waiting for the banner
+		select {
+		case <-m.accepted:
+		case <-time.After(10 * time.Second):
+		}
+		canceled = time.Now()
+		cancel()
+	}()
 	_, err := Start(ctx, "mute", []string{"true"}, nil, Options{Home: h})
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(canceled); d > time.Second {
 		t.Errorf("Start took %v after its context ended", d)
 	}
 	if want := "mute: starting the command: context canceled"; err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	for !closed() && time.Now().Before(deadline) {
+	for !m.closed() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !closed() {
+	if !m.closed() {
 		t.Error("prun-ssh kept the connection of a canceled start")
 	}
 }
@@ -637,14 +662,14 @@ func TestStartCanceled(t *testing.T) {
 // the host, and the next start runs a new one. Shutdown ends it and its
 // connections.
 func TestHelperGone(t *testing.T) {
-	h, _, closed := muteHome(t, "30")
+	h, _, m := muteHome(t, "30")
 	errc := make(chan error, 1)
 	go func() {
 		_, err := Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
 		errc <- err
 	}()
-	hp := runningHelper(t)
-	time.Sleep(200 * time.Millisecond) // connected, waiting for the server's banner
+	hp := runningHelper(t, nil)
+	m.waitAccepted(t) // connected, waiting for the server's banner
 	hp.proc.Kill()
 	select {
 	case err := <-errc:
@@ -660,8 +685,8 @@ func TestHelperGone(t *testing.T) {
 		_, err := Start(context.Background(), "mute", []string{"true"}, nil, Options{Home: h})
 		errc <- err
 	}()
-	hp = runningHelper(t)
-	time.Sleep(200 * time.Millisecond)
+	hp = runningHelper(t, hp) // not the killed one
+	m.waitAccepted(t)
 	Shutdown()
 	select {
 	case <-hp.ended:
@@ -671,19 +696,19 @@ func TestHelperGone(t *testing.T) {
 	if err := <-errc; err == nil || !strings.HasPrefix(err.Error(), "mute: ") || !strings.Contains(err.Error(), "prun-ssh") {
 		t.Errorf("start during Shutdown: %v", err)
 	}
-	if !closed() {
+	if !m.closed() {
 		t.Error("a connection of prun-ssh is still open after Shutdown")
 	}
 }
 
-// runningHelper waits for a start to have started prun-ssh.
-func runningHelper(t *testing.T) *helper {
+// runningHelper waits for a start to have started a prun-ssh other than not.
+func runningHelper(t *testing.T, not *helper) *helper {
 	t.Helper()
-	for range 200 {
+	for range 2000 {
 		helperMu.Lock()
 		hp := theHelper
 		helperMu.Unlock()
-		if hp != nil {
+		if hp != nil && hp != not {
 			return hp
 		}
 		time.Sleep(5 * time.Millisecond)
