@@ -912,12 +912,6 @@ func (r *run) freeSlots() hostfile.Allocation {
 	return free
 }
 
-// spawned reports whether nspace is a job the ranks spawned, not the user's.
-func (r *run) spawned(nspace string) bool {
-	j := r.jobs.get(nspace)
-	return j != nil && j.plan.Index > 0
-}
-
 func (r *run) rankDesc(nspace string, rank int) string {
 	j := r.jobs.get(nspace)
 	if j == nil || rank < 0 || rank >= len(j.plan.Map.Procs) {

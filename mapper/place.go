@@ -299,8 +299,6 @@ func (p *placer) resolveMapping(allTopo bool) error {
 	return nil
 }
 
-func (p *placer) isObject(b MapBy) bool { _, ok := b.Object(); return ok }
-
 // cpuObj is a CPU: the type processes are bound to by default.
 func (p *placer) cpuObj() topology.ObjType {
 	if p.hwt {

@@ -290,7 +290,6 @@ func (q *rankQueues) take(h *rankHost, o int) int32 {
 type grouper struct {
 	count  []int32
 	groups [][2]int32
-	tmp    []int32
 }
 
 // group writes into out the indices (offset by base) of seg sorted stably by
