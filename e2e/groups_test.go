@@ -125,7 +125,7 @@ func TestGroups(t *testing.T) {
 	t.Run("member-dies", func(t *testing.T) {
 		// A member dies beside the others: libpmix 4.2.2 holds their
 		// construct on this node until every local member called, and
-		// never hears that one will not (grpgone.c fails it).
+		// never hears that one will not (groups.c fails it).
 		checkMemberDied(t, run(t, opts{args: []string{"--enable-recovery", "-n", "4", prog, "die", "3"}}), 4, 3, "construct")
 	})
 	t.Run("member-dies-before-destruct", func(t *testing.T) {
@@ -216,7 +216,7 @@ func TestGroupsMultiNode(t *testing.T) {
 
 	t.Run("member-dies-beside-others", func(t *testing.T) {
 		// Two ranks a host: rank 3 dies beside rank 2, whose construct
-		// libpmix holds on their node (grpgone.c fails it there).
+		// libpmix holds on their node (groups.c fails it there).
 		r := m.run(t, opts{args: []string{"--enable-recovery", "--hostfile", m.hostfile, "--map-by", "ppr:2:node",
 			"-n", "8", prog, "die", "3"}})
 		checkMemberDied(t, r, 8, 3, "construct")

@@ -113,7 +113,7 @@ var grpcbfunc = sync.OnceValue(func() uintptr {
 // GroupMemberGone tells the library's side of groups that a local rank
 // ended for good: a construct or destruct that waits on this node for it
 // fails (PMIX_GROUP_CONSTRUCT_ABORT) instead of holding its other local
-// members for ever (grpgone.c).
+// members for ever (groups.c).
 func (s *Server) GroupMemberGone(p Proc) {
 	ns := C.CString(p.Nspace)
 	defer C.free(unsafe.Pointer(ns))

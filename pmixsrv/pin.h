@@ -1,6 +1,6 @@
 /* The OpenPMIx this package is written for: openpmix/build.sh's pinned
  * release with prun's patches (openpmix/pin, openpmix/patches). leaks.c,
- * grpgone.c and shim.c read that release's private structures and rely on
+ * groups.c and shim.c read that release's private structures and rely on
  * its patches, so any other library fails the build here, by name, rather
  * than at run time. */
 #ifndef PRUN_PMIXSRV_PIN_H

@@ -31,7 +31,7 @@ unsigned long long prun_c_heap_in_use(void); // heap.c
 // release build's, Debian 11's 2.31, see release/build.sh) they are
 // libdl.so.2 and libutil.so.1, loaded beside libpthread.so.0, all three
 // glibc's own. See Init for what that asks of the library's plugins.
-// pmixinc lets libpmix's private headers (leaks.c, grpgone.c) find the
+// pmixinc lets libpmix's private headers (leaks.c, groups.c) find the
 // public ones they name as "include/...".
 */
 import "C"

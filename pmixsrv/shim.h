@@ -71,12 +71,8 @@ pmix_status_t prun_dmodex_request(const char *ns, uint32_t rank, uintptr_t h);
 pmix_status_t prun_notify(pmix_status_t code, const char *ns, uint32_t rank, pmix_data_range_t range,
                           pmix_info_t *info, size_t n, uintptr_t h);
 
-/* groups whose members are gone (grpgone.c) */
-typedef void (*prun_group_done_fn)(pmix_status_t, pmix_info_t *, size_t, void *, pmix_release_cbfunc_t, void *);
-prun_group_done_fn prun_group_completion(void);
-void prun_group_timer_cancel(void *trk);
-void prun_group_sweep(void);
-void prun_group_ops_seen(void);
+/* libpmix's group trackers: timeouts and gone members (groups.c) */
+void prun_group_upcall(void *trk, void *cb);
 void prun_group_member_gone(const char *ns, uint32_t rank);
 void prun_group_forget_nspace(const char *ns);
 uint32_t prun_group_tracker_nlocal(void *trk);
