@@ -34,16 +34,16 @@ func BenchmarkPlaceMillion(b *testing.B) {
 		{"package-rank-core-span", "package", "package:overload-allowed", "core:span"},
 	} {
 		var opts Options
-		if opts.MapBy, err = ParseMapBy(c.mapBy); err != nil {
+		if opts.MapBy, err = jobspec.ParseMapBy(c.mapBy); err != nil {
 			b.Fatal(err)
 		}
 		if c.rankBy != "" {
-			if opts.RankBy, err = ParseRankBy(c.rankBy); err != nil {
+			if opts.RankBy, err = jobspec.ParseRankBy(c.rankBy); err != nil {
 				b.Fatal(err)
 			}
 		}
 		if c.bindTo != "" {
-			if opts.BindTo, err = ParseBindTo(c.bindTo); err != nil {
+			if opts.BindTo, err = jobspec.ParseBindTo(c.bindTo); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"prun/cli"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,17 +206,17 @@ func (c *goldenCase) run(t testing.TB) (*Map, *jobspec.Job, error) {
 	}
 	var err error
 	if c.mapBy != "" {
-		if opts.MapBy, err = ParseMapBy(c.mapBy); err != nil {
+		if opts.MapBy, err = jobspec.ParseMapBy(c.mapBy); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if c.rankBy != "" {
-		if opts.RankBy, err = ParseRankBy(c.rankBy); err != nil {
+		if opts.RankBy, err = jobspec.ParseRankBy(c.rankBy); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if c.bindTo != "" {
-		if opts.BindTo, err = ParseBindTo(c.bindTo); err != nil {
+		if opts.BindTo, err = jobspec.ParseBindTo(c.bindTo); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -336,4 +337,15 @@ func slicesContains(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// applyCompat applies one of mpirun's older placement options (the CLI's
+// spellings) to o's policies.
+func applyCompat(o *Options, name, value string) error {
+	pl := jobspec.Placement{MapBy: o.MapBy, BindTo: o.BindTo}
+	if err := cli.ApplyCompat(&pl, name, value); err != nil {
+		return err
+	}
+	o.MapBy, o.BindTo = pl.MapBy, pl.BindTo
+	return nil
 }

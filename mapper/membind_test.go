@@ -1,43 +1,13 @@
 package mapper
 
 import (
+	"prun/jobspec"
 	"reflect"
 	"strings"
 	"testing"
 
 	"prun/topology"
 )
-
-func TestParseMemBind(t *testing.T) {
-	good := map[string]MemPolicy{
-		"firsttouch":       {Mode: MemFirstTouch},
-		"bind":             {Mode: MemBind},
-		"Interleave":       {Mode: MemInterleave},
-		"bind:1":           {Mode: MemBind, Nodes: topology.CPUSet{1}},
-		"interleave:3,0-1": {Mode: MemInterleave, Nodes: topology.CPUSet{0, 1, 3}},
-	}
-	for in, want := range good {
-		got, err := ParseMemBind(in)
-		if err != nil || !reflect.DeepEqual(got, want) {
-			t.Errorf("%q: %+v, %v; want %+v", in, got, err, want)
-		}
-	}
-	bad := map[string]string{
-		"":              "unknown policy",
-		"nexttouch":     "Linux has no nexttouch policy",
-		"replicate:0":   "Linux has no replicate policy",
-		"firsttouch:0":  "firsttouch takes no NUMA nodes",
-		"bind:":         "want NUMA node numbers",
-		"interleave:x":  "want NUMA node numbers",
-		"interleave:-1": "want NUMA node numbers",
-		"pack":          "unknown policy",
-	}
-	for in, want := range bad {
-		if _, err := ParseMemBind(in); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "-membind ") {
-			t.Errorf("%q: %v, want an error with %q", in, err, want)
-		}
-	}
-}
 
 // Each process's memory goes to the NUMA nodes of its CPUs; an unbound
 // one's to every node of its host; given nodes are checked against it.
@@ -48,7 +18,7 @@ func TestAssignMems(t *testing.T) {
 	}
 	of := func(string) *topology.Topology { return two }
 	place := func(bind BindTarget, mem string) (*Map, error) {
-		pol, err := ParseMemBind(mem)
+		pol, err := jobspec.ParseMemBind(mem)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +63,7 @@ func TestAssignMems(t *testing.T) {
 	if _, err = place(BindCore, "bind:0,2"); err == nil || err.Error() != "-membind bind:0,2: n1 has no NUMA node 2 (it has 0-1)" {
 		t.Errorf("a node the host lacks: %v", err)
 	}
-	pol, _ := ParseMemBind("bind")
+	pol, _ := jobspec.ParseMemBind("bind")
 	if _, err := PlaceWith(job(1), hosts(1, 1), func(string) *topology.Topology { return nil }, Options{MemBind: pol}); err == nil ||
 		!strings.Contains(err.Error(), "the topology of n1 is unknown") {
 		t.Errorf("unknown topology: %v", err)

@@ -253,7 +253,7 @@ func (p *placer) setup(job *jobspec.Job, alloc hostfile.Allocation, topo func(st
 	// job size, known only now.
 	if p.kind == bindObject && !p.explicit && p.bindObj == topology.NUMANode && p.mapObj == topology.Machine && p.total <= 2 {
 		p.bindObj = p.cpuObj()
-		p.bind.To = bindTargetOf(p.bindObj)
+		p.bind.To = jobspec.BindTargetOf(p.bindObj)
 	}
 	for _, in := range p.infos {
 		p.addBindInfo(in)
@@ -326,7 +326,7 @@ func (p *placer) resolveBinding() error {
 		}
 		p.kind, p.explicit = bindUser, true
 		if b.To == BindUser {
-			sets, err := parseUserBinding(b.User)
+			sets, err := jobspec.ParseUserBinding(b.User)
 			if err != nil {
 				return fmt.Errorf("--bind-to %s: %v", b, err)
 			}
@@ -335,7 +335,7 @@ func (p *placer) resolveBinding() error {
 	case mp.PE > 0:
 		switch b.To {
 		case BindDefault:
-			b.To = bindTargetOf(p.cpuObj())
+			b.To = jobspec.BindTargetOf(p.cpuObj())
 		case BindCore, BindHWThread:
 		default:
 			return fmt.Errorf("--bind-to %s: PE=%d binds each process to %d CPUs, so bind to core or hwthread", b.To, mp.PE, mp.PE)
@@ -344,7 +344,7 @@ func (p *placer) resolveBinding() error {
 	case mp.By == MapPEList:
 		switch b.To {
 		case BindDefault:
-			b.To = bindTargetOf(p.cpuObj())
+			b.To = jobspec.BindTargetOf(p.cpuObj())
 		case BindCore, BindHWThread:
 		default:
 			return fmt.Errorf("--bind-to %s: pe-list binds to the listed CPUs, so bind to core or hwthread", b.To)
@@ -371,7 +371,7 @@ func (p *placer) resolveBinding() error {
 		p.kind, p.bindObj = bindObject, topology.NUMANode // a CPU for jobs of 1 or 2 (setup)
 	}
 	if p.kind == bindObject && !given {
-		b.To = bindTargetOf(p.bindObj)
+		b.To = jobspec.BindTargetOf(p.bindObj)
 	}
 	if p.kind == bindUnits || p.kind == bindList || p.kind == bindOrdered {
 		p.hwt = b.To == BindHWThread // the CPUs bound are the ones --bind-to names

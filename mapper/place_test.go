@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"prun/jobspec"
 	"slices"
 	"strings"
 	"testing"
@@ -84,7 +85,7 @@ func TestJSONAndTable(t *testing.T) {
 func TestBindingsShared(t *testing.T) {
 	topo := refTopo(t)
 	for _, mapBy := range []string{"hwthread", "package:PE=3", "pe-list=1-2"} {
-		mp, err := ParseMapBy(mapBy)
+		mp, err := jobspec.ParseMapBy(mapBy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,10 +142,10 @@ func TestRankByPartialObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	var opts Options
-	if opts.MapBy, err = ParseMapBy("core"); err != nil {
+	if opts.MapBy, err = jobspec.ParseMapBy("core"); err != nil {
 		t.Fatal(err)
 	}
-	if opts.RankBy, err = ParseRankBy("l3cache"); err != nil {
+	if opts.RankBy, err = jobspec.ParseRankBy("l3cache"); err != nil {
 		t.Fatal(err)
 	}
 	j := job(4)
@@ -177,8 +178,8 @@ func TestRankByObjectShortcut(t *testing.T) {
 		for _, mapBy := range []string{"hwthread", "core", "l2cache", "numa", "package", "slot", "node", "ppr:3:core", "core:SPAN"} {
 			for _, rankBy := range []string{"hwthread", "core", "l1cache", "l3cache:span", "numa:fill", "package", "package:span"} {
 				var opts Options
-				opts.MapBy, _ = ParseMapBy(mapBy + ":OVERSUBSCRIBE")
-				opts.RankBy, _ = ParseRankBy(rankBy)
+				opts.MapBy, _ = jobspec.ParseMapBy(mapBy + ":OVERSUBSCRIBE")
+				opts.RankBy, _ = jobspec.ParseRankBy(rankBy)
 				var maps [2]string
 				for i, slow := range []bool{false, true} {
 					rankSlowPath = slow
@@ -234,17 +235,17 @@ func FuzzPlaceWith(f *testing.F) {
 		var opts Options
 		var err error
 		if mapBy != "" {
-			if opts.MapBy, err = ParseMapBy(mapBy); err != nil {
+			if opts.MapBy, err = jobspec.ParseMapBy(mapBy); err != nil {
 				return
 			}
 		}
 		if rankBy != "" {
-			if opts.RankBy, err = ParseRankBy(rankBy); err != nil {
+			if opts.RankBy, err = jobspec.ParseRankBy(rankBy); err != nil {
 				return
 			}
 		}
 		if bindTo != "" {
-			if opts.BindTo, err = ParseBindTo(bindTo); err != nil {
+			if opts.BindTo, err = jobspec.ParseBindTo(bindTo); err != nil {
 				return
 			}
 		}
@@ -430,5 +431,12 @@ func TestUserBindingChecked(t *testing.T) {
 	_, err := PlaceWith(job(2), hosts(1, 2), nil, Options{BindTo: BindPolicy{To: BindUser}})
 	if err == nil || !strings.Contains(err.Error(), "user: needs CPU numbers") {
 		t.Errorf("empty user list: %v", err)
+	}
+}
+
+func oneLine(t *testing.T, err error) {
+	t.Helper()
+	if msg := err.Error(); strings.ContainsAny(msg, "\n\r") || msg == "" || len(msg) > 1024 {
+		t.Fatalf("error is not one short line: %q", msg)
 	}
 }

@@ -52,12 +52,3 @@ const (
 	MemBind       = jobspec.MemBind
 	MemInterleave = jobspec.MemInterleave
 )
-
-var (
-	ParseMapBy       = jobspec.ParseMapBy
-	ParseRankBy      = jobspec.ParseRankBy
-	ParseBindTo      = jobspec.ParseBindTo
-	ParseMemBind     = jobspec.ParseMemBind
-	bindTargetOf     = jobspec.BindTargetOf
-	parseUserBinding = jobspec.ParseUserBinding
-)

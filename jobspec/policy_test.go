@@ -1,12 +1,10 @@
-package mapper
+package jobspec
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 
-	"prun/cli"
-	"prun/jobspec"
 	"prun/topology"
 )
 
@@ -187,59 +185,34 @@ func TestParseHydraBindErrors(t *testing.T) {
 	}
 }
 
-func TestApplyCompat(t *testing.T) {
-	var o Options
-	for _, s := range []string{"--npernode=2", "--oversubscribe", "--nolocal", "--use-hwthread-cpus", "--cpus-per-proc=2", "--report-bindings", "--bind-to-core"} {
-		name, val, _ := strings.Cut(s, "=")
-		if err := applyCompat(&o, name, val); err != nil {
-			t.Fatal(err)
+func TestParseMemBind(t *testing.T) {
+	good := map[string]MemPolicy{
+		"firsttouch":       {Mode: MemFirstTouch},
+		"bind":             {Mode: MemBind},
+		"Interleave":       {Mode: MemInterleave},
+		"bind:1":           {Mode: MemBind, Nodes: topology.CPUSet{1}},
+		"interleave:3,0-1": {Mode: MemInterleave, Nodes: topology.CPUSet{0, 1, 3}},
+	}
+	for in, want := range good {
+		got, err := ParseMemBind(in)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	want := MapPolicy{By: MapPPR, PPR: 2, PPRObject: topology.Machine, Oversubscribe: true, NoLocal: true, HWTCPUS: true, PE: 2}
-	if !reflect.DeepEqual(o.MapBy, want) || o.BindTo != (BindPolicy{To: BindCore, Report: true}) {
-		t.Errorf("options = %+v", o)
+	bad := map[string]string{
+		"":              "unknown policy",
+		"nexttouch":     "Linux has no nexttouch policy",
+		"replicate:0":   "Linux has no replicate policy",
+		"firsttouch:0":  "firsttouch takes no NUMA nodes",
+		"bind:":         "want NUMA node numbers",
+		"interleave:x":  "want NUMA node numbers",
+		"interleave:-1": "want NUMA node numbers",
+		"pack":          "unknown policy",
 	}
-	for _, c := range []struct{ name, val, want string }{
-		{"--bynode", "", "--bynode conflicts with --map-by ppr:2:node:PE=2:OVERSUBSCRIBE:NOLOCAL:HWTCPUS"},
-		{"-N", "3", "-N 3 conflicts with --map-by ppr:2:node:PE=2:OVERSUBSCRIBE:NOLOCAL:HWTCPUS"},
-		{"--cpus-per-rank", "4", "--cpus-per-rank 4 conflicts with PE=2"},
-		{"--bind-to-socket", "", "--bind-to-socket conflicts with --bind-to core"},
-		{"--nooversubscribe", "", "--nooversubscribe: OVERSUBSCRIBE and NOOVERSUBSCRIBE contradict each other"},
-		{"--pernode", "1", "--pernode takes no value"},
-		{"--npernode", "", "--npernode needs a value"},
-		{"--npernode", "x", `--npernode "x": want a positive number`},
-		{"--frobnicate", "", `unknown option "--frobnicate"`},
-	} {
-		err := applyCompat(&o, c.name, c.val)
-		if err == nil || err.Error() != c.want {
-			t.Errorf("%s %s: err = %v\nwant %s", c.name, c.val, err, c.want)
+	for in, want := range bad {
+		if _, err := ParseMemBind(in); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "-membind ") {
+			t.Errorf("%q: %v, want an error with %q", in, err, want)
 		}
-	}
-	// Same policy twice is fine; so is -N after --map-by ppr:N:node.
-	o = Options{}
-	if err := applyCompat(&o, "-N", "2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := applyCompat(&o, "--npernode", "2"); err != nil {
-		t.Fatal(err)
-	}
-	o = Options{MapBy: MapPolicy{By: MapPackage}}
-	if err := applyCompat(&o, "--bysocket", ""); err != nil || o.MapBy.By != MapPackage {
-		t.Fatal(err)
-	}
-	// Open MPI 4's --ppr N:RESOURCE is --map-by ppr:N:RESOURCE.
-	o = Options{}
-	if err := applyCompat(&o, "--ppr", "2:package"); err != nil || !reflect.DeepEqual(o.MapBy, MapPolicy{By: MapPPR, PPR: 2, PPRObject: topology.Package}) {
-		t.Fatalf("--ppr 2:package: %v %+v", err, o.MapBy)
-	}
-	for _, v := range []string{"2", "x:core", "2:core:PE=2", "2:frob"} {
-		if err := applyCompat(&Options{}, "--ppr", v); err == nil || !strings.Contains(err.Error(), "want N:RESOURCE") {
-			t.Errorf("--ppr %s: err = %v", v, err)
-		}
-	}
-	o = Options{MapBy: MapPolicy{By: MapCore}}
-	if err := applyCompat(&o, "--ppr", "1:core"); err == nil || !strings.Contains(err.Error(), "conflicts with --map-by core") {
-		t.Errorf("--ppr after --map-by core: %v", err)
 	}
 }
 
@@ -288,13 +261,3 @@ func oneLine(t *testing.T, err error) {
 	}
 }
 
-// applyCompat applies one of mpirun's older placement options (the CLI's
-// spellings) to o's policies.
-func applyCompat(o *Options, name, value string) error {
-	pl := jobspec.Placement{MapBy: o.MapBy, BindTo: o.BindTo}
-	if err := cli.ApplyCompat(&pl, name, value); err != nil {
-		return err
-	}
-	o.MapBy, o.BindTo = pl.MapBy, pl.BindTo
-	return nil
-}
