@@ -64,4 +64,3 @@ func TestApplyCompat(t *testing.T) {
 		t.Errorf("--ppr after --map-by core: %v", err)
 	}
 }
-

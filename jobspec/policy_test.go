@@ -260,4 +260,3 @@ func oneLine(t *testing.T, err error) {
 		t.Fatalf("error is not one short line: %q", msg)
 	}
 }
-
