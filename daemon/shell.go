@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"prun/internal/cgroup"
 	"prun/internal/trace"
 	"prun/iof"
 	"prun/jobspec"
@@ -37,10 +38,15 @@ type shell struct {
 
 	done chan struct{} // closed when every local rank is reaped and output drained
 
+	// group is the job's cgroup on this node (contain.go), nil when the
+	// node gives none; set before the first rank starts.
+	group *cgroup.Group
+
 	mu      sync.Mutex
 	ranks   map[int]*rankState
 	running int  // ranks whose last end is not yet reported
 	ending  bool // every rank was signalled to end: none is restarted
+	marked  bool // some rank runs outside a cgroup: the job's end searches by environment (contain.go)
 }
 
 // rankState is what the shell knows of one local rank.
@@ -144,6 +150,7 @@ func (sh *shell) launch() error {
 		close(sh.done)
 		return nil
 	}
+	sh.makeGroup()
 	sh.mu.Lock()
 	sh.running = len(local)
 	for _, r := range local {
@@ -233,6 +240,9 @@ func (sh *shell) start(rank int, pmixEnv []string, again bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", sh.plan.Job.Apps[pr.App].Argv[0], err)
 	}
+	if child.outside != nil {
+		sh.startedOutside(child.outside)
+	}
 	sh.started(rank, &child, rio, pmiServer, versions)
 	return nil
 }
@@ -271,7 +281,7 @@ func (sh *shell) command(pr mapper.Proc, env []string, rio rankIO, pmiClient *os
 		// of its own: Ctrl-C typed there reaches it as on a shell.
 		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
 	}
-	return command{path: path, argv: argv, env: env, dir: dir, files: files, sys: sys}, nil
+	return command{path: path, argv: argv, env: env, dir: dir, files: files, sys: sys, group: sh.group}, nil
 }
 
 // started hands a started rank's descriptors to their servers (its PMI
@@ -426,9 +436,12 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 }
 
 // finish ends the job on this node once its last rank ended: what the ranks
-// left goes, their output drains, and the launcher hears of it.
+// left goes (what detached first: it may hold the output pipes open, and
+// the ranks are still zombies, so none of their process group ids is free
+// yet), their output drains, and the launcher hears of it.
 func (sh *shell) finish() {
 	sh.closePMI()
+	sh.endLeftovers()
 	sh.killGroups()
 	sh.io.drain(outputGrace)
 	close(sh.done)

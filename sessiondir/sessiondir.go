@@ -16,6 +16,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"prun/internal/cgroup"
 )
 
 // Names CleanStale recognises: a directory named Prefix... is prun's, and
@@ -241,30 +245,107 @@ func (d *Dir) ID() string { return filepath.Base(d.Top) }
 
 // killLeftovers kills what a SIGKILLed launcher could not: processes that
 // its ranks started, which outlive the ranks (PR_SET_PDEATHSIG covers only
-// the ranks), marked with the session directory's ID.
+// the ranks): the job cgroups its daemon made (named after the session
+// directory, under this process's own cgroup, or wherever a process marked
+// with the directory's ID is), and the processes marked with that ID.
 func killLeftovers(dir string, uid int) {
-	mark := []byte("\x00" + SessionEnv + "=" + filepath.Base(dir) + "\x00")
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return
+	id := filepath.Base(dir)
+	mark := SessionEnv + "=" + id
+	groups := map[string]bool{}
+	for _, pid := range Marked(uid, mark) {
+		if g := cgroup.Of(pid); strings.HasPrefix(filepath.Base(g), id+".") {
+			groups[filepath.Dir(g)] = true
+		}
 	}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid == os.Getpid() {
+	if parent, err := cgroup.Parent(); err == nil {
+		groups[parent] = true
+	}
+	for parent := range groups {
+		cgroup.SweepIn(parent, id+".")
+	}
+	KillMarked(uid, time.Second, mark)
+}
+
+// Marked lists the processes of uid (every process, for root) whose
+// environment holds each of marks (NAME=VALUE), as it was when they
+// started: how a job's processes are found where no cgroup holds them.
+// What a process started with another environment (env -i), or that wrote
+// over its own, is not found.
+func Marked(uid int, marks ...string) []int {
+	procs, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := procs.Readdirnames(-1)
+	procs.Close()
+	self := os.Getpid()
+	var pids []int
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == self {
 			continue
 		}
-		var st syscall.Stat_t
-		if syscall.Stat("/proc/"+p.Name(), &st) != nil || int(st.Uid) != uid {
-			continue
+		if uid != 0 {
+			var st syscall.Stat_t
+			if syscall.Stat("/proc/"+name, &st) != nil || int(st.Uid) != uid {
+				continue
+			}
 		}
-		env, err := os.ReadFile("/proc/" + p.Name() + "/environ")
-		if err != nil {
-			continue
+		if hasMarks(pid, marks) {
+			pids = append(pids, pid)
 		}
-		env = append([]byte{0}, env...) // so that every variable starts after a NUL
-		if bytes.Contains(env, mark) {
+	}
+	return pids
+}
+
+// hasMarks reports whether pid's environment holds each of marks.
+func hasMarks(pid int, marks []string) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil || len(env) == 0 { // a zombie's is empty
+		return false
+	}
+	env = append([]byte{0}, env...) // so that every variable starts after a NUL
+	for _, m := range marks {
+		if !bytes.Contains(env, []byte("\x00"+m+"\x00")) {
+			return false
+		}
+	}
+	return true
+}
+
+// KillMarked kills the processes Marked finds, and searches again until a
+// search finds none or wait has passed; it returns those found last, which
+// it could not end. Each is signalled through a pidfd after its mark is
+// read again: a pid that was reused since the search names a process that
+// is spared.
+func KillMarked(uid int, wait time.Duration, marks ...string) []int {
+	deadline := time.Now().Add(wait)
+	for pause := 500 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		pids := Marked(uid, marks...)
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			killMarked(pid, marks)
+		}
+		if time.Now().After(deadline) {
+			return pids
+		}
+		time.Sleep(pause)
+	}
+}
+
+func killMarked(pid int, marks []string) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if err == unix.ENOSYS { // before Linux 5.3
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
+		return
+	}
+	defer unix.Close(fd)
+	if hasMarks(pid, marks) { // the process fd holds is still the one found
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 	}
 }
 

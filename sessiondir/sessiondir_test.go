@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -240,4 +241,33 @@ func waitLocked(t *testing.T, path string) {
 		}
 	}
 	t.Fatalf("%s: no other process took its lock within a minute", path)
+}
+
+// KillMarked kills the processes whose environment holds every mark, and
+// no other.
+func TestKillMarked(t *testing.T) {
+	mark := fmt.Sprintf("PRUN_TEST_MARK=%d.%d", os.Getpid(), time.Now().UnixNano())
+	start := func(env ...string) *exec.Cmd {
+		c := exec.Command("sleep", "600")
+		c.Env = append(os.Environ(), env...)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	both := start(mark, "PRUN_TEST_JOB=1")
+	one := start(mark, "PRUN_TEST_JOB=10")
+	none := start()
+	if left := KillMarked(os.Getuid(), 5*time.Second, mark, "PRUN_TEST_JOB=1"); left != nil {
+		t.Fatalf("KillMarked left %v", left)
+	}
+	if err := both.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the marked process: %v, want killed", err)
+	}
+	for _, c := range []*exec.Cmd{one, none} {
+		if err := c.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("pid %d, not marked alike, was killed: %v", c.Process.Pid, err)
+		}
+	}
 }
