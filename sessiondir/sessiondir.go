@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -272,14 +273,22 @@ func killLeftovers(dir string, uid int) {
 // What a process started with another environment (env -i), or that wrote
 // over its own, is not found.
 func Marked(uid int, marks ...string) []int {
+	pids, _ := search(uid, marks)
+	return pids
+}
+
+// search is Marked, and also reports whether some process could not be
+// told: one whose environment reads empty though it is neither a zombie nor
+// a kernel thread (one amid its execve, or exiting), which a search a
+// moment later can tell.
+func search(uid int, marks []string) (pids []int, unsure bool) {
 	procs, err := os.Open("/proc")
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	names, _ := procs.Readdirnames(-1)
 	procs.Close()
 	self := os.Getpid()
-	var pids []int
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil || pid == self {
@@ -291,62 +300,144 @@ func Marked(uid int, marks ...string) []int {
 				continue
 			}
 		}
-		if hasMarks(pid, marks) {
+		switch hasMarks(pid, marks) {
+		case yes:
 			pids = append(pids, pid)
+		case unknown:
+			unsure = true
 		}
 	}
-	return pids
+	return pids, unsure
 }
 
-// hasMarks reports whether pid's environment holds each of marks.
-func hasMarks(pid int, marks []string) bool {
+type answer int
+
+const (
+	no answer = iota
+	yes
+	unknown
+)
+
+// hasMarks tells whether pid's environment holds each of marks.
+func hasMarks(pid int, marks []string) answer {
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil || len(env) == 0 { // a zombie's is empty
-		return false
+	if err != nil {
+		return no // gone, or not this user's to read
+	}
+	if len(env) == 0 {
+		if inTransit(pid) {
+			return unknown
+		}
+		return no
 	}
 	env = append([]byte{0}, env...) // so that every variable starts after a NUL
 	for _, m := range marks {
 		if !bytes.Contains(env, []byte("\x00"+m+"\x00")) {
-			return false
+			return no
 		}
 	}
-	return true
+	return yes
+}
+
+// inTransit reports whether pid, whose environment read empty, is a
+// process in the midst of an execve or of its exit rather than a zombie or
+// a kernel thread (whose environments are empty for good).
+func inTransit(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	// After the command: state, ppid, pgrp, session, tty, tpgid, flags.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 || f[0] == "Z" || f[0] == "X" {
+		return false
+	}
+	const pfKthread = 0x00200000
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfKthread == 0
 }
 
 // KillMarked kills the processes Marked finds, and searches again until a
-// search finds none or wait has passed; it returns those found last, which
-// it could not end. Each is signalled through a pidfd after its mark is
-// read again: a pid that was reused since the search names a process that
-// is spared.
+// search finds none and none that it could not tell, or wait has passed;
+// then it waits, within wait, for those it killed to be gone (a zombie is
+// gone). It returns those it could not end. Each is signalled through a
+// pidfd after its mark is read again: a pid that was reused since the
+// search names a process that is spared.
 func KillMarked(uid int, wait time.Duration, marks ...string) []int {
 	deadline := time.Now().Add(wait)
+	killed := map[int]int{} // pid -> its pidfd, until it is seen gone
+	defer func() {
+		for _, fd := range killed {
+			unix.Close(fd)
+		}
+	}()
+	var last []int
 	for pause := 500 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
-		pids := Marked(uid, marks...)
-		if len(pids) == 0 {
-			return nil
-		}
+		pids, unsure := search(uid, marks)
 		for _, pid := range pids {
-			killMarked(pid, marks)
+			if _, ok := killed[pid]; ok {
+				continue // signalled already: its mark stays until its exit
+			}
+			if fd := killMarked(pid, marks); fd >= 0 {
+				killed[pid] = fd
+			}
 		}
-		if time.Now().After(deadline) {
-			return pids
+		last = pids
+		if len(pids) == 0 && !unsure || time.Now().After(deadline) {
+			break
 		}
 		time.Sleep(pause)
 	}
+	// A process SIGKILLed may take a moment to exit (its environment reads
+	// empty meanwhile); what did not exit by the deadline is named, with
+	// what the last search found and could not signal.
+	var left []int
+	for pid, fd := range killed {
+		if !exitedBy(fd, deadline) {
+			left = append(left, pid)
+		}
+	}
+	for _, pid := range last {
+		if _, ok := killed[pid]; !ok {
+			left = append(left, pid)
+		}
+	}
+	slices.Sort(left)
+	return left
 }
 
-func killMarked(pid int, marks []string) {
+// exitedBy waits until the process of pidfd fd has exited (its pidfd
+// polls readable), or deadline.
+func exitedBy(fd int, deadline time.Time) bool {
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, max(int(time.Until(deadline).Milliseconds()), 0))
+		if err != unix.EINTR {
+			return err == nil && n > 0
+		}
+	}
+}
+
+// killMarked signals pid if it still carries marks, and returns the pidfd
+// it signalled through (-1: none).
+func killMarked(pid int, marks []string) int {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if err == unix.ENOSYS { // before Linux 5.3
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		return
+		return -1
 	}
-	defer unix.Close(fd)
-	if hasMarks(pid, marks) { // the process fd holds is still the one found
-		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	if hasMarks(pid, marks) != yes { // the process fd holds is still the one found
+		unix.Close(fd)
+		return -1
 	}
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	return fd
 }
 
 // stale reports whether dir, named name, is a dead launcher's or
