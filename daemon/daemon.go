@@ -194,12 +194,13 @@ type Daemon struct {
 	delivering sync.WaitGroup // events being handed to the library (DeliverEvent)
 
 	contain containment // whether jobs get cgroups here (contain.go)
+	fds     *fdBudget   // the descriptors ranks may hold (fdbudget.go)
 }
 
 // New starts the node's PMIx server.
 func New(cfg Config, up Upstream) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, up: up, shells: map[string]*shell{}, events: map[pmixsrv.Status]int{},
-		stage: staging{dir: cfg.Session.Top}}
+		stage: staging{dir: cfg.Session.Top}, fds: newFDBudget()}
 	if os.Getenv("PRUN_DEBUG_PMIX") == "1" {
 		pmixsrv.Trace = os.Stderr
 	}

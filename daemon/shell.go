@@ -47,6 +47,9 @@ type shell struct {
 	running int  // ranks whose last end is not yet reported
 	ending  bool // every rank was signalled to end: none is restarted
 	marked  bool // some rank runs outside a cgroup: the job's end searches by environment (contain.go)
+	// fdsFailed: a rank could not start for want of descriptors, nor can
+	// the job's later ones (fdbudget.go).
+	fdsFailed error
 }
 
 // rankState is what the shell knows of one local rank.
@@ -78,7 +81,7 @@ func newShell(d *Daemon, p *Plan, self int) *shell {
 		cfg.Stdin, cfg.TTY, cfg.BaseEnv = jio.Stdin, jio.TTY, jio.BaseEnv
 	}
 	sh := &shell{d: d, plan: p, self: self, ranks: map[int]*rankState{}, done: make(chan struct{}),
-		env: newEnviron(p, cfg, d.tuning), io: newStdio(p, cfg)}
+		env: newEnviron(p, cfg, d.tuning), io: newStdio(p, cfg, d.fds.give)}
 	sh.pmi = newPMIJob(sh)
 	return sh
 }
@@ -216,8 +219,17 @@ func (sh *shell) register(local []int) (envs [][]string, errs []error) {
 // for it is in fs: the child's ends close once it started, the parent's
 // stay with their servers, unless it failed to start.
 func (sh *shell) start(rank int, pmixEnv []string, again bool) (err error) {
+	fds, err := sh.takeFDs(rank, again)
+	if err != nil {
+		return err
+	}
 	var fs startFiles
-	defer func() { fs.close(err != nil) }()
+	defer func() {
+		fs.close(err != nil)
+		if err != nil {
+			sh.d.fds.give(fds.total())
+		}
+	}()
 	pr := sh.plan.Map.Procs[rank]
 	_, versions := sh.interfaces()
 	env := sh.env.of(pr, pmixEnv)
@@ -243,7 +255,7 @@ func (sh *shell) start(rank int, pmixEnv []string, again bool) (err error) {
 	if child.outside != nil {
 		sh.startedOutside(child.outside)
 	}
-	sh.started(rank, &child, rio, pmiServer, versions)
+	sh.started(rank, &child, rio, pmiServer, versions, fds.rest)
 	return nil
 }
 
@@ -286,7 +298,7 @@ func (sh *shell) command(pr mapper.Proc, env []string, rio rankIO, pmiClient *os
 
 // started hands a started rank's descriptors to their servers (its PMI
 // connection, its output, its stdin), reports it and awaits its exit.
-func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, versions pmi.Versions) {
+func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, versions pmi.Versions, rest int) {
 	p := sh.plan
 	var served <-chan struct{}
 	if pmiServer != nil {
@@ -307,11 +319,14 @@ func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, 
 	sh.io.attach(rio, sink, src)
 	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: child.pid,
 		Time: time.Now()})
-	go sh.wait(rank, child)
+	go sh.wait(rank, child, rest)
 }
 
-func (sh *shell) wait(rank int, p *proc) {
+// wait awaits the exit of a rank's incarnation, which gives back the
+// descriptors it held but its output's (rest).
+func (sh *shell) wait(rank int, p *proc, rest int) {
 	ws, ru, err := p.exited()
+	sh.d.fds.give(rest)
 	if err != nil {
 		ws = 1 << 8 // the wait itself failed: exit status 1
 	}

@@ -111,6 +111,9 @@ func (p *proc) exited() (ws syscall.WaitStatus, ru syscall.Rusage, err error) {
 		for err = peek(unix.P_PID, p.pid, 0); err == syscall.EINTR; err = peek(unix.P_PID, p.pid, 0) {
 		}
 	}
+	// The exit is seen: the pidfd has served (reap waits by pid), and an
+	// exited rank holds no descriptor until its job ends.
+	p.closePidfd()
 	if err != nil {
 		return ws, ru, err
 	}
@@ -146,7 +149,8 @@ func siginfoStatus(info *unix.Siginfo) syscall.WaitStatus {
 	}
 }
 
-// reap collects p once it has exited, and closes its pidfd.
+// reap collects p once it has exited (and closes its pidfd, if exited
+// was not called).
 func (p *proc) reap() {
 	for {
 		_, err := syscall.Wait4(p.pid, nil, 0, nil)
@@ -154,8 +158,14 @@ func (p *proc) reap() {
 			break
 		}
 	}
+	p.closePidfd()
+}
+
+// closePidfd closes p's pidfd, if it is open.
+func (p *proc) closePidfd() {
 	if p.file != nil {
 		p.file.Close()
+		p.file = nil
 	} else if p.pidfd >= 0 {
 		syscall.Close(p.pidfd)
 	}
