@@ -30,6 +30,8 @@ import (
 const (
 	Prefix   = "prun."
 	LockName = ".prun.lock"
+	// CopyPrefix names remote's copies of the binary (remote/copy.go).
+	CopyPrefix = Prefix + "bin."
 )
 
 const (
@@ -457,6 +459,13 @@ func stale(dir, name string, mtime time.Time) *os.File {
 		return nil // its launcher holds the lock
 	}
 	if lockFile {
+		// A copy's lock is free from the script's creation of the lock
+		// file until its daemon runs: while the binary arrives (seconds,
+		// over a slow link), which keeps changing its files.
+		if strings.HasPrefix(name, CopyPrefix) && changedWithin(dir, unlockedAge) {
+			f.Close()
+			return nil
+		}
 		return f
 	}
 	// Unlocked: its launcher is gone, or it was made this instant and is
@@ -471,6 +480,21 @@ func stale(dir, name string, mtime time.Time) *os.File {
 	}
 	f.Close()
 	return nil
+}
+
+// changedWithin reports whether dir or a file in it changed within d.
+func changedWithin(dir string, d time.Duration) bool {
+	ents, _ := os.ReadDir(dir)
+	paths := []string{dir}
+	for _, e := range ents {
+		paths = append(paths, filepath.Join(dir, e.Name()))
+	}
+	for _, p := range paths {
+		if st, err := os.Lstat(p); err == nil && time.Since(st.ModTime()) < d {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionName reports whether name is that of a session directory Create

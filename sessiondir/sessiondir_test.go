@@ -271,3 +271,31 @@ func TestKillMarked(t *testing.T) {
 		}
 	}
 }
+
+// A copy of the binary on its way (remote/copy.go: its lock file made, its
+// daemon not yet running to lock it) is not a dead session's: a cleanup
+// takes its directory only once nothing in it changed for unlockedAge.
+func TestCleanStaleSparesCopyOnItsWay(t *testing.T) {
+	tmp := t.TempDir()
+	past := time.Now().Add(-2 * unlockedAge)
+	copyDir := func(name string, mtime time.Time) string {
+		dir := filepath.Join(tmp, CopyPrefix+name)
+		os.Mkdir(dir, 0o700)
+		for _, f := range []string{LockName, "prun"} {
+			os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600)
+			os.Chtimes(filepath.Join(dir, f), past, past)
+		}
+		os.Chtimes(filepath.Join(dir, "prun"), mtime, mtime)
+		os.Chtimes(dir, past, past)
+		return dir
+	}
+	arriving := copyDir("arrivin", time.Now())
+	dead := copyDir("deadcpy", past)
+	CleanStale(tmp)
+	if _, err := os.Stat(filepath.Join(arriving, "prun")); err != nil {
+		t.Errorf("a copy on its way was removed: %v", err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("a dead copy's directory is still there: %v", err)
+	}
+}
