@@ -45,6 +45,7 @@ const (
 	HelpMessage             // an Open MPI help message: Msg (the text), Topic (its file and topic)
 	ProcRestarted           // the process failed (Status or Signal) and starts again (--max-restarts): Restart says which time
 	Refused                 // a local service refused another user's connection: Msg (no Nspace: it concerns the node)
+	Leftover                // at the job's end, processes it left on the node could not be ended: Msg names them
 )
 
 // Event is a report from a daemon to the launcher.
@@ -191,12 +192,15 @@ type Daemon struct {
 	ckpt map[pmixsrv.Proc]ckptMethod // how each process asked to be checkpointed (jobctrl.go)
 
 	delivering sync.WaitGroup // events being handed to the library (DeliverEvent)
+
+	contain containment // whether jobs get cgroups here (contain.go)
+	fds     *fdBudget   // the descriptors ranks may hold (fdbudget.go)
 }
 
 // New starts the node's PMIx server.
 func New(cfg Config, up Upstream) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, up: up, shells: map[string]*shell{}, events: map[pmixsrv.Status]int{},
-		stage: staging{dir: cfg.Session.Top}}
+		stage: staging{dir: cfg.Session.Top}, fds: newFDBudget()}
 	if os.Getenv("PRUN_DEBUG_PMIX") == "1" {
 		pmixsrv.Trace = os.Stderr
 	}

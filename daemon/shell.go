@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"prun/internal/cgroup"
 	"prun/internal/trace"
 	"prun/iof"
 	"prun/jobspec"
@@ -37,10 +38,18 @@ type shell struct {
 
 	done chan struct{} // closed when every local rank is reaped and output drained
 
+	// group is the job's cgroup on this node (contain.go), nil when the
+	// node gives none; set before the first rank starts.
+	group *cgroup.Group
+
 	mu      sync.Mutex
 	ranks   map[int]*rankState
 	running int  // ranks whose last end is not yet reported
 	ending  bool // every rank was signalled to end: none is restarted
+	marked  bool // some rank runs outside a cgroup: the job's end searches by environment (contain.go)
+	// fdsFailed: a rank could not start for want of descriptors, nor can
+	// the job's later ones (fdbudget.go).
+	fdsFailed error
 }
 
 // rankState is what the shell knows of one local rank.
@@ -72,7 +81,7 @@ func newShell(d *Daemon, p *Plan, self int) *shell {
 		cfg.Stdin, cfg.TTY, cfg.BaseEnv = jio.Stdin, jio.TTY, jio.BaseEnv
 	}
 	sh := &shell{d: d, plan: p, self: self, ranks: map[int]*rankState{}, done: make(chan struct{}),
-		env: newEnviron(p, cfg, d.tuning), io: newStdio(p, cfg)}
+		env: newEnviron(p, cfg, d.tuning), io: newStdio(p, cfg, d.fds.give)}
 	sh.pmi = newPMIJob(sh)
 	return sh
 }
@@ -144,6 +153,7 @@ func (sh *shell) launch() error {
 		close(sh.done)
 		return nil
 	}
+	sh.makeGroup()
 	sh.mu.Lock()
 	sh.running = len(local)
 	for _, r := range local {
@@ -209,8 +219,17 @@ func (sh *shell) register(local []int) (envs [][]string, errs []error) {
 // for it is in fs: the child's ends close once it started, the parent's
 // stay with their servers, unless it failed to start.
 func (sh *shell) start(rank int, pmixEnv []string, again bool) (err error) {
+	fds, err := sh.takeFDs(rank, again)
+	if err != nil {
+		return err
+	}
 	var fs startFiles
-	defer func() { fs.close(err != nil) }()
+	defer func() {
+		fs.close(err != nil)
+		if err != nil {
+			sh.d.fds.give(fds.total())
+		}
+	}()
 	pr := sh.plan.Map.Procs[rank]
 	_, versions := sh.interfaces()
 	env := sh.env.of(pr, pmixEnv)
@@ -233,7 +252,10 @@ func (sh *shell) start(rank int, pmixEnv []string, again bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", sh.plan.Job.Apps[pr.App].Argv[0], err)
 	}
-	sh.started(rank, &child, rio, pmiServer, versions)
+	if child.outside != nil {
+		sh.startedOutside(child.outside)
+	}
+	sh.started(rank, &child, rio, pmiServer, versions, fds.rest)
 	return nil
 }
 
@@ -271,12 +293,12 @@ func (sh *shell) command(pr mapper.Proc, env []string, rio rankIO, pmiClient *os
 		// of its own: Ctrl-C typed there reaches it as on a shell.
 		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
 	}
-	return command{path: path, argv: argv, env: env, dir: dir, files: files, sys: sys}, nil
+	return command{path: path, argv: argv, env: env, dir: dir, files: files, sys: sys, group: sh.group}, nil
 }
 
 // started hands a started rank's descriptors to their servers (its PMI
 // connection, its output, its stdin), reports it and awaits its exit.
-func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, versions pmi.Versions) {
+func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, versions pmi.Versions, rest int) {
 	p := sh.plan
 	var served <-chan struct{}
 	if pmiServer != nil {
@@ -297,11 +319,14 @@ func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, 
 	sh.io.attach(rio, sink, src)
 	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: child.pid,
 		Time: time.Now()})
-	go sh.wait(rank, child)
+	go sh.wait(rank, child, rest)
 }
 
-func (sh *shell) wait(rank int, p *proc) {
+// wait awaits the exit of a rank's incarnation, which gives back the
+// descriptors it held but its output's (rest).
+func (sh *shell) wait(rank int, p *proc, rest int) {
 	ws, ru, err := p.exited()
+	sh.d.fds.give(rest)
 	if err != nil {
 		ws = 1 << 8 // the wait itself failed: exit status 1
 	}
@@ -426,9 +451,12 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 }
 
 // finish ends the job on this node once its last rank ended: what the ranks
-// left goes, their output drains, and the launcher hears of it.
+// left goes (what detached first: it may hold the output pipes open, and
+// the ranks are still zombies, so none of their process group ids is free
+// yet), their output drains, and the launcher hears of it.
 func (sh *shell) finish() {
 	sh.closePMI()
+	sh.endLeftovers()
 	sh.killGroups()
 	sh.io.drain(outputGrace)
 	close(sh.done)

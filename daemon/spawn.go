@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"prun/internal/cgroup"
 	"prun/internal/timerslack"
 
 	"golang.org/x/sys/unix"
@@ -15,8 +16,11 @@ import (
 // proc is a started rank process.
 type proc struct {
 	pid   int
-	pidfd int      // -1: the kernel gave none (before Linux 5.2)
+	pidfd int      // -1: the kernel gave none (before Linux 5.2), or closed once the exit was seen
 	file  *os.File // the pidfd once in Go's poller
+	// outside: why the process was started outside its job's cgroup (nil:
+	// inside, or the job has none).
+	outside error
 }
 
 // command is what a rank's process is started with.
@@ -27,12 +31,22 @@ type command struct {
 	dir   string
 	files []*os.File // stdin, stdout, stderr, then fd 3 on
 	sys   *syscall.SysProcAttr
+	// group is the job's cgroup to create the process in (nil: none):
+	// clone3's CLONE_INTO_CGROUP, so that not even the child between its
+	// fork and its exec runs outside it.
+	group *cgroup.Group
 }
 
 // spawn starts c through syscall.StartProcess rather than exec.Cmd: the
 // first os.StartProcess of a process probes pidfd support by forking a
 // child of its own, and reaping in the poller would then open a second
 // pidfd for each rank. Here clone hands back the one pidfd there is.
+//
+// A start into c.group that fails is tried again outside it: a kernel
+// without CLONE_INTO_CGROUP (before 5.7), or a group the kernel will not
+// take the process into, fails the clone, and only a start without the
+// group tells that from a failed exec (both are an errno). Then the proc's
+// outside says why the process runs outside the group.
 func spawn(c command) (proc, error) {
 	fds := make([]uintptr, len(c.files))
 	for i, f := range c.files {
@@ -41,17 +55,30 @@ func spawn(c command) (proc, error) {
 	pidfd := -1
 	sys := *c.sys
 	sys.PidFD = &pidfd
+	if c.group != nil {
+		sys.UseCgroupFD, sys.CgroupFD = true, c.group.FD()
+	}
 	attr := &syscall.ProcAttr{Dir: c.dir, Env: c.env, Files: fds, Sys: &sys}
-	pid, _, err := syscall.StartProcess(c.path, c.argv, attr)
+	try := func() (int, error) {
+		pidfd = -1
+		pid, _, err := syscall.StartProcess(c.path, c.argv, attr)
+		return pid, err
+	}
+	var outside error
+	pid, err := try()
+	if err != nil && sys.UseCgroupFD {
+		outside, sys.UseCgroupFD, sys.CgroupFD = err, false, 0
+		pid, err = try()
+	}
 	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSYS) {
 		// A kernel without CLONE_PIDFD refuses the clone before any child exists.
-		sys.PidFD, pidfd = nil, -1
-		pid, _, err = syscall.StartProcess(c.path, c.argv, attr)
+		sys.PidFD = nil
+		pid, err = try()
 	}
 	if err != nil {
-		return proc{}, err
+		return proc{}, err // the start itself failed: outside says nothing
 	}
-	return proc{pid: pid, pidfd: pidfd}, nil
+	return proc{pid: pid, pidfd: pidfd, outside: outside}, nil
 }
 
 // exited waits for p to end and returns how it ended, leaving it a zombie
@@ -84,6 +111,9 @@ func (p *proc) exited() (ws syscall.WaitStatus, ru syscall.Rusage, err error) {
 		for err = peek(unix.P_PID, p.pid, 0); err == syscall.EINTR; err = peek(unix.P_PID, p.pid, 0) {
 		}
 	}
+	// The exit is seen: the pidfd has served (reap waits by pid), and an
+	// exited rank holds no descriptor until its job ends.
+	p.closePidfd()
 	if err != nil {
 		return ws, ru, err
 	}
@@ -119,7 +149,8 @@ func siginfoStatus(info *unix.Siginfo) syscall.WaitStatus {
 	}
 }
 
-// reap collects p once it has exited, and closes its pidfd.
+// reap collects p once it has exited (and closes its pidfd, if exited
+// was not called).
 func (p *proc) reap() {
 	for {
 		_, err := syscall.Wait4(p.pid, nil, 0, nil)
@@ -127,8 +158,14 @@ func (p *proc) reap() {
 			break
 		}
 	}
+	p.closePidfd()
+}
+
+// closePidfd closes p's pidfd, if it is open.
+func (p *proc) closePidfd() {
 	if p.file != nil {
 		p.file.Close()
+		p.file = nil
 	} else if p.pidfd >= 0 {
 		syscall.Close(p.pidfd)
 	}

@@ -27,14 +27,18 @@ type stdio struct {
 
 	output sync.WaitGroup // the forwarders
 
+	// gave gives back to the node's budget (fdbudget.go) each read end
+	// closed: at its EOF, so that an exited rank holds no descriptor.
+	gave func(n int)
+
 	mu     sync.Mutex
-	pipes  []*os.File // read ends (and the terminal's master), closed if output outlives outputGrace
-	stdins []*os.File // write ends of the ranks that read the launcher's stdin, until fanOut
-	master *os.File   // the --pty rank's terminal (master side)
+	pipes  map[*os.File]bool // read ends (and the terminal's master) still open, closed if output outlives outputGrace
+	stdins []*os.File        // write ends of the ranks that read the launcher's stdin, until fanOut
+	master *os.File          // the --pty rank's terminal (master side)
 }
 
-func newStdio(p *Plan, cfg Config) *stdio {
-	return &stdio{in: cfg.Stdin, tty: cfg.TTY, target: p.Stdin, pty: p.PTY}
+func newStdio(p *Plan, cfg Config, gave func(int)) *stdio {
+	return &stdio{in: cfg.Stdin, tty: cfg.TTY, target: p.Stdin, pty: p.PTY, gave: gave, pipes: map[*os.File]bool{}}
 }
 
 // rankIO is one rank's standard streams.
@@ -88,9 +92,9 @@ func (s *stdio) open(fs *startFiles, rank int, again bool) (rankIO, error) {
 // its output to sink as src.
 func (s *stdio) attach(r rankIO, sink iof.Sink, src iof.Source) {
 	s.mu.Lock()
-	s.pipes = append(s.pipes, r.out)
+	s.pipes[r.out] = true
 	if r.err != nil {
-		s.pipes = append(s.pipes, r.err)
+		s.pipes[r.err] = true
 	}
 	if r.tty {
 		s.master = r.out
@@ -100,15 +104,41 @@ func (s *stdio) attach(r rankIO, sink iof.Sink, src iof.Source) {
 	}
 	s.mu.Unlock()
 	s.output.Add(1)
+	// The terminal's master stays open to the end: it is also the rank's
+	// stdin (fanOut) and the window resize's.
 	if r.tty {
 		go func() { defer s.output.Done(); forwardInteractive(r.out, sink, src) }()
 	} else {
-		go func() { defer s.output.Done(); iof.Forward(r.out, sink, src, iof.Stdout) }()
+		go func() { defer s.output.Done(); iof.Forward(r.out, sink, src, iof.Stdout); s.close(r.out) }()
 	}
 	if r.err != nil {
 		s.output.Add(1)
-		go func() { defer s.output.Done(); iof.Forward(r.err, sink, src, iof.Stderr) }()
+		go func() { defer s.output.Done(); iof.Forward(r.err, sink, src, iof.Stderr); s.close(r.err) }()
 	}
+}
+
+// close closes a read end, unless closed already, and gives it back.
+func (s *stdio) close(f *os.File) {
+	s.mu.Lock()
+	open := s.pipes[f]
+	delete(s.pipes, f)
+	s.mu.Unlock()
+	if open {
+		f.Close()
+		s.gave(1)
+	}
+}
+
+// closeAll closes every read end still open.
+func (s *stdio) closeAll() {
+	s.mu.Lock()
+	pipes := s.pipes
+	s.pipes = map[*os.File]bool{}
+	s.mu.Unlock()
+	for f := range pipes {
+		f.Close()
+	}
+	s.gave(len(pipes))
 }
 
 // fanOut starts passing the launcher's stdin to the ranks that read it,
@@ -140,19 +170,10 @@ func (s *stdio) drain(grace time.Duration) {
 	select {
 	case <-drained:
 	case <-time.After(grace):
-		s.mu.Lock()
-		for _, f := range s.pipes {
-			f.Close()
-		}
-		s.mu.Unlock()
+		s.closeAll()
 		<-drained
 	}
-	s.mu.Lock()
-	for _, f := range s.pipes {
-		f.Close()
-	}
-	s.pipes = nil
-	s.mu.Unlock()
+	s.closeAll()
 }
 
 // forwardInteractive passes a terminal's output on as it comes: a prompt

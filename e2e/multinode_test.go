@@ -1063,6 +1063,29 @@ exec sleep 60
 		m.checkClean(t, 10*time.Second)
 	})
 
+	// A rank's daemon (testdata/daemonize.c: fork, setsid, fork) ends with
+	// the job on every node: these hosts, in network namespaces entered
+	// with `ip netns exec`, see no cgroup file system, so each daemon finds
+	// what its job left by PRUN_SESSION and PRUN_NSPACE in its environment.
+	// Also when the launcher is SIGKILLed: each daemon, its link lost, ends
+	// its job.
+	daemonize := ctest.Build(t, ctest.Plain, "daemonize.c")
+	t.Run("daemonized", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "8", daemonize}})
+		expectCode(t, r, 0)
+		expectGone(t, daemonPids(t, r.stdout, 8), 0, "daemonized")
+	})
+	t.Run("daemonized-launcher-killed", func(t *testing.T) {
+		p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "4", daemonize, ":",
+			"-n", "4", "sleep", "600"}, env: m.env(), allowZombieRanks: true, skipTmpCheck: true})
+		p.stdout.waitFor(func(s string) bool { return strings.Count(s, "daemon ") == 4 }, 20*time.Second)
+		pids := daemonPids(t, p.stdout.String(), 4)
+		p.signal(syscall.SIGKILL)
+		p.wait()
+		m.checkClean(t, 10*time.Second)
+		expectGone(t, pids, 0, "launcher killed")
+	})
+
 	t.Run("launcher-killed", func(t *testing.T) {
 		p := startWaiter(t)
 		// The launcher's own session directory (on this machine, not a

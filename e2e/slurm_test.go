@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"prun/internal/ctest"
 	"prun/internal/slurmtest"
 )
 
@@ -123,6 +124,16 @@ func TestSlurm(t *testing.T) {
 			expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawn: parent %d of 2: merged sum 4 ", i))
 			expectContains(t, "stdout", r.stdout, fmt.Sprintf("spawn: child %d of 2: merged sum 4 ", i))
 		}
+	})
+	t.Run("daemonized", func(t *testing.T) {
+		// A rank's daemon (fork, setsid, fork), even one that clears its
+		// environment, ends with the job on every node: the nodes' daemons
+		// give each job a cgroup (this cluster's proctrack/linuxproc tracks
+		// processes by their parents, and loses a daemon's).
+		prog := ctest.Build(t, ctest.Plain, "daemonize.c")
+		r := run(t, opts{bin: sallocBin, args: salloc("--map-by", "node", "-n", "6", prog, "clearenv"), env: env})
+		expectCode(t, r, 0)
+		expectGone(t, daemonPids(t, r.stdout, 6), 0, "slurm")
 	})
 	t.Run("timeout", func(t *testing.T) {
 		r := run(t, opts{bin: sallocBin, args: salloc("--timeout", "3", "-n", "6", "sleep", "300"), env: env})

@@ -962,7 +962,7 @@ func (r *run) onNodeLost(nl nodeLost) {
 }
 
 func (r *run) onEvent(ev daemon.Event) {
-	if ev.Kind == daemon.Refused { // a node's, not a job's
+	if ev.Kind == daemon.Refused || ev.Kind == daemon.Leftover { // a node's, or what it could not end
 		r.errorf("%s: %s", ev.Node, ev.Msg)
 		return
 	}

@@ -19,7 +19,9 @@ import (
 // daemon from there and removes the directory when the daemon ends (also on
 // SIGHUP and SIGTERM). The directory holds a lock file that the daemon locks
 // while it runs, so that a node's cleanup of stale session directories takes
-// a directory left by a killed session only once its daemon is gone. No scp
+// a directory left by a killed session only once its daemon is gone (and,
+// before the daemon runs to lock it, only once nothing in it changed for a
+// minute: the binary arriving). No scp
 // and no shared file system: only the SSH session (in-process or --rsh). The
 // node needs only the C library, a glibc as recent as the one prun was
 // built with (libpmix, libevent, hwloc and zlib are linked in; libmunge
@@ -28,7 +30,7 @@ import (
 
 // copyPrefix names the directories of copies; sessiondir.CleanStale takes
 // them for stale session directories once their lock is free.
-const copyPrefix = sessiondir.Prefix + "bin."
+const copyPrefix = sessiondir.CopyPrefix
 
 // Exit statuses of copyCommand before the daemon runs.
 const (

@@ -12,10 +12,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"prun/internal/cgroup"
 )
 
 // Names CleanStale recognises: a directory named Prefix... is prun's, and
@@ -25,6 +30,8 @@ import (
 const (
 	Prefix   = "prun."
 	LockName = ".prun.lock"
+	// CopyPrefix names remote's copies of the binary (remote/copy.go).
+	CopyPrefix = Prefix + "bin."
 )
 
 const (
@@ -241,31 +248,198 @@ func (d *Dir) ID() string { return filepath.Base(d.Top) }
 
 // killLeftovers kills what a SIGKILLed launcher could not: processes that
 // its ranks started, which outlive the ranks (PR_SET_PDEATHSIG covers only
-// the ranks), marked with the session directory's ID.
+// the ranks): the job cgroups its daemon made (named after the session
+// directory, under this process's own cgroup, or wherever a process marked
+// with the directory's ID is), and the processes marked with that ID.
 func killLeftovers(dir string, uid int) {
-	mark := []byte("\x00" + SessionEnv + "=" + filepath.Base(dir) + "\x00")
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return
+	id := filepath.Base(dir)
+	mark := SessionEnv + "=" + id
+	groups := map[string]bool{}
+	for _, pid := range Marked(uid, mark) {
+		if g := cgroup.Of(pid); strings.HasPrefix(filepath.Base(g), id+".") {
+			groups[filepath.Dir(g)] = true
+		}
 	}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid == os.Getpid() {
+	if parent, err := cgroup.Parent(); err == nil {
+		groups[parent] = true
+	}
+	for parent := range groups {
+		cgroup.SweepIn(parent, id+".")
+	}
+	KillMarked(uid, time.Second, mark)
+}
+
+// Marked lists the processes of uid (every process, for root) whose
+// environment holds each of marks (NAME=VALUE), as it was when they
+// started: how a job's processes are found where no cgroup holds them.
+// What a process started with another environment (env -i), or that wrote
+// over its own, is not found.
+func Marked(uid int, marks ...string) []int {
+	pids, _ := search(uid, marks)
+	return pids
+}
+
+// search is Marked, and also reports whether some process could not be
+// told: one whose environment reads empty though it is neither a zombie nor
+// a kernel thread (one amid its execve, or exiting), which a search a
+// moment later can tell.
+func search(uid int, marks []string) (pids []int, unsure bool) {
+	procs, err := os.Open("/proc")
+	if err != nil {
+		return nil, false
+	}
+	names, _ := procs.Readdirnames(-1)
+	procs.Close()
+	self := os.Getpid()
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == self {
 			continue
 		}
-		var st syscall.Stat_t
-		if syscall.Stat("/proc/"+p.Name(), &st) != nil || int(st.Uid) != uid {
-			continue
+		if uid != 0 {
+			var st syscall.Stat_t
+			if syscall.Stat("/proc/"+name, &st) != nil || int(st.Uid) != uid {
+				continue
+			}
 		}
-		env, err := os.ReadFile("/proc/" + p.Name() + "/environ")
-		if err != nil {
-			continue
+		switch hasMarks(pid, marks) {
+		case yes:
+			pids = append(pids, pid)
+		case unknown:
+			unsure = true
 		}
-		env = append([]byte{0}, env...) // so that every variable starts after a NUL
-		if bytes.Contains(env, mark) {
+	}
+	return pids, unsure
+}
+
+type answer int
+
+const (
+	no answer = iota
+	yes
+	unknown
+)
+
+// hasMarks tells whether pid's environment holds each of marks.
+func hasMarks(pid int, marks []string) answer {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return no // gone, or not this user's to read
+	}
+	if len(env) == 0 {
+		if inTransit(pid) {
+			return unknown
+		}
+		return no
+	}
+	env = append([]byte{0}, env...) // so that every variable starts after a NUL
+	for _, m := range marks {
+		if !bytes.Contains(env, []byte("\x00"+m+"\x00")) {
+			return no
+		}
+	}
+	return yes
+}
+
+// inTransit reports whether pid, whose environment read empty, is a
+// process in the midst of an execve or of its exit rather than a zombie or
+// a kernel thread (whose environments are empty for good).
+func inTransit(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	// After the command: state, ppid, pgrp, session, tty, tpgid, flags.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 || f[0] == "Z" || f[0] == "X" {
+		return false
+	}
+	const pfKthread = 0x00200000
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfKthread == 0
+}
+
+// KillMarked kills the processes Marked finds, and searches again until a
+// search finds none and none that it could not tell, or wait has passed;
+// then it waits, within wait, for those it killed to be gone (a zombie is
+// gone). It returns those it could not end. Each is signalled through a
+// pidfd after its mark is read again: a pid that was reused since the
+// search names a process that is spared.
+func KillMarked(uid int, wait time.Duration, marks ...string) []int {
+	deadline := time.Now().Add(wait)
+	killed := map[int]int{} // pid -> its pidfd, until it is seen gone
+	defer func() {
+		for _, fd := range killed {
+			unix.Close(fd)
+		}
+	}()
+	var last []int
+	for pause := 500 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		pids, unsure := search(uid, marks)
+		for _, pid := range pids {
+			if _, ok := killed[pid]; ok {
+				continue // signalled already: its mark stays until its exit
+			}
+			if fd := killMarked(pid, marks); fd >= 0 {
+				killed[pid] = fd
+			}
+		}
+		last = pids
+		if len(pids) == 0 && !unsure || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(pause)
+	}
+	// A process SIGKILLed may take a moment to exit (its environment reads
+	// empty meanwhile); what did not exit by the deadline is named, with
+	// what the last search found and could not signal.
+	var left []int
+	for pid, fd := range killed {
+		if !exitedBy(fd, deadline) {
+			left = append(left, pid)
+		}
+	}
+	for _, pid := range last {
+		if _, ok := killed[pid]; !ok {
+			left = append(left, pid)
+		}
+	}
+	slices.Sort(left)
+	return left
+}
+
+// exitedBy waits until the process of pidfd fd has exited (its pidfd
+// polls readable), or deadline.
+func exitedBy(fd int, deadline time.Time) bool {
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, max(int(time.Until(deadline).Milliseconds()), 0))
+		if err != unix.EINTR {
+			return err == nil && n > 0
+		}
+	}
+}
+
+// killMarked signals pid if it still carries marks, and returns the pidfd
+// it signalled through (-1: none).
+func killMarked(pid int, marks []string) int {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if err == unix.ENOSYS { // before Linux 5.3
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
+		return -1
 	}
+	if hasMarks(pid, marks) != yes { // the process fd holds is still the one found
+		unix.Close(fd)
+		return -1
+	}
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	return fd
 }
 
 // stale reports whether dir, named name, is a dead launcher's or
@@ -285,6 +459,13 @@ func stale(dir, name string, mtime time.Time) *os.File {
 		return nil // its launcher holds the lock
 	}
 	if lockFile {
+		// A copy's lock is free from the script's creation of the lock
+		// file until its daemon runs: while the binary arrives (seconds,
+		// over a slow link), which keeps changing its files.
+		if strings.HasPrefix(name, CopyPrefix) && changedWithin(dir, unlockedAge) {
+			f.Close()
+			return nil
+		}
 		return f
 	}
 	// Unlocked: its launcher is gone, or it was made this instant and is
@@ -299,6 +480,21 @@ func stale(dir, name string, mtime time.Time) *os.File {
 	}
 	f.Close()
 	return nil
+}
+
+// changedWithin reports whether dir or a file in it changed within d.
+func changedWithin(dir string, d time.Duration) bool {
+	ents, _ := os.ReadDir(dir)
+	paths := []string{dir}
+	for _, e := range ents {
+		paths = append(paths, filepath.Join(dir, e.Name()))
+	}
+	for _, p := range paths {
+		if st, err := os.Lstat(p); err == nil && time.Since(st.ModTime()) < d {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionName reports whether name is that of a session directory Create

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -240,4 +241,61 @@ func waitLocked(t *testing.T, path string) {
 		}
 	}
 	t.Fatalf("%s: no other process took its lock within a minute", path)
+}
+
+// KillMarked kills the processes whose environment holds every mark, and
+// no other.
+func TestKillMarked(t *testing.T) {
+	mark := fmt.Sprintf("PRUN_TEST_MARK=%d.%d", os.Getpid(), time.Now().UnixNano())
+	start := func(env ...string) *exec.Cmd {
+		c := exec.Command("sleep", "600")
+		c.Env = append(os.Environ(), env...)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	both := start(mark, "PRUN_TEST_JOB=1")
+	one := start(mark, "PRUN_TEST_JOB=10")
+	none := start()
+	if left := KillMarked(os.Getuid(), 5*time.Second, mark, "PRUN_TEST_JOB=1"); left != nil {
+		t.Fatalf("KillMarked left %v", left)
+	}
+	if err := both.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the marked process: %v, want killed", err)
+	}
+	for _, c := range []*exec.Cmd{one, none} {
+		if err := c.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("pid %d, not marked alike, was killed: %v", c.Process.Pid, err)
+		}
+	}
+}
+
+// A copy of the binary on its way (remote/copy.go: its lock file made, its
+// daemon not yet running to lock it) is not a dead session's: a cleanup
+// takes its directory only once nothing in it changed for unlockedAge.
+func TestCleanStaleSparesCopyOnItsWay(t *testing.T) {
+	tmp := t.TempDir()
+	past := time.Now().Add(-2 * unlockedAge)
+	copyDir := func(name string, mtime time.Time) string {
+		dir := filepath.Join(tmp, CopyPrefix+name)
+		os.Mkdir(dir, 0o700)
+		for _, f := range []string{LockName, "prun"} {
+			os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600)
+			os.Chtimes(filepath.Join(dir, f), past, past)
+		}
+		os.Chtimes(filepath.Join(dir, "prun"), mtime, mtime)
+		os.Chtimes(dir, past, past)
+		return dir
+	}
+	arriving := copyDir("arrivin", time.Now())
+	dead := copyDir("deadcpy", past)
+	CleanStale(tmp)
+	if _, err := os.Stat(filepath.Join(arriving, "prun")); err != nil {
+		t.Errorf("a copy on its way was removed: %v", err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("a dead copy's directory is still there: %v", err)
+	}
 }
