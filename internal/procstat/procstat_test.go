@@ -48,9 +48,10 @@ func TestSpinningAndSleeping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two CPUs shared with other tests: the spinner gets a good part of one.
-	if p := CPUPercent(s0, s1); p < 30 || p > 105 {
-		t.Errorf("spinner: %.1f%% CPU, want 30..105", p)
+	// Two CPUs shared with other tests and builds: the spinner gets some
+	// share of one, never more than one.
+	if p := CPUPercent(s0, s1); p < 5 || p > 105 {
+		t.Errorf("spinner: %.1f%% CPU, want 5..105", p)
 	}
 	if s1.State != 'R' {
 		t.Errorf("spinner's state %q (%s), want R", s1.State, StateName(s1.State))
@@ -68,8 +69,13 @@ func TestSpinningAndSleeping(t *testing.T) {
 		t.Errorf("sleeper's RSS %d bytes, implausible", z1.RSS)
 	}
 	// The kernel names where it sleeps when it shows addresses to us.
-	if z1.Wchan != "" && !strings.Contains(z1.Wchan, "sleep") && !strings.Contains(z1.Wchan, "nanosleep") {
-		t.Logf("sleeper's wchan %q", z1.Wchan)
+	// The kernel names where it sleeps (hrtimer_nanosleep) when it shows
+	// addresses to this user; the spinner sleeps nowhere.
+	if z1.Wchan != "" && !strings.Contains(z1.Wchan, "sleep") {
+		t.Errorf("sleeper's wchan %q, want a *sleep function", z1.Wchan)
+	}
+	if s1.Wchan != "" {
+		t.Errorf("spinner's wchan %q, want none", s1.Wchan)
 	}
 	if !s0.Same(s1) || s0.Same(z0) {
 		t.Error("Same confuses the two processes")
