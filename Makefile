@@ -11,7 +11,7 @@ BIN      := bin/prun
 BUILD_PKGS := gcc libc6-dev make pkg-config autoconf automake libtool flex perl python3 patch xz-utils libevent-dev \
               libhwloc-dev zlib1g-dev libmunge-dev
 DEMO_PKGS  := openmpi-bin libopenmpi-dev
-TEST_PKGS  := libpmix-dev libpmix-bin mpich libmpich-dev hwloc openssh-server openssh-client iproute2 gdb \
+TEST_PKGS  := libpmix-dev libpmix-bin mpich libmpich-dev hwloc openssh-server openssh-client iproute2 gdb graphviz elfutils \
               xterm xvfb zsh bash-completion tmux slurmctld slurmd slurm-client munge debootstrap
 EXAMPLES := bin/examples
 # MPICH built with ch3 (PMI-1, and its PMI-2 twin) for the tests of dynamic
