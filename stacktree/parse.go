@@ -172,8 +172,14 @@ func parseGDBFrame(line string) (Frame, bool) {
 	name, rest := splitArgs(s)
 	f := Frame{Func: cleanName(name)}
 	rest = strings.TrimSpace(rest)
-	if strings.HasPrefix(rest, "at ") {
+	switch {
+	case strings.HasPrefix(rest, "at "):
 		f.File, f.Line = splitFileLine(strings.TrimSpace(rest[3:]))
+	case f.Func == "??" && strings.HasPrefix(rest, "from "):
+		// A function without a symbol is at least in a known library:
+		// "?? (libmpich.so.12)" says more than "??".
+		lib := strings.TrimSpace(rest[5:])
+		f.Func = "?? (" + lib[strings.LastIndexByte(lib, '/')+1:] + ")"
 	}
 	return f, true
 }

@@ -17,6 +17,7 @@ Thread 2 (Thread 0x7f1 (LWP 101) "prog"):
 #0  0x0000000000401000 in std::function<void (int)>::operator() (this=0x7ff, __args#0=3) at /usr/include/c++/12/bits/std_function.h:591
 #1  0x0000000000401100 in (anonymous namespace)::worker (name=0x4020 "a (b) \" c)") at w.cc:7
 #2  0x0000000000401200 in ?? ()
+#2  0x0000000000401200 in ?? () from /lib/x86_64-linux-gnu/libmpich.so.12
 #3  <signal handler called>
 #4  0x00007f00 in clock_nanosleep@GLIBC_2.2.5 () from /lib/x86_64-linux-gnu/libc.so.6
 #5  start_thread (arg=<optimized out>) at ./nptl/pthread_create.c:442
@@ -38,6 +39,7 @@ func TestParseGDB(t *testing.T) {
 			{Func: "std::function<void (int)>::operator()", File: "/usr/include/c++/12/bits/std_function.h", Line: 591},
 			{Func: "(anonymous namespace)::worker", File: "w.cc", Line: 7},
 			{Func: "??"},
+			{Func: "?? (libmpich.so.12)"},
 			{Func: "<signal handler called>"},
 			{Func: "clock_nanosleep"},
 			{Func: "start_thread", File: "./nptl/pthread_create.c", Line: 442},
