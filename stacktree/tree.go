@@ -137,3 +137,57 @@ func (t *Tree) Leaves() []*Node {
 	walk(t.Root)
 	return out
 }
+
+// Merge adds another tree's ranks, as a daemon adds its children's subtrees
+// to its own on the way to the launcher: the result is the tree that Add
+// would have built from every rank. Both trees must merge alike (ByLine).
+func (t *Tree) Merge(o *Tree) {
+	t.merge(t.Root, o.Root)
+	for r, why := range o.Failed {
+		t.Fail(r, why)
+	}
+}
+
+func (t *Tree) merge(dst, src *Node) {
+	dst.Ranks.Union(src.Ranks)
+	dst.Threads += src.Threads
+	if dst.idx == nil && len(dst.Children) > 0 {
+		// A tree read from JSON: index its children once.
+		dst.idx = map[string]*Node{}
+		for _, c := range dst.Children {
+			dst.idx[t.nodeKey(c)] = c
+		}
+	}
+	for l := range src.locs {
+		if len(dst.locs) < 2 {
+			if dst.locs == nil {
+				dst.locs = map[string]bool{}
+			}
+			dst.locs[l] = true
+		}
+	}
+	for _, sc := range src.Children {
+		k := t.nodeKey(sc)
+		dc := dst.idx[k]
+		if dc == nil {
+			dc = &Node{Func: sc.Func}
+			if dst.idx == nil {
+				dst.idx = map[string]*Node{}
+			}
+			dst.idx[k] = dc
+			dst.Children = append(dst.Children, dc)
+		}
+		t.merge(dc, sc)
+	}
+}
+
+// nodeKey is key for a node already in a tree: with ByLine its frames all
+// had the one location it records.
+func (t *Tree) nodeKey(n *Node) string {
+	if t.ByLine && len(n.locs) == 1 {
+		for l := range n.locs {
+			return n.Func + "\x00" + l
+		}
+	}
+	return n.Func
+}
