@@ -526,7 +526,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.report, "report", "", "write a JSON report of the run to `FILE`, however it ends (docs/report.md)")
 	fs.BoolVar(&g.exitCodes, "print-all-exitcodes", false, "after the job, print how every rank ended (Hydra's -print-all-exitcodes)")
 	fs.BoolVar(&g.stateOnTO, "report-state-on-timeout", false, "on --timeout, show each running rank's state from /proc")
-	fs.BoolVar(&g.stackTraces, "get-stack-traces", false, "on --timeout, show each running rank's stack (gdb or eu-stack)")
+	fs.BoolVar(&g.stackTraces, "get-stack-traces", false, "on --timeout, show the running ranks' stacks (gdb or eu-stack) merged into one tree")
 	fs.StringVar(&g.pmi, "pmi", jobspec.PMIAuto, "process-management interface for the ranks: auto (PMIx and PMI-1/PMI-2), pmix, pmi1, pmi2 or none")
 	fs.BoolVar(&g.pmiPort, "pmi-port", false, "PMI-1 and PMI-2 clients connect to the node's PMI service at PMI_PORT and name themselves with PMI_ID, instead of inheriting a socket (PMI_FD) (Hydra's -pmi-port)")
 	fs.StringVar(&g.timeout, "timeout", "", "kill the job after `SECONDS` (also MPIEXEC_TIMEOUT)")

@@ -37,6 +37,7 @@ import (
 	"prun/remote"
 	"prun/rsh"
 	"prun/sessiondir"
+	"prun/stacktree"
 	"prun/topology"
 )
 
@@ -1171,8 +1172,9 @@ func (r *run) onJobControl(jc jobControl) {
 	jc.done(nil)
 }
 
-// reportState prints what each running rank is doing, and its stacks when
-// asked, before a timeout kills them.
+// reportState prints what each running rank is doing, and, when asked,
+// their stacks merged into one tree per job (ranks at the same place share a
+// branch, so the one elsewhere stands out), before a timeout kills them.
 func (r *run) reportState(stacks bool) {
 	for _, j := range r.jobs.list {
 		var states []daemon.RankState
@@ -1180,6 +1182,7 @@ func (r *run) reportState(stacks bool) {
 			states = append(states, n.Inspect(j.plan.Nspace, stacks)...)
 		}
 		sort.Slice(states, func(a, b int) bool { return states[a].Rank < states[b].Rank })
+		tree := stacktree.New()
 		for _, st := range states {
 			line := fmt.Sprintf("%s, pid %d: state %s, cpu %s", r.rankDesc(j.plan.Nspace, st.Rank), st.Pid, st.State,
 				st.CPU.Round(time.Millisecond))
@@ -1187,11 +1190,27 @@ func (r *run) reportState(stacks bool) {
 				line += ", waiting in " + st.Wchan
 			}
 			r.out.Printf("prun: %s\n", line)
-			if stacks {
-				for _, l := range strings.Split(st.Stack, "\n") {
-					r.out.Printf("prun:   %s\n", l)
-				}
+			if !stacks {
+				continue
 			}
+			if threads, err := stacktree.Parse([]byte(st.Stack)); err == nil {
+				tree.Add(st.Rank, threads)
+			} else {
+				why, _, _ := strings.Cut(strings.TrimPrefix(st.Stack, "no stack: "), "\n")
+				tree.Fail(st.Rank, why)
+			}
+		}
+		if !stacks || len(states) == 0 {
+			continue
+		}
+		tree.Finish()
+		what := "the stacks of the running ranks"
+		if j.plan.Index > 0 {
+			what += fmt.Sprintf(" of job %d", j.plan.Index)
+		}
+		r.out.Printf("prun: %s, merged:\n", what)
+		for _, l := range strings.Split(strings.TrimSuffix(tree.Text(stacktree.Options{Collapse: true}), "\n"), "\n") {
+			r.out.Printf("prun:   %s\n", l)
 		}
 	}
 }
