@@ -343,11 +343,31 @@ func TestDVM(t *testing.T) {
 		}
 		c.Write([]byte{'R', 0, 0, 1, 0, '{'})
 		c.Close()
-		// A submitter killed while its job runs: the job ends.
-		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}, allowZombieRanks: true})
+		// A submitter killed while its job runs: the job ends, and says
+		// why (on the submitter's stderr, which outlives it, and in its
+		// report): no signal reached anyone.
+		report := filepath.Join(t.TempDir(), "report.json")
+		p := d.start(t, opts{args: []string{"--report", report, "-n", "2", "sleep", "100"}, allowZombieRanks: true})
 		ranks := d.ranks(p, 2, "sleep")
 		syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
-		p.wait()
+		r = p.wait()
+		gone := fmt.Sprintf("its submitter (prun, pid %d) went away: the connection to the DVM closed", p.cmd.Process.Pid)
+		expectContains(t, "stderr", r.stderr, "prun: "+gone+"; ending its job: SIGHUP to 2 ranks")
+		if strings.Contains(r.stderr, "received SIGHUP") {
+			t.Errorf("a killed submitter's job says it received SIGHUP:\n%s", r.stderr)
+		}
+		var rep struct {
+			ExitStatus   int `json:"exit_status"`
+			Signal       string
+			FirstFailure struct{ Message string } `json:"first_failure"`
+		}
+		if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &rep) != nil ||
+			rep.FirstFailure.Message != gone || rep.Signal != "" || rep.ExitStatus != 128+int(syscall.SIGHUP) {
+			t.Errorf("the report of a killed submitter's job: %v %+v", err, rep)
+		}
+		if log, _ := os.ReadFile(filepath.Join(d.dir, "log")); !strings.Contains(string(log), fmt.Sprintf("its submitter (pid %d) went away; ending the job", p.cmd.Process.Pid)) {
+			t.Errorf("the DVM's log says nothing of the submitter gone:\n%s", log)
+		}
 		deadline := time.Now().Add(10 * time.Second)
 		for _, rk := range ranks {
 			for syscall.Kill(rk.pid, 0) == nil && time.Now().Before(deadline) {

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -212,11 +213,19 @@ func (d *DVM) serveRun(c *dvm.Conn, files []*os.File, refused bool, uid int) {
 	}
 	job.Rebase(req.Cwd)
 	sigs := make(chan os.Signal, 16)
+	pid, _ := dvm.PeerPID(c.UnixConn)
+	var sub atomic.Int64
+	var over atomic.Bool
 	go func() {
 		for {
 			var r dvm.Request
 			if err := c.Recv(&r); err != nil {
-				sigs <- syscall.SIGHUP // the submitter is gone: its job ends
+				// The submitter is gone: its job ends, saying so (after
+				// its end, the submitter closes as it should).
+				if n := sub.Load(); n > 0 && !over.Load() {
+					d.logf("job %d: its submitter (pid %d) went away; ending the job", n, pid)
+				}
+				sigs <- submitterGone{pid}
 				return
 			}
 			if r.Signal > 0 {
@@ -227,8 +236,10 @@ func (d *DVM) serveRun(c *dvm.Conn, files []*os.File, refused bool, uid int) {
 	opts := Options{Stdin: files[0], Stdout: stdout, Stderr: stderr, ColorTags: req.ColorTags,
 		ColorErrors: req.ColorErrors, TmpDir: d.base.opts.TmpDir, Env: req.Env,
 		KillGrace: time.Second, Signals: &Signals{from: sigs}}
-	done(d.Run(Submission{Job: job, Opts: opts, Wait: job.DVMWait,
-		Started: func(sub int) { c.Send(dvm.Reply{Job: sub}) }}))
+	code = d.Run(Submission{Job: job, Opts: opts, Wait: job.DVMWait,
+		Started: func(n int) { sub.Store(int64(n)); c.Send(dvm.Reply{Job: n}) }})
+	over.Store(true)
+	done(code)
 }
 
 // psJob is a submission as `prun dvm ps --json` shows it.

@@ -126,9 +126,13 @@ func watchStart(sigs <-chan os.Signal, deadline time.Time, timeout time.Duration
 		for {
 			select {
 			case s := <-sigs:
-				switch sig := s.(syscall.Signal); sig {
-				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-					abort(startupAbort{sig: sig})
+				if g, ok := s.(submitterGone); ok {
+					abort(startupAbort{gone: g.String()})
+				} else {
+					switch sig := s.(syscall.Signal); sig {
+					case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+						abort(startupAbort{sig: sig})
+					}
 				}
 				pending = append(pending, s)
 			case <-expired:
