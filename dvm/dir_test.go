@@ -44,6 +44,78 @@ func TestScopedByAllocation(t *testing.T) {
 	}
 }
 
+// The base directory is one no other user can create first: the runtime
+// directory, root's /run, else the user's state directory, by host.
+func TestBaseDir(t *testing.T) {
+	if got := BaseDir(envOf(map[string]string{"XDG_RUNTIME_DIR": "/x", "TMPDIR": "/t"})); got != "/x/prun-dvm" {
+		t.Errorf("with XDG_RUNTIME_DIR: %s", got)
+	}
+	if os.Getuid() == 0 && !usersOwn("/run/user/0", 0) {
+		if got := BaseDir(envOf(map[string]string{"TMPDIR": "/t", "HOME": "/h"})); got != "/run/prun-dvm" {
+			t.Errorf("root without XDG_RUNTIME_DIR: %s", got)
+		}
+	}
+	if got := StateDir(envOf(map[string]string{"HOME": "/h"})); got != "/h/.local/state/prun" {
+		t.Errorf("StateDir: %s", got)
+	}
+	if got := StateDir(envOf(map[string]string{"HOME": "/h", "XDG_STATE_HOME": "/s"})); got != "/s/prun" {
+		t.Errorf("StateDir with XDG_STATE_HOME: %s", got)
+	}
+	if got := StateDir(envOf(map[string]string{"HOME": "rel"})); got != "" {
+		t.Errorf("StateDir of a relative HOME: %q", got)
+	}
+	long := envOf(map[string]string{"XDG_RUNTIME_DIR": "/tmp/" + strings.Repeat("d", 100)})
+	if err := MakeDir(Dir(long, "x")); err == nil || !strings.Contains(err.Error(), "longer than a Unix socket's address") {
+		t.Errorf("a socket path too long: %v", err)
+	}
+}
+
+// Outside an allocation a job finds the runtime the user made the default
+// (DefaultLink) and no other; inside one, the allocation's.
+func TestDefault(t *testing.T) {
+	run := t.TempDir()
+	outside := envOf(map[string]string{"XDG_RUNTIME_DIR": run})
+	inside := envOf(map[string]string{"XDG_RUNTIME_DIR": run, "SLURM_JOB_ID": "5"})
+	if err := MakeDir(Dir(outside, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := Default(outside); got != "" {
+		t.Errorf("no default made: %q", got)
+	}
+	if got, _ := Addressed(outside, ""); got != Dir(outside, DefaultName) {
+		t.Errorf("a command addresses %q", got)
+	}
+	if err := SetDefault(Dir(outside, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := Default(outside); got != Dir(outside, "a") {
+		t.Errorf("made the default: %q", got)
+	}
+	if got, _ := Addressed(outside, ""); got != Dir(outside, "a") {
+		t.Errorf("a command addresses %q", got)
+	}
+	if got := Default(inside); got != Dir(inside, DefaultName) || !strings.HasSuffix(got, "/default.slurm-5") {
+		t.Errorf("inside an allocation: %q", got)
+	}
+	ClearDefault(Dir(outside, "b")) // not b's: stays
+	if got := Default(outside); got != Dir(outside, "a") {
+		t.Errorf("after another's clear: %q", got)
+	}
+	ClearDefault(Dir(outside, "a"))
+	if got := Default(outside); got != "" {
+		t.Errorf("after its clear: %q", got)
+	}
+	os.Symlink(".x", filepath.Join(BaseDir(outside), DefaultLink))
+	if got := Default(outside); got != "" {
+		t.Errorf("a link to a dot name: %q", got)
+	}
+	for _, bad := range []string{".default", ".x"} {
+		if CheckName(bad) == nil {
+			t.Errorf("CheckName(%q) accepted", bad)
+		}
+	}
+}
+
 // A directory open to others is refused.
 func TestCheckPrivate(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "x", "y")

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -20,12 +22,14 @@ import (
 
 // dvmUnder is a persistent runtime started by the test (prun dvm start).
 type dvmUnder struct {
-	t    *testing.T
-	dir  string // the DVM's directory (PRUN_DVM)
-	tmp  string // its TMPDIR
-	env  []string
-	pid  int
-	done bool
+	t     *testing.T
+	dir   string          // the DVM's directory (PRUN_DVM)
+	tmp   string          // its TMPDIR
+	state string          // its XDG_STATE_HOME (its logs)
+	ours  map[string]bool // what the test put in tmp: not the DVM's leftovers
+	env   []string
+	pid   int
+	done  bool
 }
 
 // startDVM starts a detached DVM with args and stops it at the test's end.
@@ -41,24 +45,37 @@ func startDVMIn(t *testing.T, dir string, env []string, args ...string) *dvmUnde
 }
 
 // startDVMWith is startDVMIn through bin (prun, or a script that runs it)
-// with the TMPDIR tmp.
+// with the TMPDIR tmp, and runtime and state directories of its own
+// (XDG_RUNTIME_DIR, XDG_STATE_HOME: its logs).
 func startDVMWith(t *testing.T, bin, tmp, dir string, env []string, args ...string) *dvmUnder {
 	t.Helper()
-	d := &dvmUnder{t: t, tmp: tmp, env: append(append(baseEnv(), "TMPDIR="+tmp, "NO_COLOR=1"), env...)}
+	user := t.TempDir()
+	d := &dvmUnder{t: t, tmp: tmp, state: filepath.Join(user, "state"),
+		env: append(append(baseEnv(), "TMPDIR="+tmp, "NO_COLOR=1", "XDG_RUNTIME_DIR="+filepath.Join(user, "run"),
+			"XDG_STATE_HOME="+filepath.Join(user, "state")), env...)}
+	os.Mkdir(filepath.Join(user, "run"), 0o700)
 	cmd := exec.Command(bin, append([]string{"dvm", "start", "--name", "t"}, args...)...)
 	cmd.Env, cmd.Dir = d.env, dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("prun dvm start: %v\n%s", err, out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("prun dvm start: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
-	_, after, ok := strings.Cut(string(out), "PRUN_DVM=")
-	if !ok {
-		t.Fatalf("prun dvm start said %q", out)
-	}
-	d.dir = strings.TrimSpace(after)
+	d.dir = dvmDirOf(t, stdout.String())
 	d.pid = d.status(t).pid
 	t.Cleanup(func() { d.stop(t, true) })
 	return d
+}
+
+// dvmDirOf is the DVM's directory in what prun dvm start printed on its
+// stdout for the shell (PRUN_DVM=DIR; export PRUN_DVM;).
+func dvmDirOf(t *testing.T, out string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^PRUN_DVM='?([^';\s]+)'?; export PRUN_DVM;$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("prun dvm start said %q", out)
+	}
+	return m[1]
 }
 
 type dvmStatus struct {
@@ -118,7 +135,7 @@ func (d *dvmUnder) gone(t *testing.T, within time.Duration) {
 	if _, err := os.Stat(d.dir); err == nil {
 		t.Errorf("the DVM's directory %s is still there", d.dir)
 	}
-	checkTmpDir(t, d.tmp, nil)
+	checkTmpDir(t, d.tmp, d.ours)
 }
 
 // alive says whether pid runs; a detached DVM that ended may be this
@@ -398,8 +415,10 @@ func TestDVM(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			return string(out), err
 		}
-		// The test's own directories let nobody through; the DVM's do not.
-		for _, dir := range []string{d.tmp, filepath.Dir(d.tmp)} {
+		// The test's own directories let nobody through (up to the
+		// runtime directory, XDG_RUNTIME_DIR); the DVM's do not.
+		for _, dir := range []string{d.tmp, filepath.Dir(d.tmp), filepath.Dir(filepath.Dir(d.dir)),
+			filepath.Dir(filepath.Dir(filepath.Dir(d.dir))), filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(d.dir))))} {
 			os.Chmod(dir, 0o755)
 			defer os.Chmod(dir, 0o700)
 		}
@@ -456,44 +475,80 @@ print(s.recv(4096)[4:].decode())`,
 	})
 }
 
-// The DVM ends with the process that started its start shell (salloc, a
-// batch step), and after its idle timeout.
-// README's quick start: a hostfile named relative to the shell that starts
-// the DVM, which runs detached in /.
+// README's quick start, as a shell runs it: eval "$(prun dvm start
+// --hostfile hosts)" (the hostfile relative to the shell's directory; the
+// DVM runs detached in /), then a plain prun, which runs in the DVM, then
+// prun dvm stop; then prun runs standalone.
 func TestDVMStartRelativeHostfile(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte("localhost slots=3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := startDVMIn(t, dir, nil, "--hostfile", "hosts")
-	if st := d.status(t); !strings.Contains(st.text, "3 of 3 slots free") {
-		t.Errorf("prun dvm status: %s", st.text)
+	d := dvmEnv(t)
+	cmd := exec.Command("bash", "-c", `set -e
+eval "$($0 dvm start --hostfile hosts)"
+echo "dvm $PRUN_DVM"
+$0 dvm status | head -1
+$0 -n 3 sh -c 'echo job $PPID'
+$0 dvm stop
+unset PRUN_DVM
+$0 -n 1 sh -c 'echo alone $PPID'`, prunBin)
+	cmd.Env, cmd.Dir = d.env, dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String()
+	var pid int
+	fmt.Sscanf(out[strings.Index(out, "DVM pid ")+len("DVM pid "):], "%d", &pid)
+	if err != nil || pid == 0 || !strings.Contains(out, "dvm "+filepath.Join(userRun(d), "prun-dvm", "default")+"\n") ||
+		strings.Count(out, fmt.Sprintf("job %d\n", pid)) != 3 || !strings.Contains(out, "alone ") || strings.Contains(out, fmt.Sprintf("alone %d\n", pid)) {
+		t.Errorf("README's quick start: %v\n%s%s", err, out, stderr.String())
 	}
-	d.expectServing(t)
+	expectContains(t, "stderr", stderr.String(), "prun dvm: 1 node up (localhost); a prun runs its jobs there with --dvm ")
+	d.pid = pid
+	d.gone(t, 10*time.Second)
 }
 
+// dvmEnv is the environment of a DVM of the test's own that the test
+// starts itself: its TMPDIR, runtime and state directories.
+func dvmEnv(t *testing.T) *dvmUnder {
+	user := t.TempDir()
+	os.Mkdir(filepath.Join(user, "run"), 0o700)
+	d := &dvmUnder{t: t, tmp: t.TempDir(), state: filepath.Join(user, "state")}
+	d.env = append(baseEnv(), "TMPDIR="+d.tmp, "NO_COLOR=1", "XDG_RUNTIME_DIR="+filepath.Join(user, "run"), "XDG_STATE_HOME="+d.state)
+	return d
+}
+
+// waitUp waits until the DVM at d.dir answers and records its pid.
+func (d *dvmUnder) waitUp(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if out, err := d.cmd(t, "status"); err == nil {
+			fmt.Sscanf(out, "DVM pid %d", &d.pid)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the DVM never came up")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The DVM ends with the process that started its start shell (salloc, a
+// batch step), and after its idle timeout.
 func TestDVMLifetime(t *testing.T) {
 	t.Run("parent-gone", func(t *testing.T) {
-		tmp := t.TempDir()
+		d := dvmEnv(t)
 		outer := exec.Command("sh", "-c", `sh -c "$0 dvm start --name p; true"; exec sleep 1000`, prunBin)
-		outer.Env = append(baseEnv(), "TMPDIR="+tmp)
+		outer.Env = d.env
 		outer.Stdout, outer.Stderr = os.Stderr, os.Stderr
 		if err := outer.Start(); err != nil {
 			t.Fatal(err)
 		}
 		defer outer.Process.Kill()
-		d := &dvmUnder{t: t, tmp: tmp, env: outer.Env, dir: filepath.Join(tmp, fmt.Sprintf("prun-dvm-%d", os.Getuid()), "p")}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if out, err := d.cmd(t, "status"); err == nil {
-				fmt.Sscanf(out, "DVM pid %d", &d.pid)
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the DVM never came up")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		d.dir = filepath.Join(userRun(d), "prun-dvm", "p")
+		d.waitUp(t)
 		outer.Process.Kill()
 		outer.Wait()
 		d.gone(t, 10*time.Second)
@@ -502,6 +557,16 @@ func TestDVMLifetime(t *testing.T) {
 		d := startDVM(t, nil, "--idle-timeout", "1s")
 		d.gone(t, 10*time.Second)
 	})
+}
+
+// userRun is the XDG_RUNTIME_DIR of d's environment.
+func userRun(d *dvmUnder) string {
+	for _, kv := range slices.Backward(d.env) {
+		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // A DVM over the 4 test hosts: jobs across them, MPI programs, a node that

@@ -21,14 +21,17 @@ import (
 
 	"prun/cli"
 	"prun/dvm"
+	"prun/internal/shellwords"
 	"prun/jobspec"
 	"prun/launcher"
 )
 
-const dvmUsage = `usage: prun dvm start [--host H,...|--hostfile FILE] [--name NAME] [--foreground] [--idle-timeout D] [--rsh CMD]
+const dvmUsage = `usage: prun dvm start [--host H,...|--hostfile FILE] [--name NAME] [--default] [--foreground] [--idle-timeout D] [--rsh CMD]
        prun dvm ps [--json] | status [--json] | stop [--all-jobs] | kill JOB     [--dvm NAME|PATH]
-A DVM keeps prun's daemons up between jobs: a prun that finds one (--dvm, PRUN_DVM, or this
-allocation's or this user's default) runs its job there; with none, prun runs standalone.`
+A DVM keeps prun's daemons up between jobs. A job runs there when its prun is told so: --dvm,
+or PRUN_DVM (eval "$(prun dvm start ...)" sets it for the shell); inside the DVM's allocation,
+by default; outside any, by default only once prun dvm start --default made it every shell's.
+Otherwise prun runs standalone.`
 
 // dvmMain is `prun dvm ...`.
 func dvmMain(args []string) int {
@@ -50,6 +53,7 @@ func dvmMain(args []string) int {
 		jsonOut, allJobs   bool
 		watchPid, readyFD  int
 		fromDir            string
+		makeDefault        bool
 		fanout             int
 		ifInclude, localAs string
 	)
@@ -58,6 +62,7 @@ func dvmMain(args []string) int {
 		fs.StringSliceVarP(&hosts, "host", "H", nil, "the DVM's hosts (host[:slots],...)")
 		fs.StringVar(&hostfile, "hostfile", "", "the DVM's hosts, from a hostfile")
 		fs.StringVar(&name, "name", dvm.DefaultName, "the DVM's name (scoped by the allocation it starts in)")
+		fs.BoolVar(&makeDefault, "default", false, "every shell's prun of this user on this node runs its jobs here (outside an allocation)")
 		fs.BoolVar(&foreground, "foreground", false, "stay attached to the terminal")
 		fs.DurationVar(&idle, "idle-timeout", 0, "stop after this long without a job (0: never)")
 		fs.StringVar(&rsh, "rsh", "", "an external remote shell command")
@@ -94,6 +99,13 @@ func dvmMain(args []string) int {
 		}
 		job := &jobspec.Job{Place: jobspec.Placement{Hosts: hosts, Hostfile: hostfile, LocalHost: localAs},
 			Launch: jobspec.Launch{Rsh: rsh, Fanout: fanout, IfInclude: ifInclude}}
+		if makeDefault && dvm.Allocation(os.Getenv) != "" {
+			if name != dvm.DefaultName {
+				fmt.Fprintf(os.Stderr, "prun dvm start: --default: inside an allocation, the DVM named %s is every prun's of the allocation; --default is for outside one\n", dvm.DefaultName)
+				return launcher.ExitUsage
+			}
+			makeDefault = false // it is already
+		}
 		dir := dvm.Dir(os.Getenv, name)
 		if watchPid == 0 {
 			watchPid = grandparent()
@@ -111,7 +123,7 @@ func dvmMain(args []string) int {
 		if !foreground {
 			return detach(dir, args[1:], watchPid, fromDir)
 		}
-		return dvmStart(dir, job, idle, watchPid, readyFD)
+		return dvmStart(dir, job, idle, watchPid, readyFD, makeDefault)
 	}
 	dir, err := dvmDir(where)
 	if err != nil {
@@ -135,15 +147,9 @@ func dvmMain(args []string) int {
 }
 
 // dvmDir is the runtime a command or a submission addresses: --dvm's, else
-// PRUN_DVM's, else this allocation's (or this user's) default.
+// PRUN_DVM's, else the default one (dvm.Addressed).
 func dvmDir(flag string) (string, error) {
-	if flag == "" {
-		flag = os.Getenv(dvm.Env)
-	}
-	if flag == "" {
-		flag = dvm.DefaultName
-	}
-	return dvm.Resolve(os.Getenv, flag)
+	return dvm.Addressed(os.Getenv, flag)
 }
 
 // grandparent is the process that started the shell that started prun
@@ -202,7 +208,8 @@ func detach(dir string, args []string, watch int, fromDir string) int {
 	line, _ := bufio.NewReader(pr).ReadString('\n')
 	cmd.Process.Release()
 	if msg, ok := strings.CutPrefix(line, "ok "); ok {
-		fmt.Print(msg)
+		fmt.Print(shellLine(dir))
+		fmt.Fprint(os.Stderr, msg)
 		return 0
 	}
 	if line == "" {
@@ -212,18 +219,31 @@ func detach(dir string, args []string, watch int, fromDir string) int {
 	return launcher.ExitFailure
 }
 
+// shellLine is what prun dvm start prints on stdout, for the shell to
+// evaluate as it does ssh-agent's: eval "$(prun dvm start ...)" points
+// that shell's prun at the runtime (PRUN_DVM).
+func shellLine(dir string) string {
+	return fmt.Sprintf("%s=%s; export %[1]s;\n", dvm.Env, shellwords.Quote(dir))
+}
+
 // dvmStart runs the runtime in this process until it stops.
-func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD int) int {
+func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD int, makeDefault bool) int {
 	var ready *os.File
 	if readyFD > 0 {
 		ready = os.NewFile(uintptr(readyFD), "ready")
 	}
+	ours := false // the directory is this runtime's: a failed start removes it
 	fail := func(format string, a ...any) int {
 		msg := fmt.Sprintf(format, a...)
 		if ready != nil {
 			fmt.Fprintf(ready, "error %s\n", msg)
 		}
 		fmt.Fprintf(os.Stderr, "prun dvm start: %s\n", msg)
+		if ours {
+			os.Remove(dvm.LogFile(dir))
+			os.Remove(dir)
+			os.Remove(filepath.Dir(dir))
+		}
 		return launcher.ExitFailure
 	}
 	if err := dvm.MakeDir(dir); err != nil {
@@ -236,6 +256,15 @@ func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD i
 		return fail("a DVM already runs at %s (prun dvm stop --dvm %s)", dir, dir)
 	} else if !errors.Is(err, dvm.ErrNoDVM) {
 		return fail("%v", err)
+	}
+	ours = true
+	if makeDefault {
+		if cur := dvm.Default(os.Getenv); cur != "" && cur != dir {
+			if c, err := dvm.Dial(cur); err == nil {
+				c.Close()
+				return fail("--default: the DVM at %s is every shell's default (prun dvm stop --dvm %s first)", cur, cur)
+			}
+		}
 	}
 	os.Remove(sock)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -265,20 +294,40 @@ func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD i
 		d.Stop(true)
 		return fail("%v", err)
 	}
+	ours = false // the socket is: what removes it removes the directory
 	ln.SetUnlinkOnClose(true)
 	os.Chmod(sock, 0o600)
+	if makeDefault {
+		if err := dvm.SetDefault(dir); err != nil {
+			d.Stop(true)
+			ln.Close()
+			ours = true
+			return fail("--default: %v", err)
+		}
+	}
 	nodes := d.Nodes()
-	msg := fmt.Sprintf("prun dvm: %d node%s up (%s); jobs go there with --dvm %s or PRUN_DVM=%s\n", len(nodes),
-		map[bool]string{true: "s"}[len(nodes) != 1], strings.Join(nodes, ","), dir, dir)
+	what := fmt.Sprintf("%d node%s up (%s)", len(nodes), map[bool]string{true: "s"}[len(nodes) != 1], strings.Join(nodes, ","))
+	var msg string
+	switch {
+	case makeDefault:
+		msg = fmt.Sprintf("prun dvm: %s; every prun of this user's on this node runs its jobs there (--default), until prun dvm stop\n", what)
+	case dvm.Allocation(os.Getenv) != "" && filepath.Base(dir) == filepath.Base(dvm.Dir(os.Getenv, dvm.DefaultName)):
+		msg = fmt.Sprintf("prun dvm: %s; every prun of this allocation runs its jobs there, until the allocation ends or prun dvm stop\n", what)
+	default:
+		msg = fmt.Sprintf("prun dvm: %s; a prun runs its jobs there with --dvm %s, or with %s set (eval \"$(prun dvm start ...)\" sets it)\n",
+			what, dir, dvm.Env)
+	}
 	if ready != nil {
 		fmt.Fprintf(ready, "ok %s", msg)
 		ready.Close()
 	} else {
-		fmt.Print(msg)
+		fmt.Print(shellLine(dir))
+		fmt.Fprint(os.Stderr, msg)
 	}
 	up.Store(d)
 	d.Serve(ln, idle, watch)
 	<-d.Done()
+	dvm.ClearDefault(dir)
 	os.Remove(sock)
 	os.Remove(dvm.LogFile(dir))
 	os.Remove(dir)
