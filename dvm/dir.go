@@ -8,7 +8,8 @@
 // the user, checked at every use), under a base directory that no other
 // user can create first (BaseDir). Each runtime has a subdirectory named
 // after it: `sock` (the Unix socket clients connect to) and `log` (a
-// detached runtime's stdout and stderr).
+// detached runtime's log, a link to the file kept in the user's state
+// directory: logs.go).
 //
 // Names are scoped by allocation: a runtime started inside a Slurm, PBS or
 // LSF allocation is NAME.slurm-JOBID (pbs-, lsf-), and a client inside an
@@ -89,7 +90,7 @@ func BaseDir(env func(string) string) string {
 
 // StateDir is prun's directory in the user's state directory
 // ($XDG_STATE_HOME/prun, by default $HOME/.local/state/prun; "" with
-// neither set).
+// neither set): what is kept across runs, a detached runtime's logs.
 func StateDir(env func(string) string) string {
 	if d := env("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "prun")

@@ -179,4 +179,8 @@ func TestDVMRuntimeDirNotSquatted(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	logs, _ := filepath.Glob(filepath.Join(home, ".local/state/prun/dvm-logs/default@*.log"))
+	if len(logs) != 1 {
+		t.Errorf("nobody's DVM's log: %v", logs)
+	}
 }

@@ -535,27 +535,98 @@ func (d *dvmUnder) waitUp(t *testing.T) {
 	}
 }
 
-// The DVM ends with the process that started its start shell (salloc, a
-// batch step), and after its idle timeout.
+// deadStatus is what `prun dvm status` says of the DVM once it is gone.
+func (d *dvmUnder) deadStatus(t *testing.T) string {
+	t.Helper()
+	out, err := d.cmd(t, "status")
+	if err == nil || !strings.Contains(out, "no DVM is running at "+d.dir) {
+		t.Errorf("prun dvm status of a DVM that is gone: %v %q", err, out)
+	}
+	return out
+}
+
+// Issue 39: a DVM lives until it is stopped, its idle timeout, or the end
+// of the allocation it was started in, not as long as some process of the
+// shell that started it; and once gone, prun dvm status says why.
 func TestDVMLifetime(t *testing.T) {
-	t.Run("parent-gone", func(t *testing.T) {
+	// It used to end with the grandparent of prun dvm start: started
+	// through a wrapper (or over ssh), it was gone at once.
+	t.Run("outlives-its-shells", func(t *testing.T) {
 		d := dvmEnv(t)
-		outer := exec.Command("sh", "-c", `sh -c "$0 dvm start --name p; true"; exec sleep 1000`, prunBin)
-		outer.Env = d.env
-		outer.Stdout, outer.Stderr = os.Stderr, os.Stderr
-		if err := outer.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer outer.Process.Kill()
 		d.dir = filepath.Join(userRun(d), "prun-dvm", "p")
+		cmd := exec.Command("bash", "-c", `bash -c "$0 dvm start --name p --host localhost:2 >/dev/null 2>&1; true"; true`, prunBin)
+		cmd.Env = d.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
 		d.waitUp(t)
-		outer.Process.Kill()
-		outer.Wait()
-		d.gone(t, 10*time.Second)
+		t.Cleanup(func() { d.stop(t, true) })
+		time.Sleep(time.Second)
+		if out, err := d.cmd(t, "status"); err != nil || !strings.Contains(out, fmt.Sprintf("DVM pid %d", d.pid)) {
+			t.Fatalf("a second after its shells ended: %v %s", err, out)
+		}
+		d.expectServing(t)
+		d.stop(t, false)
+		out := d.deadStatus(t)
+		if !regexp.MustCompile(`the last DVM there \(pid \d+, started \S+\) ended \S+: prun dvm stop \(pid \d+\); its log: ` +
+			regexp.QuoteMeta(filepath.Join(d.state, "prun", "dvm-logs")) + `/p@`).MatchString(out) {
+			t.Errorf("prun dvm status once stopped:\n%s", out)
+		}
 	})
 	t.Run("idle-timeout", func(t *testing.T) {
 		d := startDVM(t, nil, "--idle-timeout", "1s")
 		d.gone(t, 10*time.Second)
+		expectContains(t, "prun dvm status", d.deadStatus(t), ": idle for 1s (--idle-timeout); its log: ")
+	})
+	t.Run("killed", func(t *testing.T) {
+		d := startDVM(t, nil, "--host", "localhost:2")
+		syscall.Kill(d.pid, syscall.SIGKILL)
+		for alive(d.pid) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		d.done = true
+		expectContains(t, "prun dvm status", d.deadStatus(t), "ended without saying why (killed by SIGKILL")
+		// A job sent to it says so; a new DVM takes its place.
+		r := d.run(t, opts{args: []string{"-n", "1", "true"}})
+		expectCode(t, r, 1)
+		expectContains(t, "stderr", r.stderr, "no DVM is running there")
+		cmd := exec.Command(prunBin, "dvm", "start", "--name", "t", "--host", "localhost:2")
+		cmd.Env = d.env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("a DVM where one was killed: %v %s", err, out)
+		}
+		d.done = false
+		d.waitUp(t)
+		d.expectServing(t)
+		d.stop(t, true)
+	})
+	// In an allocation (PBS's variables here: one node, no launch of its
+	// own) it ends with the allocation: with the process the batch system
+	// started, which its wrapper shells are not.
+	t.Run("allocation-ends", func(t *testing.T) {
+		d := dvmEnv(t)
+		nodefile := filepath.Join(t.TempDir(), "nodes")
+		os.WriteFile(nodefile, []byte("localhost\nlocalhost\n"), 0o644)
+		d.env = append(d.env, "PBS_JOBID=77.test", "PBS_NODEFILE="+nodefile)
+		d.dir = filepath.Join(userRun(d), "prun-dvm", "default.pbs-77.test")
+		job := exec.Command("sh", "-c", `sh -c "$0 dvm start >/dev/null 2>&1; true"; exec sleep 1000`, prunBin)
+		job.Env = d.env
+		if err := job.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer job.Process.Kill()
+		d.waitUp(t)
+		t.Cleanup(func() { d.stop(t, true) })
+		r := run(t, opts{args: []string{"-n", "2", "sh", "-c", "echo $PPID"}, env: d.env, tmpdir: d.tmp, skipTmpCheck: true})
+		expectCode(t, r, 0)
+		if r.stdout != fmt.Sprintf("%d\n%d\n", d.pid, d.pid) {
+			t.Errorf("a job of the allocation ran outside its DVM (pid %d): %s", d.pid, r)
+		}
+		job.Process.Kill()
+		job.Wait()
+		d.gone(t, 10*time.Second)
+		expectContains(t, "prun dvm status", d.deadStatus(t), "the allocation it was started in is over")
 	})
 }
 

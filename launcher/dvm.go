@@ -61,6 +61,7 @@ type DVM struct {
 	nextSub int
 	idle    time.Time // when the last submission ended (or the start)
 	closing bool
+	why     string // why it stopped (Stop's), once closing
 
 	// forgetting counts the ended submissions whose jobs are still being
 	// dropped from the nodes: that happens after the submitter heard its
@@ -183,6 +184,13 @@ func (d *DVM) Nodes() []string {
 
 // Done is closed once the runtime has stopped.
 func (d *DVM) Done() <-chan struct{} { return d.done }
+
+// Why is why the runtime stopped (once Done is closed).
+func (d *DVM) Why() string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.why
+}
 
 // dispatch hands what the daemons send to the run that owns it.
 func (d *DVM) dispatch() {
@@ -631,9 +639,11 @@ func (d *DVM) Active() (int, time.Time) {
 	return len(d.bySub), d.idle
 }
 
-// Stop ends the runtime: with allJobs, its running submissions first (as
-// SIGTERM would), else only when none runs. Nothing is left on any node.
-func (d *DVM) Stop(allJobs bool) error {
+// Stop ends the runtime, for the reason why (its log's last word, and
+// what `prun dvm status` tells of it once it is gone): with allJobs, its
+// running submissions first (as SIGTERM would), else only when none runs.
+// Nothing is left on any node.
+func (d *DVM) Stop(allJobs bool, why string) error {
 	d.mu.Lock()
 	if n := len(d.bySub); n > 0 && !allJobs {
 		d.mu.Unlock()
@@ -644,7 +654,10 @@ func (d *DVM) Stop(allJobs bool) error {
 		<-d.done
 		return nil
 	}
-	d.closing = true
+	d.closing, d.why = true, why
+	if n := len(d.bySub); n > 0 {
+		d.why += fmt.Sprintf(" (ending %d job%s)", n, plural(n))
+	}
 	d.freed.Broadcast()
 	runs := d.runs()
 	d.mu.Unlock()

@@ -22,20 +22,25 @@ import (
 )
 
 // Serve answers clients on the runtime's socket until the runtime stops:
-// by `prun dvm stop`, after idle (0: never) without a submission, or when
-// the process watch (a pid; 0: none) ends, as the allocation step that
-// started the runtime does.
-func (d *DVM) Serve(ln *net.UnixListener, idle time.Duration, watch int) {
+// by `prun dvm stop`, after idle (0: never) without a submission, or at the
+// end of the allocation it belongs to: when the process alloc (a pid; 0:
+// none) ends, the allocation's own (see cmd/prun's allocationHolder), or
+// when its daemons' Slurm step does. A runtime outside any allocation
+// watches no process: whatever started it may be gone at once. It also
+// stops when its socket is gone (its directory removed: a user's
+// XDG_RUNTIME_DIR goes at the last logout), as no client can reach it then.
+func (d *DVM) Serve(ln *net.UnixListener, idle time.Duration, alloc int) {
 	go func() {
 		<-d.done
 		ln.Close()
 	}()
-	if watch > 0 {
-		go d.watchPid(watch)
+	if alloc > 0 {
+		go d.watchAllocation(alloc)
 	}
 	if idle > 0 {
 		go d.watchIdle(idle)
 	}
+	go d.watchSocket(ln.Addr().String())
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
@@ -54,11 +59,11 @@ func (d *DVM) Serve(ln *net.UnixListener, idle time.Duration, watch int) {
 	}
 }
 
-func (d *DVM) watchPid(pid int) {
+// watchAllocation stops the runtime when the allocation's holder ends.
+func (d *DVM) watchAllocation(pid int) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		d.logf("the process %d that started the DVM is gone; stopping", pid)
-		d.Stop(true)
+		d.stopFor(fmt.Sprintf("the allocation it was started in is over (its process %d is gone)", pid))
 		return
 	}
 	defer unix.Close(fd)
@@ -72,8 +77,35 @@ func (d *DVM) watchPid(pid int) {
 			break
 		}
 	}
-	d.logf("the process %d that started the DVM ended; stopping", pid)
-	d.Stop(true)
+	d.stopFor(fmt.Sprintf("the allocation it was started in is over (its process %d ended)", pid))
+}
+
+// stopFor logs why the runtime stops, and stops it with its jobs.
+func (d *DVM) stopFor(why string) {
+	d.logf("%s; stopping", why)
+	d.Stop(true, why)
+}
+
+// watchSocket stops the runtime when its socket at path is gone or is
+// another's (checked every few seconds: nothing here waits on it).
+func (d *DVM) watchSocket(path string) {
+	fi0, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		if fi, err := os.Stat(path); err != nil || !os.SameFile(fi0, fi) {
+			d.stopFor(fmt.Sprintf("its socket %s was removed: no client can reach it", path))
+			return
+		}
+	}
 }
 
 // watchStep stops the runtime when its daemons' Slurm step ends (nil: no
@@ -87,8 +119,7 @@ func (d *DVM) watchStep(ended <-chan struct{}) {
 	case <-d.done:
 		return
 	}
-	d.logf("the daemons' Slurm step ended (scancel, the time limit or the allocation's end); stopping")
-	d.Stop(true)
+	d.stopFor("the daemons' Slurm step ended (scancel, the time limit or the allocation's end)")
 }
 
 func (d *DVM) watchIdle(idle time.Duration) {
@@ -101,9 +132,11 @@ func (d *DVM) watchIdle(idle time.Duration) {
 		case <-t.C:
 		}
 		if n, since := d.Active(); n == 0 && time.Since(since) >= idle {
-			d.logf("idle for %v; stopping", idle)
-			d.Stop(false)
-			return
+			why := fmt.Sprintf("idle for %v (--idle-timeout)", idle)
+			d.logf("%s; stopping", why)
+			if d.Stop(false, why) == nil {
+				return
+			}
 		}
 	}
 }
@@ -160,7 +193,14 @@ func (d *DVM) serveConn(c *dvm.Conn) {
 		}
 	case "stop":
 		// Answered once every job ended and every node is clean.
-		if err := d.Stop(req.All); err != nil {
+		why := "prun dvm stop"
+		if req.All {
+			why += " --all-jobs"
+		}
+		if pid, err := dvm.PeerPID(c.UnixConn); err == nil {
+			why += fmt.Sprintf(" (pid %d)", pid)
+		}
+		if err := d.Stop(req.All, why); err != nil {
 			rep.Error, rep.Exit = err.Error(), ExitFailure
 		}
 	default:

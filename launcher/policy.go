@@ -368,6 +368,9 @@ func stallMessage(d, limit time.Duration) string {
 		d.Round(time.Second), limit)
 }
 
+// SignalName is sig's name as prun says it ("SIGTERM").
+func SignalName(sig syscall.Signal) string { return signalName(sig) }
+
 func signalName(sig syscall.Signal) string {
 	if n := sigNames[sig]; n != "" {
 		return n
