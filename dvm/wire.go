@@ -87,12 +87,14 @@ func DecodeRun(b []byte) (Run, error) {
 
 // Request is a command's message, and a submitter's forwarded signal.
 type Request struct {
-	Op string `json:",omitempty"` // ps, status, stop, kill
+	Op string `json:",omitempty"` // ps, status, stop, kill, add
 
 	Signal int  `json:",omitempty"` // during a submission: forward this signal
 	JSON   bool `json:",omitempty"` // ps --json
 	All    bool `json:",omitempty"` // stop --all-jobs
 	Job    int  `json:",omitempty"` // kill JOB
+
+	Hosts []string `json:",omitempty"` // add HOST...
 }
 
 // Reply is the runtime's.

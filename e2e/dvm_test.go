@@ -53,6 +53,7 @@ func startDVMWith(t *testing.T, bin, tmp, dir string, env []string, args ...stri
 	d := &dvmUnder{t: t, tmp: tmp, state: filepath.Join(user, "state"),
 		env: append(append(baseEnv(), "TMPDIR="+tmp, "NO_COLOR=1", "XDG_RUNTIME_DIR="+filepath.Join(user, "run"),
 			"XDG_STATE_HOME="+filepath.Join(user, "state")), env...)}
+	d.env = slices.Clip(d.env) // tests append to it concurrently
 	os.Mkdir(filepath.Join(user, "run"), 0o700)
 	cmd := exec.Command(bin, append([]string{"dvm", "start", "--name", "t"}, args...)...)
 	cmd.Env, cmd.Dir = d.env, dir
@@ -515,7 +516,7 @@ func dvmEnv(t *testing.T) *dvmUnder {
 	user := t.TempDir()
 	os.Mkdir(filepath.Join(user, "run"), 0o700)
 	d := &dvmUnder{t: t, tmp: t.TempDir(), state: filepath.Join(user, "state")}
-	d.env = append(baseEnv(), "TMPDIR="+d.tmp, "NO_COLOR=1", "XDG_RUNTIME_DIR="+filepath.Join(user, "run"), "XDG_STATE_HOME="+d.state)
+	d.env = slices.Clip(append(baseEnv(), "TMPDIR="+d.tmp, "NO_COLOR=1", "XDG_RUNTIME_DIR="+filepath.Join(user, "run"), "XDG_STATE_HOME="+d.state))
 	return d
 }
 
@@ -690,22 +691,154 @@ func TestDVMMultiNode(t *testing.T) {
 			want = append(want, fmt.Sprintf("ready %d", i))
 		}
 		p.waitOutput(20*time.Second, want...)
+		killed := time.Now().Truncate(time.Second)
 		syscall.Kill(m.daemonPid(t, "prun-h3"), syscall.SIGKILL)
 		r := p.wait()
 		if r.code == 0 || r.code == -1 {
 			t.Errorf("a job with ranks on a lost node: %s", r)
 		}
 		expectContains(t, "stderr", r.stderr, "lost node prun-h3")
+		// Issue 39: status shows it apart, since when and why; it counts
+		// among the nodes up no more.
 		st := d.status(t)
-		expectContains(t, "status", st.text, "lost:")
 		t.Logf("%s", st.text)
+		expectContains(t, "status", st.text, "3 nodes up, 1 lost, 0 jobs running, 6 of 6 slots free")
+		expectLost(t, st.text, "prun-h3", killed, "killed by SIGKILL")
 		r = sub(opts{args: []string{"-n", "6", "hostname"}})
 		expectCode(t, r, 0)
 		if strings.Contains(r.stdout, "prun-h3") || len(lines(r.stdout)) != 6 {
 			t.Errorf("a job after the loss: %s", r)
 		}
+		// prun dvm add brings it back, without a restart, and it runs jobs.
+		if out, err := d.cmd(t, "add", "prun-h3"); err != nil || out != "prun-h3 is back\n" {
+			t.Errorf("prun dvm add prun-h3: %v %q", err, out)
+		}
+		st = d.status(t)
+		if strings.Contains(st.text, "lost") || !strings.Contains(st.text, "4 nodes, 0 jobs running, 8 of 8 slots free") {
+			t.Errorf("status once it is back:\n%s", st.text)
+		}
+		expectEveryHost(t, sub(opts{args: []string{"-n", "8", "hostname"}}), m.hosts)
+		for _, tc := range []struct{ host, want string }{
+			{"prun-h3", "prun dvm: prun-h3 is not lost\n"},
+			{"nosuch", "prun dvm: nosuch is not one of the DVM's nodes (prun-h1, prun-h2, prun-h3, prun-h4)\n"},
+		} {
+			if out, err := d.cmd(t, "add", tc.host); exitCode(err) != 1 || out != tc.want {
+				t.Errorf("prun dvm add %s: %v %q, want %q", tc.host, err, out, tc.want)
+			}
+		}
 	})
 
 	d.stop(t, true)
 	m.checkClean(t, 10*time.Second)
+}
+
+// Issue 39: a lost node is brought back without restarting the DVM, in
+// its place in the launch tree, by its parent daemon: a chain here
+// (--launch-fanout 1: prun-h1, its child prun-h2, ...). A node that fell
+// silent (its daemon stopped) is lost by heartbeat; a daemon killed takes
+// the nodes below it along; prun dvm add of one below brings back all.
+func TestDVMNodeBack(t *testing.T) {
+	c := cluster.Start(t, 4)
+	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
+	d := startDVM(t, m.env(), "--hostfile", m.hostfile, "--launch-fanout", "1")
+	sub := func(o opts) *result {
+		t.Helper()
+		o.env = append(m.env(), o.env...)
+		return d.run(t, o)
+	}
+	hostname := opts{args: []string{"-n", "8", "hostname"}}
+	expectEveryHost(t, sub(hostname), m.hosts)
+	// waitLost waits for status to show n nodes lost.
+	waitLost := func(n int) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			st := d.status(t)
+			if strings.Contains(st.text, fmt.Sprintf(" up, %d lost,", n)) {
+				return st.text
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status does not show %d nodes lost:\n%s", n, st.text)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	stopped := m.daemonPid(t, "prun-h4")
+	since := time.Now().Truncate(time.Second)
+	syscall.Kill(stopped, syscall.SIGSTOP)
+	st := waitLost(1)
+	t.Logf("%s", st)
+	expectLost(t, st, "prun-h4", since, "lost the connection to its daemon: no heartbeat for ")
+	if out, err := d.cmd(t, "add", "prun-h4"); err != nil || out != "prun-h4 is back\n" {
+		t.Errorf("prun dvm add prun-h4: %v %q", err, out)
+	}
+	syscall.Kill(stopped, syscall.SIGCONT) // it finds its parent gone, and ends
+	expectEveryHost(t, sub(hostname), m.hosts)
+
+	since = time.Now().Truncate(time.Second)
+	syscall.Kill(m.daemonPid(t, "prun-h2"), syscall.SIGKILL)
+	st = waitLost(3)
+	t.Logf("%s", st)
+	expectContains(t, "status", st, "DVM pid "+fmt.Sprint(d.pid)+": 1 node up, 3 lost, 0 jobs running, 2 of 2 slots free")
+	expectLost(t, st, "prun-h2", since, "killed by SIGKILL")
+	expectLost(t, st, "prun-h3", since, "cut off with prun-h2")
+	expectLost(t, st, "prun-h4", since, "cut off with prun-h2")
+	if out, err := d.cmd(t, "add", "prun-h3"); err != nil || out != "prun-h2 is back\nprun-h3 is back\nprun-h4 is back\n" {
+		t.Errorf("prun dvm add prun-h3: %v %q", err, out)
+	}
+	if st := d.status(t).text; strings.Contains(st, "lost") {
+		t.Errorf("status once they are back:\n%s", st)
+	}
+	expectEveryHost(t, sub(hostname), m.hosts)
+	d.stop(t, true)
+	m.checkClean(t, 10*time.Second)
+}
+
+// expectLost checks that status shows host among the lost nodes, lost at
+// or after since (within a minute), for cause.
+func expectLost(t *testing.T, status, host string, since time.Time, cause string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^LOST NODE\s+SINCE\s+CAUSE\n(?:.*\n)*?` + regexp.QuoteMeta(host) +
+		`\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s+(.*)$`).FindStringSubmatch(status)
+	if m == nil {
+		t.Errorf("status does not show %s lost:\n%s", host, status)
+		return
+	}
+	at, err := time.ParseInLocation(time.DateTime, m[1], time.Local)
+	if err != nil || at.Before(since) || at.After(since.Add(time.Minute)) {
+		t.Errorf("%s lost at %s, want at or after %s", host, m[1], since.Format(time.DateTime))
+	}
+	if !strings.Contains(m[2], cause) {
+		t.Errorf("%s lost for %q, want %q", host, m[2], cause)
+	}
+	if !strings.Contains(status, "\nprun dvm add HOST brings a lost node back.\n") {
+		t.Errorf("status does not say how to bring it back:\n%s", status)
+	}
+}
+
+// expectEveryHost checks that a job of hostname ranks ran, two on each of hosts.
+func expectEveryHost(t *testing.T, r *result, hosts []string) {
+	t.Helper()
+	expectCode(t, r, 0)
+	got := lines(r.stdout)
+	sort.Strings(got)
+	var want []string
+	for _, h := range hosts {
+		want = append(want, h, h)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("hostnames %q, want %q\n%s", got, want, r)
+	}
+}
+
+// exitCode is the exit status a command's error carries (0: none).
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }

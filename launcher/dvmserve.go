@@ -187,6 +187,14 @@ func (d *DVM) serveConn(c *dvm.Conn) {
 		rep.Text = d.ps(req.JSON)
 	case "status":
 		rep.Text = d.status(req.JSON)
+	case "add":
+		back, err := d.Add(req.Hosts)
+		for _, h := range back {
+			rep.Text += h + " is back\n"
+		}
+		if err != nil {
+			rep.Error, rep.Exit = err.Error(), ExitFailure
+		}
 	case "kill":
 		if err := d.Kill(req.Job, syscall.SIGTERM); err != nil {
 			rep.Error, rep.Exit = err.Error(), ExitFailure
@@ -369,49 +377,64 @@ type statusJSON struct {
 
 type statusNode struct {
 	Name   string `json:"name"`
-	Health string `json:"health"`
+	Health string `json:"health"` // ok, lost
 	Slots  int    `json:"slots"`
 	Used   int    `json:"used"`
 	Free   int    `json:"free"`
+	// A lost node's: since when, and why (prun dvm add brings it back).
+	LostAt    *time.Time `json:"lost_at,omitempty"`
+	LostCause string     `json:"lost_cause,omitempty"`
 }
 
+// status shows the nodes up, then the lost ones apart: since when and why.
 func (d *DVM) status(asJSON bool) string {
-	if asJSON {
-		d.mu.RLock()
-		st := statusJSON{PID: os.Getpid(), Jobs: len(d.bySub), Nodes: []statusNode{}, PMIxDir: d.sess.Top}
-		for _, h := range d.base.alloc.Hosts {
-			n := statusNode{Name: h.Name, Health: "ok", Slots: h.Slots, Used: d.used[h.Name]}
-			if why, gone := d.lost[h.Name]; gone {
-				n.Health = "lost: " + why
-			}
-			n.Free = max(h.Slots-n.Used, 0)
-			st.Nodes = append(st.Nodes, n)
+	d.mu.RLock()
+	st := statusJSON{PID: os.Getpid(), Jobs: len(d.bySub), Nodes: []statusNode{}, PMIxDir: d.sess.Top}
+	var up, lost []statusNode
+	for _, h := range d.base.alloc.Hosts {
+		n := statusNode{Name: h.Name, Health: "ok", Slots: h.Slots, Used: d.used[h.Name]}
+		n.Free = max(h.Slots-n.Used, 0)
+		if l, gone := d.lost[h.Name]; gone {
+			n.Health, n.LostAt, n.LostCause = "lost", &l.at, l.why
+			lost = append(lost, n)
+		} else {
+			up = append(up, n)
 		}
-		d.mu.RUnlock()
+		st.Nodes = append(st.Nodes, n)
+	}
+	slots := d.slotSummary()
+	d.mu.RUnlock()
+	if asJSON {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		st.RSSKiB, st.CHeapBytes, st.GoHeapBytes = selfRSS(), pmixsrv.CHeapInUse(), ms.HeapAlloc
 		b, _ := json.Marshal(st)
 		return string(b) + "\n"
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "DVM pid %d: %d node%s, %d job%s running, %s\n", os.Getpid(), len(d.base.alloc.Hosts),
-		plural(len(d.base.alloc.Hosts)), len(d.bySub), plural(len(d.bySub)), d.slotSummary())
+	nodes := fmt.Sprintf("%d node%s", len(up), plural(len(up)))
+	if len(lost) > 0 {
+		nodes += fmt.Sprintf(" up, %d lost", len(lost))
+	}
+	fmt.Fprintf(&sb, "DVM pid %d: %s, %d job%s running, %s\n", st.PID, nodes, st.Jobs, plural(st.Jobs), slots)
 	tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tHEALTH\tSLOTS\tUSED\tFREE")
-	for _, h := range d.base.alloc.Hosts {
-		health, used := "ok", d.used[h.Name]
-		if why, gone := d.lost[h.Name]; gone {
-			health = "lost: " + why
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", h.Name, health, h.Slots, used, max(h.Slots-used, 0))
+	for _, n := range up {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", n.Name, n.Health, n.Slots, n.Used, n.Free)
 	}
 	tw.Flush()
+	if len(lost) > 0 {
+		tw = tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "LOST NODE\tSINCE\tCAUSE")
+		for _, n := range lost {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, n.LostAt.Format(time.DateTime), n.LostCause)
+		}
+		tw.Flush()
+		fmt.Fprintln(&sb, "prun dvm add HOST brings a lost node back.")
+	}
 	// PMIx 5's pps ignores --pid: it takes the only server it finds, or
 	// the system server of PMIX_SYSTEM_TMPDIR (docs/options.md).
-	fmt.Fprintf(&sb, "PMIx tools: PMIX_SYSTEM_TMPDIR=%s\n", d.sess.Top)
+	fmt.Fprintf(&sb, "PMIx tools: PMIX_SYSTEM_TMPDIR=%s\n", st.PMIxDir)
 	return sb.String()
 }
 

@@ -28,12 +28,12 @@ import (
 )
 
 const dvmUsage = `usage: prun dvm start [--host H,...|--hostfile FILE] [--name NAME] [--default] [--foreground] [--idle-timeout D] [--rsh CMD]
-       prun dvm ps [--json] | status [--json] | stop [--all-jobs] | kill JOB     [--dvm NAME|PATH]
+       prun dvm ps [--json] | status [--json] | stop [--all-jobs] | kill JOB | add HOST...     [--dvm NAME|PATH]
 A DVM keeps prun's daemons up between jobs, until prun dvm stop, its --idle-timeout, or the end of
 the allocation it was started in. A job runs there when its prun is told so: --dvm, or PRUN_DVM
 (eval "$(prun dvm start ...)" sets it for the shell); inside the DVM's allocation, by default;
 outside any, by default only once prun dvm start --default made it every shell's. Otherwise
-prun runs standalone.`
+prun runs standalone. prun dvm add brings back a node the DVM lost.`
 
 // dvmMain is `prun dvm ...`.
 func dvmMain(args []string) int {
@@ -85,7 +85,7 @@ func dvmMain(args []string) int {
 		fs.BoolVar(&allJobs, "all-jobs", false, "end the running jobs too")
 	case "status":
 		fs.BoolVar(&jsonOut, "json", false, "one JSON object: nodes, jobs, the DVM's memory")
-	case "kill":
+	case "kill", "add":
 	default:
 		fmt.Fprintf(os.Stderr, "prun dvm: unknown command %q\n%s\n", args[0], dvmUsage)
 		return launcher.ExitUsage
@@ -146,6 +146,19 @@ func dvmMain(args []string) int {
 		c.Close()
 	}
 	req := dvm.Request{Op: args[0], JSON: jsonOut, All: allJobs}
+	if args[0] == "add" {
+		for _, a := range fs.Args() {
+			for _, h := range strings.Split(a, ",") {
+				if h != "" {
+					req.Hosts = append(req.Hosts, h)
+				}
+			}
+		}
+		if len(req.Hosts) == 0 {
+			fmt.Fprintln(os.Stderr, "prun dvm add: want the HOST the DVM lost (prun dvm status lists them)")
+			return launcher.ExitUsage
+		}
+	}
 	if args[0] == "kill" {
 		if fs.NArg() != 1 {
 			fmt.Fprintln(os.Stderr, "prun dvm kill: want one JOB (prun dvm ps lists them)")
