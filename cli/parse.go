@@ -582,7 +582,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOpts) {
 	fs.StringVar(&g.appFile, "configfile", "", "same as --app (Hydra's -configfile)")
 	_ = fs.MarkHidden("configfile")
 	fs.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices about the ranks (how a failed rank ended, Open MPI's help messages): the exit status tells")
-	fs.StringVar(&g.dvm, "dvm", "", "run in the persistent runtime `NAME` (or at its directory) started by prun dvm start; default: PRUN_DVM, else this allocation's or this user's default DVM when one runs, else standalone")
+	fs.StringVar(&g.dvm, "dvm", "", "run in the persistent runtime `NAME` (or at its directory) started by prun dvm start; default: PRUN_DVM, else this allocation's DVM, else outside any allocation the DVM started with --default, else standalone")
 	fs.BoolVar(&g.dvmWait, "wait", false, "with a DVM: a job that does not fit its free slots waits for them instead of being refused")
 	fs.StringVar(&g.reportPID, "report-pid", "", "print prun's process id to `WHERE` as it starts: - (stdout), + (stderr) or a file")
 	fs.BoolVar(&g.indexArgv, "index-argv-by-rank", false, "each process's argv[0] ends in -RANK (ps tells the ranks apart)")

@@ -87,12 +87,14 @@ func DecodeRun(b []byte) (Run, error) {
 
 // Request is a command's message, and a submitter's forwarded signal.
 type Request struct {
-	Op string `json:",omitempty"` // ps, status, stop, kill
+	Op string `json:",omitempty"` // ps, status, stop, kill, add
 
 	Signal int  `json:",omitempty"` // during a submission: forward this signal
 	JSON   bool `json:",omitempty"` // ps --json
 	All    bool `json:",omitempty"` // stop --all-jobs
 	Job    int  `json:",omitempty"` // kill JOB
+
+	Hosts []string `json:",omitempty"` // add HOST...
 }
 
 // Reply is the runtime's.
@@ -157,21 +159,38 @@ func Dial(dir string) (*Conn, error) {
 // PeerUID is the uid of the process at the other end (SO_PEERCRED: the
 // kernel's record from the connect, which the peer cannot choose).
 func PeerUID(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
+	cred, err := peerCred(c)
 	if err != nil {
 		return -1, err
+	}
+	return int(cred.Uid), nil
+}
+
+// PeerPID is the pid of the process at the other end, as of its connect.
+func PeerPID(c *net.UnixConn) (int, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return -1, err
+	}
+	return int(cred.Pid), nil
+}
+
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return -1, err
+		return nil, err
 	}
 	if cerr != nil {
-		return -1, cerr
+		return nil, cerr
 	}
-	return int(cred.Uid), nil
+	return cred, nil
 }
 
 // Hello sends the first byte, with fds attached when there are any.

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -20,12 +22,14 @@ import (
 
 // dvmUnder is a persistent runtime started by the test (prun dvm start).
 type dvmUnder struct {
-	t    *testing.T
-	dir  string // the DVM's directory (PRUN_DVM)
-	tmp  string // its TMPDIR
-	env  []string
-	pid  int
-	done bool
+	t     *testing.T
+	dir   string          // the DVM's directory (PRUN_DVM)
+	tmp   string          // its TMPDIR
+	state string          // its XDG_STATE_HOME (its logs)
+	ours  map[string]bool // what the test put in tmp: not the DVM's leftovers
+	env   []string
+	pid   int
+	done  bool
 }
 
 // startDVM starts a detached DVM with args and stops it at the test's end.
@@ -41,24 +45,38 @@ func startDVMIn(t *testing.T, dir string, env []string, args ...string) *dvmUnde
 }
 
 // startDVMWith is startDVMIn through bin (prun, or a script that runs it)
-// with the TMPDIR tmp.
+// with the TMPDIR tmp, and runtime and state directories of its own
+// (XDG_RUNTIME_DIR, XDG_STATE_HOME: its logs).
 func startDVMWith(t *testing.T, bin, tmp, dir string, env []string, args ...string) *dvmUnder {
 	t.Helper()
-	d := &dvmUnder{t: t, tmp: tmp, env: append(append(baseEnv(), "TMPDIR="+tmp, "NO_COLOR=1"), env...)}
+	user := t.TempDir()
+	d := &dvmUnder{t: t, tmp: tmp, state: filepath.Join(user, "state"),
+		env: append(append(baseEnv(), "TMPDIR="+tmp, "NO_COLOR=1", "XDG_RUNTIME_DIR="+filepath.Join(user, "run"),
+			"XDG_STATE_HOME="+filepath.Join(user, "state")), env...)}
+	d.env = slices.Clip(d.env) // tests append to it concurrently
+	os.Mkdir(filepath.Join(user, "run"), 0o700)
 	cmd := exec.Command(bin, append([]string{"dvm", "start", "--name", "t"}, args...)...)
 	cmd.Env, cmd.Dir = d.env, dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("prun dvm start: %v\n%s", err, out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("prun dvm start: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
-	_, after, ok := strings.Cut(string(out), "PRUN_DVM=")
-	if !ok {
-		t.Fatalf("prun dvm start said %q", out)
-	}
-	d.dir = strings.TrimSpace(after)
+	d.dir = dvmDirOf(t, stdout.String())
 	d.pid = d.status(t).pid
 	t.Cleanup(func() { d.stop(t, true) })
 	return d
+}
+
+// dvmDirOf is the DVM's directory in what prun dvm start printed on its
+// stdout for the shell (PRUN_DVM=DIR; export PRUN_DVM;).
+func dvmDirOf(t *testing.T, out string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^PRUN_DVM='?([^';\s]+)'?; export PRUN_DVM;$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("prun dvm start said %q", out)
+	}
+	return m[1]
 }
 
 type dvmStatus struct {
@@ -118,7 +136,7 @@ func (d *dvmUnder) gone(t *testing.T, within time.Duration) {
 	if _, err := os.Stat(d.dir); err == nil {
 		t.Errorf("the DVM's directory %s is still there", d.dir)
 	}
-	checkTmpDir(t, d.tmp, nil)
+	checkTmpDir(t, d.tmp, d.ours)
 }
 
 // alive says whether pid runs; a detached DVM that ended may be this
@@ -343,11 +361,31 @@ func TestDVM(t *testing.T) {
 		}
 		c.Write([]byte{'R', 0, 0, 1, 0, '{'})
 		c.Close()
-		// A submitter killed while its job runs: the job ends.
-		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}, allowZombieRanks: true})
+		// A submitter killed while its job runs: the job ends, and says
+		// why (on the submitter's stderr, which outlives it, and in its
+		// report): no signal reached anyone.
+		report := filepath.Join(t.TempDir(), "report.json")
+		p := d.start(t, opts{args: []string{"--report", report, "-n", "2", "sleep", "100"}, allowZombieRanks: true})
 		ranks := d.ranks(p, 2, "sleep")
 		syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
-		p.wait()
+		r = p.wait()
+		gone := fmt.Sprintf("its submitter (prun, pid %d) went away: the connection to the DVM closed", p.cmd.Process.Pid)
+		expectContains(t, "stderr", r.stderr, "prun: "+gone+"; ending its job: SIGHUP to 2 ranks")
+		if strings.Contains(r.stderr, "received SIGHUP") {
+			t.Errorf("a killed submitter's job says it received SIGHUP:\n%s", r.stderr)
+		}
+		var rep struct {
+			ExitStatus   int `json:"exit_status"`
+			Signal       string
+			FirstFailure struct{ Message string } `json:"first_failure"`
+		}
+		if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &rep) != nil ||
+			rep.FirstFailure.Message != gone || rep.Signal != "" || rep.ExitStatus != 128+int(syscall.SIGHUP) {
+			t.Errorf("the report of a killed submitter's job: %v %+v", err, rep)
+		}
+		if log, _ := os.ReadFile(filepath.Join(d.dir, "log")); !strings.Contains(string(log), fmt.Sprintf("its submitter (pid %d) went away; ending the job", p.cmd.Process.Pid)) {
+			t.Errorf("the DVM's log says nothing of the submitter gone:\n%s", log)
+		}
 		deadline := time.Now().Add(10 * time.Second)
 		for _, rk := range ranks {
 			for syscall.Kill(rk.pid, 0) == nil && time.Now().Before(deadline) {
@@ -378,8 +416,10 @@ func TestDVM(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			return string(out), err
 		}
-		// The test's own directories let nobody through; the DVM's do not.
-		for _, dir := range []string{d.tmp, filepath.Dir(d.tmp)} {
+		// The test's own directories let nobody through (up to the
+		// runtime directory, XDG_RUNTIME_DIR); the DVM's do not.
+		for _, dir := range []string{d.tmp, filepath.Dir(d.tmp), filepath.Dir(filepath.Dir(d.dir)),
+			filepath.Dir(filepath.Dir(filepath.Dir(d.dir))), filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(d.dir))))} {
 			os.Chmod(dir, 0o755)
 			defer os.Chmod(dir, 0o700)
 		}
@@ -436,52 +476,169 @@ print(s.recv(4096)[4:].decode())`,
 	})
 }
 
-// The DVM ends with the process that started its start shell (salloc, a
-// batch step), and after its idle timeout.
-// README's quick start: a hostfile named relative to the shell that starts
-// the DVM, which runs detached in /.
+// README's quick start, as a shell runs it: eval "$(prun dvm start
+// --hostfile hosts)" (the hostfile relative to the shell's directory; the
+// DVM runs detached in /), then a plain prun, which runs in the DVM, then
+// prun dvm stop; then prun runs standalone.
 func TestDVMStartRelativeHostfile(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte("localhost slots=3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := startDVMIn(t, dir, nil, "--hostfile", "hosts")
-	if st := d.status(t); !strings.Contains(st.text, "3 of 3 slots free") {
-		t.Errorf("prun dvm status: %s", st.text)
+	d := dvmEnv(t)
+	cmd := exec.Command("bash", "-c", `set -e
+eval "$($0 dvm start --hostfile hosts)"
+echo "dvm $PRUN_DVM"
+$0 dvm status | head -1
+$0 -n 3 sh -c 'echo job $PPID'
+$0 dvm stop
+unset PRUN_DVM
+$0 -n 1 sh -c 'echo alone $PPID'`, prunBin)
+	cmd.Env, cmd.Dir = d.env, dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String()
+	var pid int
+	fmt.Sscanf(out[strings.Index(out, "DVM pid ")+len("DVM pid "):], "%d", &pid)
+	if err != nil || pid == 0 || !strings.Contains(out, "dvm "+filepath.Join(userRun(d), "prun-dvm", "default")+"\n") ||
+		strings.Count(out, fmt.Sprintf("job %d\n", pid)) != 3 || !strings.Contains(out, "alone ") || strings.Contains(out, fmt.Sprintf("alone %d\n", pid)) {
+		t.Errorf("README's quick start: %v\n%s%s", err, out, stderr.String())
 	}
-	d.expectServing(t)
+	expectContains(t, "stderr", stderr.String(), "prun dvm: 1 node up (localhost); a prun runs its jobs there with --dvm ")
+	d.pid = pid
+	d.gone(t, 10*time.Second)
 }
 
+// dvmEnv is the environment of a DVM of the test's own that the test
+// starts itself: its TMPDIR, runtime and state directories.
+func dvmEnv(t *testing.T) *dvmUnder {
+	user := t.TempDir()
+	os.Mkdir(filepath.Join(user, "run"), 0o700)
+	d := &dvmUnder{t: t, tmp: t.TempDir(), state: filepath.Join(user, "state")}
+	d.env = slices.Clip(append(baseEnv(), "TMPDIR="+d.tmp, "NO_COLOR=1", "XDG_RUNTIME_DIR="+filepath.Join(user, "run"), "XDG_STATE_HOME="+d.state))
+	return d
+}
+
+// waitUp waits until the DVM at d.dir answers and records its pid.
+func (d *dvmUnder) waitUp(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if out, err := d.cmd(t, "status"); err == nil {
+			fmt.Sscanf(out, "DVM pid %d", &d.pid)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the DVM never came up")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// deadStatus is what `prun dvm status` says of the DVM once it is gone.
+func (d *dvmUnder) deadStatus(t *testing.T) string {
+	t.Helper()
+	out, err := d.cmd(t, "status")
+	if err == nil || !strings.Contains(out, "no DVM is running at "+d.dir) {
+		t.Errorf("prun dvm status of a DVM that is gone: %v %q", err, out)
+	}
+	return out
+}
+
+// Issue 39: a DVM lives until it is stopped, its idle timeout, or the end
+// of the allocation it was started in, not as long as some process of the
+// shell that started it; and once gone, prun dvm status says why.
 func TestDVMLifetime(t *testing.T) {
-	t.Run("parent-gone", func(t *testing.T) {
-		tmp := t.TempDir()
-		outer := exec.Command("sh", "-c", `sh -c "$0 dvm start --name p; true"; exec sleep 1000`, prunBin)
-		outer.Env = append(baseEnv(), "TMPDIR="+tmp)
-		outer.Stdout, outer.Stderr = os.Stderr, os.Stderr
-		if err := outer.Start(); err != nil {
-			t.Fatal(err)
+	// It used to end with the grandparent of prun dvm start: started
+	// through a wrapper (or over ssh), it was gone at once.
+	t.Run("outlives-its-shells", func(t *testing.T) {
+		d := dvmEnv(t)
+		d.dir = filepath.Join(userRun(d), "prun-dvm", "p")
+		cmd := exec.Command("bash", "-c", `bash -c "$0 dvm start --name p --host localhost:2 >/dev/null 2>&1; true"; true`, prunBin)
+		cmd.Env = d.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
 		}
-		defer outer.Process.Kill()
-		d := &dvmUnder{t: t, tmp: tmp, env: outer.Env, dir: filepath.Join(tmp, fmt.Sprintf("prun-dvm-%d", os.Getuid()), "p")}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if out, err := d.cmd(t, "status"); err == nil {
-				fmt.Sscanf(out, "DVM pid %d", &d.pid)
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the DVM never came up")
-			}
-			time.Sleep(50 * time.Millisecond)
+		d.waitUp(t)
+		t.Cleanup(func() { d.stop(t, true) })
+		time.Sleep(time.Second)
+		if out, err := d.cmd(t, "status"); err != nil || !strings.Contains(out, fmt.Sprintf("DVM pid %d", d.pid)) {
+			t.Fatalf("a second after its shells ended: %v %s", err, out)
 		}
-		outer.Process.Kill()
-		outer.Wait()
-		d.gone(t, 10*time.Second)
+		d.expectServing(t)
+		d.stop(t, false)
+		out := d.deadStatus(t)
+		if !regexp.MustCompile(`the last DVM there \(pid \d+, started \S+\) ended \S+: prun dvm stop \(pid \d+\); its log: ` +
+			regexp.QuoteMeta(filepath.Join(d.state, "prun", "dvm-logs")) + `/p@`).MatchString(out) {
+			t.Errorf("prun dvm status once stopped:\n%s", out)
+		}
 	})
 	t.Run("idle-timeout", func(t *testing.T) {
 		d := startDVM(t, nil, "--idle-timeout", "1s")
 		d.gone(t, 10*time.Second)
+		expectContains(t, "prun dvm status", d.deadStatus(t), ": idle for 1s (--idle-timeout); its log: ")
 	})
+	t.Run("killed", func(t *testing.T) {
+		d := startDVM(t, nil, "--host", "localhost:2")
+		syscall.Kill(d.pid, syscall.SIGKILL)
+		for alive(d.pid) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		d.done = true
+		expectContains(t, "prun dvm status", d.deadStatus(t), "ended without saying why (killed by SIGKILL")
+		// A job sent to it says so; a new DVM takes its place.
+		r := d.run(t, opts{args: []string{"-n", "1", "true"}})
+		expectCode(t, r, 1)
+		expectContains(t, "stderr", r.stderr, "no DVM is running there")
+		cmd := exec.Command(prunBin, "dvm", "start", "--name", "t", "--host", "localhost:2")
+		cmd.Env = d.env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("a DVM where one was killed: %v %s", err, out)
+		}
+		d.done = false
+		d.waitUp(t)
+		d.expectServing(t)
+		d.stop(t, true)
+	})
+	// In an allocation (PBS's variables here: one node, no launch of its
+	// own) it ends with the allocation: with the process the batch system
+	// started, which its wrapper shells are not.
+	t.Run("allocation-ends", func(t *testing.T) {
+		d := dvmEnv(t)
+		nodefile := filepath.Join(t.TempDir(), "nodes")
+		os.WriteFile(nodefile, []byte("localhost\nlocalhost\n"), 0o644)
+		d.env = append(d.env, "PBS_JOBID=77.test", "PBS_NODEFILE="+nodefile)
+		d.dir = filepath.Join(userRun(d), "prun-dvm", "default.pbs-77.test")
+		job := exec.Command("sh", "-c", `sh -c "$0 dvm start >/dev/null 2>&1; true"; exec sleep 1000`, prunBin)
+		job.Env = d.env
+		if err := job.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer job.Process.Kill()
+		d.waitUp(t)
+		t.Cleanup(func() { d.stop(t, true) })
+		r := run(t, opts{args: []string{"-n", "2", "sh", "-c", "echo $PPID"}, env: d.env, tmpdir: d.tmp, skipTmpCheck: true})
+		expectCode(t, r, 0)
+		if r.stdout != fmt.Sprintf("%d\n%d\n", d.pid, d.pid) {
+			t.Errorf("a job of the allocation ran outside its DVM (pid %d): %s", d.pid, r)
+		}
+		job.Process.Kill()
+		job.Wait()
+		d.gone(t, 10*time.Second)
+		expectContains(t, "prun dvm status", d.deadStatus(t), "the allocation it was started in is over")
+	})
+}
+
+// userRun is the XDG_RUNTIME_DIR of d's environment.
+func userRun(d *dvmUnder) string {
+	for _, kv := range slices.Backward(d.env) {
+		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // A DVM over the 4 test hosts: jobs across them, MPI programs, a node that
@@ -534,22 +691,154 @@ func TestDVMMultiNode(t *testing.T) {
 			want = append(want, fmt.Sprintf("ready %d", i))
 		}
 		p.waitOutput(20*time.Second, want...)
+		killed := time.Now().Truncate(time.Second)
 		syscall.Kill(m.daemonPid(t, "prun-h3"), syscall.SIGKILL)
 		r := p.wait()
 		if r.code == 0 || r.code == -1 {
 			t.Errorf("a job with ranks on a lost node: %s", r)
 		}
 		expectContains(t, "stderr", r.stderr, "lost node prun-h3")
+		// Issue 39: status shows it apart, since when and why; it counts
+		// among the nodes up no more.
 		st := d.status(t)
-		expectContains(t, "status", st.text, "lost:")
 		t.Logf("%s", st.text)
+		expectContains(t, "status", st.text, "3 nodes up, 1 lost, 0 jobs running, 6 of 6 slots free")
+		expectLost(t, st.text, "prun-h3", killed, "killed by SIGKILL")
 		r = sub(opts{args: []string{"-n", "6", "hostname"}})
 		expectCode(t, r, 0)
 		if strings.Contains(r.stdout, "prun-h3") || len(lines(r.stdout)) != 6 {
 			t.Errorf("a job after the loss: %s", r)
 		}
+		// prun dvm add brings it back, without a restart, and it runs jobs.
+		if out, err := d.cmd(t, "add", "prun-h3"); err != nil || out != "prun-h3 is back\n" {
+			t.Errorf("prun dvm add prun-h3: %v %q", err, out)
+		}
+		st = d.status(t)
+		if strings.Contains(st.text, "lost") || !strings.Contains(st.text, "4 nodes, 0 jobs running, 8 of 8 slots free") {
+			t.Errorf("status once it is back:\n%s", st.text)
+		}
+		expectEveryHost(t, sub(opts{args: []string{"-n", "8", "hostname"}}), m.hosts)
+		for _, tc := range []struct{ host, want string }{
+			{"prun-h3", "prun dvm: prun-h3 is not lost\n"},
+			{"nosuch", "prun dvm: nosuch is not one of the DVM's nodes (prun-h1, prun-h2, prun-h3, prun-h4)\n"},
+		} {
+			if out, err := d.cmd(t, "add", tc.host); exitCode(err) != 1 || out != tc.want {
+				t.Errorf("prun dvm add %s: %v %q, want %q", tc.host, err, out, tc.want)
+			}
+		}
 	})
 
 	d.stop(t, true)
 	m.checkClean(t, 10*time.Second)
+}
+
+// Issue 39: a lost node is brought back without restarting the DVM, in
+// its place in the launch tree, by its parent daemon: a chain here
+// (--launch-fanout 1: prun-h1, its child prun-h2, ...). A node that fell
+// silent (its daemon stopped) is lost by heartbeat; a daemon killed takes
+// the nodes below it along; prun dvm add of one below brings back all.
+func TestDVMNodeBack(t *testing.T) {
+	c := cluster.Start(t, 4)
+	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
+	d := startDVM(t, m.env(), "--hostfile", m.hostfile, "--launch-fanout", "1")
+	sub := func(o opts) *result {
+		t.Helper()
+		o.env = append(m.env(), o.env...)
+		return d.run(t, o)
+	}
+	hostname := opts{args: []string{"-n", "8", "hostname"}}
+	expectEveryHost(t, sub(hostname), m.hosts)
+	// waitLost waits for status to show n nodes lost.
+	waitLost := func(n int) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			st := d.status(t)
+			if strings.Contains(st.text, fmt.Sprintf(" up, %d lost,", n)) {
+				return st.text
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status does not show %d nodes lost:\n%s", n, st.text)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	stopped := m.daemonPid(t, "prun-h4")
+	since := time.Now().Truncate(time.Second)
+	syscall.Kill(stopped, syscall.SIGSTOP)
+	st := waitLost(1)
+	t.Logf("%s", st)
+	expectLost(t, st, "prun-h4", since, "lost the connection to its daemon: no heartbeat for ")
+	if out, err := d.cmd(t, "add", "prun-h4"); err != nil || out != "prun-h4 is back\n" {
+		t.Errorf("prun dvm add prun-h4: %v %q", err, out)
+	}
+	syscall.Kill(stopped, syscall.SIGCONT) // it finds its parent gone, and ends
+	expectEveryHost(t, sub(hostname), m.hosts)
+
+	since = time.Now().Truncate(time.Second)
+	syscall.Kill(m.daemonPid(t, "prun-h2"), syscall.SIGKILL)
+	st = waitLost(3)
+	t.Logf("%s", st)
+	expectContains(t, "status", st, "DVM pid "+fmt.Sprint(d.pid)+": 1 node up, 3 lost, 0 jobs running, 2 of 2 slots free")
+	expectLost(t, st, "prun-h2", since, "killed by SIGKILL")
+	expectLost(t, st, "prun-h3", since, "cut off with prun-h2")
+	expectLost(t, st, "prun-h4", since, "cut off with prun-h2")
+	if out, err := d.cmd(t, "add", "prun-h3"); err != nil || out != "prun-h2 is back\nprun-h3 is back\nprun-h4 is back\n" {
+		t.Errorf("prun dvm add prun-h3: %v %q", err, out)
+	}
+	if st := d.status(t).text; strings.Contains(st, "lost") {
+		t.Errorf("status once they are back:\n%s", st)
+	}
+	expectEveryHost(t, sub(hostname), m.hosts)
+	d.stop(t, true)
+	m.checkClean(t, 10*time.Second)
+}
+
+// expectLost checks that status shows host among the lost nodes, lost at
+// or after since (within a minute), for cause.
+func expectLost(t *testing.T, status, host string, since time.Time, cause string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^LOST NODE\s+SINCE\s+CAUSE\n(?:.*\n)*?` + regexp.QuoteMeta(host) +
+		`\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s+(.*)$`).FindStringSubmatch(status)
+	if m == nil {
+		t.Errorf("status does not show %s lost:\n%s", host, status)
+		return
+	}
+	at, err := time.ParseInLocation(time.DateTime, m[1], time.Local)
+	if err != nil || at.Before(since) || at.After(since.Add(time.Minute)) {
+		t.Errorf("%s lost at %s, want at or after %s", host, m[1], since.Format(time.DateTime))
+	}
+	if !strings.Contains(m[2], cause) {
+		t.Errorf("%s lost for %q, want %q", host, m[2], cause)
+	}
+	if !strings.Contains(status, "\nprun dvm add HOST brings a lost node back.\n") {
+		t.Errorf("status does not say how to bring it back:\n%s", status)
+	}
+}
+
+// expectEveryHost checks that a job of hostname ranks ran, two on each of hosts.
+func expectEveryHost(t *testing.T, r *result, hosts []string) {
+	t.Helper()
+	expectCode(t, r, 0)
+	got := lines(r.stdout)
+	sort.Strings(got)
+	var want []string
+	for _, h := range hosts {
+		want = append(want, h, h)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("hostnames %q, want %q\n%s", got, want, r)
+	}
+}
+
+// exitCode is the exit status a command's error carries (0: none).
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }

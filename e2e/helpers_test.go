@@ -27,6 +27,10 @@ import (
 // prunBin is the prun binary TestMain builds once.
 var prunBin string
 
+// userDirs holds the XDG_RUNTIME_DIR (run) and XDG_STATE_HOME (state) of
+// every prun of the tests (baseEnv).
+var userDirs string
+
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
@@ -40,6 +44,17 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	// prun-ssh, prun's SSH client, beside prun as installed.
 	prunBin = filepath.Join(dir, "prun")
+	// The user's DVMs and their logs, for every prun the tests run: none
+	// of the machine's (root's /run/prun-dvm, ~/.local/state/prun), so
+	// that no test's prun finds a DVM someone made every shell's default,
+	// and no test leaves state behind. A test's DVM has its own (startDVM).
+	userDirs = filepath.Join(dir, "user")
+	for _, d := range []string{userDirs, filepath.Join(userDirs, "run"), filepath.Join(userDirs, "state")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
 	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/prun", "./cmd/prun-ssh")
 	build.Dir = ctest.Root()
 	if out, err := build.CombinedOutput(); err != nil {
@@ -194,6 +209,7 @@ func baseEnv() []string {
 		name, _, _ := strings.Cut(kv, "=")
 		switch {
 		case name == "TMPDIR", name == "NO_COLOR", name == "E2E_PRUN_MARK",
+			name == "XDG_RUNTIME_DIR", name == "XDG_STATE_HOME",
 			strings.HasPrefix(name, "PMIX_"), strings.HasPrefix(name, "OMPI_"),
 			strings.HasPrefix(name, "PRUN_"), strings.HasPrefix(name, "MPIEXEC_"),
 			strings.HasPrefix(name, "KEYS_"):
@@ -201,7 +217,7 @@ func baseEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	return env
+	return append(env, "XDG_RUNTIME_DIR="+filepath.Join(userDirs, "run"), "XDG_STATE_HOME="+filepath.Join(userDirs, "state"))
 }
 
 // startPrun starts prun with o.args.

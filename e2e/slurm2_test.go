@@ -197,7 +197,7 @@ exec sleep 300
 		a.waitOutput(60*time.Second, "subs-done\n")
 		out := a.stdout.String()
 		pid := dvmPid(t, out)
-		dir := regexp.MustCompile(`PRUN_DVM=(\S+)`).FindStringSubmatch(out)
+		dir := regexp.MustCompile(`PRUN_DVM='?([^';\s]+)`).FindStringSubmatch(out)
 		if dir == nil {
 			t.Fatalf("prun dvm start said:\n%s", out)
 		}
@@ -249,7 +249,7 @@ exec sleep 300
 		t.Logf("salloc ran %v", r.dur.Round(time.Millisecond))
 		expectCode(t, r, 0)
 		expectContains(t, "stdout", r.stdout, "sub=0\n")
-		dir := regexp.MustCompile(`PRUN_DVM=(\S+)`).FindStringSubmatch(r.stdout)
+		dir := regexp.MustCompile(`PRUN_DVM='?([^';\s]+)`).FindStringSubmatch(r.stdout)
 		if dir == nil {
 			t.Fatalf("prun dvm start said:\n%s", r)
 		}

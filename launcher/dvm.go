@@ -53,14 +53,16 @@ type DVM struct {
 	byNs    map[string]*run
 	bySub   map[int]*run
 	jobIO   map[string]daemon.JobIO
-	used    map[string]int   // slots reserved by running submissions, by host
-	reserve map[int][]string // ... each submission's, one entry per rank
-	lost    map[string]string
+	used    map[string]int       // slots reserved by running submissions, by host
+	reserve map[int][]string     // ... each submission's, one entry per rank
+	lost    map[string]lostNode  // nodes lost, until prun dvm add brings them back (Add)
+	back    map[string]time.Time // ... when the last such start again began: older reports of a loss are stale
 	started map[int]time.Time
 	waits   map[int]bool // submissions that wait for free slots
 	nextSub int
 	idle    time.Time // when the last submission ended (or the start)
 	closing bool
+	why     string // why it stopped (Stop's), once closing
 
 	// forgetting counts the ended submissions whose jobs are still being
 	// dropped from the nodes: that happens after the submitter heard its
@@ -91,7 +93,7 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	base := &run{opts: opts, jobs: newJobTable()}
 	base.out = iof.NewWriter(cfg.Log, cfg.Log, iof.Options{})
 	d := &DVM{base: base, log: cfg.Log, parse: cfg.Parse, byNs: map[string]*run{}, bySub: map[int]*run{}, jobIO: map[string]daemon.JobIO{},
-		used: map[string]int{}, reserve: map[int][]string{}, lost: map[string]string{}, started: map[int]time.Time{}, waits: map[int]bool{},
+		used: map[string]int{}, reserve: map[int][]string{}, lost: map[string]lostNode{}, back: map[string]time.Time{}, started: map[int]time.Time{}, waits: map[int]bool{},
 		idle: time.Now(), done: make(chan struct{})}
 	d.freed = sync.NewCond(&d.mu)
 	topos, err := newTopologies(job.Place.Topology)
@@ -184,6 +186,13 @@ func (d *DVM) Nodes() []string {
 // Done is closed once the runtime has stopped.
 func (d *DVM) Done() <-chan struct{} { return d.done }
 
+// Why is why the runtime stopped (once Done is closed).
+func (d *DVM) Why() string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.why
+}
+
 // dispatch hands what the daemons send to the run that owns it.
 func (d *DVM) dispatch() {
 	q := d.base.up.queue
@@ -222,16 +231,90 @@ func (d *DVM) route(item any) {
 		}
 		x.Done("", errors.New("the spawning job is over"))
 	case nodeLost:
-		d.base.up.dropNode(x.host)
+		why := strings.TrimPrefix(x.err.Error(), x.host+": ")
 		d.mu.Lock()
-		d.lost[x.host] = strings.TrimPrefix(x.err.Error(), x.host+": ")
+		if x.at.Before(d.back[x.host]) {
+			d.mu.Unlock()
+			return // of the daemon before prun dvm add's, queued still
+		}
+		d.base.up.dropNode(x.host)
+		d.lost[x.host] = d.lost[x.host].with(why, x.at)
 		runs := d.runs()
 		d.mu.Unlock()
-		d.logf("lost node %s: %s", x.host, d.lost[x.host])
+		d.logf("lost node %s: %s", x.host, why)
 		for _, r := range runs {
 			r.q.push(x)
 		}
 	}
+}
+
+// lostNode is why and since when a node is lost.
+type lostNode struct {
+	at  time.Time // the first report of the loss
+	why string    // its causes, the first first (a killed daemon's link ends, then its command: both say something)
+}
+
+// with is l with the cause why, reported at now, added.
+func (l lostNode) with(why string, now time.Time) lostNode {
+	switch {
+	case l.at.IsZero():
+		return lostNode{at: now, why: why}
+	case strings.Contains(l.why, why) || len(l.why) > 400:
+		return l
+	}
+	l.why += "; " + why
+	return l
+}
+
+// Add brings back the lost nodes hosts (`prun dvm add`): their daemons
+// start again in their places in the tree, with those of the nodes cut off
+// with them (remote.Tree.Revive), and take jobs again. It returns the
+// nodes back, and why others are not.
+func (d *DVM) Add(hosts []string) ([]string, error) {
+	var errs []error
+	var back []string
+	for _, h := range hosts {
+		d.mu.RLock()
+		_, lost := d.lost[h]
+		closing := d.closing
+		d.mu.RUnlock()
+		switch {
+		case closing:
+			return back, errors.New("the DVM is stopping")
+		case slices.Contains(back, h):
+			continue // back with one named before (below it in the tree)
+		case !slices.Contains(d.Nodes(), h):
+			errs = append(errs, fmt.Errorf("%s is not one of the DVM's nodes (%s)", h, strings.Join(d.Nodes(), ", ")))
+			continue
+		case !lost || d.base.tree == nil:
+			errs = append(errs, fmt.Errorf("%s is not lost", h))
+			continue
+		}
+		d.logf("starting node %s again (prun dvm add)", h)
+		began := time.Now()
+		up, err := d.base.tree.Revive(h)
+		for _, u := range up {
+			topo := d.base.tree.Topology(u)
+			d.mu.Lock() // upstream's node table with the lost ones (route)
+			delete(d.lost, u)
+			d.back[u] = began
+			if topo != nil {
+				d.base.topos.reported[u] = topo
+			}
+			d.base.up.addNode(u, d.base.tree.Node(u))
+			d.mu.Unlock()
+			d.logf("node %s is back", u)
+		}
+		back = append(back, up...)
+		if err != nil {
+			d.logf("node %s is still lost: %v", h, err)
+			errs = append(errs, fmt.Errorf("%s: %w", h, err))
+		}
+	}
+	d.mu.Lock()
+	d.freed.Broadcast() // a job that waits for slots (--wait) may fit now
+	d.mu.Unlock()
+	return back, errors.Join(errs...)
 }
 
 func (d *DVM) logf(format string, a ...any) {
@@ -631,9 +714,11 @@ func (d *DVM) Active() (int, time.Time) {
 	return len(d.bySub), d.idle
 }
 
-// Stop ends the runtime: with allJobs, its running submissions first (as
-// SIGTERM would), else only when none runs. Nothing is left on any node.
-func (d *DVM) Stop(allJobs bool) error {
+// Stop ends the runtime, for the reason why (its log's last word, and
+// what `prun dvm status` tells of it once it is gone): with allJobs, its
+// running submissions first (as SIGTERM would), else only when none runs.
+// Nothing is left on any node.
+func (d *DVM) Stop(allJobs bool, why string) error {
 	d.mu.Lock()
 	if n := len(d.bySub); n > 0 && !allJobs {
 		d.mu.Unlock()
@@ -644,7 +729,10 @@ func (d *DVM) Stop(allJobs bool) error {
 		<-d.done
 		return nil
 	}
-	d.closing = true
+	d.closing, d.why = true, why
+	if n := len(d.bySub); n > 0 {
+		d.why += fmt.Sprintf(" (ending %d job%s)", n, plural(n))
+	}
 	d.freed.Broadcast()
 	runs := d.runs()
 	d.mu.Unlock()

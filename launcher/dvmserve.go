@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -21,20 +22,25 @@ import (
 )
 
 // Serve answers clients on the runtime's socket until the runtime stops:
-// by `prun dvm stop`, after idle (0: never) without a submission, or when
-// the process watch (a pid; 0: none) ends, as the allocation step that
-// started the runtime does.
-func (d *DVM) Serve(ln *net.UnixListener, idle time.Duration, watch int) {
+// by `prun dvm stop`, after idle (0: never) without a submission, or at the
+// end of the allocation it belongs to: when the process alloc (a pid; 0:
+// none) ends, the allocation's own (see cmd/prun's allocationHolder), or
+// when its daemons' Slurm step does. A runtime outside any allocation
+// watches no process: whatever started it may be gone at once. It also
+// stops when its socket is gone (its directory removed: a user's
+// XDG_RUNTIME_DIR goes at the last logout), as no client can reach it then.
+func (d *DVM) Serve(ln *net.UnixListener, idle time.Duration, alloc int) {
 	go func() {
 		<-d.done
 		ln.Close()
 	}()
-	if watch > 0 {
-		go d.watchPid(watch)
+	if alloc > 0 {
+		go d.watchAllocation(alloc)
 	}
 	if idle > 0 {
 		go d.watchIdle(idle)
 	}
+	go d.watchSocket(ln.Addr().String())
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
@@ -53,11 +59,11 @@ func (d *DVM) Serve(ln *net.UnixListener, idle time.Duration, watch int) {
 	}
 }
 
-func (d *DVM) watchPid(pid int) {
+// watchAllocation stops the runtime when the allocation's holder ends.
+func (d *DVM) watchAllocation(pid int) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		d.logf("the process %d that started the DVM is gone; stopping", pid)
-		d.Stop(true)
+		d.stopFor(fmt.Sprintf("the allocation it was started in is over (its process %d is gone)", pid))
 		return
 	}
 	defer unix.Close(fd)
@@ -71,8 +77,35 @@ func (d *DVM) watchPid(pid int) {
 			break
 		}
 	}
-	d.logf("the process %d that started the DVM ended; stopping", pid)
-	d.Stop(true)
+	d.stopFor(fmt.Sprintf("the allocation it was started in is over (its process %d ended)", pid))
+}
+
+// stopFor logs why the runtime stops, and stops it with its jobs.
+func (d *DVM) stopFor(why string) {
+	d.logf("%s; stopping", why)
+	d.Stop(true, why)
+}
+
+// watchSocket stops the runtime when its socket at path is gone or is
+// another's (checked every few seconds: nothing here waits on it).
+func (d *DVM) watchSocket(path string) {
+	fi0, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		if fi, err := os.Stat(path); err != nil || !os.SameFile(fi0, fi) {
+			d.stopFor(fmt.Sprintf("its socket %s was removed: no client can reach it", path))
+			return
+		}
+	}
 }
 
 // watchStep stops the runtime when its daemons' Slurm step ends (nil: no
@@ -86,8 +119,7 @@ func (d *DVM) watchStep(ended <-chan struct{}) {
 	case <-d.done:
 		return
 	}
-	d.logf("the daemons' Slurm step ended (scancel, the time limit or the allocation's end); stopping")
-	d.Stop(true)
+	d.stopFor("the daemons' Slurm step ended (scancel, the time limit or the allocation's end)")
 }
 
 func (d *DVM) watchIdle(idle time.Duration) {
@@ -100,9 +132,11 @@ func (d *DVM) watchIdle(idle time.Duration) {
 		case <-t.C:
 		}
 		if n, since := d.Active(); n == 0 && time.Since(since) >= idle {
-			d.logf("idle for %v; stopping", idle)
-			d.Stop(false)
-			return
+			why := fmt.Sprintf("idle for %v (--idle-timeout)", idle)
+			d.logf("%s; stopping", why)
+			if d.Stop(false, why) == nil {
+				return
+			}
 		}
 	}
 }
@@ -153,13 +187,28 @@ func (d *DVM) serveConn(c *dvm.Conn) {
 		rep.Text = d.ps(req.JSON)
 	case "status":
 		rep.Text = d.status(req.JSON)
+	case "add":
+		back, err := d.Add(req.Hosts)
+		for _, h := range back {
+			rep.Text += h + " is back\n"
+		}
+		if err != nil {
+			rep.Error, rep.Exit = err.Error(), ExitFailure
+		}
 	case "kill":
 		if err := d.Kill(req.Job, syscall.SIGTERM); err != nil {
 			rep.Error, rep.Exit = err.Error(), ExitFailure
 		}
 	case "stop":
 		// Answered once every job ended and every node is clean.
-		if err := d.Stop(req.All); err != nil {
+		why := "prun dvm stop"
+		if req.All {
+			why += " --all-jobs"
+		}
+		if pid, err := dvm.PeerPID(c.UnixConn); err == nil {
+			why += fmt.Sprintf(" (pid %d)", pid)
+		}
+		if err := d.Stop(req.All, why); err != nil {
 			rep.Error, rep.Exit = err.Error(), ExitFailure
 		}
 	default:
@@ -212,11 +261,19 @@ func (d *DVM) serveRun(c *dvm.Conn, files []*os.File, refused bool, uid int) {
 	}
 	job.Rebase(req.Cwd)
 	sigs := make(chan os.Signal, 16)
+	pid, _ := dvm.PeerPID(c.UnixConn)
+	var sub atomic.Int64
+	var over atomic.Bool
 	go func() {
 		for {
 			var r dvm.Request
 			if err := c.Recv(&r); err != nil {
-				sigs <- syscall.SIGHUP // the submitter is gone: its job ends
+				// The submitter is gone: its job ends, saying so (after
+				// its end, the submitter closes as it should).
+				if n := sub.Load(); n > 0 && !over.Load() {
+					d.logf("job %d: its submitter (pid %d) went away; ending the job", n, pid)
+				}
+				sigs <- submitterGone{pid}
 				return
 			}
 			if r.Signal > 0 {
@@ -227,8 +284,10 @@ func (d *DVM) serveRun(c *dvm.Conn, files []*os.File, refused bool, uid int) {
 	opts := Options{Stdin: files[0], Stdout: stdout, Stderr: stderr, ColorTags: req.ColorTags,
 		ColorErrors: req.ColorErrors, TmpDir: d.base.opts.TmpDir, Env: req.Env,
 		KillGrace: time.Second, Signals: &Signals{from: sigs}}
-	done(d.Run(Submission{Job: job, Opts: opts, Wait: job.DVMWait,
-		Started: func(sub int) { c.Send(dvm.Reply{Job: sub}) }}))
+	code = d.Run(Submission{Job: job, Opts: opts, Wait: job.DVMWait,
+		Started: func(n int) { sub.Store(int64(n)); c.Send(dvm.Reply{Job: n}) }})
+	over.Store(true)
+	done(code)
 }
 
 // psJob is a submission as `prun dvm ps --json` shows it.
@@ -318,49 +377,64 @@ type statusJSON struct {
 
 type statusNode struct {
 	Name   string `json:"name"`
-	Health string `json:"health"`
+	Health string `json:"health"` // ok, lost
 	Slots  int    `json:"slots"`
 	Used   int    `json:"used"`
 	Free   int    `json:"free"`
+	// A lost node's: since when, and why (prun dvm add brings it back).
+	LostAt    *time.Time `json:"lost_at,omitempty"`
+	LostCause string     `json:"lost_cause,omitempty"`
 }
 
+// status shows the nodes up, then the lost ones apart: since when and why.
 func (d *DVM) status(asJSON bool) string {
-	if asJSON {
-		d.mu.RLock()
-		st := statusJSON{PID: os.Getpid(), Jobs: len(d.bySub), Nodes: []statusNode{}, PMIxDir: d.sess.Top}
-		for _, h := range d.base.alloc.Hosts {
-			n := statusNode{Name: h.Name, Health: "ok", Slots: h.Slots, Used: d.used[h.Name]}
-			if why, gone := d.lost[h.Name]; gone {
-				n.Health = "lost: " + why
-			}
-			n.Free = max(h.Slots-n.Used, 0)
-			st.Nodes = append(st.Nodes, n)
+	d.mu.RLock()
+	st := statusJSON{PID: os.Getpid(), Jobs: len(d.bySub), Nodes: []statusNode{}, PMIxDir: d.sess.Top}
+	var up, lost []statusNode
+	for _, h := range d.base.alloc.Hosts {
+		n := statusNode{Name: h.Name, Health: "ok", Slots: h.Slots, Used: d.used[h.Name]}
+		n.Free = max(h.Slots-n.Used, 0)
+		if l, gone := d.lost[h.Name]; gone {
+			n.Health, n.LostAt, n.LostCause = "lost", &l.at, l.why
+			lost = append(lost, n)
+		} else {
+			up = append(up, n)
 		}
-		d.mu.RUnlock()
+		st.Nodes = append(st.Nodes, n)
+	}
+	slots := d.slotSummary()
+	d.mu.RUnlock()
+	if asJSON {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		st.RSSKiB, st.CHeapBytes, st.GoHeapBytes = selfRSS(), pmixsrv.CHeapInUse(), ms.HeapAlloc
 		b, _ := json.Marshal(st)
 		return string(b) + "\n"
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "DVM pid %d: %d node%s, %d job%s running, %s\n", os.Getpid(), len(d.base.alloc.Hosts),
-		plural(len(d.base.alloc.Hosts)), len(d.bySub), plural(len(d.bySub)), d.slotSummary())
+	nodes := fmt.Sprintf("%d node%s", len(up), plural(len(up)))
+	if len(lost) > 0 {
+		nodes += fmt.Sprintf(" up, %d lost", len(lost))
+	}
+	fmt.Fprintf(&sb, "DVM pid %d: %s, %d job%s running, %s\n", st.PID, nodes, st.Jobs, plural(st.Jobs), slots)
 	tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tHEALTH\tSLOTS\tUSED\tFREE")
-	for _, h := range d.base.alloc.Hosts {
-		health, used := "ok", d.used[h.Name]
-		if why, gone := d.lost[h.Name]; gone {
-			health = "lost: " + why
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", h.Name, health, h.Slots, used, max(h.Slots-used, 0))
+	for _, n := range up {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", n.Name, n.Health, n.Slots, n.Used, n.Free)
 	}
 	tw.Flush()
+	if len(lost) > 0 {
+		tw = tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "LOST NODE\tSINCE\tCAUSE")
+		for _, n := range lost {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, n.LostAt.Format(time.DateTime), n.LostCause)
+		}
+		tw.Flush()
+		fmt.Fprintln(&sb, "prun dvm add HOST brings a lost node back.")
+	}
 	// PMIx 5's pps ignores --pid: it takes the only server it finds, or
 	// the system server of PMIX_SYSTEM_TMPDIR (docs/options.md).
-	fmt.Fprintf(&sb, "PMIx tools: PMIX_SYSTEM_TMPDIR=%s\n", d.sess.Top)
+	fmt.Fprintf(&sb, "PMIx tools: PMIX_SYSTEM_TMPDIR=%s\n", st.PMIxDir)
 	return sb.String()
 }
 

@@ -508,7 +508,7 @@ func (r *run) launchFirst(s *startup) int {
 		return ExitFailure
 	}
 	for _, sig := range s.replay {
-		r.onSignal(sig.(syscall.Signal))
+		r.onSignal(sig)
 	}
 	return 0
 }
@@ -531,7 +531,7 @@ func (r *run) loop(s *startup) {
 				r.handle(item)
 			}
 		case sig := <-s.sigs:
-			r.onSignal(sig.(syscall.Signal))
+			r.onSignal(sig)
 		case <-timeout:
 			r.onTimeout(s.job.Timeout)
 		case <-graceOver:
@@ -1090,7 +1090,12 @@ func (r *run) signalAll(sig syscall.Signal) {
 	}
 }
 
-func (r *run) onSignal(sig syscall.Signal) {
+func (r *run) onSignal(s os.Signal) {
+	if g, ok := s.(submitterGone); ok {
+		r.act(r.pol.submitterGone(g.String(), r.jobs.runningRanks()))
+		return
+	}
+	sig := s.(syscall.Signal)
 	switch sig {
 	case syscall.SIGWINCH:
 		if r.local != nil {

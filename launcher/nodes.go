@@ -23,6 +23,7 @@ import (
 type nodeLost struct {
 	host string
 	err  error
+	at   time.Time // reported: a persistent runtime drops a report older than the node's return (DVM.Add)
 }
 
 // remoteHosts are the hosts of the allocation that are not this node
@@ -126,9 +127,13 @@ func watchStart(sigs <-chan os.Signal, deadline time.Time, timeout time.Duration
 		for {
 			select {
 			case s := <-sigs:
-				switch sig := s.(syscall.Signal); sig {
-				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-					abort(startupAbort{sig: sig})
+				if g, ok := s.(submitterGone); ok {
+					abort(startupAbort{gone: g.String()})
+				} else {
+					switch sig := s.(syscall.Signal); sig {
+					case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+						abort(startupAbort{sig: sig})
+					}
 				}
 				pending = append(pending, s)
 			case <-expired:
@@ -182,7 +187,7 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 				r.out.Printf("prun: %d of %d daemons up\n", up, of)
 			}
 		},
-	}, r.up, func(host string, err error) { r.up.queue.push(nodeLost{host, err}) })
+	}, r.up, func(host string, err error) { r.up.queue.push(nodeLost{host, err, time.Now()}) })
 }
 
 // homeOf is env's HOME (the last one), where the SSH client finds ~/.ssh.

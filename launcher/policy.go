@@ -89,6 +89,9 @@ func signalStatus(sig syscall.Signal) int { return 128 + int(sig) }
 
 // startStatus is the exit status of a start given up (startupAbort).
 func startStatus(a startupAbort) int {
+	if a.gone != "" {
+		return signalStatus(syscall.SIGHUP)
+	}
 	if a.sig != 0 {
 		return signalStatus(a.sig)
 	}
@@ -238,6 +241,24 @@ func (p *policy) signal(sig syscall.Signal, ranks int) decision {
 	return d
 }
 
+// submitterGone: a persistent runtime's submitter went away while its job
+// ran (its connection closed: it exited, or was killed without a word).
+// The job ends as a standalone launch whose terminal hung up does (SIGHUP
+// to the ranks, 128+SIGHUP), and says why: no signal reached anyone (it
+// used to say "received SIGHUP"). Once the job is ending, its ranks are
+// killed at once, as after a second signal: nobody waits for them.
+func (p *policy) submitterGone(why string, ranks int) decision {
+	if p.state != stateRunning {
+		p.state = stateKilling
+		if p.fail == nil && p.signaled == 0 {
+			p.fail = &failure{msg: why, code: signalStatus(syscall.SIGHUP)}
+		}
+		return decision{kill: true}
+	}
+	p.state, p.fail = stateEnding, &failure{msg: why, code: signalStatus(syscall.SIGHUP)}
+	return decision{stop: syscall.SIGHUP, failed: why, say: fmt.Sprintf("%s; ending its job: SIGHUP to %d rank%s", why, ranks, plural(ranks))}
+}
+
 // killRequested: a rank asked PMIx_Job_control to kill ranks (the loop
 // sends that SIGKILL to them alone): the first such request is the
 // launch's failure, with 128+SIGKILL, unless another came first.
@@ -318,6 +339,7 @@ func plural(n int) string {
 // startupAbort is why the other nodes' start was given up.
 type startupAbort struct {
 	sig     syscall.Signal // a terminating signal, or
+	gone    string         // a persistent runtime's submitter went away (submitterGone), or
 	timeout time.Duration  // the job's --timeout
 	while   string         // what was under way; default: the daemons' start
 }
@@ -326,6 +348,9 @@ func (a startupAbort) Error() string {
 	while := a.while
 	if while == "" {
 		while = "the other nodes' daemons started"
+	}
+	if a.gone != "" {
+		return a.gone + " while " + while + "; no rank had started"
 	}
 	if a.sig != 0 {
 		return "received " + signalName(a.sig) + " while " + while + "; no rank had started"
@@ -342,6 +367,9 @@ func stallMessage(d, limit time.Duration) string {
 	return fmt.Sprintf("the launcher was stopped for %v; its daemons gave up on it after %v without a heartbeat",
 		d.Round(time.Second), limit)
 }
+
+// SignalName is sig's name as prun says it ("SIGTERM").
+func SignalName(sig syscall.Signal) string { return signalName(sig) }
 
 func signalName(sig syscall.Signal) string {
 	if n := sigNames[sig]; n != "" {

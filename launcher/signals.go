@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 
@@ -50,6 +51,21 @@ func dupFile(f *os.File) *os.File {
 		return f // closed, say: nothing will be written there anyway
 	}
 	return os.NewFile(uintptr(fd), f.Name())
+}
+
+// submitterGone is what a persistent runtime's submission receives on its
+// signal channel once its submitter's connection closed (it exited, or was
+// killed without a word): not a signal, though it ends the job as a hangup
+// would (policy.submitterGone).
+type submitterGone struct{ pid int }
+
+func (submitterGone) Signal() {}
+
+func (g submitterGone) String() string {
+	if g.pid > 0 {
+		return fmt.Sprintf("its submitter (prun, pid %d) went away: the connection to the DVM closed", g.pid)
+	}
+	return "its submitter went away: the connection to the DVM closed"
 }
 
 // channel is where caught signals arrive; a nil Signals (tests that call

@@ -336,6 +336,16 @@ func (cs *collectives) fail(lost []int, err error) {
 	end(failed, func(*coll) error { return err })
 }
 
+// revive forgets that the vertices back were lost: collectives with
+// them go on (a persistent runtime brought their nodes back: revive.go).
+func (cs *collectives) revive(back []int) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, w := range back {
+		delete(cs.lost, w)
+	}
+}
+
 // take takes the pending collectives match selects out, their timers
 // stopped (cs.mu held).
 func (cs *collectives) take(match func(*coll) bool) []*coll {

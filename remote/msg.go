@@ -58,6 +58,8 @@ const (
 	tForget                       // down: a persistent runtime's job is over: drop it (forget)
 	tHellos                       // up: a subtree's hellos, its root's first: one start-up message per vertex (subtreeHellos)
 	tBatch                        // up: frames a vertex had queued, sent as one (binary: batch.go)
+	tRespawn                      // down: start your child's daemon again, a lost one's (respawn; revive.go)
+	tCollRevive                   // down (broadcast): lost nodes are back; their collectives go on (collRevive; revive.go)
 )
 
 // Vertex addresses in a frame's routing header.
@@ -125,6 +127,16 @@ type signal struct {
 // forget drops a job that is over.
 type forget struct {
 	Nspace string `json:",omitzero"`
+}
+
+// respawn asks a daemon to start the daemon of its child Vertex again.
+type respawn struct {
+	Vertex int `json:",omitzero"`
+}
+
+// collRevive: the nodes of Verts (as ranges: packVerts) are back.
+type collRevive struct {
+	Verts []int `json:",omitzero"`
 }
 
 // closed is a subtree's answer to the closing broadcast.

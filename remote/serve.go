@@ -606,6 +606,18 @@ func (n *node) handle(typ uint8, body []byte) error {
 				}
 			}
 		})
+	case tRespawn:
+		return on(body, func(m *respawn) {
+			if n.kids != nil && ctl.Parent(m.Vertex, n.boot.Fanout) == n.me {
+				n.kids.relaunch(m.Vertex)
+			}
+		})
+	case tCollRevive:
+		return on(body, func(m *collRevive) {
+			if back, err := unpackVerts(m.Verts, len(n.boot.Hosts)); err == nil {
+				n.coll.revive(back)
+			}
+		})
 	case tClose:
 		trace.Mark("close")
 		// Kill and reap everything, then say so; the launcher closes the

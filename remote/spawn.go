@@ -11,7 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"prun/ctl"
 	"prun/daemon"
@@ -109,7 +112,11 @@ type spawner struct {
 	mu       sync.Mutex
 	links    map[int]*ctl.Link
 	sessions map[int]*rsh.Session
-	closing  bool
+	// gen counts each child's launches (relaunch): what an earlier one
+	// reports (its session's end, its link's) is stale once the child was
+	// launched again, and is dropped (failAt).
+	gen     map[int]int
+	closing bool
 	// running counts the remote commands started or being started and not
 	// yet ended, those started as the spawner closed too: waitSessions
 	// waits for them all, so that none outlives this process (an agent left
@@ -134,7 +141,7 @@ const maxParallelStarts = 32
 func newSpawner(me int, boot Bootstrap, ln *ctl.Listener, up func(uint8, []byte), failed func(int, error)) *spawner {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &spawner{me: me, boot: boot, ln: ln, up: up, failed: failed, ctx: ctx, cancel: cancel,
-		links: map[int]*ctl.Link{}, sessions: map[int]*rsh.Session{}}
+		links: map[int]*ctl.Link{}, sessions: map[int]*rsh.Session{}, gen: map[int]int{}}
 	s.stopped = sync.NewCond(&s.mu)
 	return s
 }
@@ -202,6 +209,9 @@ const closeStdio = "exec </dev/null >/dev/null 3>&-"
 // if not nil, is called once the session is open or failed to: launch
 // itself returns only when the daemon ends or failed to link.
 func (s *spawner) launch(v int, sendCopy bool, opened func()) {
+	s.mu.Lock()
+	g := s.gen[v]
+	s.mu.Unlock()
 	var once sync.Once
 	isOpen := func() {
 		if opened != nil {
@@ -213,7 +223,7 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 	b.Vertex = v
 	line, err := json.Marshal(b)
 	if err != nil {
-		s.fail(v, err)
+		s.failAt(v, g, err)
 		return
 	}
 	host := s.host(v)
@@ -223,14 +233,14 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 	if sendCopy {
 		img, err := selfImage()
 		if err != nil {
-			s.fail(v, fmt.Errorf("%s not found there, and prun cannot read its own binary to send it: %v", b.Exe, err))
+			s.failAt(v, g, fmt.Errorf("%s not found there, and prun cannot read its own binary to send it: %v", b.Exe, err))
 			return
 		}
 		// A daemon that starts others over the built-in SSH needs prun-ssh.
 		var helper []byte
 		if b.Rsh == "" && len(ctl.Children(v, b.Fanout, len(b.Hosts))) > 0 {
 			if helper, err = helperImage(); err != nil {
-				s.fail(v, fmt.Errorf("%s not found there, and prun cannot read %s to send it: %v", b.Exe, rsh.HelperName, err))
+				s.failAt(v, g, fmt.Errorf("%s not found there, and prun cannot read %s to send it: %v", b.Exe, rsh.HelperName, err))
 				return
 			}
 		}
@@ -249,7 +259,7 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 	isOpen()
 	if err != nil {
 		s.commandEnded()
-		s.fail(v, err)
+		s.failAt(v, g, err)
 		return
 	}
 	go func() {
@@ -257,14 +267,14 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 		s.commandEnded()
 	}()
 	s.mu.Lock()
-	if s.closing {
+	if s.closing || s.gen[v] != g { // closing, or started again meanwhile (relaunch)
 		s.mu.Unlock()
 		sess.Close()
 		return
 	}
 	s.sessions[v] = sess
 	s.mu.Unlock()
-	go s.watchStdout(v, sess)
+	go s.watchStdout(v, g, sess)
 	// A daemon that does not connect back in time is as lost as one that
 	// exited: say which, with what it printed.
 	ended := make(chan struct{})
@@ -278,7 +288,9 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 			return
 		}
 		if code == notFound && err == nil && !linked && !sendCopy && b.CopyExe {
-			go s.launch(v, true, nil)
+			if s.current(v, g) {
+				go s.launch(v, true, nil)
+			}
 			return
 		}
 		msg := exitReason(b.Exe, code, err, sess.Stderr())
@@ -288,7 +300,7 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 		if linked {
 			msg = "its daemon ended: " + msg
 		}
-		s.fail(v, fmt.Errorf("%s", msg))
+		s.failAt(v, g, fmt.Errorf("%s", msg))
 	}()
 	wait := b.ConnectTimeout + 10*time.Second
 	select {
@@ -299,7 +311,7 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 		linked := s.links[v] != nil
 		s.mu.Unlock()
 		if !linked {
-			s.fail(v, fmt.Errorf("the daemon started but did not connect back to port %d of %s within %v (firewall? try --if-include)",
+			s.failAt(v, g, fmt.Errorf("the daemon started but did not connect back to port %d of %s within %v (firewall? try --if-include)",
 				b.ParentPort, strings.Join(b.ParentAddrs, ", "), wait))
 		}
 	}
@@ -321,6 +333,10 @@ func exitReason(exe string, code int, err error, stderr string) string {
 		return fmt.Sprintf("%s is not executable there", exe)
 	case last != "":
 		return fmt.Sprintf("the daemon's start command exited with status %d: %s", code, last)
+	case code > 128 && code <= 128+64 && unix.SignalName(syscall.Signal(code-128)) != "":
+		// A shell's (and ssh's) status of a command a signal ended.
+		return fmt.Sprintf("the daemon's start command exited with status %d (128+%d: killed by %s)",
+			code, code-128, unix.SignalName(syscall.Signal(code-128)))
 	}
 	return fmt.Sprintf("the daemon's start command exited with status %d (no message)", code)
 }
@@ -335,6 +351,70 @@ func lastLine(s string) string {
 func (s *spawner) accept() {
 	for l := range s.ln.Links() {
 		go s.serveLink(l, 0)
+	}
+}
+
+// relaunch starts child v's daemon again, in its place (the persistent
+// runtime's `prun dvm add`): its link and session, a lost daemon's, are let
+// go, and what they report from now on is stale. The new daemon starts its
+// own children, as at the start.
+func (s *spawner) relaunch(v int) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.gen[v]++
+	l, sess := s.links[v], s.sessions[v]
+	delete(s.links, v)
+	delete(s.sessions, v)
+	s.mu.Unlock()
+	if l != nil {
+		l.Close()
+	}
+	if sess != nil {
+		// A daemon that fell silent (stopped, cut off) may still run: its
+		// session's end (running counts it until then) tells it to go.
+		go sess.Close()
+	}
+	go s.launch(v, false, nil)
+}
+
+// sessionEnds says whether child v's remote command ends within d: a
+// daemon's link that ended (not one that fell silent) is most often a
+// daemon that did, and its status says more than the link's end (killed
+// by SIGKILL, not EOF).
+func (s *spawner) sessionEnds(v int, d time.Duration) bool {
+	s.mu.Lock()
+	sess := s.sessions[v]
+	s.mu.Unlock()
+	if sess == nil {
+		return false
+	}
+	ended := make(chan struct{})
+	go func() {
+		sess.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// current says whether g is child v's latest launch.
+func (s *spawner) current(v, g int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen[v] == g
+}
+
+// failAt reports child v failed, unless launch g of it is not the latest.
+func (s *spawner) failAt(v, g int, err error) {
+	if s.current(v, g) {
+		s.fail(v, err)
 	}
 }
 
@@ -356,6 +436,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 	if ok && (s.links[v] != nil || s.closing) {
 		ok = false
 	}
+	g := s.gen[v]
 	if ok {
 		s.links[v] = l
 		if a, isTCP := l.LocalAddr().(*net.TCPAddr); isTCP && s.local == nil {
@@ -378,15 +459,17 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 			s.mu.Lock()
 			closing := s.closing
 			s.mu.Unlock()
-			if !closing {
-				s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
+			var silent *ctl.SilentError
+			if closing || !s.current(v, g) || !errors.As(err, &silent) && s.sessionEnds(v, time.Second) {
+				return // a daemon that ended: its command's end says how (launch)
 			}
+			s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
 			return
 		}
 		if f.Type == tBatch {
 			k, err := decodeBatch(f.Payload, s.up)
 			if err != nil {
-				s.fail(v, err) // the stream from below cannot be trusted past it
+				s.failAt(v, g, err) // the stream from below cannot be trusted past it
 				l.Close()
 				return
 			}
@@ -405,7 +488,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 // watchStdout reads a daemon session's standard output: nothing, unless the
 // daemon could not connect back and runs its link over the session
 // (overSSHMarker), which then becomes v's link.
-func (s *spawner) watchStdout(v int, sess *rsh.Session) {
+func (s *spawner) watchStdout(v, g int, sess *rsh.Session) {
 	out := bufio.NewReader(sess.Stdout())
 	for {
 		line, err := out.ReadSlice('\n')
@@ -421,7 +504,7 @@ func (s *spawner) watchStdout(v int, sess *rsh.Session) {
 	}
 	l, err := ctl.AcceptStream(out, sess.Stdin(), sess, s.boot.Secret, ctl.HandshakeTimeout)
 	if err != nil {
-		s.fail(v, fmt.Errorf("its daemon could not connect back, and the control link over SSH failed: %v", err))
+		s.failAt(v, g, fmt.Errorf("its daemon could not connect back, and the control link over SSH failed: %v", err))
 		sess.Close()
 		return
 	}

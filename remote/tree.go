@@ -75,8 +75,10 @@ type Tree struct {
 	mu      sync.Mutex
 	hellos  map[int]*hello
 	ready   chan struct{} // closed when every daemon said hello
+	started bool          // ... it is: a failure now is a node lost, not the start's
 	failure chan error
-	down    map[int]bool // vertices lost
+	down    map[int]bool     // vertices lost
+	revival map[int]*revival // vertices lost being started again (Revive), until each said hello or failed
 	closing bool
 	// Reported topologies parsed once per distinct report, so that alike
 	// nodes share one *Topology (the mapper's per-topology work is per
@@ -135,7 +137,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	}
 	advertise := ln.Hosts()
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*hello{}, ready: make(chan struct{}),
-		failure: make(chan error, 1), down: map[int]bool{},
+		failure: make(chan error, 1), down: map[int]bool{}, revival: map[int]*revival{},
 		stdin: map[stdinKey]*window{}, preload: make([]*window, len(cfg.Hosts)), root: cfg.Root}
 	t.vertex = make(map[string]int, len(cfg.Hosts))
 	for v := len(cfg.Hosts); v >= 1; v-- { // the first of a name wins
@@ -215,7 +217,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 	var lostVerts []int
 	label := host
 	t.mu.Lock()
-	started := len(t.hellos) == len(t.cfg.Hosts)
+	started := t.started
 	closing := t.closing || t.closeAnswers != nil // a daemon that answered the close may end before its link is closed
 	for v, h := range t.cfg.Hosts {
 		if h != host {
@@ -225,6 +227,10 @@ func (t *Tree) nodeFailed(host string, err error) {
 			label = rsh.Label(host, t.cfg.Logins[v].User, t.cfg.Logins[v].Port)
 		}
 		for _, w := range ctl.Subtree(v+1, t.cfg.Fanout, len(t.cfg.Hosts)) {
+			if r := t.revival[w]; r != nil {
+				r.failed(w, err) // down still: started again, it failed again
+				delete(t.revival, w)
+			}
 			if !t.down[w] {
 				t.down[w] = true
 				lostVerts = append(lostVerts, w)
@@ -866,10 +872,20 @@ func (t *Tree) hello(src, v int, m *hello) error {
 		m.Topo, m.TopoXML, m.TopoOf = ref.Topo, ref.TopoXML, 0
 	}
 	t.hellos[v] = m
+	if r := t.revival[v]; r != nil {
+		delete(t.revival, v)
+		delete(t.down, v)
+		r.back(v)
+		return nil
+	}
+	if t.started {
+		return nil // a node lost during the start said hello after all: still lost
+	}
 	if t.cfg.OnHello != nil {
 		t.cfg.OnHello(len(t.hellos), len(t.cfg.Hosts))
 	}
 	if len(t.hellos) == len(t.cfg.Hosts) {
+		t.started = true
 		t.stats.setPhase(phaseRun)
 		close(t.ready)
 	}

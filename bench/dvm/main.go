@@ -52,7 +52,13 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	env := append(os.Environ(), "TMPDIR="+tmp, "NO_COLOR=1")
+	// The DVMs' directory is the benchmark's own (not the user's runtime
+	// directory, where another DVM called bench may run).
+	if err := os.Mkdir(filepath.Join(tmp, "run"), 0o700); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "TMPDIR="+tmp, "NO_COLOR=1", "XDG_RUNTIME_DIR="+filepath.Join(tmp, "run"),
+		"XDG_STATE_HOME="+filepath.Join(tmp, "state"))
 	fmt.Printf("%-34s %8s %10s %10s %8s\n", "", "runs", "median", "p99", "p99/med")
 
 	one := []string{"-n", "4", "/bin/true"}
@@ -83,11 +89,15 @@ func run() error {
 func bench(name, prun string, env, startArgs, job []string, runs, standalone int, check func([]byte) error, targetMs float64) error {
 	start := exec.Command(prun, append([]string{"dvm", "start", "--name", "bench"}, startArgs...)...)
 	start.Env = env
-	out, err := start.CombinedOutput()
+	var stderr bytes.Buffer
+	start.Stderr = &stderr
+	out, err := start.Output()
 	if err != nil {
-		return fmt.Errorf("prun dvm start: %v\n%s", err, out)
+		return fmt.Errorf("prun dvm start: %v\n%s%s", err, out, stderr.String())
 	}
-	_, dir, _ := strings.Cut(strings.TrimSpace(string(out)), "PRUN_DVM=")
+	// Its stdout is for the shell: PRUN_DVM=DIR; export PRUN_DVM;
+	_, dir, _ := strings.Cut(string(out), "PRUN_DVM=")
+	dir, _, _ = strings.Cut(dir, ";")
 	stop := func() {
 		cmd := exec.Command(prun, "dvm", "stop", "--all-jobs", "--dvm", dir)
 		cmd.Env = env

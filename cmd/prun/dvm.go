@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -21,14 +22,18 @@ import (
 
 	"prun/cli"
 	"prun/dvm"
+	"prun/internal/shellwords"
 	"prun/jobspec"
 	"prun/launcher"
 )
 
-const dvmUsage = `usage: prun dvm start [--host H,...|--hostfile FILE] [--name NAME] [--foreground] [--idle-timeout D] [--rsh CMD]
-       prun dvm ps [--json] | status [--json] | stop [--all-jobs] | kill JOB     [--dvm NAME|PATH]
-A DVM keeps prun's daemons up between jobs: a prun that finds one (--dvm, PRUN_DVM, or this
-allocation's or this user's default) runs its job there; with none, prun runs standalone.`
+const dvmUsage = `usage: prun dvm start [--host H,...|--hostfile FILE] [--name NAME] [--default] [--foreground] [--idle-timeout D] [--rsh CMD]
+       prun dvm ps [--json] | status [--json] | stop [--all-jobs] | kill JOB | add HOST...     [--dvm NAME|PATH]
+A DVM keeps prun's daemons up between jobs, until prun dvm stop, its --idle-timeout, or the end of
+the allocation it was started in. A job runs there when its prun is told so: --dvm, or PRUN_DVM
+(eval "$(prun dvm start ...)" sets it for the shell); inside the DVM's allocation, by default;
+outside any, by default only once prun dvm start --default made it every shell's. Otherwise
+prun runs standalone. prun dvm add brings back a node the DVM lost.`
 
 // dvmMain is `prun dvm ...`.
 func dvmMain(args []string) int {
@@ -48,8 +53,9 @@ func dvmMain(args []string) int {
 		idle               time.Duration
 		rsh, where         string
 		jsonOut, allJobs   bool
-		watchPid, readyFD  int
-		fromDir            string
+		allocPid, readyFD  int
+		fromDir, logPath   string
+		makeDefault        bool
 		fanout             int
 		ifInclude, localAs string
 	)
@@ -58,25 +64,28 @@ func dvmMain(args []string) int {
 		fs.StringSliceVarP(&hosts, "host", "H", nil, "the DVM's hosts (host[:slots],...)")
 		fs.StringVar(&hostfile, "hostfile", "", "the DVM's hosts, from a hostfile")
 		fs.StringVar(&name, "name", dvm.DefaultName, "the DVM's name (scoped by the allocation it starts in)")
+		fs.BoolVar(&makeDefault, "default", false, "every shell's prun of this user on this node runs its jobs here (outside an allocation)")
 		fs.BoolVar(&foreground, "foreground", false, "stay attached to the terminal")
 		fs.DurationVar(&idle, "idle-timeout", 0, "stop after this long without a job (0: never)")
 		fs.StringVar(&rsh, "rsh", "", "an external remote shell command")
 		fs.IntVar(&fanout, "launch-fanout", 0, "children per daemon in the launch tree")
 		fs.StringVar(&ifInclude, "if-include", "", "the control network (CIDR or interface)")
 		fs.StringVar(&localAs, "localhost", "", "this node's name in the host list")
-		fs.IntVar(&watchPid, "watch-pid", 0, "")
+		fs.IntVar(&allocPid, "allocation-pid", -1, "")
 		fs.IntVar(&readyFD, "ready-fd", 0, "")
 		fs.StringVar(&fromDir, "from-dir", "", "")
-		_ = fs.MarkHidden("watch-pid")
+		fs.StringVar(&logPath, "log", "", "")
+		_ = fs.MarkHidden("allocation-pid")
 		_ = fs.MarkHidden("ready-fd")
 		_ = fs.MarkHidden("from-dir")
+		_ = fs.MarkHidden("log")
 	case "ps":
 		fs.BoolVar(&jsonOut, "json", false, "one JSON array of the jobs")
 	case "stop":
 		fs.BoolVar(&allJobs, "all-jobs", false, "end the running jobs too")
 	case "status":
 		fs.BoolVar(&jsonOut, "json", false, "one JSON object: nodes, jobs, the DVM's memory")
-	case "kill":
+	case "kill", "add":
 	default:
 		fmt.Fprintf(os.Stderr, "prun dvm: unknown command %q\n%s\n", args[0], dvmUsage)
 		return launcher.ExitUsage
@@ -94,9 +103,16 @@ func dvmMain(args []string) int {
 		}
 		job := &jobspec.Job{Place: jobspec.Placement{Hosts: hosts, Hostfile: hostfile, LocalHost: localAs},
 			Launch: jobspec.Launch{Rsh: rsh, Fanout: fanout, IfInclude: ifInclude}}
+		if makeDefault && dvm.Allocation(os.Getenv) != "" {
+			if name != dvm.DefaultName {
+				fmt.Fprintf(os.Stderr, "prun dvm start: --default: inside an allocation, the DVM named %s is every prun's of the allocation; --default is for outside one\n", dvm.DefaultName)
+				return launcher.ExitUsage
+			}
+			makeDefault = false // it is already
+		}
 		dir := dvm.Dir(os.Getenv, name)
-		if watchPid == 0 {
-			watchPid = grandparent()
+		if allocPid < 0 {
+			allocPid = allocationHolder()
 		}
 		// A detached runtime runs in /: the files named on its command
 		// line are the starting shell's.
@@ -109,16 +125,40 @@ func dvmMain(args []string) int {
 		}
 		job.Rebase(fromDir)
 		if !foreground {
-			return detach(dir, args[1:], watchPid, fromDir)
+			return detach(dir, args[1:], allocPid, fromDir)
 		}
-		return dvmStart(dir, job, idle, watchPid, readyFD)
+		return dvmStart(dvmRun{dir: dir, job: job, idle: idle, allocPid: allocPid, readyFD: readyFD, log: logPath,
+			makeDefault: makeDefault})
 	}
 	dir, err := dvmDir(where)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prun dvm: %v\n", err)
 		return launcher.ExitUsage
 	}
+	// A DVM that is not there: why the last one there ended, from its log.
+	if c, err := dvm.Dial(dir); errors.Is(err, dvm.ErrNoDVM) {
+		fmt.Fprintf(os.Stderr, "prun dvm %s: no DVM is running at %s\n", args[0], dir)
+		if words := dvm.LastWords(os.Getenv, dir); words != "" {
+			fmt.Fprintf(os.Stderr, "prun dvm %s: %s\n", args[0], words)
+		}
+		return launcher.ExitFailure
+	} else if err == nil {
+		c.Close()
+	}
 	req := dvm.Request{Op: args[0], JSON: jsonOut, All: allJobs}
+	if args[0] == "add" {
+		for _, a := range fs.Args() {
+			for _, h := range strings.Split(a, ",") {
+				if h != "" {
+					req.Hosts = append(req.Hosts, h)
+				}
+			}
+		}
+		if len(req.Hosts) == 0 {
+			fmt.Fprintln(os.Stderr, "prun dvm add: want the HOST the DVM lost (prun dvm status lists them)")
+			return launcher.ExitUsage
+		}
+	}
 	if args[0] == "kill" {
 		if fs.NArg() != 1 {
 			fmt.Fprintln(os.Stderr, "prun dvm kill: want one JOB (prun dvm ps lists them)")
@@ -135,21 +175,40 @@ func dvmMain(args []string) int {
 }
 
 // dvmDir is the runtime a command or a submission addresses: --dvm's, else
-// PRUN_DVM's, else this allocation's (or this user's) default.
+// PRUN_DVM's, else the default one (dvm.Addressed).
 func dvmDir(flag string) (string, error) {
-	if flag == "" {
-		flag = os.Getenv(dvm.Env)
-	}
-	if flag == "" {
-		flag = dvm.DefaultName
-	}
-	return dvm.Resolve(os.Getenv, flag)
+	return dvm.Addressed(os.Getenv, flag)
 }
 
-// grandparent is the process that started the shell that started prun
-// (salloc, a batch step, a login): the DVM ends when it does.
-func grandparent() int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(os.Getppid()) + "/stat")
+// allocationHolder is the process whose end is the end of the allocation
+// this prun runs in (0: outside any, or none found): the topmost of its
+// ancestors that has the allocation's variable, with the same value, in
+// its environment: salloc's command, the batch script, the job's shell.
+// Its parent is the batch system's (salloc, slurmstepd, a PBS mom), which
+// ends the allocation as it ends. Outside an allocation a DVM watches no
+// process: the shell that started it, a wrapper script, an SSH session
+// are gone at once, and a DVM lives until it is stopped (issue 39: it
+// used to end with the grandparent of prun dvm start).
+func allocationHolder() int {
+	v, id := dvm.AllocationVar(os.Getenv)
+	if v == "" {
+		return 0
+	}
+	want := v + "=" + id
+	holder := 0
+	for pid := os.Getppid(); pid > 1; pid = parentOf(pid) {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), want) {
+			break // the batch system's process (root's, unreadable), or outside it
+		}
+		holder = pid
+	}
+	return holder
+}
+
+// parentOf is pid's parent (0: unknown).
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
 	}
@@ -158,72 +217,104 @@ func grandparent() int {
 	if len(f) < 2 {
 		return 0
 	}
-	pid, _ := strconv.Atoi(f[1])
-	if pid <= 1 {
-		return 0
-	}
-	return pid
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // detach starts the runtime as a daemon of its own session, its stdio on
-// the log file in its directory, its working directory /, and returns once
-// it is up or failed.
-func detach(dir string, args []string, watch int, fromDir string) int {
-	if err := dvm.MakeDir(dir); err != nil {
+// its log (dvm.OpenLog), its working directory /, and returns once it is
+// up or failed. Nothing of the starting shell's is watched: the runtime
+// lives until it is stopped, its idle timeout, or the end of its
+// allocation (allocPid's).
+func detach(dir string, args []string, allocPid int, fromDir string) int {
+	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "prun dvm start: %v\n", err)
 		return launcher.ExitFailure
+	}
+	if err := dvm.MakeDir(dir); err != nil {
+		return fail(err)
+	}
+	// Before the log: a new one would take the running runtime's link.
+	if c, err := dvm.Dial(dir); err == nil {
+		c.Close()
+		return fail(fmt.Errorf("a DVM already runs at %s (prun dvm stop --dvm %s)", dir, dir))
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "prun dvm start: %v\n", err)
-		return launcher.ExitFailure
+		return fail(err)
 	}
-	logf, err := os.OpenFile(dvm.LogFile(dir), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	logf, err := dvm.OpenLog(os.Getenv, dir)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "prun dvm start: %v\n", err)
-		return launcher.ExitFailure
+		return fail(err)
 	}
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "prun dvm start: %v\n", err)
-		return launcher.ExitFailure
+		return fail(err)
 	}
 	cmd := exec.Command(exe, append([]string{"dvm", "start", "--foreground", "--ready-fd", "3",
-		"--watch-pid", strconv.Itoa(watch), "--from-dir", fromDir}, args...)...)
+		"--allocation-pid", strconv.Itoa(allocPid), "--from-dir", fromDir, "--log", logf.Name()}, args...)...)
 	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logf, logf, []*os.File{pw}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "prun dvm start: %v\n", err)
-		return launcher.ExitFailure
+		return fail(err)
 	}
 	pw.Close()
 	line, _ := bufio.NewReader(pr).ReadString('\n')
 	cmd.Process.Release()
 	if msg, ok := strings.CutPrefix(line, "ok "); ok {
-		fmt.Print(msg)
+		fmt.Print(shellLine(dir))
+		fmt.Fprint(os.Stderr, msg)
 		return 0
 	}
 	if line == "" {
-		line = "the DVM exited before it was up; see " + dvm.LogFile(dir) + "\n"
+		line = "the DVM exited before it was up; see " + logf.Name() + "\n"
 	}
 	fmt.Fprintf(os.Stderr, "prun dvm start: %s", strings.TrimPrefix(line, "error "))
 	return launcher.ExitFailure
 }
 
+// shellLine is what prun dvm start prints on stdout, for the shell to
+// evaluate as it does ssh-agent's: eval "$(prun dvm start ...)" points
+// that shell's prun at the runtime (PRUN_DVM).
+func shellLine(dir string) string {
+	return fmt.Sprintf("%s=%s; export %[1]s;\n", dvm.Env, shellwords.Quote(dir))
+}
+
+// dvmRun is what a runtime process runs (dvmStart).
+type dvmRun struct {
+	dir         string
+	job         *jobspec.Job
+	idle        time.Duration
+	allocPid    int    // the allocation's holder (allocationHolder; 0: none)
+	readyFD     int    // detached: where to say it is up (0: the terminal)
+	log         string // detached: its log file (dvm.OpenLog), kept within bounds
+	makeDefault bool   // --default
+}
+
 // dvmStart runs the runtime in this process until it stops.
-func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD int) int {
+func dvmStart(cfg dvmRun) int {
+	dir := cfg.dir
 	var ready *os.File
-	if readyFD > 0 {
-		ready = os.NewFile(uintptr(readyFD), "ready")
+	if cfg.readyFD > 0 {
+		ready = os.NewFile(uintptr(cfg.readyFD), "ready")
 	}
+	ours := false // the directory is this runtime's: a failed start removes it
 	fail := func(format string, a ...any) int {
 		msg := fmt.Sprintf(format, a...)
 		if ready != nil {
 			fmt.Fprintf(ready, "error %s\n", msg)
 		}
 		fmt.Fprintf(os.Stderr, "prun dvm start: %s\n", msg)
+		if cfg.log != "" {
+			fmt.Fprint(os.Stderr, dvm.LogEnded("did not start: "+msg))
+		}
+		if ours {
+			os.Remove(dvm.LogFile(dir))
+			os.Remove(dir)
+			os.Remove(filepath.Dir(dir))
+		}
 		return launcher.ExitFailure
 	}
 	if err := dvm.MakeDir(dir); err != nil {
@@ -237,6 +328,15 @@ func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD i
 	} else if !errors.Is(err, dvm.ErrNoDVM) {
 		return fail("%v", err)
 	}
+	ours = true
+	if cfg.makeDefault {
+		if cur := dvm.Default(os.Getenv); cur != "" && cur != dir {
+			if c, err := dvm.Dial(cur); err == nil {
+				c.Close()
+				return fail("--default: the DVM at %s is every shell's default (prun dvm stop --dvm %s first)", cur, cur)
+			}
+		}
+	}
 	os.Remove(sock)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -246,14 +346,14 @@ func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD i
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
-		for range sigs {
+		for sig := range sigs {
 			cancel()
 			if d := up.Load(); d != nil {
-				go d.Stop(true)
+				go d.Stop(true, "received "+launcher.SignalName(sig.(syscall.Signal)))
 			}
 		}
 	}()
-	d, err := launcher.StartDVM(ctx, launcher.DVMConfig{Job: job, Env: os.Environ(), TmpDir: os.TempDir(), Log: os.Stderr,
+	d, err := launcher.StartDVM(ctx, launcher.DVMConfig{Job: cfg.job, Env: os.Environ(), TmpDir: os.TempDir(), Log: os.Stderr,
 		Parse: func(r dvm.Run, stdout, stderr io.Writer) (*jobspec.Job, int, bool) {
 			return cli.Submitted(r.Args, cli.EnvOf(r.Env, r.Cwd), stdout, stderr, r.ColorErrors)
 		}})
@@ -262,26 +362,68 @@ func dvmStart(dir string, job *jobspec.Job, idle time.Duration, watch, readyFD i
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		d.Stop(true)
+		d.Stop(true, "its socket: "+err.Error())
 		return fail("%v", err)
 	}
+	ours = false // the socket is: what removes it removes the directory
 	ln.SetUnlinkOnClose(true)
 	os.Chmod(sock, 0o600)
+	if cfg.makeDefault {
+		if err := dvm.SetDefault(dir); err != nil {
+			d.Stop(true, "--default: "+err.Error())
+			ln.Close()
+			ours = true
+			return fail("--default: %v", err)
+		}
+	}
 	nodes := d.Nodes()
-	msg := fmt.Sprintf("prun dvm: %d node%s up (%s); jobs go there with --dvm %s or PRUN_DVM=%s\n", len(nodes),
-		map[bool]string{true: "s"}[len(nodes) != 1], strings.Join(nodes, ","), dir, dir)
+	what := fmt.Sprintf("%d node%s up (%s)", len(nodes), map[bool]string{true: "s"}[len(nodes) != 1], strings.Join(nodes, ","))
+	var msg string
+	switch {
+	case cfg.makeDefault:
+		msg = fmt.Sprintf("prun dvm: %s; every prun of this user's on this node runs its jobs there (--default), until prun dvm stop\n", what)
+	case dvm.Allocation(os.Getenv) != "" && filepath.Base(dir) == filepath.Base(dvm.Dir(os.Getenv, dvm.DefaultName)):
+		msg = fmt.Sprintf("prun dvm: %s; every prun of this allocation runs its jobs there, until the allocation ends or prun dvm stop\n", what)
+	default:
+		msg = fmt.Sprintf("prun dvm: %s; a prun runs its jobs there with --dvm %s, or with %s set (eval \"$(prun dvm start ...)\" sets it)\n",
+			what, dir, dvm.Env)
+	}
+	if cfg.log != "" {
+		fmt.Fprint(os.Stderr, dvm.LogStarted(os.Getpid(), what+" at "+dir))
+		go keepLog(cfg.log, d.Done())
+	}
 	if ready != nil {
 		fmt.Fprintf(ready, "ok %s", msg)
 		ready.Close()
 	} else {
-		fmt.Print(msg)
+		fmt.Print(shellLine(dir))
+		fmt.Fprint(os.Stderr, msg)
 	}
 	up.Store(d)
-	d.Serve(ln, idle, watch)
+	d.Serve(ln, cfg.idle, cfg.allocPid)
 	<-d.Done()
+	dvm.ClearDefault(dir)
 	os.Remove(sock)
 	os.Remove(dvm.LogFile(dir))
 	os.Remove(dir)
 	os.Remove(filepath.Dir(dir)) // the user's runtimes' directory, when this was the last
+	fmt.Fprint(os.Stderr, dvm.LogEnded(d.Why()))
 	return 0
+}
+
+// keepLog keeps the runtime's log (its stdout and stderr) within
+// dvm.LogMax bytes until done.
+func keepLog(path string, done <-chan struct{}) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if err := dvm.RotateLog(path, 1, 2); err != nil {
+			fmt.Fprint(os.Stderr, dvm.LogLine("cannot keep the log within bounds: "+err.Error()))
+		}
+	}
 }

@@ -63,11 +63,16 @@ func main() {
 }
 
 // findDVM is the runtime a job goes to: --dvm's or PRUN_DVM's (which must
-// answer), else this allocation's or this user's default when it has a
-// socket (a stale one is a dead runtime's: the job runs standalone).
+// answer), else the default one (dvm.Default: this allocation's, or outside
+// any the one made every shell's) when it has a socket (a stale one is a
+// dead runtime's: the job runs standalone). cmd/prun/submit.c finds the
+// same before Go's runtime starts.
 func findDVM(job *jobspec.Job) (string, bool) {
 	if job.DVM == "" && os.Getenv(dvm.Env) == "" {
-		dir := dvm.Dir(os.Getenv, dvm.DefaultName)
+		dir := dvm.Default(os.Getenv)
+		if dir == "" {
+			return "", false
+		}
 		if _, err := os.Stat(dvm.Socket(dir)); err != nil {
 			return "", false
 		}

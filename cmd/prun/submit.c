@@ -12,10 +12,11 @@
  * which then does what it always did: a runtime named by --dvm, no runtime
  * found, any check that fails before the submission is sent (Go repeats it
  * and says why), and a command line the DVM answers is not a job
- * (Reply.Local: completion, --debug, --version). It finds the runtime as dvm.Dir and
- * dvm.Resolve do (PRUN_DVM, else this allocation's or this user's default)
- * and checks it as dvm.Dial does (a directory of this user's alone, a
- * peer running as this user or root).
+ * (Reply.Local: completion, --debug, --version). It finds the runtime as
+ * dvm.Resolve and dvm.Default do (PRUN_DVM, else this allocation's default,
+ * else outside any the one the user made every shell's default; none: the
+ * job runs standalone) and checks it as dvm.Dial does (a directory of this
+ * user's alone, a peer running as this user or root).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -91,9 +92,91 @@ static int append(char *dst, size_t cap, const char *s) {
     return 1;
 }
 
+/* owned_dir: d is a directory of uid's that no one else may write to (dvm's usersOwn). */
+static int owned_dir(const char *d, uid_t uid) {
+    struct stat st;
+    return lstat(d, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid && (st.st_mode & 022) == 0;
+}
+
+/* absolute: set and an absolute path (Go's filepath.IsAbs). */
+static const char *absolute(const char *v) { return v && v[0] == '/' ? v : NULL; }
+
 /*
- * runtime_dir is dvm.Dir(env, name) for a name, or PRUN_DVM's path (its
- * directory, or its socket): 0 when Go's main must decide.
+ * base_dir is dvm.BaseDir, in its order: $XDG_RUNTIME_DIR/prun-dvm,
+ * /run/user/UID/prun-dvm when it is the user's, /run/prun-dvm for root,
+ * $XDG_STATE_HOME/prun/run-HOST or $HOME/.local/state/prun/run-HOST, else
+ * $TMPDIR/prun-dvm-UID. 0 when Go's main must decide.
+ */
+static int base_dir(char *dir, size_t cap) {
+    uid_t uid = getuid();
+    char run[64];
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    dir[0] = 0;
+    if (xdg && *xdg)
+        return append(dir, cap, xdg) && append(dir, cap, "/prun-dvm");
+    snprintf(run, sizeof run, "/run/user/%u", (unsigned)uid);
+    if (owned_dir(run, uid))
+        return append(dir, cap, run) && append(dir, cap, "/prun-dvm");
+    if (uid == 0)
+        return append(dir, cap, "/run/prun-dvm");
+    const char *state = absolute(getenv("XDG_STATE_HOME")), *home = absolute(getenv("HOME"));
+    if (state || home) {
+        char host[256];
+        if (gethostname(host, sizeof host) != 0)
+            return 0;
+        host[sizeof host - 1] = 0;
+        for (char *h = host; *h; h++) {
+            if ((unsigned char)*h >= 0x80)
+                return 0; /* Go maps runes, not bytes: let it */
+            if (*h == '/' || (unsigned char)*h < ' ')
+                *h = '_';
+        }
+        return (state ? append(dir, cap, state) && append(dir, cap, "/prun")
+                      : append(dir, cap, home) && append(dir, cap, "/.local/state/prun")) &&
+               append(dir, cap, "/run-") && append(dir, cap, host);
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(run, sizeof run, "/prun-dvm-%u", (unsigned)uid);
+    return append(dir, cap, tmp && *tmp ? tmp : "/tmp") && append(dir, cap, run);
+}
+
+/* good_name is dvm.CheckName: one path element, not starting with a dot. */
+static int good_name(const char *name) { return name[0] != 0 && name[0] != '.' && !strchr(name, '/'); }
+
+/*
+ * scope appends dvm.Allocation's suffix (".slurm-42": the first batch
+ * system's job id, sanitised) when in an allocation; *in says whether it
+ * is. 0 when Go's main must decide.
+ */
+static int scope(char *dir, size_t cap, int *in) {
+    static const char *const ids[][2] = {{"SLURM_JOB_ID", "slurm"}, {"PBS_JOBID", "pbs"}, {"LSB_JOBID", "lsf"}};
+    *in = 0;
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        const char *id = getenv(ids[i][0]);
+        if (!id || !*id)
+            continue;
+        char s[256];
+        size_t n = strlen(id);
+        if (n >= sizeof s)
+            return 0;
+        for (size_t k = 0; k <= n; k++) {
+            unsigned char c = (unsigned char)id[k];
+            if (c >= 0x80)
+                return 0; /* Go maps runes, not bytes: let it */
+            s[k] = (c == '/' || (c < ' ' && c != 0)) ? '_' : (char)c;
+        }
+        *in = 1;
+        return append(dir, cap, ".") && append(dir, cap, ids[i][1]) && append(dir, cap, "-") && append(dir, cap, s);
+    }
+    return 1;
+}
+
+/*
+ * runtime_dir is the runtime a job goes to, as Go's main finds it: PRUN_DVM's
+ * (dvm.Resolve: a path, its directory or its socket, or a name in this
+ * allocation's scope), else dvm.Default: inside an allocation its default,
+ * outside any the one the user made every shell's (the base directory's
+ * .default link). 0: none, or Go's main must decide.
  */
 static int runtime_dir(char *dir, size_t cap) {
     const char *v = getenv("PRUN_DVM");
@@ -109,43 +192,29 @@ static int runtime_dir(char *dir, size_t cap) {
             dir[n - 5] = 0; /* filepath.Dir would clean it; the kernel reads it alike */
         return dir[0] != 0;
     }
-    const char *name = v && *v ? v : "default";
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+    if (!base_dir(dir, cap))
         return 0;
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (xdg && *xdg) {
-        if (!append(dir, cap, xdg) || !append(dir, cap, "/prun-dvm"))
+    int in;
+    if (v && *v) {
+        if (!good_name(v))
             return 0;
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        char uid[32];
-        snprintf(uid, sizeof uid, "/prun-dvm-%u", (unsigned)getuid());
-        if (!append(dir, cap, tmp && *tmp ? tmp : "/tmp") || !append(dir, cap, uid))
-            return 0;
+        return append(dir, cap, "/") && append(dir, cap, v) && scope(dir, cap, &in);
     }
-    if (!append(dir, cap, "/") || !append(dir, cap, name))
+    size_t base = strlen(dir);
+    if (!append(dir, cap, "/default") || !scope(dir, cap, &in))
         return 0;
-    /* dvm.Allocation: the first batch system's job id, sanitised. */
-    static const char *const ids[][2] = {{"SLURM_JOB_ID", "slurm"}, {"PBS_JOBID", "pbs"}, {"LSB_JOBID", "lsf"}};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        const char *id = getenv(ids[i][0]);
-        if (!id || !*id)
-            continue;
-        char s[256];
-        size_t n = strlen(id);
-        if (n >= sizeof s)
-            return 0;
-        for (size_t k = 0; k <= n; k++) {
-            unsigned char c = (unsigned char)id[k];
-            if (c >= 0x80)
-                return 0; /* Go maps runes, not bytes: let it */
-            s[k] = (c == '/' || (c < ' ' && c != 0)) ? '_' : (char)c;
-        }
-        if (!append(dir, cap, ".") || !append(dir, cap, ids[i][1]) || !append(dir, cap, "-") || !append(dir, cap, s))
-            return 0;
-        break;
-    }
-    return 1;
+    if (in)
+        return 1;
+    /* Outside an allocation: the one made every shell's default, or none. */
+    char link[PATH_MAX], name[256];
+    dir[base] = 0;
+    if (snprintf(link, sizeof link, "%s/.default", dir) >= (int)sizeof link)
+        return 0;
+    ssize_t n = readlink(link, name, sizeof name - 1);
+    if (n <= 0)
+        return 0;
+    name[n] = 0;
+    return good_name(name) && append(dir, cap, "/") && append(dir, cap, name);
 }
 
 /* dial connects to the runtime in dir as dvm.Dial does; -1 when it cannot. */
