@@ -8,7 +8,7 @@ import (
 )
 
 // linkPair is a sender's link dialled to a listener and the listener's end.
-func linkPair(t *testing.T) (*Link, *Link) {
+func linkPair(t testing.TB) (*Link, *Link) {
 	t.Helper()
 	secret, _ := NewSecret()
 	ln, err := ListenOn([]string{"127.0.0.1"}, nil, secret)

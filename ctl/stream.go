@@ -27,11 +27,12 @@ func AcceptStream(r io.Reader, w io.Writer, c io.Closer, secret []byte, timeout 
 
 func streamLink(r io.Reader, w io.Writer, c io.Closer, secret []byte, listener bool, timeout time.Duration) (*Link, error) {
 	s := &streamConn{r: r, w: w, c: c}
-	if err := Handshake(s, secret, listener, timeout); err != nil {
+	k, err := handshake(s, secret, listener, timeout)
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
-	return newLink(s), nil
+	return newLink(s, k), nil
 }
 
 type streamConn struct {
