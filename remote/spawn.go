@@ -379,7 +379,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 			closing := s.closing
 			s.mu.Unlock()
 			if !closing {
-				s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
+				s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %w", err)))
 			}
 			return
 		}
