@@ -73,7 +73,7 @@ func tcpTap(t *testing.T, ln *Listener, secret []byte) *tap {
 		go io.Copy(c1, c2)
 		pump(c1, c2, &capture, tp.fromA)
 	}()
-	a, err := Dial(relay.Addr().String(), secret, 2*time.Second)
+	a, err := Dial(relay.Addr().String(), secret, 1, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func streamTap(t *testing.T) *tap {
 		l, _ := AcceptStream(bIn, bToA, closers{bIn, bToA}, secret, 2*time.Second)
 		got <- l
 	}()
-	a, err := DialStream(aIn, aOut, closers{aIn, aOut}, secret, 2*time.Second)
+	a, err := DialStream(aIn, aOut, closers{aIn, aOut}, secret, 1, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,9 @@
 // after that is sealed with keys of that connection alone.
 //
 // A connection starts with a mutual challenge-response: each side sends the
-// wire's version and 32 random bytes, and answers with
-// HMAC-SHA256(secret, role, both sides' version and bytes), so a peer
+// wire's version, its id (a dialer's says which vertex of the launch tree it
+// is; a listener's is 0) and 32 random bytes, and answers with
+// HMAC-SHA256(secret, role, both sides' preambles), so a peer
 // without the secret learns nothing it could replay and is refused before a
 // single frame is parsed. The secret is 256 random bits per launch, handed
 // to daemons over their SSH session's stdin (or srun's), never on a command
@@ -25,6 +26,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +64,8 @@ var magic = []byte("prunctl")
 
 const (
 	nonceSize    = 32
-	preambleSize = 8 + nonceSize // magic, version, random bytes
+	versionSize  = 8                           // magic, version
+	preambleSize = versionSize + 4 + nonceSize // then the sender's id, random bytes
 
 	roleListener = "prun-ctl-v2 listener"
 	roleDialer   = "prun-ctl-v2 dialer"
@@ -91,17 +94,18 @@ type Deadliner interface {
 }
 
 // handshake authenticates both ends of rw and returns the keys of the
-// frames that follow. The listener side and the dialer side answer with
-// different roles, so one side's answer cannot be reflected back to it. A
-// peer that stalls is dropped after timeout when rw can take deadlines.
+// frames that follow and the peer's id. The listener side and the dialer
+// side answer with different roles, so one side's answer cannot be
+// reflected back to it. A peer that stalls is dropped after timeout when rw
+// can take deadlines.
 //
-// Each side answers over both sides' random bytes: an answer proves the
-// secret and that the peer saw this side's fresh challenge (no replay of an
-// earlier handshake), and both ends then derive the same link keys only if
-// they saw the same bytes.
-func handshake(rw io.ReadWriter, secret []byte, listener bool, timeout time.Duration) (linkKeys, error) {
+// Each side answers over both sides' preambles: an answer proves the
+// secret, the id its sender claimed, and that the peer saw this side's fresh
+// challenge (no replay of an earlier handshake), and both ends then derive
+// the same link keys only if they saw the same bytes.
+func handshake(rw io.ReadWriter, secret []byte, listener bool, id uint32, timeout time.Duration) (linkKeys, uint32, error) {
 	if len(secret) != SecretSize {
-		return linkKeys{}, fmt.Errorf("ctl: secret of %d bytes, want %d", len(secret), SecretSize)
+		return linkKeys{}, 0, fmt.Errorf("ctl: secret of %d bytes, want %d", len(secret), SecretSize)
 	}
 	if d, ok := rw.(Deadliner); ok && timeout > 0 {
 		d.SetDeadline(time.Now().Add(timeout))
@@ -110,8 +114,9 @@ func handshake(rw io.ReadWriter, secret []byte, listener bool, timeout time.Dura
 	mine := make([]byte, preambleSize)
 	copy(mine, magic)
 	mine[len(magic)] = WireVersion
-	if _, err := rand.Read(mine[8:]); err != nil {
-		return linkKeys{}, err
+	binary.BigEndian.PutUint32(mine[versionSize:], id)
+	if _, err := rand.Read(mine[versionSize+4:]); err != nil {
+		return linkKeys{}, 0, err
 	}
 	myRole, theirRole := roleDialer, roleListener
 	if listener {
@@ -119,33 +124,39 @@ func handshake(rw io.ReadWriter, secret []byte, listener bool, timeout time.Dura
 	}
 	// Both preambles go out first, so neither side waits on the other.
 	if _, err := rw.Write(mine); err != nil {
-		return linkKeys{}, err
+		return linkKeys{}, 0, err
 	}
+	// The version first: another version's preamble may be of another
+	// length.
 	theirs := make([]byte, preambleSize)
-	if _, err := io.ReadFull(rw, theirs); err != nil {
-		return linkKeys{}, ErrAuth
+	if _, err := io.ReadFull(rw, theirs[:versionSize]); err != nil {
+		return linkKeys{}, 0, ErrAuth
 	}
 	if !bytes.Equal(theirs[:len(magic)], magic) {
-		return linkKeys{}, ErrAuth
+		return linkKeys{}, 0, ErrAuth
 	}
 	if v := theirs[len(magic)]; v != WireVersion {
-		return linkKeys{}, &VersionError{Peer: int(v)}
+		return linkKeys{}, 0, &VersionError{Peer: int(v)}
+	}
+	if _, err := io.ReadFull(rw, theirs[versionSize:]); err != nil {
+		return linkKeys{}, 0, ErrAuth
 	}
 	transcript := append(append(make([]byte, 0, 2*preambleSize), mine...), theirs...)
 	if listener {
 		transcript = append(append(transcript[:0], theirs...), mine...)
 	}
 	if _, err := rw.Write(mac(secret, myRole, transcript)); err != nil {
-		return linkKeys{}, err
+		return linkKeys{}, 0, err
 	}
 	answer := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(rw, answer); err != nil {
-		return linkKeys{}, ErrAuth
+		return linkKeys{}, 0, ErrAuth
 	}
 	if !hmac.Equal(answer, mac(secret, theirRole, transcript)) {
-		return linkKeys{}, ErrAuth
+		return linkKeys{}, 0, ErrAuth
 	}
-	return deriveKeys(secret, transcript, listener)
+	k, err := deriveKeys(secret, transcript, listener)
+	return k, binary.BigEndian.Uint32(theirs[versionSize:]), err
 }
 
 // Frame is one message: a type and its payload.

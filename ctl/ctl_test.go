@@ -44,7 +44,7 @@ func pair(t *testing.T, secret []byte) (net.Conn, chan error, chan *Link) {
 func TestHandshakeAndFrames(t *testing.T) {
 	secret, _ := NewSecret()
 	c, res, links := pair(t, secret)
-	a, err := Client(c, secret, 2*time.Second)
+	a, err := Client(c, secret, 1, 2*time.Second)
 	if err != nil {
 		t.Fatalf("dialer: %v", err)
 	}
@@ -76,7 +76,7 @@ func TestHandshakeRefuses(t *testing.T) {
 	wrong, _ := NewSecret()
 
 	c, res, _ := pair(t, secret)
-	if _, err := Client(c, wrong, 2*time.Second); !errors.Is(err, ErrAuth) {
+	if _, err := Client(c, wrong, 1, 2*time.Second); !errors.Is(err, ErrAuth) {
 		t.Errorf("dialer with a wrong secret: %v, want ErrAuth", err)
 	}
 	if err := <-res; !errors.Is(err, ErrAuth) {
@@ -137,7 +137,7 @@ func TestHandshakeVersion(t *testing.T) {
 		c.Write(append(other, make([]byte, nonceSize)...))
 		io.Copy(io.Discard, c)
 	}()
-	if _, err := Dial(ln.Addr().String(), secret, 2*time.Second); !errors.As(err, &ve) || ve.Peer != WireVersion+1 {
+	if _, err := Dial(ln.Addr().String(), secret, 1, 2*time.Second); !errors.As(err, &ve) || ve.Peer != WireVersion+1 {
 		t.Errorf("dialer against version %d: %v, want a VersionError", WireVersion+1, err)
 	}
 }

@@ -61,6 +61,7 @@ const TypeHeartbeat = 0
 // DeadAfter is lost.
 type Link struct {
 	c    conn
+	peer uint32 // the id the peer proved in the handshake
 	r    *bufio.Reader
 	in   direction // Recv's
 	wmu  sync.Mutex
@@ -96,16 +97,22 @@ type conn interface {
 	SetWriteDeadline(time.Time) error
 }
 
-// newLink makes a link of a connection whose handshake gave keys k.
-func newLink(c conn, k linkKeys) *Link {
+// newLink makes a link of a connection whose handshake gave keys k and the
+// peer's id.
+func newLink(c conn, k linkKeys, peer uint32) *Link {
 	livenessMu.RLock()
-	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{}),
+	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{}), peer: peer,
 		in: direction{aead: k.open}, out: direction{aead: k.seal},
 		every: HeartbeatEvery, dead: DeadAfter, silent: DeadAfter}
 	livenessMu.RUnlock()
 	go l.beat()
 	return l
 }
+
+// Peer is the id the peer sent in the handshake, which its answer proved
+// with the secret: a dialer's vertex, whose frames are then its alone (no
+// host on the path can write one), even before its first frame opens.
+func (l *Link) Peer() uint32 { return l.peer }
 
 // SetSilence sets how long the peer process may send nothing before Recv
 // fails (DeadAfter until then; see Silence).
@@ -121,36 +128,36 @@ func (l *Link) silence() time.Duration {
 	return l.silent
 }
 
-// Dial connects to a listener at addr and proves the secret.
-func Dial(addr string, secret []byte, timeout time.Duration) (*Link, error) {
+// Dial connects to a listener at addr and proves the secret, and id.
+func Dial(addr string, secret []byte, id uint32, timeout time.Duration) (*Link, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
-	return Client(c, secret, timeout)
+	return Client(c, secret, id, timeout)
 }
 
-// Client proves the secret on a connection made to a listener and makes it
-// a link; the connection is closed if that fails.
-func Client(c net.Conn, secret []byte, timeout time.Duration) (*Link, error) {
-	k, err := handshake(c, secret, false, timeout)
+// Client proves the secret, and id, on a connection made to a listener and
+// makes it a link; the connection is closed if that fails.
+func Client(c net.Conn, secret []byte, id uint32, timeout time.Duration) (*Link, error) {
+	k, peer, err := handshake(c, secret, false, id, timeout)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%s: %w", c.RemoteAddr(), err)
 	}
-	return newLink(c, k), nil
+	return newLink(c, k, peer), nil
 }
 
 // Server proves the secret on a connection a listener accepted, as a
 // Listener does, and makes it a link; the connection is closed if that
 // fails.
 func Server(c net.Conn, secret []byte, timeout time.Duration) (*Link, error) {
-	k, err := handshake(c, secret, true, timeout)
+	k, peer, err := handshake(c, secret, true, 0, timeout)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	return newLink(c, k), nil
+	return newLink(c, k, peer), nil
 }
 
 // Send writes one frame, whole, or fails and closes the link. A peer that
@@ -397,13 +404,13 @@ func (l *Listener) serve() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			k, err := handshake(c, l.secret, true, HandshakeTimeout)
+			k, peer, err := handshake(c, l.secret, true, 0, HandshakeTimeout)
 			if err != nil {
 				c.Close()
 				return
 			}
 			select {
-			case l.links <- newLink(c, k):
+			case l.links <- newLink(c, k, peer):
 			default: // nobody wants more links: a flood, not a daemon
 				c.Close()
 			}

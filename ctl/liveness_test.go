@@ -59,17 +59,17 @@ func linkedPeer(t *testing.T) (*Link, *rawPeer) {
 	secret, _ := NewSecret()
 	keys := make(chan linkKeys, 1)
 	go func() {
-		k, err := handshake(peer, secret, true, 2*time.Second)
+		k, _, err := handshake(peer, secret, true, 0, 2*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
 		keys <- k
 	}()
-	k, err := handshake(c, secret, false, 2*time.Second)
+	k, _, err := handshake(c, secret, false, 1, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLink(c, k)
+	l := newLink(c, k, 0)
 	p := &rawPeer{Conn: peer, out: direction{aead: (<-keys).seal}}
 	t.Cleanup(func() { l.Close(); peer.Close() })
 	return l, p

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,8 +15,16 @@ import (
 
 // A frame of a child's link that fails authentication (here: altered on
 // the way by a relay that passed the handshake on untouched) loses the
-// child's node like any dead link, and the report names the failure.
+// child's node like any dead link, and the report names the failure: its
+// first frame (the hello: the child is known by the vertex its handshake
+// proved) or a later one.
 func TestLinkAuthFailureLosesNode(t *testing.T) {
+	for _, bad := range []int{0, 1} {
+		t.Run(strconv.Itoa(bad), func(t *testing.T) { linkAuthFailure(t, bad) })
+	}
+}
+
+func linkAuthFailure(t *testing.T, bad int) {
 	secret, _ := ctl.NewSecret()
 	ln, err := ctl.ListenOn([]string{"127.0.0.1"}, nil, secret)
 	if err != nil {
@@ -60,7 +69,7 @@ func TestLinkAuthFailureLosesNode(t *testing.T) {
 			}
 		}
 	}()
-	child, err := ctl.Dial(relay.Addr().String(), secret, 2*time.Second)
+	child, err := ctl.Dial(relay.Addr().String(), secret, 1, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +82,12 @@ func TestLinkAuthFailureLosesNode(t *testing.T) {
 		func(v int, err error) { lost <- err })
 	capture.Store(true)
 	go s.serveLink(parentEnd, 1)
-	for i, typ := range []uint8{tHello, tEvent} {
+	for i, typ := range []uint8{tHello, tEvent}[:bad+1] {
 		if err := child.Send(typ, frame(toLauncher, 1, []byte(`{}`))); err != nil {
 			t.Fatal(err)
 		}
 		f := <-frames
-		if i == 1 {
+		if i == bad {
 			f[len(f)/2] ^= 1
 		}
 		wire.Write(f)

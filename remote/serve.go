@@ -281,7 +281,7 @@ func linkOverSSH(stdin *bufio.Reader, b Bootstrap) (*ctl.Link, error) {
 	if _, err := os.Stdout.WriteString(overSSHMarker); err != nil {
 		return nil, err
 	}
-	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, b.connectTimeout())
+	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, uint32(b.Vertex), b.connectTimeout())
 }
 
 type closers []io.Closer
@@ -364,7 +364,7 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 		case r := <-res:
 			pending--
 			if r.err == nil {
-				l, err := ctl.Client(r.c, b.Secret, timeout)
+				l, err := ctl.Client(r.c, b.Secret, uint32(b.Vertex), timeout)
 				if err == nil {
 					closeLater(pending)
 					return l, nil
