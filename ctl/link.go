@@ -48,8 +48,9 @@ var livenessMu sync.RWMutex
 // TypeHeartbeat frames keep a link alive; Link.Recv never returns them.
 const TypeHeartbeat = 0
 
-// Link is an authenticated connection carrying frames, with heartbeats.
-// Send may be called from many goroutines; Recv from one.
+// Link is an authenticated connection carrying sealed frames (seal.go),
+// with heartbeats. Send may be called from many goroutines; Recv from one.
+// A frame that fails to open closes the link (ErrFrameAuth).
 //
 // Frames are written whole or the link is dead: a write that fails or
 // times out may have left part of a frame on the stream, after which the
@@ -60,9 +61,13 @@ const TypeHeartbeat = 0
 // DeadAfter is lost.
 type Link struct {
 	c    conn
+	peer uint32 // the id the peer proved in the handshake
 	r    *bufio.Reader
+	in   direction // Recv's
 	wmu  sync.Mutex
-	werr error // under wmu: the write that killed the link
+	werr error     // under wmu: the write that killed the link
+	out  direction // under wmu
+	wbuf []byte    // under wmu: frames of up to keepBelow bytes are sealed here
 	done chan struct{}
 	once sync.Once
 
@@ -92,14 +97,22 @@ type conn interface {
 	SetWriteDeadline(time.Time) error
 }
 
-func newLink(c conn) *Link {
+// newLink makes a link of a connection whose handshake gave keys k and the
+// peer's id.
+func newLink(c conn, k linkKeys, peer uint32) *Link {
 	livenessMu.RLock()
-	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{}),
+	l := &Link{c: c, r: bufio.NewReaderSize(c, 64<<10), done: make(chan struct{}), peer: peer,
+		in: direction{aead: k.open}, out: direction{aead: k.seal},
 		every: HeartbeatEvery, dead: DeadAfter, silent: DeadAfter}
 	livenessMu.RUnlock()
 	go l.beat()
 	return l
 }
+
+// Peer is the id the peer sent in the handshake, which its answer proved
+// with the secret: a dialer's vertex, whose frames are then its alone (no
+// host on the path can write one), even before its first frame opens.
+func (l *Link) Peer() uint32 { return l.peer }
 
 // SetSilence sets how long the peer process may send nothing before Recv
 // fails (DeadAfter until then; see Silence).
@@ -115,23 +128,36 @@ func (l *Link) silence() time.Duration {
 	return l.silent
 }
 
-// Dial connects to a listener at addr and proves the secret.
-func Dial(addr string, secret []byte, timeout time.Duration) (*Link, error) {
+// Dial connects to a listener at addr and proves the secret, and id.
+func Dial(addr string, secret []byte, id uint32, timeout time.Duration) (*Link, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
-	return Client(c, secret, timeout)
+	return Client(c, secret, id, timeout)
 }
 
-// Client proves the secret on a connection made to a listener and makes it
-// a link; the connection is closed if that fails.
-func Client(c net.Conn, secret []byte, timeout time.Duration) (*Link, error) {
-	if err := Handshake(c, secret, false, timeout); err != nil {
+// Client proves the secret, and id, on a connection made to a listener and
+// makes it a link; the connection is closed if that fails.
+func Client(c net.Conn, secret []byte, id uint32, timeout time.Duration) (*Link, error) {
+	k, peer, err := handshake(c, secret, false, id, timeout)
+	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%s: %w", c.RemoteAddr(), err)
 	}
-	return newLink(c), nil
+	return newLink(c, k, peer), nil
+}
+
+// Server proves the secret on a connection a listener accepted, as a
+// Listener does, and makes it a link; the connection is closed if that
+// fails.
+func Server(c net.Conn, secret []byte, timeout time.Duration) (*Link, error) {
+	k, peer, err := handshake(c, secret, true, 0, timeout)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return newLink(c, k, peer), nil
 }
 
 // Send writes one frame, whole, or fails and closes the link. A peer that
@@ -150,7 +176,7 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 	}
 	limit := l.silence()
 	l.c.SetWriteDeadline(time.Now().Add(limit))
-	if err := writeFrame(l.c, typ, payload); err != nil {
+	if err := l.write(typ, payload); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			err = fmt.Errorf("the peer read nothing for %v", limit)
@@ -160,6 +186,24 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 		return l.werr
 	}
 	return nil
+}
+
+// write seals the frame and writes it in one write. Under wmu.
+func (l *Link) write(typ uint8, payload []byte) error {
+	n := headerSize + len(payload) + tagSize
+	if n <= keepBelow {
+		if cap(l.wbuf) < n {
+			l.wbuf = make([]byte, 0, max(n, 512))
+		}
+		l.wbuf = l.out.seal(l.wbuf[:0], typ, payload)
+		_, err := l.c.Write(l.wbuf)
+		return err
+	}
+	p, class := bigBuf(n)
+	b := l.out.seal(*p, typ, payload)
+	_, err := l.c.Write(b)
+	putBigBuf(p, class)
+	return err
 }
 
 // closedBy is the reason of a read error: the failed write that closed the
@@ -205,8 +249,14 @@ func (l *Link) Recv() (Frame, error) {
 			return Frame{}, l.closedBy(err)
 		}
 		l.arm(silent) // for the rest of the frame
-		f, err := ReadFrame(l.r)
+		f, err := readFrame(l.r, &l.in)
 		if err != nil {
+			if errors.Is(err, ErrFrameAuth) {
+				// Nothing more of this stream can be trusted, and its peer
+				// may not be who this end thinks: no word goes back.
+				l.Close()
+				return Frame{}, err
+			}
 			if isTimeout(err) {
 				return Frame{}, &SilentError{silent}
 			}
@@ -354,12 +404,13 @@ func (l *Listener) serve() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := Handshake(c, l.secret, true, HandshakeTimeout); err != nil {
+			k, peer, err := handshake(c, l.secret, true, 0, HandshakeTimeout)
+			if err != nil {
 				c.Close()
 				return
 			}
 			select {
-			case l.links <- newLink(c):
+			case l.links <- newLink(c, k, peer):
 			default: // nobody wants more links: a flood, not a daemon
 				c.Close()
 			}

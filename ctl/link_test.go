@@ -8,7 +8,7 @@ import (
 )
 
 // linkPair is a sender's link dialled to a listener and the listener's end.
-func linkPair(t *testing.T) (*Link, *Link) {
+func linkPair(t testing.TB) (*Link, *Link) {
 	t.Helper()
 	secret, _ := NewSecret()
 	ln, err := ListenOn([]string{"127.0.0.1"}, nil, secret)
@@ -16,7 +16,7 @@ func linkPair(t *testing.T) (*Link, *Link) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	a, err := Dial(ln.Addr().String(), secret, 2*time.Second)
+	a, err := Dial(ln.Addr().String(), secret, 1, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestStreamLinkWholeFramesOrDead(t *testing.T) {
 		l, _ := AcceptStream(y.r, y.w, y, secret, time.Second)
 		ch <- l
 	}()
-	a, err := DialStream(x.r, x.w, x, secret, time.Second)
+	a, err := DialStream(x.r, x.w, x, secret, 1, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

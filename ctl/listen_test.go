@@ -23,7 +23,7 @@ func TestListenOn(t *testing.T) {
 	}
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	for _, h := range []string{"127.0.0.1", "127.0.0.2"} {
-		k, err := Dial(net.JoinHostPort(h, port), secret, 2*time.Second)
+		k, err := Dial(net.JoinHostPort(h, port), secret, 1, 2*time.Second)
 		if err != nil {
 			t.Fatalf("dial %s: %v", h, err)
 		}

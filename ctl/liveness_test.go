@@ -27,9 +27,21 @@ func setLiveness(t *testing.T, every, dead time.Duration) {
 	})
 }
 
+// rawPeer is the far end of a link, played by the test: it reads and
+// writes only what the test does, and seals the frames it sends with send.
+type rawPeer struct {
+	net.Conn
+	out direction
+}
+
+func (p *rawPeer) send(typ uint8, payload []byte) error {
+	_, err := p.Write(p.out.seal(nil, typ, payload))
+	return err
+}
+
 // linkedPeer is a link to a TCP peer that reads and sends only what the
-// test does with the returned conn.
-func linkedPeer(t *testing.T) (*Link, net.Conn) {
+// test does with the returned peer.
+func linkedPeer(t *testing.T) (*Link, *rawPeer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,14 +56,28 @@ func linkedPeer(t *testing.T) (*Link, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLink(c)
+	secret, _ := NewSecret()
+	keys := make(chan linkKeys, 1)
+	go func() {
+		k, _, err := handshake(peer, secret, true, 0, 2*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		keys <- k
+	}()
+	k, _, err := handshake(c, secret, false, 1, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLink(c, k, 0)
+	p := &rawPeer{Conn: peer, out: direction{aead: (<-keys).seal}}
 	t.Cleanup(func() { l.Close(); peer.Close() })
-	return l, peer
+	return l, p
 }
 
 // silentPeer is a link to a TCP peer that reads everything and sends only
 // what the test writes to the returned conn.
-func silentPeer(t *testing.T) (*Link, net.Conn) {
+func silentPeer(t *testing.T) (*Link, *rawPeer) {
 	t.Helper()
 	l, peer := linkedPeer(t)
 	go func() { // the heartbeats of the link's end, discarded
@@ -104,7 +130,7 @@ func TestLinkSuspendResume(t *testing.T) {
 		t.Fatalf("Recv of a suspended link returned: %v", err)
 	case <-time.After(6 * DeadAfter):
 	}
-	if err := WriteFrame(peer, Frame{Type: 9, Payload: []byte("back")}); err != nil {
+	if err := peer.send(9, []byte("back")); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {

@@ -14,24 +14,26 @@ import (
 // host). A deadline that passes closes such a stream; the read or write it
 // interrupts then fails as a timeout, as on a socket.
 
-// DialStream authenticates the dialer's end of a stream and makes it a link.
-func DialStream(r io.Reader, w io.Writer, c io.Closer, secret []byte, timeout time.Duration) (*Link, error) {
-	return streamLink(r, w, c, secret, false, timeout)
+// DialStream authenticates the dialer's end of a stream, as id, and makes
+// it a link.
+func DialStream(r io.Reader, w io.Writer, c io.Closer, secret []byte, id uint32, timeout time.Duration) (*Link, error) {
+	return streamLink(r, w, c, secret, false, id, timeout)
 }
 
 // AcceptStream authenticates the listener's end of a stream and makes it a
 // link.
 func AcceptStream(r io.Reader, w io.Writer, c io.Closer, secret []byte, timeout time.Duration) (*Link, error) {
-	return streamLink(r, w, c, secret, true, timeout)
+	return streamLink(r, w, c, secret, true, 0, timeout)
 }
 
-func streamLink(r io.Reader, w io.Writer, c io.Closer, secret []byte, listener bool, timeout time.Duration) (*Link, error) {
+func streamLink(r io.Reader, w io.Writer, c io.Closer, secret []byte, listener bool, id uint32, timeout time.Duration) (*Link, error) {
 	s := &streamConn{r: r, w: w, c: c}
-	if err := Handshake(s, secret, listener, timeout); err != nil {
+	k, peer, err := handshake(s, secret, listener, id, timeout)
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
-	return newLink(s), nil
+	return newLink(s, k, peer), nil
 }
 
 type streamConn struct {

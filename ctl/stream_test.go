@@ -35,7 +35,7 @@ func TestStreamLinks(t *testing.T) {
 		l, err := AcceptStream(b.r, b.w, b, secret, time.Second)
 		got <- res{l, err}
 	}()
-	dl, err := DialStream(a.r, a.w, a, secret, time.Second)
+	dl, err := DialStream(a.r, a.w, a, secret, 1, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestStreamLinkWrongSecret(t *testing.T) {
 	s2, _ := NewSecret()
 	a, b := pipes()
 	go AcceptStream(b.r, b.w, b, s2, time.Second)
-	if _, err := DialStream(a.r, a.w, a, s1, time.Second); err != ErrAuth {
+	if _, err := DialStream(a.r, a.w, a, s1, 1, time.Second); err != ErrAuth {
 		t.Fatalf("dial with the wrong secret: %v, want ErrAuth", err)
 	}
 }
@@ -76,7 +76,7 @@ func TestStreamLinkSilentPeer(t *testing.T) {
 	secret, _ := NewSecret()
 	a, _ := pipes()
 	start := time.Now()
-	if _, err := DialStream(a.r, a.w, a, secret, 200*time.Millisecond); err == nil || time.Since(start) > 2*time.Second {
+	if _, err := DialStream(a.r, a.w, a, secret, 1, 200*time.Millisecond); err == nil || time.Since(start) > 2*time.Second {
 		t.Fatalf("handshake with a silent peer: %v after %v", err, time.Since(start))
 	}
 

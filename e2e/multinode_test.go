@@ -998,7 +998,7 @@ exec sleep 60
 			conn.Close()
 			// A wrong secret.
 			wrong, _ := ctl.NewSecret()
-			if l, err := ctl.Dial(addr, wrong, 5*time.Second); err == nil {
+			if l, err := ctl.Dial(addr, wrong, 1, 5*time.Second); err == nil {
 				l.Close()
 				t.Errorf("%s: a wrong secret was accepted", addr)
 			} else if !errors.Is(err, ctl.ErrAuth) {
@@ -1013,6 +1013,52 @@ exec sleep 60
 		r := p.wait()
 		expectCode(t, r, 130)
 		m.checkClean(t, 10*time.Second)
+	})
+
+	t.Run("frames-tampered", func(t *testing.T) {
+		// prun-h2's control link runs through a relay (ctltamper_test.go),
+		// the launcher's listener on the one port --port-range allows.
+		var port int
+		for p := range freePorts(t, 1) {
+			port = p
+		}
+		x := m.interpose(t, "prun-h2", port)
+		args := []string{"--hostfile", m.hostfile, "--port-range", strconv.Itoa(port), "-n", "8", "hostname"}
+		// Relayed untouched, the job runs as usual.
+		r := m.run(t, opts{args: args})
+		expectCode(t, r, 0)
+		linePerHost(t, r, 8)
+		if x.conns.Load() == 0 {
+			t.Fatal("prun-h2's daemon did not link through the relay")
+		}
+		// One bit flipped in the first frame after the handshake, the
+		// daemon's ("up") or the launcher's ("down"): the receiver drops
+		// the link, and the node is lost, by name. The launcher says why
+		// in one line; a daemon's reason reaches it only when its
+		// session's end is heard before its link's (a race), so "down"
+		// checks the node's loss alone.
+		for _, dir := range []string{"up", "down"} {
+			t.Run(dir, func(t *testing.T) {
+				x.flip.Store(dir)
+				before := x.conns.Load()
+				r := m.run(t, opts{args: args})
+				if x.conns.Load() == before {
+					t.Fatal("prun-h2's daemon did not link through the relay")
+				}
+				if r.code == 0 || r.code == -1 {
+					t.Errorf("exit %d, want a failure status\n%s", r.code, r)
+				}
+				if n := len(lines(r.stderr)); n != 1 {
+					t.Errorf("stderr has %d lines, want 1\n%s", n, r)
+				}
+				if dir == "up" {
+					expectContains(t, "stderr", r.stderr, "prun: prun-h2: lost the connection to its daemon: ctl: a frame failed authentication: frame 0 of the link was altered, replayed, reordered or injected\n")
+				} else {
+					expectContains(t, "stderr", r.stderr, "prun-h2")
+				}
+				t.Logf("stderr:\n%s", r.stderr)
+			})
+		}
 	})
 
 	t.Run("port-range", func(t *testing.T) {

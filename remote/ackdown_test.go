@@ -48,7 +48,7 @@ func TestAckQueuesCombine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	l1, err := ctl.Dial(ln.Addr().String(), secret, 2*time.Second)
+	l1, err := ctl.Dial(ln.Addr().String(), secret, 1, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

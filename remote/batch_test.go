@@ -72,7 +72,7 @@ func upLink(t *testing.T) (*upQueue, *ctl.Link) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	a, err := ctl.Dial(ln.Addr().String(), secret, 2*time.Second)
+	a, err := ctl.Dial(ln.Addr().String(), secret, 1, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func parentOn(t *testing.T, secret []byte, ips []string, refuse map[string]bool,
 					go func() {
 						defer wg.Done()
 						time.Sleep(delay[ips[i]])
-						ctl.Handshake(c, secret, true, 5*time.Second)
+						ctl.Server(c, secret, 5*time.Second)
 					}()
 				}
 			}()

@@ -118,6 +118,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 		logf("%s: cannot connect to the launcher: %v", n.host, err)
 		return 1
 	}
+	if ve := (*ctl.VersionError)(nil); errors.As(err, &ve) {
+		// Another prun answered: the session would meet the same one.
+		logf("%s: cannot link to the launcher: %v", n.host, err)
+		return 1
+	}
 	if err != nil {
 		// The parent cannot be reached from here (a firewall, a jump host):
 		// the control plane runs over this SSH session instead.
@@ -276,7 +281,7 @@ func linkOverSSH(stdin *bufio.Reader, b Bootstrap) (*ctl.Link, error) {
 	if _, err := os.Stdout.WriteString(overSSHMarker); err != nil {
 		return nil, err
 	}
-	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, b.connectTimeout())
+	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, uint32(b.Vertex), b.connectTimeout())
 }
 
 type closers []io.Closer
@@ -302,7 +307,9 @@ const dialHeadStart = time.Second
 // one, such as a transient interface's (another cluster's bridge, a VPN):
 // when that interface goes, the link falls silent without a reset and the
 // daemon gives its parent up (TestSimulatedTree256, TestDialParentPrefersFirst).
-// A connection that fails the handshake gives way to the next address.
+// A connection that fails the handshake gives way to the next address, but
+// for a parent of another wire version (ctl.VersionError): the parent's prun
+// is another, at every address.
 func dialParent(b Bootstrap) (*ctl.Link, error) {
 	var addrs []string
 	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && b.IfInclude == "" {
@@ -340,6 +347,16 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 			res <- result{c, err}
 		}()
 	}
+	// closeLater closes the connections that arrive after the one taken.
+	closeLater := func(left int) {
+		go func() {
+			for ; left > 0; left-- {
+				if r := <-res; r.c != nil {
+					r.c.Close()
+				}
+			}
+		}()
+	}
 	var errs []string
 	dialNext()
 	for pending > 0 {
@@ -347,17 +364,14 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 		case r := <-res:
 			pending--
 			if r.err == nil {
-				l, err := ctl.Client(r.c, b.Secret, timeout)
+				l, err := ctl.Client(r.c, b.Secret, uint32(b.Vertex), timeout)
 				if err == nil {
-					// Connections that arrive later close.
-					go func(left int) {
-						for ; left > 0; left-- {
-							if r := <-res; r.c != nil {
-								r.c.Close()
-							}
-						}
-					}(pending)
+					closeLater(pending)
 					return l, nil
+				}
+				if ve := (*ctl.VersionError)(nil); errors.As(err, &ve) {
+					closeLater(pending)
+					return nil, err // the parent runs another prun: no address will do
 				}
 				r.err = err
 			}

@@ -418,20 +418,33 @@ func (s *spawner) failAt(v, g int, err error) {
 	}
 }
 
-// serveLink takes a child's link: its first frame must be the hello of a
-// child not yet linked (of vertex want, when not 0); then it relays what
-// comes up.
+// serveLink takes a child's link: the vertex its handshake proved must be
+// a child not yet linked (want, when not 0), and its first frame that
+// child's hello; then it relays what comes up.
 func (s *spawner) serveLink(l *ctl.Link, want int) {
 	l.SetSilence(ctl.Silence(len(s.boot.Hosts)))
+	v := int(l.Peer())
+	child := ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts) && (want == 0 || v == want)
 	f, err := l.Recv()
 	if err != nil {
 		l.Close()
+		// A frame that failed authentication on a link of child v's
+		// (which only v's daemon could open: the handshake proved v with
+		// the secret) loses v, for that reason: its daemon only sees its
+		// link close. A link that closes unheard is one of a daemon's
+		// spare connections (dialParent).
+		if errors.Is(err, ctl.ErrFrameAuth) && child {
+			s.mu.Lock()
+			linked := s.links[v] != nil
+			s.mu.Unlock()
+			if !linked {
+				s.fail(v, fmt.Errorf("lost the connection to its daemon: %w", err))
+			}
+		}
 		return
 	}
 	_, src, _, err := header(f.Payload)
-	v := int(src)
-	ok := err == nil && (f.Type == tHello || f.Type == tHellos) && ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts) &&
-		(want == 0 || v == want)
+	ok := child && err == nil && (f.Type == tHello || f.Type == tHellos) && int(src) == v
 	s.mu.Lock()
 	if ok && (s.links[v] != nil || s.closing) {
 		ok = false
@@ -459,11 +472,14 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 			s.mu.Lock()
 			closing := s.closing
 			s.mu.Unlock()
+			// A frame that failed authentication is reported as such at once
+			// (the daemon ends when its link does: its status would hide why).
 			var silent *ctl.SilentError
-			if closing || !s.current(v, g) || !errors.As(err, &silent) && s.sessionEnds(v, time.Second) {
+			auth := errors.Is(err, ctl.ErrFrameAuth)
+			if closing || !s.current(v, g) || !auth && !errors.As(err, &silent) && s.sessionEnds(v, time.Second) {
 				return // a daemon that ended: its command's end says how (launch)
 			}
-			s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %v", err)))
+			s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %w", err)))
 			return
 		}
 		if f.Type == tBatch {
