@@ -163,8 +163,8 @@ func Server(c net.Conn, secret []byte, timeout time.Duration) (*Link, error) {
 // Send writes one frame, whole, or fails and closes the link. A peer that
 // does not read for its silence limit (DeadAfter, or SetSilence's) is lost:
 // a starved peer is waited for as long when it does not read as when it
-// does not write (1,024 daemons on one host: a vertex starved for over 5 s
-// while its parent sent it a fence's 1 MiB result was lost).
+// does not write (a vertex starved of CPU while its parent sends it a large
+// result is slow, not lost).
 func (l *Link) Send(typ uint8, payload []byte) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()

@@ -228,8 +228,8 @@ func New(cfg Config, up Upstream) (*Daemon, error) {
 			d.fillWait = c.Fill(cleanEnv(os.Environ()))
 		}
 	}
-	// The fabric probe reads /sys and /dev (0.1 ms): beside the server's
-	// start rather than after it.
+	// The fabric probe reads /sys and /dev: beside the server's start
+	// rather than after it.
 	go nodeHasFabric()
 	srv, err := pmixsrv.Init(pmixsrv.Config{
 		TmpDir:      cfg.Session.Top,

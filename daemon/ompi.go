@@ -10,9 +10,9 @@ import (
 // Open MPI start-up defaults. On a node with no high-speed fabric, Open MPI
 // still probes its "cm" PML (PSM2/OFI/portals MTLs) and its "ucx" PML in
 // every rank, though neither can be selected there (ucx declines a node
-// without a fabric device): "cm" cost Open MPI 4.1 about 200 ms of
-// MPI_Init, "ucx" costs Open MPI 5.0 about 15 ms of CPU a rank. prun
-// excludes both on such nodes. Whatever the user set wins: these apply only
+// without a fabric device), and both probes cost every rank start-up time
+// (docs/benchmarks.md, "Where the time goes"). prun excludes both on such
+// nodes. Whatever the user set wins: these apply only
 // to variables absent from the launcher's environment, and a user who tunes
 // the ucx PML keeps it.
 
@@ -75,7 +75,7 @@ func tuningEnv(base []string, topoXML string, net *Network) []string {
 		out = append(out, pml)
 	}
 	// The node's cached topology spares every rank's hwloc a probe of the
-	// machine (about 25 ms per Open MPI rank here).
+	// machine.
 	if topoXML != "" && !has("HWLOC_XMLFILE") {
 		if _, err := os.Stat(topoXML); err == nil {
 			for _, kv := range xmlTopologyEnv(topoXML) {
@@ -91,8 +91,8 @@ func tuningEnv(base []string, topoXML string, net *Network) []string {
 // xmlTopologyEnv makes hwloc load the topology from an XML file instead of
 // probing the machine. With the topology given, hwloc's discovery plugins
 // are unused, yet loading them (OpenCL, X11 and libxml2/ICU libraries) is
-// most of what remains of hwloc's start-up: 3.5 ms of PMIx_server_init here,
-// 1.3 ms without them. The built-in XML parser reads hwloc's own XML.
+// most of what remains of hwloc's start-up. The built-in XML parser reads
+// hwloc's own XML.
 func xmlTopologyEnv(path string) []string {
 	return []string{
 		"HWLOC_XMLFILE=" + path,

@@ -46,9 +46,9 @@ func (nt *notifier) wait(d time.Duration) {
 // last call: for its spawner, for tools watching the launch (on any node),
 // and for the user's job too. Not a default event: Open MPI's default
 // handler would abort a running parent on it. Only the user's job's end is
-// kept by the servers for handlers registered later: libpmix 4.2.2 caching
-// each spawned job's end cost every later spawn cycle of a parent 45 ms
-// (spawnloop: 200 cycles in 10 s instead of 1 s), so a spawner registers
+// kept by the servers for handlers registered later: libpmix 4.2.2 walks
+// its cache of job ends at every later spawn cycle of a parent, so a
+// spawner registers
 // for its child's end before the child can end (spawn, then register with
 // the child's namespace, then let it go; or register for every job's end
 // before spawning). A DVM's submissions cache none (a tool registers
@@ -80,8 +80,7 @@ func (r *run) announceEnds() {
 			{Key: pmixsrv.KeyExitCode, Value: code},
 			{Key: pmixsrv.KeyEventNonDefault, Value: true},
 			// In a DVM no job's end is cached: the servers would keep every
-			// submission's for the runtime's life (4 KB each, seen as the
-			// DVM's memory growing per job).
+			// submission's for the runtime's life.
 			{Key: pmixsrv.KeyEventDoNotCache, Value: spawned || r.dvm != nil},
 		}, forget)
 	}

@@ -181,8 +181,7 @@ func rankList(rs []int) string { return topology.CPUSet(rs).String() }
 // peakRSSKiB is this process's own peak resident set (VmHWM). getrusage's
 // ru_maxrss is not: Linux keeps across execve the high-water mark of the
 // memory the process had before, and a program started by vfork (Go's
-// os/exec) had its parent's: prun run from a test binary of 500 MiB
-// reported 500 MiB.
+// os/exec) has its parent's: a large parent's, not prun's own.
 func peakRSSKiB() (int64, bool) { return selfStatusKiB("VmHWM:") }
 
 // selfRSS is this process's resident set in KiB (0: unknown).

@@ -18,7 +18,7 @@ var forwarded = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP
 
 // Signals catches the signals a launch handles, with sigcatch: os/signal
 // makes a round trip to a thread of Go's runtime for each signal it starts
-// or stops catching, 0.3-0.4 ms of a 4-rank launch on the project's VMs.
+// or stops catching, on every launch's path.
 type Signals struct {
 	catcher *sigcatch.Catcher
 	from    <-chan os.Signal // a DVM's submission: the signals its submitter forwards

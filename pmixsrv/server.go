@@ -333,8 +333,8 @@ func CHeapInUse() uint64 {
 // DeregisterNspace drops a job and everything the library kept for it.
 // Its completion, on the library's thread, also releases the connections of
 // departed clients that libpmix 4.2 keeps for the server's lifetime
-// (leaks.c): each held its namespace and rank records, about 3 KB a rank
-// and 5 KB a job in a long-lived runtime.
+// (leaks.c): each held its namespace and rank records, which a long-lived
+// runtime would accumulate job after job.
 func (s *Server) DeregisterNspace(nspace string) {
 	ns := C.CString(nspace)
 	defer C.free(unsafe.Pointer(ns))
@@ -400,8 +400,7 @@ func (s *Server) SetupFork(p Proc) ([]string, error) {
 // it. The library offers every security module it has, munge first, and a
 // client takes the first: where munged runs (every Slurm node) each rank
 // then asks munged for a credential and the server asks munged to check it,
-// two round trips per rank (1.2 ms of a 4-rank Open MPI hello here), for
-// what the kernel tells already: the server knows its peer by its socket's
+// two round trips per rank, for what the kernel tells already: the server knows its peer by its socket's
 // owner (__wrap_accept). The server keeps munge for tools, which choose
 // their own (pps picks munge where munged runs).
 func nativeSecurity(env []string) []string {

@@ -68,10 +68,9 @@ const (
 	toBroadcast = 0xffffffff
 )
 
-// Message bodies, one type per kind. They travel as JSON (encoding/gob,
-// which carried them before, cost every start of prun its initialisation
-// and page faults, one node's jobs included: 0.15 ms of an empty Go
-// program's start).
+// Message bodies, one type per kind. They travel as JSON: encoding/gob
+// would cost every start of prun its initialisation, a one-node job's
+// included.
 
 // hello is a daemon's first word: it is up, and its node's topology.
 type hello struct {

@@ -31,7 +31,8 @@ import (
 )
 
 // prep is what a daemon readies while its bootstrap is on its way (inside
-// Slurm, srun forwards the step's stdin 5-10 ms after the daemon started):
+// Slurm, srun forwards the step's stdin only some time after the daemon
+// started):
 // nothing in it depends on the bootstrap, whose variables (Bootstrap.Env)
 // never include TMPDIR, where the session directory goes.
 type prep struct {

@@ -16,10 +16,10 @@ import (
 )
 
 // growStack grows the main goroutine's stack to 32 KiB while it is one
-// frame deep. Left to grow on demand, it doubled twice deep inside the
-// command line's parsing and the launch, and each growth walked every frame
-// on the stack, reading their stack maps from the binary: about 100 page
-// faults, 0.5 ms of a 8 ms `prun -n 4 /bin/true` on this machine.
+// frame deep. Left to grow on demand, it doubles deep inside the command
+// line's parsing and the launch, and each growth walks every frame on the
+// stack, reading their stack maps from the binary (page faults a short
+// launch feels).
 //
 //go:noinline
 func growStack(i int) byte {
