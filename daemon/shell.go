@@ -127,7 +127,7 @@ func (sh *shell) launch() error {
 	// Until a rank starts, a failure leaves nothing to wait for: the shell
 	// is done (close waits for that).
 	failed := func(err error) error {
-		sh.unplace()
+		sh.preloaded.unplace()
 		sh.closePMI()
 		close(sh.done)
 		return err
@@ -137,7 +137,7 @@ func (sh *shell) launch() error {
 			return failed(err)
 		}
 	}
-	if err := sh.preload(); err != nil {
+	if err := sh.preloaded.place(sh.d, p, sh.self); err != nil {
 		return failed(err)
 	}
 	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self)); err != nil {
@@ -277,7 +277,7 @@ func (sh *shell) command(pr mapper.Proc, env []string, rio rankIO, pmiClient *os
 	if pmiClient != nil {
 		files = append(files, pmiClient) // PMI_FD=3
 	}
-	path := sh.exe(pr.App)
+	path := sh.preloaded.exe(p, pr.App)
 	if p.Index == 0 && p.Job.Xterm.Has(pr.Rank) {
 		var err error
 		if path, argv, err = xtermArgv(path, argv, pr.Rank, sh.nodeName(), p.Job.Xterm.Hold, env); err != nil {
@@ -467,7 +467,7 @@ func (sh *shell) finish() {
 func (sh *shell) close() {
 	sh.signal(nil, syscall.SIGKILL)
 	<-sh.done
-	sh.unplace()
+	sh.preloaded.unplace()
 }
 
 // setState updates a rank's record (its client's state: host.go, pmijob.go).
