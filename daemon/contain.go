@@ -82,9 +82,7 @@ func (sh *shell) makeGroup() {
 				d.cfg.Name, sh.plan.Nspace, err)
 		}
 	}
-	sh.mu.Lock()
-	sh.marked = true
-	sh.mu.Unlock()
+	sh.marked.Store(true)
 }
 
 // startedOutside records that a rank was started outside the job's group
@@ -92,17 +90,13 @@ func (sh *shell) makeGroup() {
 // by environment, and later jobs get no group.
 func (sh *shell) startedOutside(why error) {
 	sh.d.groupsOff(fmt.Errorf("a process cannot be created in a job's cgroup: %w", why))
-	sh.mu.Lock()
-	sh.marked = true
-	sh.mu.Unlock()
+	sh.marked.Store(true)
 }
 
 // endLeftovers ends whatever the job's ranks left running on this node
 // (every rank has exited) and reports what it could not end.
 func (sh *shell) endLeftovers() {
-	sh.mu.Lock()
-	g, marked := sh.group, sh.marked
-	sh.mu.Unlock()
+	g, marked := sh.group, sh.marked.Load()
 	var left []cgroup.Proc
 	if g != nil {
 		left = g.End(leftoverWait)

@@ -135,21 +135,14 @@ func (sh *shell) fdsOf(rank int, again bool) rankFDs {
 // or fails as the job cannot fit on this node.
 func (sh *shell) takeFDs(rank int, again bool) (rankFDs, error) {
 	f := sh.fdsOf(rank, again)
-	sh.mu.Lock()
-	failed := sh.fdsFailed
-	sh.mu.Unlock()
-	if failed != nil {
+	if failed := sh.fdsFailed.Load(); failed != nil {
 		return f, failed
 	}
 	local := len(sh.plan.procsOn(sh.self))
-	err := sh.d.fds.take(f.total(), &fdsTooFew{limit: sh.d.fds.hard, ranks: local,
-		need: local*f.total() + fdReserve})
-	if err != nil {
-		sh.mu.Lock()
-		if sh.fdsFailed == nil {
-			sh.fdsFailed = err
-		}
-		sh.mu.Unlock()
+	tooFew := &fdsTooFew{limit: sh.d.fds.hard, ranks: local, need: local*f.total() + fdReserve}
+	if err := sh.d.fds.take(f.total(), tooFew); err != nil {
+		sh.fdsFailed.CompareAndSwap(nil, tooFew) // the first failure stands for the job's later starts
+		return f, err
 	}
-	return f, err
+	return f, nil
 }

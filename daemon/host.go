@@ -15,9 +15,10 @@ import (
 // bookkeeping happens here; anything that spans nodes goes upstream.
 type host struct{ d *Daemon }
 
-func (h host) rankState(p pmixsrv.Proc, f func(*rankState)) {
+// client updates what p's current incarnation told its PMIx server.
+func (h host) client(p pmixsrv.Proc, set func(*clientState)) {
 	if sh := h.d.shell(p.Nspace); sh != nil {
-		sh.setState(int(p.Rank), f)
+		sh.ranks.client(int(p.Rank), set)
 	}
 }
 
@@ -31,12 +32,12 @@ func (h host) ClientConnected(p pmixsrv.Proc) error {
 	if err := sh.makeDirs(); err != nil {
 		return err
 	}
-	sh.setState(int(p.Rank), func(st *rankState) { st.client.connected = true })
+	sh.ranks.client(int(p.Rank), func(c *clientState) { c.connected = true })
 	return nil
 }
 
 func (h host) ClientFinalized(p pmixsrv.Proc) error {
-	h.rankState(p, func(st *rankState) { st.client.finalized = true })
+	h.client(p, func(c *clientState) { c.finalized = true })
 	return nil
 }
 
@@ -47,9 +48,7 @@ func (h host) Abort(p pmixsrv.Proc, status int, msg string, targets []pmixsrv.Pr
 	if msg == "N/A" { // Open MPI's "no message"
 		msg = ""
 	}
-	if sh := h.d.shell(p.Nspace); sh != nil {
-		sh.setState(int(p.Rank), func(st *rankState) { st.client.aborted = true })
-	}
+	h.client(p, func(c *clientState) { c.aborted = true })
 	h.d.up.Event(Event{Kind: ProcAborted, Nspace: p.Nspace, Rank: int(p.Rank), Node: h.d.cfg.Name,
 		Status: status, Msg: msg})
 	done(nil)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -33,15 +32,10 @@ func (d *Daemon) Inspect(nspace string, stacks bool) []RankState {
 	if sh == nil {
 		return nil
 	}
-	sh.mu.Lock()
 	var out []RankState
-	for r, st := range sh.ranks {
-		if !st.exited && st.pid > 0 {
-			out = append(out, RankState{Rank: r, Pid: st.pid})
-		}
+	for _, l := range sh.ranks.live() {
+		out = append(out, RankState{Rank: l.rank, Pid: l.pid})
 	}
-	sh.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
 	debugger := findDebugger()
 	var wg sync.WaitGroup
 	for i := range out {

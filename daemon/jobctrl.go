@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"maps"
-	"slices"
 	"syscall"
 
 	"prun/pmixsrv"
@@ -76,13 +74,6 @@ func (d *Daemon) recordCkpt(nspace string, ranks []int, m ckptMethod) {
 	}
 }
 
-// localRanks lists the job's ranks on this node, in order.
-func (sh *shell) localRanks() []int {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return slices.Sorted(maps.Keys(sh.ranks))
-}
-
 // checkpoint tells the job's ranks here (all when ranks is nil) to
 // checkpoint, each the way it asked; a rank that asked for nothing is left
 // alone.
@@ -92,7 +83,7 @@ func (d *Daemon) checkpoint(nspace string, ranks []int) {
 		return
 	}
 	if ranks == nil {
-		ranks = sh.localRanks()
+		ranks = sh.ranks.list()
 	}
 	for _, r := range ranks {
 		p := pmixsrv.Proc{Nspace: nspace, Rank: pmixsrv.Rank(r)}

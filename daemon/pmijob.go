@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sort"
 	"strconv"
@@ -23,8 +22,8 @@ import (
 // collective as PMIx fences (kind "pmi"), so they will span nodes with it;
 // published names share the PMIx name service.
 type pmiJob struct {
-	sh *shell
-	ln net.Listener // -pmi-port: where the job's ranks connect (pmiport.go); nil: each inherits a socket
+	sh   *shell
+	port *pmiPort // -pmi-port: where the job's ranks connect (pmiport.go); nil: each inherits a socket
 
 	mu       sync.Mutex
 	kvs      map[string]string // the job's KVS as of the last barrier
@@ -55,8 +54,8 @@ func (j *pmiJob) env(pr mapper.Proc) []string {
 	p := j.sh.plan
 	node := p.Map.Nodes[pr.Node]
 	conn := []string{"PMI_FD=3", "PMI_RANK=" + strconv.Itoa(pr.Rank), "PMI_SIZE=" + strconv.Itoa(len(p.Map.Procs))}
-	if j.ln != nil {
-		conn = []string{"PMI_PORT=" + j.ln.Addr().String(), "PMI_ID=" + strconv.Itoa(pr.Rank)}
+	if j.port != nil {
+		conn = []string{"PMI_PORT=" + j.port.addr(), "PMI_ID=" + strconv.Itoa(pr.Rank)}
 	}
 	if p.ParentKVS != "" {
 		// MPICH's PMI-1 client learns that it was spawned (and must
@@ -77,7 +76,7 @@ func (j *pmiJob) env(pr mapper.Proc) []string {
 // socket makes the connection a rank inherits as PMI_FD (descriptor 3),
 // unless the job's ranks connect to its -pmi-port: then both are nil.
 func (j *pmiJob) socket(fs *startFiles) (server, client *os.File, err error) {
-	if j.ln != nil {
+	if j.port != nil {
 		return nil, nil, nil
 	}
 	if server, client, err = socketPair(); err == nil {
@@ -299,17 +298,17 @@ func (j *pmiJob) Spawn(rank int, req pmi.SpawnRequest, done func(string, error))
 }
 
 func (j *pmiJob) Abort(rank, code int, msg string) {
-	j.sh.setState(rank, func(st *rankState) { st.client.aborted = true })
+	j.sh.ranks.client(rank, func(c *clientState) { c.aborted = true })
 	j.sh.d.up.Event(Event{Kind: ProcAborted, Nspace: j.sh.plan.Nspace, Rank: rank, Node: j.sh.nodeName(),
 		Status: code, Msg: msg})
 }
 
 func (j *pmiJob) Connected(rank int) {
-	j.sh.setState(rank, func(st *rankState) { st.client.connected = true })
+	j.sh.ranks.client(rank, func(c *clientState) { c.connected = true })
 }
 
 func (j *pmiJob) Finalize(rank int) {
-	j.sh.setState(rank, func(st *rankState) { st.client.finalized = true })
+	j.sh.ranks.client(rank, func(c *clientState) { c.finalized = true })
 }
 
 func (j *pmiJob) ProtocolError(rank int, err error) {

@@ -30,24 +30,47 @@ import (
 // names its rank.
 const initackTimeout = 30 * time.Second
 
+// pmiPort is a job's -pmi-port service on one node: it owns its listener;
+// which rank is claimed is the rank table's (claimPort).
+type pmiPort struct {
+	ln       net.Listener
+	job      pmi.Job // the job's PMI service
+	ranks    *rankTable
+	size     int    // the job's size, told in the PMI-1 handshake
+	node     string // this node's name, for errors
+	versions pmi.Versions
+	refused  func(service string, p peercred.Peer, why string) // a connection of another user (Daemon.refused)
+}
+
 // listenPMI starts the job's PMI service on a local TCP port.
 func (sh *shell) listenPMI(versions pmi.Versions) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("PMI port: %w", err)
 	}
-	sh.pmi.ln = ln
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // closed with the job
-			}
-			go sh.servePMIPort(c, versions)
-		}
-	}()
+	pp := &pmiPort{ln: ln, job: sh.pmi, ranks: sh.ranks, size: len(sh.plan.Map.Procs), node: sh.nodeName(),
+		versions: versions, refused: sh.d.refused}
+	sh.pmi.port = pp
+	go pp.accept()
 	return nil
 }
+
+// accept serves each connection until the listener closes (close).
+func (pp *pmiPort) accept() {
+	for {
+		c, err := pp.ln.Accept()
+		if err != nil {
+			return // closed with the job
+		}
+		go pp.serve(c)
+	}
+}
+
+// addr is where the ranks connect (PMI_PORT).
+func (pp *pmiPort) addr() string { return pp.ln.Addr().String() }
+
+// close stops the service; connections being served go on to their end.
+func (pp *pmiPort) close() { pp.ln.Close() }
 
 // portJob is the job as one PMI port connection sees it: its protocol
 // errors name the connection and the rank it claimed, not the rank itself
@@ -66,11 +89,11 @@ func (j portJob) ProtocolError(rank int, err error) {
 	j.Job.ProtocolError(-1, err)
 }
 
-// servePMIPort takes a connection through the handshake that names its
+// serve takes a connection through the handshake that names its
 // rank and serves it as that rank's PMI connection. Only the job's user
 // (or root) may connect: another user's connection is closed unread, so
 // that it cannot claim a rank before the rank does.
-func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
+func (pp *pmiPort) serve(c net.Conn) {
 	peer, err := peercred.OfConn(c)
 	if err != nil || !peercred.Admit(peer) {
 		why := fmt.Sprintf("not the job's user (uid %d) nor root", os.Geteuid())
@@ -78,12 +101,12 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 			why = "its user cannot be told: " + err.Error()
 		}
 		if !errors.Is(err, peercred.ErrGone) { // closed already: nobody to name
-			sh.d.refused("PMI port", peer, why)
+			pp.refused("PMI port", peer, why)
 		}
 		c.Close()
 		return
 	}
-	job := portJob{sh.pmi, "PMI port connection from " + peer.String()}
+	job := portJob{pp.job, "PMI port connection from " + peer.String()}
 	served := make(chan struct{}) // for drainPMI, once a rank is claimed
 	defer close(served)
 	r := bufio.NewReaderSize(c, 4096)
@@ -94,9 +117,9 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 		err = fmt.Errorf("a first line longer than %d bytes", r.Size())
 	}
 	if err == nil && strings.HasPrefix(line, "cmd=init ") {
-		err := pmi.ServeNamedV2(c, r, strings.TrimRight(line, "\r\n"), job, versions, func(rank int) error {
+		err := pmi.ServeNamedV2(c, r, strings.TrimRight(line, "\r\n"), job, pp.versions, func(rank int) error {
 			c.SetReadDeadline(time.Time{})
-			return sh.claimPMIRank(rank, served)
+			return pp.claim(rank, served)
 		})
 		if err != nil && !errors.Is(err, io.EOF) {
 			job.ProtocolError(-1, err)
@@ -109,7 +132,7 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 		rank, err = parseInitack(line)
 	}
 	if err == nil {
-		err = sh.claimPMIRank(rank, served)
+		err = pp.claim(rank, served)
 	}
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
@@ -118,12 +141,12 @@ func (sh *shell) servePMIPort(c net.Conn, versions pmi.Versions) {
 		c.Close()
 		return
 	}
-	fmt.Fprintf(c, "cmd=initack\ncmd=set size=%d\ncmd=set rank=%d\ncmd=set debug=0\n", len(sh.plan.Map.Procs), rank)
+	fmt.Fprintf(c, "cmd=initack\ncmd=set size=%d\ncmd=set rank=%d\ncmd=set debug=0\n", pp.size, rank)
 	pmi.Serve(struct {
 		io.Reader
 		io.Writer
 		io.Closer
-	}{r, c, c}, rank, job, versions)
+	}{r, c, c}, rank, job, pp.versions)
 }
 
 // parseInitack reads "cmd=initack pmiid=N".
@@ -139,25 +162,20 @@ func parseInitack(line string) (int, error) {
 	return n, nil
 }
 
-// claimPMIRank lets rank connect once, if it runs here.
-func (sh *shell) claimPMIRank(rank int, served <-chan struct{}) error {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	st, ok := sh.ranks[rank]
-	switch {
-	case !ok:
-		return fmt.Errorf("pmiid %d: no such rank of this job on %s", rank, sh.nodeName())
-	case st.client.pmiPort:
+// claim lets rank connect once, if it runs here.
+func (pp *pmiPort) claim(rank int, served <-chan struct{}) error {
+	switch pp.ranks.claimPort(rank, served) {
+	case portNoRank:
+		return fmt.Errorf("pmiid %d: no such rank of this job on %s", rank, pp.node)
+	case portTaken:
 		return fmt.Errorf("pmiid %d: that rank is connected already", rank)
 	}
-	st.client.pmiPort = true
-	st.client.pmiServed = served
 	return nil
 }
 
 // closePMI stops the job's PMI port, if it has one.
 func (sh *shell) closePMI() {
-	if sh.pmi.ln != nil {
-		sh.pmi.ln.Close()
+	if sh.pmi.port != nil {
+		sh.pmi.port.close()
 	}
 }

@@ -15,13 +15,15 @@ import (
 	"sync"
 )
 
-// preloaded is what preload placed for one job on this node.
+// preloaded is what preload placed for one job on this node: written by
+// place before the job's first rank starts, read by its starts, undone by
+// unplace once none runs.
 type preloaded struct {
 	exes   map[int]string // apps whose ranks run a preloaded copy of their program
 	placed []string       // files --preload-files put in working directories
 }
 
-// preload places what the plan sends for this node's ranks: an app's
+// place places what the plan sends for this node's ranks: an app's
 // program, when this node's copy at the same path differs or is missing,
 // goes to the session directory and the ranks run it from there; the files
 // go into each app's working directory (each rank's, with
@@ -29,22 +31,23 @@ type preloaded struct {
 // contents is left as it is and one of other contents (or anything that is
 // not a regular file) stops the launch. The files placed are removed when
 // the job ends (unplace); the programs go with the session directory.
-func (sh *shell) preload() error {
-	p := sh.plan
+// Self is this node's index in p's map; d gives what arrived (its staging)
+// and where programs go (its session directory).
+func (pl *preloaded) place(d *Daemon, p *Plan, self int) error {
 	if len(p.Programs) == 0 && len(p.Files) == 0 {
 		return nil
 	}
-	defer sh.d.stage.drop() // what arrived is placed, or of no use
+	defer d.stage.drop() // what arrived is placed, or of no use
 	apps := map[int]bool{}
 	var dirs [][]string // by app: where its ranks start
-	for _, r := range p.procsOn(sh.self) {
+	for _, r := range p.procsOn(self) {
 		a := p.Map.Procs[r].App
 		for len(dirs) <= a {
 			dirs = append(dirs, nil)
 		}
 		switch {
 		case p.Job.CwdSessionDir: // each rank starts in its own PMIX_PROCDIR
-			dirs[a] = append(dirs[a], sh.d.cfg.Session.ProcDir(p.Nspace, r))
+			dirs[a] = append(dirs[a], d.cfg.Session.ProcDir(p.Nspace, r))
 		case !apps[a]:
 			dirs[a] = append(dirs[a], p.Job.Apps[a].Wdir)
 		}
@@ -58,26 +61,26 @@ func (sh *shell) preload() error {
 	for _, a := range order {
 		app := &p.Job.Apps[a]
 		if a < len(p.Programs) && p.Programs[a].Name != "" {
-			path := filepath.Join(sh.d.cfg.Session.Top, fmt.Sprintf("%s.app%d.%s", p.Nspace, a, filepath.Base(app.Exe)))
-			placed, err := sh.d.placeProgram(app.Exe, path, p.Programs[a])
+			path := filepath.Join(d.cfg.Session.Top, fmt.Sprintf("%s.app%d.%s", p.Nspace, a, filepath.Base(app.Exe)))
+			placed, err := d.placeProgram(app.Exe, path, p.Programs[a])
 			if err != nil {
-				return fmt.Errorf("--preload-binary: %s on %s: %w", app.Exe, sh.nodeName(), err)
+				return fmt.Errorf("--preload-binary: %s on %s: %w", app.Exe, d.cfg.Name, err)
 			}
 			if placed {
-				if sh.preloaded.exes == nil {
-					sh.preloaded.exes = map[int]string{}
+				if pl.exes == nil {
+					pl.exes = map[int]string{}
 				}
-				sh.preloaded.exes[a] = path
+				pl.exes[a] = path
 			}
 		}
 		for _, dir := range dirs[a] {
 			for _, f := range p.Files {
-				path, placed, err := sh.d.placeFile(dir, f)
+				path, placed, err := d.placeFile(dir, f)
 				if err != nil {
-					return fmt.Errorf("--preload-files: %s on %s: %w", path, sh.nodeName(), err)
+					return fmt.Errorf("--preload-files: %s on %s: %w", path, d.cfg.Name, err)
 				}
 				if placed {
-					sh.preloaded.placed = append(sh.preloaded.placed, path)
+					pl.placed = append(pl.placed, path)
 				}
 			}
 		}
@@ -86,19 +89,19 @@ func (sh *shell) preload() error {
 }
 
 // exe is the program app's ranks run on this node.
-func (sh *shell) exe(app int) string {
-	if path, ok := sh.preloaded.exes[app]; ok {
+func (pl *preloaded) exe(p *Plan, app int) string {
+	if path, ok := pl.exes[app]; ok {
 		return path
 	}
-	return sh.plan.Job.Apps[app].Exe
+	return p.Job.Apps[app].Exe
 }
 
 // unplace removes the files preload placed.
-func (sh *shell) unplace() {
-	for _, path := range sh.preloaded.placed {
+func (pl *preloaded) unplace() {
+	for _, path := range pl.placed {
 		os.Remove(path)
 	}
-	sh.preloaded.placed = nil
+	pl.placed = nil
 }
 
 // placeProgram puts the program f at path (placed true) unless this node's

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"prun/sessiondir"
 )
 
 func TestPlaceFile(t *testing.T) {
@@ -136,5 +138,55 @@ func TestStaging(t *testing.T) {
 	d.Receive(4, 0, nil)
 	if _, placed, err := d.placeFile(dir, e); err != nil || !placed {
 		t.Errorf("empty file: placed %v, %v", placed, err)
+	}
+}
+
+// TestPreloadedPlace: a program that differs from this node's copy runs
+// from the session directory; the files go into the app's working
+// directory and leave with unplace, the program with the session
+// directory.
+func TestPreloadedPlace(t *testing.T) {
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "prog"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	os.WriteFile(filepath.Join(src, "in.dat"), []byte("payload"), 0o644)
+	prog, err := FileOf(filepath.Join(src, "prog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := FileOf(filepath.Join(src, "in.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := shPlan(t, "preloaded", 2, "true", nil) // runs /bin/sh: this node's copy differs
+	p.Programs, p.Files = []File{prog}, []File{data}
+	top := t.TempDir()
+	d := &Daemon{cfg: Config{Name: testNode, Session: &sessiondir.Dir{Top: top}}, stage: staging{dir: top}}
+	var pl preloaded
+	if err := pl.place(d, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	exe := pl.exe(p, 0)
+	if filepath.Dir(exe) != top {
+		t.Errorf("the ranks run %s, not a copy in %s", exe, top)
+	}
+	if b, _ := os.ReadFile(exe); !strings.Contains(string(b), "exit 0") {
+		t.Errorf("the copy holds %q", b)
+	}
+	placed := filepath.Join(p.Job.Apps[0].Wdir, "in.dat")
+	if b, _ := os.ReadFile(placed); string(b) != "payload" {
+		t.Errorf("placed file holds %q", b)
+	}
+	pl.unplace()
+	if _, err := os.Stat(placed); err == nil {
+		t.Error("unplace left the placed file")
+	}
+	if _, err := os.Stat(exe); err != nil {
+		t.Errorf("unplace removed the program: %v", err)
+	}
+	// Without a program sent, the ranks run the app's own.
+	var none preloaded
+	p.Programs, p.Files = nil, nil
+	if err := none.place(d, p, 0); err != nil || none.exe(p, 0) != "/bin/sh" {
+		t.Errorf("nothing sent: %v, runs %s", err, none.exe(p, 0))
 	}
 }

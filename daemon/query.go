@@ -130,13 +130,9 @@ func (d *Daemon) memoryUsage(nspace string) []pmixsrv.Info {
 	}
 	d.mu.Unlock()
 	for _, sh := range shells {
-		sh.mu.Lock()
-		for _, st := range sh.ranks {
-			if st.pid > 0 && !st.exited {
-				pids = append(pids, st.pid)
-			}
+		for _, l := range sh.ranks.live() {
+			pids = append(pids, l.pid)
 		}
-		sh.mu.Unlock()
 	}
 	var sum float64
 	n := 0

@@ -14,7 +14,8 @@ import (
 // (signals.go), so that no group id they held is reused meanwhile. The
 // rank's output streams end once, with its last incarnation.
 
-// restartState is a rank's record under --max-restarts.
+// restartState is a rank's record under --max-restarts. It is a plain
+// value of the rank table's record (ranktable.go), changed under its lock.
 type restartState struct {
 	restarts int          // how many times it started again
 	old      []*proc      // its earlier incarnations
@@ -28,32 +29,39 @@ func (r *restartState) takeHeld() []iof.Stream {
 	return held
 }
 
-// restartable says whether a rank that just failed starts again: its
-// restarts are not used up, the job is not ending, it did not abort, and it
-// did start (a failed start is final). sh.mu is held.
-func (sh *shell) restartable(st *rankState) bool {
-	return st.again.restarts < sh.plan.Job.MaxRestarts && !sh.ending && !st.client.aborted && st.pid != 0
+// restartCase is what decides whether a rank's ended incarnation starts
+// again.
+type restartCase struct {
+	failed   bool // it ended by a non-zero status or a signal
+	started  bool // it did start (a failed start is final)
+	aborted  bool // it called PMIx_Abort or PMI abort (MPI_Abort)
+	ending   bool // the job is ending: every rank was signalled to end
+	restarts int  // how many times the rank started again so far
+	max      int  // the job's --max-restarts
 }
 
-// retire makes a failed rank's record that of its next incarnation and
-// returns which restart that is. sh.mu is held.
-func (st *rankState) retire() int {
-	st.again.restarts++
-	if st.child != nil {
-		st.again.old = append(st.again.old, st.child)
-		st.child = nil
+// restartPolicy says whether an ended incarnation starts again: it failed,
+// did start, did not abort, the job is not ending, and the rank's restarts
+// are not used up. Pure: every case is a row of restart_test.go.
+func restartPolicy(c restartCase) bool {
+	return c.failed && c.started && !c.aborted && !c.ending && c.restarts < c.max
+}
+
+// retire makes the record that of the rank's next incarnation, the ended
+// one (child) kept among the old, and returns which restart that is.
+func (r *restartState) retire(child *proc) int {
+	r.restarts++
+	if child != nil {
+		r.old = append(r.old, child)
 	}
-	st.again.endsHeld = nil
-	st.client = clientState{} // the next incarnation connects anew
-	return st.again.restarts
+	r.endsHeld = nil
+	return r.restarts
 }
 
 // restart starts a failed rank again, unless the job began to end
 // meanwhile: then, or when it cannot start, its failure stands.
 func (sh *shell) restart(rank, code int, sig syscall.Signal, use usage) {
-	sh.mu.Lock()
-	ending := sh.ending
-	sh.mu.Unlock()
+	ending := sh.ranks.isEnding()
 	var err error
 	if !ending {
 		// The rank is still registered (reaped does not deregister it):
@@ -68,13 +76,7 @@ func (sh *shell) restart(rank, code int, sig syscall.Signal, use usage) {
 		}
 	}
 	if ending || err != nil {
-		sh.mu.Lock()
-		st := sh.ranks[rank]
-		st.again.restarts = sh.plan.Job.MaxRestarts
-		if err != nil {
-			st.pid = 0 // reported as a launch failure, not as an exit
-		}
-		sh.mu.Unlock()
+		sh.ranks.notRestarted(rank, err == nil)
 		if err != nil {
 			sh.launchFailed(rank, err)
 			code, sig, use = -1, 0, usage{}
@@ -83,11 +85,10 @@ func (sh *shell) restart(rank, code int, sig syscall.Signal, use usage) {
 	}
 }
 
-// sink is where the output of rank's current incarnation goes. sh.mu is
-// held.
-func (sh *shell) sink(rank int) iof.Sink {
+// sink is where the output of incarnation n of rank goes.
+func (sh *shell) sink(rank, n int) iof.Sink {
 	if sh.plan.Job.MaxRestarts > 0 {
-		return incarnation{sh, rank, sh.ranks[rank].again.restarts}
+		return incarnation{sh, rank, n}
 	}
 	return sh.d.up
 }
@@ -107,16 +108,8 @@ func (in incarnation) Write(src iof.Source, st iof.Stream, p []byte, partial boo
 }
 
 func (in incarnation) End(src iof.Source, st iof.Stream) {
-	sh := in.sh
-	sh.mu.Lock()
-	rs := sh.ranks[in.rank]
-	current := rs.again.restarts == in.n
-	forward := current && rs.exited // its last incarnation ended
-	if current && !rs.exited {
-		rs.again.endsHeld = append(rs.again.endsHeld, st)
-	}
-	sh.mu.Unlock()
-	if e, ok := sh.d.up.(iof.Ender); ok && forward {
+	forward := in.sh.ranks.streamEnded(in.rank, in.n, st)
+	if e, ok := in.sh.d.up.(iof.Ender); ok && forward {
 		e.End(src, st)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,10 +20,13 @@ import (
 )
 
 // shell runs one job's ranks on one node: it starts them, reaps them and
-// reports their fate upstream. Its parts, each in a file of its name:
-// env (environ), stdio, affinity (binding), restart (--max-restarts),
-// signals, the PMI service (pmijob, pmiport) and what preload placed; the
-// PMIx server's upcalls reach it through host.
+// reports their fate upstream. The ranks' record is the rank table's
+// (ranktable.go), the only code that takes its lock; the parts plugged in
+// own their state, each in a file of its name: env (environ), stdio,
+// affinity (binding), restart (--max-restarts: its policy, each rank's
+// incarnations), signals (delivery), contain (the job's cgroup), fdbudget,
+// the PMI service (pmijob, and pmiport's listener) and what preload
+// placed; the PMIx server's upcalls reach it through host.
 type shell struct {
 	d    *Daemon
 	plan *Plan
@@ -42,36 +46,15 @@ type shell struct {
 	// node gives none; set before the first rank starts.
 	group *cgroup.Group
 
-	mu      sync.Mutex
-	ranks   map[int]*rankState
-	running int  // ranks whose last end is not yet reported
-	ending  bool // every rank was signalled to end: none is restarted
-	marked  bool // some rank runs outside a cgroup: the job's end searches by environment (contain.go)
+	// ranks is the record of the local ranks, their only owner
+	// (ranktable.go).
+	ranks *rankTable
+	// containment: whether the job's end also searches by environment
+	// (contain.go).
+	marked atomic.Bool
 	// fdsFailed: a rank could not start for want of descriptors, nor can
 	// the job's later ones (fdbudget.go).
-	fdsFailed error
-}
-
-// rankState is what the shell knows of one local rank.
-type rankState struct {
-	proc   mapper.Proc
-	pid    int   // 0 until started, and after a failed start
-	child  *proc // the running incarnation, a zombie from its exit until finish reaps it
-	exited bool  // its last incarnation was reaped
-
-	client clientState  // what its PMIx server (host.go) and PMI service (pmijob.go) saw
-	again  restartState // --max-restarts (restart.go)
-}
-
-// clientState is what a rank's current incarnation told its PMIx server or
-// PMI service.
-type clientState struct {
-	connected bool
-	finalized bool
-	aborted   bool // it called PMIx_Abort or PMI abort: its failure is not restarted
-	pmiPort   bool // connected through -pmi-port
-	// pmiServed is closed when its PMI connection's server returns.
-	pmiServed <-chan struct{}
+	fdsFailed atomic.Pointer[fdsTooFew]
 }
 
 func newShell(d *Daemon, p *Plan, self int) *shell {
@@ -80,7 +63,7 @@ func newShell(d *Daemon, p *Plan, self int) *shell {
 		jio := cfg.JobIO(p.Nspace)
 		cfg.Stdin, cfg.TTY, cfg.BaseEnv = jio.Stdin, jio.TTY, jio.BaseEnv
 	}
-	sh := &shell{d: d, plan: p, self: self, ranks: map[int]*rankState{}, done: make(chan struct{}),
+	sh := &shell{d: d, plan: p, self: self, ranks: newRankTable(p.Job.MaxRestarts), done: make(chan struct{}),
 		env: newEnviron(p, cfg, d.tuning), io: newStdio(p, cfg, d.fds.give)}
 	sh.pmi = newPMIJob(sh)
 	return sh
@@ -127,7 +110,7 @@ func (sh *shell) launch() error {
 	// Until a rank starts, a failure leaves nothing to wait for: the shell
 	// is done (close waits for that).
 	failed := func(err error) error {
-		sh.unplace()
+		sh.preloaded.unplace()
 		sh.closePMI()
 		close(sh.done)
 		return err
@@ -137,7 +120,7 @@ func (sh *shell) launch() error {
 			return failed(err)
 		}
 	}
-	if err := sh.preload(); err != nil {
+	if err := sh.preloaded.place(sh.d, p, sh.self); err != nil {
 		return failed(err)
 	}
 	if err := sh.d.srv.RegisterNspace(p.Nspace, len(local), nspaceInfo(p, sh.d.cfg.Session, sh.self)); err != nil {
@@ -154,12 +137,7 @@ func (sh *shell) launch() error {
 		return nil
 	}
 	sh.makeGroup()
-	sh.mu.Lock()
-	sh.running = len(local)
-	for _, r := range local {
-		sh.ranks[r] = &rankState{proc: p.Map.Procs[r]}
-	}
-	sh.mu.Unlock()
+	sh.ranks.add(local)
 	// Every rank is registered with libpmix before the first fork: its
 	// thread answers registrations promptly, but not while forks hold both
 	// of Go's processors (a vfork keeps its P until the child execs). Then
@@ -277,7 +255,7 @@ func (sh *shell) command(pr mapper.Proc, env []string, rio rankIO, pmiClient *os
 	if pmiClient != nil {
 		files = append(files, pmiClient) // PMI_FD=3
 	}
-	path := sh.exe(pr.App)
+	path := sh.preloaded.exe(p, pr.App)
 	if p.Index == 0 && p.Job.Xterm.Has(pr.Rank) {
 		var err error
 		if path, argv, err = xtermArgv(path, argv, pr.Rank, sh.nodeName(), p.Job.Xterm.Hold, env); err != nil {
@@ -308,15 +286,8 @@ func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, 
 	if is, ok := sh.d.up.(iof.InfoSink); ok {
 		is.SetSourceInfo(src, sh.nodeName(), child.pid)
 	}
-	sh.mu.Lock()
-	st := sh.ranks[rank]
-	st.pid, st.child = child.pid, child
-	if served != nil { // else a -pmi-port claim sets it, maybe already
-		st.client.pmiServed = served
-	}
-	sink := sh.sink(rank)
-	sh.mu.Unlock()
-	sh.io.attach(rio, sink, src)
+	n := sh.ranks.started(rank, child, served)
+	sh.io.attach(rio, sh.sink(rank, n), src)
 	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: child.pid,
 		Time: time.Now()})
 	go sh.wait(rank, child, rest)
@@ -349,9 +320,7 @@ func (sh *shell) wait(rank int, p *proc, rest int) {
 // otherwise win and the abort be lost. The connection ends with the
 // process, unless a child inherited it: then 100 ms at most.
 func (sh *shell) drainPMI(rank int) {
-	sh.mu.Lock()
-	served := sh.ranks[rank].client.pmiServed
-	sh.mu.Unlock()
+	served := sh.ranks.served(rank)
 	if served == nil {
 		return
 	}
@@ -372,27 +341,12 @@ type usage struct {
 // endedAmong returns a rank of this node among procs whose last
 // incarnation ended, reaped or not yet.
 func (sh *shell) endedAmong(procs []pmixsrv.Proc) (int, bool) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	for r, st := range sh.ranks {
-		if sh.among(procs, r) && (st.exited || st.child != nil && st.child.ended() && !sh.restartable(st)) {
-			return r, true
-		}
-	}
-	return 0, false
+	return sh.ranks.endedAmong(func(r int) bool { return sh.among(procs, r) })
 }
 
 // membersAmong counts the ranks of this node among procs.
 func (sh *shell) membersAmong(procs []pmixsrv.Proc) int {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	n := 0
-	for r := range sh.ranks {
-		if sh.among(procs, r) {
-			n++
-		}
-	}
-	return n
+	return sh.ranks.count(func(r int) bool { return sh.among(procs, r) })
 }
 
 func (sh *shell) among(procs []pmixsrv.Proc, r int) bool {
@@ -406,46 +360,34 @@ func (sh *shell) among(procs []pmixsrv.Proc, r int) bool {
 // on this node when its last rank ended.
 func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 	p := sh.plan
-	sh.mu.Lock()
-	st := sh.ranks[rank]
-	if (code != 0 || sig != 0) && sh.restartable(st) {
-		pid := st.pid
-		n := st.retire()
-		sh.mu.Unlock()
+	e := sh.ranks.ended(rank, code != 0 || sig != 0)
+	if e.restart > 0 {
 		// The rank stays registered: the next incarnation connects under
 		// the same registration (libpmix 4.2.2 takes several connections
 		// per registered rank, as for a client's forked child). A
 		// deregistration here could close the old connection before
 		// libpmix read its EOF (see pmixsrv.Server.DeregisterClient).
-		sh.d.up.Event(Event{Kind: ProcRestarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
-			Status: code, Signal: sig, Restart: n, Time: time.Now()})
+		sh.d.up.Event(Event{Kind: ProcRestarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: e.pid,
+			Status: code, Signal: sig, Restart: e.restart, Time: time.Now()})
 		go sh.restart(rank, code, sig, use)
 		return
 	}
-	st.exited = true
-	held := st.again.takeHeld()
-	c, pid := st.client, st.pid
-	sh.mu.Unlock()
 	// A group construct or destruct on this node that waits for it would
 	// wait for ever (libpmix 4.2.2): it fails now.
 	sh.d.srv.GroupMemberGone(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
-	if pid != 0 {
+	if e.pid != 0 {
 		// No PMIx_server_deregister_client here: the rank's connection is
 		// libpmix's to tear down when it reads the EOF (see
 		// pmixsrv.Server.DeregisterClient); the namespace's deregistration
 		// drops the rank's record.
-		sh.d.up.Event(Event{Kind: ProcExited, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: pid,
-			Status: code, Signal: sig, Connected: c.connected, Finalized: c.finalized, Time: time.Now(),
-			UserCPU: use.user, SysCPU: use.sys, MaxRSSKiB: use.maxRSS})
+		sh.d.up.Event(Event{Kind: ProcExited, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: e.pid,
+			Status: code, Signal: sig, Connected: e.client.connected, Finalized: e.client.finalized,
+			Time: time.Now(), UserCPU: use.user, SysCPU: use.sys, MaxRSSKiB: use.maxRSS})
 	}
-	sh.endHeld(rank, held)
+	sh.endHeld(rank, e.held)
 	// A rank counts as ended only once reported, so that NodeJobDone comes
 	// after every rank's report.
-	sh.mu.Lock()
-	sh.running--
-	last := sh.running == 0
-	sh.mu.Unlock()
-	if last {
+	if sh.ranks.reported() {
 		go sh.finish()
 	}
 }
@@ -467,14 +409,5 @@ func (sh *shell) finish() {
 func (sh *shell) close() {
 	sh.signal(nil, syscall.SIGKILL)
 	<-sh.done
-	sh.unplace()
-}
-
-// setState updates a rank's record (its client's state: host.go, pmijob.go).
-func (sh *shell) setState(rank int, f func(*rankState)) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if st, ok := sh.ranks[rank]; ok {
-		f(st)
-	}
+	sh.preloaded.unplace()
 }
