@@ -32,10 +32,12 @@ import (
 // in-process, the others' as a remote.Tree), the session directory,
 // upstream (routes, names, fences) and the node table (slots used and free,
 // lost nodes). Each submission is a run as a standalone launch is, through
-// the same phases (runJob), less the ones that start and end the daemons:
-// it owns its jobs (its job table), its policy, its Writer on the
-// submitter's descriptors and its exit status. A standalone prun is thus a
-// launch whose runtime lives as long as its one job.
+// the same phases (runJob), the DVM its runtime (it implements runtime:
+// its free slots, its daemons lent, its routing, the submitter's stdin):
+// the run owns its jobs (its job table), its policy, its Writer on the
+// submitter's descriptors and its exit status, and the DVM reaches it
+// only through run's methods. A standalone prun is thus a launch whose
+// runtime (standalone) lives as long as its one job.
 //
 // What routes between the daemons and the submissions: upstream's queue is
 // drained by dispatch, which hands each event, spawn and job-control request
@@ -43,10 +45,15 @@ import (
 // iof.Source.Job (daemon.Plan.OutputJob) and goes to that run's Writer;
 // upstream reads the jobs of every run through the DVM (a jobIndex).
 type DVM struct {
-	base  *run // the runtime's own state: alloc, topos, up, tree, local, stall; it runs no job
-	sess  *sessiondir.Dir
-	log   io.Writer
-	parse func(dvm.Run, io.Writer, io.Writer) (*jobspec.Job, int, bool) // DVMConfig.Parse
+	nodes     daemons             // lent to every submission (attach)
+	alloc     hostfile.Allocation // every node, and its slots
+	topos     *topologies         // every node's, shared by the submissions' maps
+	fromCores map[string]bool     // the hosts whose slots are their cores
+	env       []string            // the runtime's own environment
+	tmpDir    string
+	out       *iof.Writer // the log
+	sess      *sessiondir.Dir
+	parse     func(dvm.Run, io.Writer, io.Writer) (*jobspec.Job, int, bool) // DVMConfig.Parse
 
 	mu      sync.RWMutex
 	freed   *sync.Cond // a submission ended: --wait tries again
@@ -89,10 +96,7 @@ type DVMConfig struct {
 // hello, or why one did not (naming the node). ctx gives the start up.
 func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	job := cfg.Job
-	opts := Options{Stdout: cfg.Log, Stderr: cfg.Log, TmpDir: cfg.TmpDir, Env: cfg.Env, KillGrace: time.Second}
-	base := &run{opts: opts, jobs: newJobTable()}
-	base.out = iof.NewWriter(cfg.Log, cfg.Log, iof.Options{})
-	d := &DVM{base: base, log: cfg.Log, parse: cfg.Parse, byNs: map[string]*run{}, bySub: map[int]*run{}, jobIO: map[string]daemon.JobIO{},
+	d := &DVM{env: cfg.Env, tmpDir: cfg.TmpDir, out: iof.NewWriter(cfg.Log, cfg.Log, iof.Options{}), parse: cfg.Parse, byNs: map[string]*run{}, bySub: map[int]*run{}, jobIO: map[string]daemon.JobIO{},
 		used: map[string]int{}, reserve: map[int][]string{}, lost: map[string]lostNode{}, back: map[string]time.Time{}, started: map[int]time.Time{}, waits: map[int]bool{},
 		idle: time.Now(), done: make(chan struct{})}
 	d.freed = sync.NewCond(&d.mu)
@@ -103,7 +107,7 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	if _, err := topos.localTopology(); err != nil && job.Place.Topology == "" {
 		return nil, err
 	}
-	base.topos = topos
+	d.topos = topos
 	alloc, source, fromCores, err := allocate(job.Place, nil, topos.cores)
 	if err != nil {
 		return nil, err
@@ -111,17 +115,19 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	if err := localLogin(alloc, job.Place.LocalHost); err != nil {
 		return nil, err
 	}
-	base.alloc, base.allocSource = alloc, source
-	if base.mapOpts, err = mapOptions(job.Place, alloc, fromCores); err != nil {
+	d.alloc = alloc
+	mapOpts, err := mapOptions(job.Place, alloc, fromCores)
+	if err != nil {
 		return nil, err
 	}
+	d.fromCores = mapOpts.SlotsFromCores
 	sess, err := sessiondir.Create(cfg.TmpDir)
 	if err != nil {
 		return nil, err
 	}
 	d.sess = sess
-	base.up = newUpstream(dvmOut{d}, dvmIndex{d})
-	base.q = base.up.queue
+	n := &d.nodes
+	n.up = newUpstream(dvmOut{d}, dvmIndex{d}, newQueue())
 	ok := false
 	defer func() {
 		if !ok {
@@ -129,23 +135,23 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 			rsh.Shutdown() // the prun-ssh of checkNames, when no tree started
 		}
 	}()
-	if err := base.checkNames(job, alloc, source); err != nil {
+	if err := checkNames(job, alloc, source, cfg.Env); err != nil {
 		return nil, err
 	}
 	if hosts := remoteHosts(alloc, job.Place.LocalHost); len(hosts) > 0 {
-		tree, err := base.startRemote(ctx, job, hosts)
+		tree, err := n.startTree(ctx, job, hosts, cfg.Env, alloc, nil)
 		if err != nil {
 			return nil, err
 		}
-		base.tree = tree
-		base.up.setTree(tree)
-		base.stall = startStallWatch(ctl.Silence(len(hosts)))
+		n.tree = tree
+		n.up.setTree(tree)
+		n.stall = startStallWatch(ctl.Silence(len(hosts)))
 		topos.reported = map[string]*topology.Topology{}
 		for _, h := range hosts {
 			if t := tree.Topology(h); t != nil {
 				topos.reported[h] = t
 			}
-			base.up.addNode(h, tree.Node(h))
+			n.up.addNode(h, tree.Node(h))
 		}
 	}
 	for _, h := range alloc.Hosts {
@@ -156,20 +162,20 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 	}
 	if d.localName != "" {
 		dcfg := daemon.Config{Name: d.localName, Session: sess, BaseEnv: cfg.Env, JobIO: d.jobIOOf}
-		if base.tree != nil {
-			dcfg.Network = base.tree.LocalNetwork()
+		if n.tree != nil {
+			dcfg.Network = n.tree.LocalNetwork()
 		}
-		ld, err := daemon.New(dcfg, base.up)
+		ld, err := daemon.New(dcfg, n.up)
 		if err != nil {
 			return nil, fmt.Errorf("cannot start the PMIx server: %v", err)
 		}
-		base.local = ld
-		base.up.addNode(d.localName, ld)
+		n.local = ld
+		n.up.addNode(d.localName, ld)
 	}
 	ok = true
 	go d.dispatch()
-	if base.tree != nil {
-		go d.watchStep(base.tree.SlurmStepEnded())
+	if n.tree != nil {
+		go d.watchStep(n.tree.SlurmStepEnded())
 	}
 	return d, nil
 }
@@ -177,7 +183,7 @@ func StartDVM(ctx context.Context, cfg DVMConfig) (*DVM, error) {
 // Nodes names the runtime's nodes.
 func (d *DVM) Nodes() []string {
 	var out []string
-	for _, h := range d.base.alloc.Hosts {
+	for _, h := range d.alloc.Hosts {
 		out = append(out, h.Name)
 	}
 	return out
@@ -195,7 +201,7 @@ func (d *DVM) Why() string {
 
 // dispatch hands what the daemons send to the run that owns it.
 func (d *DVM) dispatch() {
-	q := d.base.up.queue
+	q := d.nodes.up.queue
 	for {
 		select {
 		case <-q.ready:
@@ -216,17 +222,17 @@ func (d *DVM) route(item any) {
 			return
 		}
 		if r := d.owner(x.Nspace); r != nil {
-			r.q.push(x)
+			r.push(x)
 		}
 	case jobControl:
 		if r := d.owner(x.req.Nspace); r != nil {
-			r.q.push(x)
+			r.push(x)
 			return
 		}
 		x.done(pmixsrv.ErrNotFound)
 	case daemon.SpawnRequest:
 		if r := d.owner(x.Parent.Nspace); r != nil {
-			r.q.push(x)
+			r.push(x)
 			return
 		}
 		x.Done("", errors.New("the spawning job is over"))
@@ -237,13 +243,13 @@ func (d *DVM) route(item any) {
 			d.mu.Unlock()
 			return // of the daemon before prun dvm add's, queued still
 		}
-		d.base.up.dropNode(x.host)
+		d.nodes.up.dropNode(x.host)
 		d.lost[x.host] = d.lost[x.host].with(why, x.at)
 		runs := d.runs()
 		d.mu.Unlock()
 		d.logf("lost node %s: %s", x.host, why)
 		for _, r := range runs {
-			r.q.push(x)
+			r.push(x)
 		}
 	}
 }
@@ -286,22 +292,22 @@ func (d *DVM) Add(hosts []string) ([]string, error) {
 		case !slices.Contains(d.Nodes(), h):
 			errs = append(errs, fmt.Errorf("%s is not one of the DVM's nodes (%s)", h, strings.Join(d.Nodes(), ", ")))
 			continue
-		case !lost || d.base.tree == nil:
+		case !lost || d.nodes.tree == nil:
 			errs = append(errs, fmt.Errorf("%s is not lost", h))
 			continue
 		}
 		d.logf("starting node %s again (prun dvm add)", h)
 		began := time.Now()
-		up, err := d.base.tree.Revive(h)
+		up, err := d.nodes.tree.Revive(h)
 		for _, u := range up {
-			topo := d.base.tree.Topology(u)
+			topo := d.nodes.tree.Topology(u)
 			d.mu.Lock() // upstream's node table with the lost ones (route)
 			delete(d.lost, u)
 			d.back[u] = began
 			if topo != nil {
-				d.base.topos.reported[u] = topo
+				d.topos.reported[u] = topo
 			}
-			d.base.up.addNode(u, d.base.tree.Node(u))
+			d.nodes.up.addNode(u, d.nodes.tree.Node(u))
 			d.mu.Unlock()
 			d.logf("node %s is back", u)
 		}
@@ -318,7 +324,7 @@ func (d *DVM) Add(hosts []string) ([]string, error) {
 }
 
 func (d *DVM) logf(format string, a ...any) {
-	d.base.out.Printf("prun dvm: %s %s\n", time.Now().Format(time.RFC3339), fmt.Sprintf(format, a...))
+	d.out.Printf("prun dvm: %s %s\n", time.Now().Format(time.RFC3339), fmt.Sprintf(format, a...))
 }
 
 func (d *DVM) owner(nspace string) *run {
@@ -384,7 +390,7 @@ func (d *DVM) Run(s Submission) int {
 	// a standalone launch's do (forwardedEnv), ahead of its -x.
 	job := *s.Job
 	job.Apps = slices.Clone(job.Apps)
-	if d.base.tree != nil {
+	if d.nodes.tree != nil {
 		fwd := forwardedEnv(s.Opts.Env, job.EnvAll)
 		for i := range job.Apps {
 			job.Apps[i].Env = append(slices.Clone(fwd), job.Apps[i].Env...)
@@ -393,7 +399,7 @@ func (d *DVM) Run(s Submission) int {
 	d.mu.Lock()
 	d.waits[sub] = s.Wait
 	d.mu.Unlock()
-	code := runJob(&job, s.Opts, d, sub)
+	code := runJob(&job, s.Opts, d, sub, d.topos)
 	d.mu.Lock()
 	delete(d.waits, sub)
 	delete(d.bySub, sub)
@@ -411,9 +417,10 @@ func (d *DVM) Run(s Submission) int {
 func (d *DVM) place(r *run, job *jobspec.Job) (*mapper.Map, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	wait := d.waits[r.sub]
+	sub := r.submission()
+	wait := d.waits[sub]
 	for {
-		m, code, err := r.mapJob(job)
+		m, code, err := r.mapJob(job, d.grant)
 		if err == nil {
 			var hosts []string
 			for _, p := range m.Procs {
@@ -421,8 +428,8 @@ func (d *DVM) place(r *run, job *jobspec.Job) (*mapper.Map, int) {
 				hosts = append(hosts, h)
 				d.used[h]++
 			}
-			d.reserve[r.sub] = hosts
-			d.bySub[r.sub] = r
+			d.reserve[sub] = hosts
+			d.bySub[sub] = r
 			return m, 0
 		}
 		var nf notFit
@@ -458,7 +465,7 @@ func (d *DVM) usedAny() bool {
 // slotSummary says how many slots are free; d.mu held.
 func (d *DVM) slotSummary() string {
 	total, used := 0, 0
-	for _, h := range d.base.alloc.Hosts {
+	for _, h := range d.alloc.Hosts {
 		if _, gone := d.lost[h.Name]; gone {
 			continue
 		}
@@ -468,11 +475,19 @@ func (d *DVM) slotSummary() string {
 	return fmt.Sprintf("%d of %d slots free", total-used, total)
 }
 
-// grant is the allocation a submission maps onto: the runtime's nodes less
-// lost ones and the slots running submissions reserved; the job's own
-// --host/--hostfile select among them. d.mu held.
+// grant is the allocation a submission maps onto (an allocator): the
+// runtime's nodes less lost ones and the slots running submissions
+// reserved; the job's own --host/--hostfile select among them. d.mu held.
 func (d *DVM) grant(job *jobspec.Job) (hostfile.Allocation, string, map[string]bool, error) {
-	base := d.base.alloc
+	free, source, fromCores, err := d.unreserved(job)
+	if err == nil {
+		err = localLogin(free, job.Place.LocalHost)
+	}
+	return free, source, fromCores, err
+}
+
+func (d *DVM) unreserved(job *jobspec.Job) (hostfile.Allocation, string, map[string]bool, error) {
+	base := d.alloc
 	free := hostfile.Allocation{Implicit: base.Implicit}
 	for _, h := range base.Hosts {
 		if _, gone := d.lost[h.Name]; gone {
@@ -482,7 +497,7 @@ func (d *DVM) grant(job *jobspec.Job) (hostfile.Allocation, string, map[string]b
 		free.Hosts = append(free.Hosts, h)
 	}
 	if len(job.Place.Hosts) > 0 || job.Place.Hostfile != "" {
-		asked, _, _, err := allocate(job.Place, nil, d.base.topos.cores)
+		asked, _, _, err := allocate(job.Place, nil, d.topos.cores)
 		if err != nil {
 			return free, "", nil, err
 		}
@@ -511,60 +526,90 @@ func (d *DVM) grant(job *jobspec.Job) (hostfile.Allocation, string, map[string]b
 	if free.Slots() == 0 && free.Implicit {
 		free.Hosts[0].Slots = 1 // oversubscribe from the first host on, as a standalone launch on this node does
 	}
-	return free, "the DVM", d.base.mapOpts.SlotsFromCores, nil
+	return free, "the DVM", d.fromCores, nil
 }
 
-// attach gives a submission's run the runtime's daemons and session, and
-// releases its slots when it ends.
-func (d *DVM) attach(r *run, s *startup) {
-	b := d.base
-	r.up, r.tree, r.local, s.sess = b.up, b.tree, b.local, d.sess
+// attach lends a submission's run the runtime's daemons, and releases its
+// slots when it ends.
+func (d *DVM) attach(r *run, s *startup) (*daemons, int) {
 	s.defer_(func() { d.release(r) })
+	return &d.nodes, 0
 }
 
 func (d *DVM) release(r *run) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, h := range d.reserve[r.sub] {
+	sub := r.submission()
+	for _, h := range d.reserve[sub] {
 		d.used[h]--
 	}
-	delete(d.reserve, r.sub)
-	for _, j := range r.jobs.list {
-		delete(d.byNs, j.plan.Nspace)
-		delete(d.jobIO, j.plan.Nspace)
+	delete(d.reserve, sub)
+	for _, ns := range r.namespaces() {
+		delete(d.byNs, ns)
+		delete(d.jobIO, ns)
 	}
 	d.freed.Broadcast()
 }
 
+// startNodes: the runtime's daemons are up.
+func (d *DVM) startNodes(*run, *startup) int { return 0 }
+
+// startLocal gives the job the submitter's stdin (routeStdin); this
+// node's daemon is up.
+func (d *DVM) startLocal(r *run, s *startup) int {
+	d.routeStdin(r, s)
+	return 0
+}
+
 // own routes a namespace's events to r from now on.
-func (d *DVM) own(nspace string, r *run) {
+func (d *DVM) own(r *run, nspace string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.byNs[nspace] = r
 }
 
-// forgetLater delivers a finished submission's job-end events and then
-// forgets its jobs, in the background.
-func (d *DVM) forgetLater(r *run) {
+// finish delivers a finished submission's job-end events and then forgets
+// its jobs, in the background: the submitter need not wait for it.
+func (d *DVM) finish(r *run) {
 	d.forgetting.Add(1)
 	go func() {
 		defer d.forgetting.Done()
-		r.events.wait(5 * time.Second)
-		d.forget(r)
+		r.waitEvents(5 * time.Second)
+		d.abandon(r)
 	}()
 }
 
-// forget drops a finished submission's jobs from every node.
-func (d *DVM) forget(r *run) {
+// abandon drops a submission's jobs from every node.
+func (d *DVM) abandon(r *run) {
+	up := d.nodes.up
 	var wg sync.WaitGroup
-	for _, j := range r.jobs.list {
-		d.base.up.root.Forget(j.plan.Nspace)
-		d.base.up.grp.forget(j.plan.Nspace)
+	for _, ns := range r.namespaces() {
+		up.root.Forget(ns)
+		up.grp.forget(ns)
 		wg.Add(1)
-		go func() { defer wg.Done(); d.base.up.forget(j.plan.Nspace) }()
+		go func() { defer wg.Done(); up.forget(ns) }()
 	}
 	wg.Wait()
 }
+
+// nodeLost: the runtime dropped the node (route); a job with no rank
+// there goes on.
+func (d *DVM) nodeLost(r *run, nl nodeLost, hit bool) {
+	if hit {
+		r.fail(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure)
+	}
+}
+
+// suspend: the runtime goes on, the job's ranks stop (the submitter stops
+// itself).
+func (d *DVM) suspend(r *run) { r.signalAll(syscall.SIGSTOP) }
+
+// cachesJobEnds: no job's end is cached, as the servers would keep every
+// submission's for the runtime's life (4 KB each, seen as the DVM's memory
+// growing per job).
+func (d *DVM) cachesJobEnds() bool { return false }
+
+var _ rte = (*DVM)(nil)
 
 // routeStdin gives a submission's job the submitter's stdin, terminal and
 // environment on this node, and its stdin on the other nodes whose ranks
@@ -573,7 +618,7 @@ func (d *DVM) forget(r *run) {
 // this node alone gets a terminal.
 func (d *DVM) routeStdin(r *run, s *startup) {
 	plan, m := s.plan, s.m
-	jio := daemon.JobIO{BaseEnv: r.opts.Env}
+	jio := daemon.JobIO{BaseEnv: r.env()}
 	readsHere := false
 	var remotes []*remote.Node
 	for _, n := range m.Nodes {
@@ -582,11 +627,11 @@ func (d *DVM) routeStdin(r *run, s *startup) {
 		}
 		if n.Name == d.localName {
 			readsHere = true
-		} else if rn, ok := d.base.up.node(n.Name).(*remote.Node); ok {
+		} else if rn, ok := d.nodes.up.node(n.Name).(*remote.Node); ok {
 			remotes = append(remotes, rn)
 		}
 	}
-	in := r.opts.Stdin
+	in := r.stdin()
 	if f, ok := in.(*os.File); ok && (readsHere || len(remotes) > 0) {
 		if ss, err := newSubmitterStdin(f); err == nil {
 			in = ss
@@ -601,7 +646,7 @@ func (d *DVM) routeStdin(r *run, s *startup) {
 		}
 	case readsHere:
 		jio.Stdin = in
-		if f, ok := r.opts.Stdin.(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == jobspec.PTYOn || s.job.PTY == jobspec.PTYAuto && isTerminal(f)) {
+		if f, ok := r.stdin().(*os.File); ok && plan.Stdin >= 0 && (s.job.PTY == jobspec.PTYOn || s.job.PTY == jobspec.PTYAuto && isTerminal(f)) {
 			plan.PTY = true
 			if isTerminal(f) {
 				jio.TTY = f
@@ -625,9 +670,9 @@ func (d *DVM) jobIOOf(nspace string) daemon.JobIO {
 		return jio
 	}
 	if r := d.byNs[nspace]; r != nil {
-		return daemon.JobIO{BaseEnv: r.opts.Env}
+		return daemon.JobIO{BaseEnv: r.env()}
 	}
-	return daemon.JobIO{BaseEnv: d.base.opts.Env}
+	return daemon.JobIO{BaseEnv: d.env}
 }
 
 // dvmOut hands each run of output to its submission's Writer.
@@ -639,7 +684,7 @@ func (o dvmOut) writer(src *iof.Source) *iof.Writer {
 	o.d.mu.RLock()
 	defer o.d.mu.RUnlock()
 	if r := o.d.bySub[sub]; r != nil {
-		return r.out
+		return r.writer()
 	}
 	return nil
 }
@@ -662,14 +707,14 @@ func (o dvmOut) SetSourceInfo(src iof.Source, host string, pid int) {
 	}
 }
 
-func (o dvmOut) Printf(format string, a ...any) { o.d.base.out.Printf(format, a...) }
+func (o dvmOut) Printf(format string, a ...any) { o.d.out.Printf(format, a...) }
 
 // dvmIndex is every submission's jobs, as upstream reads them.
 type dvmIndex struct{ d *DVM }
 
 func (x dvmIndex) plan(nspace string) *daemon.Plan {
 	if r := x.d.owner(nspace); r != nil {
-		return r.jobs.plan(nspace)
+		return r.index().plan(nspace)
 	}
 	return nil
 }
@@ -687,7 +732,7 @@ func (x dvmIndex) namespaces() []string {
 
 func (x dvmIndex) procTable(nspace string) ([]pmixsrv.ProcInfo, error) {
 	if r := x.d.owner(nspace); r != nil {
-		return r.jobs.procTable(nspace)
+		return r.index().procTable(nspace)
 	}
 	return nil, pmixsrv.ErrInvalidNspace
 }
@@ -700,7 +745,7 @@ func (d *DVM) Kill(sub int, sig syscall.Signal) error {
 	if r == nil {
 		return fmt.Errorf("no job %d runs in the DVM", sub)
 	}
-	r.q.push(killSubmission{sig})
+	r.push(killSubmission{sig})
 	return nil
 }
 
@@ -737,7 +782,7 @@ func (d *DVM) Stop(allJobs bool, why string) error {
 	runs := d.runs()
 	d.mu.Unlock()
 	for _, r := range runs {
-		r.q.push(killSubmission{syscall.SIGTERM})
+		r.push(killSubmission{syscall.SIGTERM})
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -753,11 +798,13 @@ func (d *DVM) Stop(allJobs bool, why string) error {
 
 func (d *DVM) closeNodes() {
 	d.forgetting.Wait()
-	b := d.base
-	b.closeNodes()
-	b.stall.close()
-	if b.up != nil {
-		b.up.names.Close()
+	n := &d.nodes
+	if err := n.close(); err != nil {
+		d.out.Printf("prun: %v\n", err)
+	}
+	n.stall.close()
+	if n.up != nil {
+		n.up.names.Close()
 	}
 	if d.sess != nil {
 		d.sess.Remove()

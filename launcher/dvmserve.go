@@ -282,7 +282,7 @@ func (d *DVM) serveRun(c *dvm.Conn, files []*os.File, refused bool, uid int) {
 		}
 	}()
 	opts := Options{Stdin: files[0], Stdout: stdout, Stderr: stderr, ColorTags: req.ColorTags,
-		ColorErrors: req.ColorErrors, TmpDir: d.base.opts.TmpDir, Env: req.Env,
+		ColorErrors: req.ColorErrors, TmpDir: d.tmpDir, Env: req.Env,
 		KillGrace: time.Second, Signals: &Signals{from: sigs}}
 	code = d.Run(Submission{Job: job, Opts: opts, Wait: job.DVMWait,
 		Started: func(n int) { sub.Store(int64(n)); c.Send(dvm.Reply{Job: n}) }})
@@ -307,27 +307,10 @@ func (d *DVM) ps(asJSON bool) string {
 	var jobs []psJob
 	for sub, r := range d.bySub {
 		pj := psJob{Job: sub, State: "waiting", StartTime: d.started[sub]}
-		if r != nil && len(r.jobs.list) > 0 {
-			j := r.jobs.list[0]
-			pj.Namespace, pj.Command, pj.Ranks = j.plan.Nspace, j.plan.Job.CmdLine, len(j.plan.Map.Procs)
-			for _, n := range j.plan.Map.Nodes {
-				if len(n.Procs) > 0 {
-					pj.Nodes = append(pj.Nodes, n.Name)
-				}
-			}
-			r.jobs.mu.RLock()
-			exited := 0
-			for _, p := range j.procs {
-				if p.started {
-					pj.Started++
-				}
-				if p.exited {
-					exited++
-				}
-			}
-			r.jobs.mu.RUnlock()
+		if p, ok := r.progress(); ok {
+			pj.Namespace, pj.Command, pj.Ranks, pj.Nodes, pj.Started = p.nspace, p.cmdLine, p.ranks, p.nodes, p.started
 			switch {
-			case exited > 0:
+			case p.exited > 0:
 				pj.State = "ending"
 			case pj.Started == pj.Ranks:
 				pj.State = "running"
@@ -391,7 +374,7 @@ func (d *DVM) status(asJSON bool) string {
 	d.mu.RLock()
 	st := statusJSON{PID: os.Getpid(), Jobs: len(d.bySub), Nodes: []statusNode{}, PMIxDir: d.sess.Top}
 	var up, lost []statusNode
-	for _, h := range d.base.alloc.Hosts {
+	for _, h := range d.alloc.Hosts {
 		n := statusNode{Name: h.Name, Health: "ok", Slots: h.Slots, Used: d.used[h.Name]}
 		n.Free = max(h.Slots-n.Used, 0)
 		if l, gone := d.lost[h.Name]; gone {

@@ -81,7 +81,7 @@ func (r *run) announceEnds() {
 			{Key: pmixsrv.KeyEventNonDefault, Value: true},
 			// In a DVM no job's end is cached: the servers would keep every
 			// submission's for the runtime's life.
-			{Key: pmixsrv.KeyEventDoNotCache, Value: spawned || r.dvm != nil},
+			{Key: pmixsrv.KeyEventDoNotCache, Value: spawned || !r.rte.cachesJobEnds()},
 		}, forget)
 	}
 }

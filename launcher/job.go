@@ -266,3 +266,37 @@ func (t *jobTable) procTable(nspace string) ([]pmixsrv.ProcInfo, error) {
 	}
 	return out, nil
 }
+
+// jobProgress is how far a launch's user job is: its command, its ranks
+// started and exited, the nodes it runs on.
+type jobProgress struct {
+	nspace, cmdLine        string
+	ranks, started, exited int
+	nodes                  []string
+}
+
+// progress is the user's job's, read by another goroutine; false before
+// it launched.
+func (t *jobTable) progress() (jobProgress, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if len(t.list) == 0 {
+		return jobProgress{}, false
+	}
+	j := t.list[0]
+	p := jobProgress{nspace: j.plan.Nspace, cmdLine: j.plan.Job.CmdLine, ranks: len(j.plan.Map.Procs)}
+	for _, n := range j.plan.Map.Nodes {
+		if len(n.Procs) > 0 {
+			p.nodes = append(p.nodes, n.Name)
+		}
+	}
+	for _, rec := range j.procs {
+		if rec.started {
+			p.started++
+		}
+		if rec.exited {
+			p.exited++
+		}
+	}
+	return p, true
+}

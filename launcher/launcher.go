@@ -25,7 +25,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"golang.org/x/sys/unix"
 
-	"prun/ctl"
 	"prun/daemon"
 	"prun/hostfile"
 	"prun/internal/progpath"
@@ -34,11 +33,8 @@ import (
 	"prun/mapper"
 	"prun/mpir"
 	"prun/pmixsrv"
-	"prun/remote"
 	"prun/rsh"
-	"prun/sessiondir"
 	"prun/stacktree"
-	"prun/topology"
 )
 
 // Options are the launcher's surroundings; tests substitute them.
@@ -72,14 +68,21 @@ func DefaultOptions(sigs *Signals) Options {
 // turns on the last.
 var verboseEnv = []string{"PRUN_DEBUG_TIMING", "PRUN_DEBUG_PMI", "PRUN_DEBUG_PMIX", "PRUN_DEBUG_REMOTE"}
 
-// Run runs job and returns prun's exit status.
-func Run(job *jobspec.Job, opts Options) int { return runJob(job, opts, nil, 0) }
+// Run runs job standalone and returns prun's exit status: the launch is
+// its own runtime, whose daemons start and end with its one job.
+func Run(job *jobspec.Job, opts Options) int {
+	opts.Env = debugEnv(job, opts.Env)
+	// prun-ssh, which checkNames starts, ends with the launch also when no
+	// tree (whose Close ends it) started: nothing of the launch outlives it.
+	// (A persistent runtime's is the runtime's.)
+	defer rsh.Shutdown()
+	return runJob(job, opts, &standalone{}, 0, nil)
+}
 
-// runJob runs job standalone (d nil: the launch starts and ends its own
-// daemons) or as submission sub of the persistent runtime d, whose daemons
-// it uses; the phases are the same but for those that start and end the
-// runtime (run.run).
-func runJob(job *jobspec.Job, opts Options, d *DVM, sub int) int {
+// debugEnv turns on, in this process and in env (the other nodes' daemons
+// get them), the debug channels job asks for: -v's, or those that
+// --debug-daemons and --profile read.
+func debugEnv(job *jobspec.Job, env []string) []string {
 	var debug []string
 	switch {
 	case job.Verbose:
@@ -92,29 +95,31 @@ func runJob(job *jobspec.Job, opts Options, d *DVM, sub int) int {
 			debug = append(debug, "PRUN_DEBUG_TIMING")
 		}
 	}
-	if len(debug) > 0 && d == nil {
-		opts.Env = slices.Clone(opts.Env)
-		for _, v := range debug {
-			os.Setenv(v, "1")
-			opts.Env = append(opts.Env, v+"=1")
-		}
+	if len(debug) == 0 {
+		return env
+	}
+	env = slices.Clone(env)
+	for _, v := range debug {
+		os.Setenv(v, "1")
+		env = append(env, v+"=1")
+	}
+	return env
+}
+
+// runJob runs job on rt, as its submission sub (0 standalone), mapping on
+// topos (nil: the job's own, found when it maps); the phases are the same
+// either way, rt doing what differs.
+func runJob(job *jobspec.Job, opts Options, rt rte, sub int, topos *topologies) int {
+	r := &run{opts: opts, showProgress: job.ShowProgress, jobs: newJobTable(), q: newQueue(),
+		pol: policy{quiet: job.Quiet, recovery: job.EnableRecovery, primaryOnly: job.PrimaryStatus},
+		rte: rt, daemons: &daemons{}, topos: topos, sub: sub, nsBase: "prun." + strconv.Itoa(os.Getpid())}
+	if sub > 0 { // a submission's namespaces name it: the runtime runs many
+		r.nsBase += ".s" + strconv.Itoa(sub)
 	}
 	out := outputOptions(job.Output, opts.ColorTags)
-	r := &run{opts: opts, showProgress: job.ShowProgress, jobs: newJobTable(),
-		pol: policy{quiet: job.Quiet, recovery: job.EnableRecovery, primaryOnly: job.PrimaryStatus},
-		dvm: d, sub: sub, nsBase: "prun." + strconv.Itoa(os.Getpid())}
-	if d != nil {
-		r.q = newQueue()
-		r.nsBase += ".s" + strconv.Itoa(sub)
-		r.topos = d.base.topos
-	}
 	out.Prefix, out.NodeIndex = job.OutputPrefix, r.nodeIndex
 	out.OutPattern, out.ErrPattern = job.OutfilePattern, job.ErrfilePattern
-	out.OnBrokenPipe = func() {
-		if q := r.q; q != nil {
-			q.push(brokenPipe{})
-		}
-	}
+	out.OnBrokenPipe = func() { r.q.push(brokenPipe{}) }
 	r.out = iof.NewWriter(opts.Stdout, opts.Stderr, out)
 	start := time.Now()
 	if job.ReportPID != "" {
@@ -158,29 +163,31 @@ func runJob(job *jobspec.Job, opts Options, d *DVM, sub int) int {
 	return code
 }
 
+// run is one job's launch, with what it spawns: standalone, or a
+// persistent runtime's submission; rte does what differs. It owns its job
+// table, its policy, its output and its exit status, and borrows the
+// nodes' daemons from rte (attach).
 type run struct {
 	opts Options
 	out  *iof.Writer
-	up   *upstream
-	q    *queue    // what the loop handles: upstream's queue standalone; in a DVM, what the runtime routes to this run
+	q    *queue    // what the loop handles: the daemons' events, spawns and job control for its jobs
 	jobs *jobTable // the user's job first, then the jobs its ranks spawned; the loop's
 	pol  policy    // the launch's fate and its exit status
 
+	rte      rte
+	*daemons // rte's, once attached (before: none, up nil)
+
 	events notifier // the launcher's own PMIx events in flight (events.go)
 
-	alloc hostfile.Allocation
+	alloc hostfile.Allocation // what the job maps onto: rte's grant
 	// allocSource says where the allocation came from, for --display.
 	allocSource string
-	local       *daemon.Daemon // this node's daemon, when ranks run here
-	tree        *remote.Tree   // the other nodes' daemons (r.up holds every node's)
-	stall       *stallWatch    // with other nodes: the launcher's own stalls
-	mpirProcs   []mpir.Proc    // the MPIR table published so far: each job once it has started whole
+	mpirProcs   []mpir.Proc // the MPIR table published so far: each job once it has started whole
 	univ        int
 
 	mapOpts        mapper.Options // for spawned jobs
 	topos          *topologies
 	reportBindings bool
-	namesChecked   bool // the other nodes' names resolve (checkNames): once, though the job is mapped again
 
 	// Open MPI help messages by topic: how many ranks sent each after the
 	// one shown, and the topics in the order first seen.
@@ -198,11 +205,7 @@ type run struct {
 
 	graceDue bool // the polite signal went out: SIGKILL follows after the grace
 
-	// A persistent runtime's submission (nil standalone): the runtime owns
-	// the daemons, the session directory, upstream and the node table; the
-	// run owns its jobs, its policy, its output and its exit status.
-	dvm    *DVM
-	sub    int
+	sub    int    // its submission number in a persistent runtime; 0 standalone
 	nsBase string // its namespaces are nsBase.1, nsBase.2, ...
 }
 
@@ -231,11 +234,8 @@ type startup struct {
 	m        *mapper.Map
 	deadline time.Time // --timeout's, counted from the start: starting other nodes is part of the job
 	sigs     <-chan os.Signal
-	sess     *sessiondir.Dir
 	replay   []os.Signal // signals caught while the start could not act on them
 	plan     *daemon.Plan
-	stdin    io.Reader // this node's ranks' stdin
-	tty      *os.File  // ... when it is prun's terminal, given to a --pty rank
 	undo     []func()
 }
 
@@ -253,12 +253,6 @@ func (s *startup) unwind() {
 // phase that fails says why and returns prun's exit status.
 func (r *run) run(job *jobspec.Job) int {
 	s := &startup{job: job}
-	if r.dvm == nil {
-		// prun-ssh, which checkNames starts, ends with the launch also
-		// when no tree (whose Close ends it) started: nothing of the
-		// launch outlives it. (A runtime's is the runtime's.)
-		defer rsh.Shutdown()
-	}
 	defer s.unwind()
 	if code, done := r.prepare(s); done {
 		return code
@@ -272,21 +266,17 @@ func (r *run) run(job *jobspec.Job) int {
 	return r.finish()
 }
 
-// prepare maps the job with this node's topology for every node (bad input
-// fails here, before anything starts), shows the map for --do-not-launch,
-// catches signals and creates the session directory. done says the launch
-// goes no further, with its status.
+// prepare maps the job (rte.place: standalone, with this node's topology
+// for every node; bad input fails here, before anything starts), shows the
+// map for --do-not-launch, catches signals and attaches to the runtime's
+// daemons (rte.attach: standalone, it creates the session directory and
+// upstream). done says the launch goes no further, with its status.
 func (r *run) prepare(s *startup) (code int, done bool) {
 	job := s.job
 	if job.Timeout > 0 {
 		s.deadline = time.Now().Add(job.Timeout)
 	}
-	var m *mapper.Map
-	if r.dvm != nil {
-		m, code = r.dvm.place(r, job)
-	} else {
-		m, code = r.place(job)
-	}
+	m, code := r.rte.place(r, job)
 	trace.Mark("mapped")
 	if m == nil {
 		return code, true
@@ -298,71 +288,19 @@ func (r *run) prepare(s *startup) (code int, done bool) {
 	// Signals are caught before anything starts so that no Ctrl-C is lost.
 	s.sigs = r.opts.Signals.channel()
 	s.defer_(r.opts.Signals.stop)
-	if r.dvm != nil {
-		r.dvm.attach(r, s)
-		return 0, false
+	nodes, code := r.rte.attach(r, s)
+	if code != 0 {
+		return code, true
 	}
-	sess, err := sessiondir.Create(r.opts.TmpDir)
-	if err != nil {
-		r.errorf("%v", err)
-		return ExitFailure, true
-	}
-	s.sess = sess
-	s.defer_(func() { sess.Remove(); trace.Mark("session directory removed") })
-	trace.Mark("session directory")
-	r.out.SetSpillDir(sess.Top)
-	// Ordered output spilled into the session directory must print before
-	// the directory goes.
-	s.defer_(func() { r.out.Flush() })
-	r.up = newUpstream(r.out, r.jobs)
-	r.q = r.up.queue
-	s.defer_(func() { r.up.names.Close() })
-	if job.NameServer != "" {
-		sn := newSharedNames(r.up.names, job.NameServer, func(err error) { r.errorf("-nameserver: %v", err) })
-		r.up.ns = sn
-		s.defer_(sn.close)
-	}
+	r.daemons = nodes
 	return 0, false
 }
 
-// startNodes starts the other nodes' daemons (as a tree), which report
-// their topologies, and maps the job again on what they reported.
+// startNodes has the other nodes' daemons up (rte.startNodes), then
+// numbers the map's nodes.
 func (r *run) startNodes(s *startup) int {
-	job := s.job
-	hosts := remoteHosts(r.alloc, job.Place.LocalHost)
-	if len(hosts) == 0 || r.dvm != nil { // a runtime's daemons are up
-		return r.indexNodes(s)
-	}
-	trace.Mark("mapped; starting %d daemons", len(hosts))
-	tree, pending, err := r.startRemoteWatched(job, hosts, s.sigs, s.deadline)
-	trace.Mark("daemons up")
-	if err != nil {
-		r.errorf("%v", err)
-		if abort := (startupAbort{}); errors.As(err, &abort) {
-			return startStatus(abort)
-		}
-		return ExitFailure
-	}
-	s.replay = pending
-	r.tree = tree
-	r.up.setTree(tree)
-	s.defer_(func() { tree.Close() })
-	r.stall = startStallWatch(ctl.Silence(len(hosts)))
-	s.defer_(r.stall.close)
-	if job.Place.Topology == "" {
-		r.topos.reported = map[string]*topology.Topology{}
-		for _, h := range hosts {
-			if t := tree.Topology(h); t != nil {
-				r.topos.reported[h] = t
-			}
-		}
-		var code int
-		if s.m, code = r.place(job); s.m == nil {
-			return code
-		}
-	}
-	for _, h := range hosts {
-		r.up.addNode(h, tree.Node(h))
+	if code := r.rte.startNodes(r, s); code != 0 {
+		return code
 	}
 	return r.indexNodes(s)
 }
@@ -416,82 +354,8 @@ func (r *run) makePlan(s *startup) int {
 	return 0
 }
 
-// startLocal routes stdin and starts this node's daemon when ranks run
-// here.
-func (r *run) startLocal(s *startup) int {
-	if r.dvm != nil {
-		r.dvm.routeStdin(r, s)
-		return 0
-	}
-	localName := r.routeStdin(s)
-	if localName == "" && s.job.ReportURI != "" {
-		// No rank here, but a tool will attach here (--report-uri): a
-		// daemon without ranks serves it, hears every job's end and
-		// answers its queries, as the nodes' daemons do.
-		localName = r.toolNodeName(s)
-	}
-	if localName != "" {
-		cfg := daemon.Config{Name: localName, Session: s.sess, BaseEnv: r.opts.Env, Stdin: s.stdin, TTY: s.tty}
-		if r.tree != nil {
-			cfg.Network = r.tree.LocalNetwork()
-		}
-		trace.Mark("starting the local daemon")
-		d, err := daemon.New(cfg, r.up)
-		if err != nil {
-			r.errorf("cannot start the PMIx server: %v", err)
-			return ExitFailure
-		}
-		r.local = d
-		r.up.addNode(localName, d)
-	}
-	if s.job.ReportURI != "" {
-		if err := r.reportURI(s.job.ReportURI); err != nil {
-			r.errorf("--report-uri %s: %v", s.job.ReportURI, err)
-			r.closeNodes()
-			return ExitFailure
-		}
-	}
-	return 0
-}
-
-// routeStdin decides which nodes read stdin: this one through its daemon's
-// own reader, or several through a fan-out. An interactive rank here gets a
-// pseudo-terminal and prun's terminal goes raw, so that keys (Ctrl-C too)
-// reach the rank as typed; the terminal's state comes back on every ending
-// but SIGKILL. It returns this node's name when ranks run here.
-func (r *run) routeStdin(s *startup) (localName string) {
-	job, m, plan := s.job, s.m, s.plan
-	localStdin := false
-	var remoteStdin []*remote.Node
-	for _, n := range m.Nodes {
-		if len(n.Procs) == 0 {
-			continue
-		}
-		reads := plan.Stdin == daemon.StdinAll || plan.Stdin >= 0 && m.Nodes[m.Procs[plan.Stdin].Node].Name == n.Name
-		if isLocal(n.Name, job.Place.LocalHost) && r.up.node(n.Name) == nil {
-			localName, localStdin = n.Name, reads
-		} else if reads {
-			remoteStdin = append(remoteStdin, r.up.node(n.Name).(*remote.Node))
-		}
-	}
-	s.stdin = r.opts.Stdin
-	if len(remoteStdin) > 0 && s.stdin != nil {
-		if local := fanStdin(r.opts.Stdin, localStdin, remoteStdin, plan.Nspace); local != nil {
-			s.stdin = local
-		}
-	}
-	if f, ok := r.opts.Stdin.(*os.File); ok && localStdin && len(remoteStdin) == 0 && plan.Stdin >= 0 &&
-		(job.PTY == jobspec.PTYOn || job.PTY == jobspec.PTYAuto && isTerminal(f)) {
-		plan.PTY = true
-		if isTerminal(f) {
-			s.tty = f
-			if restore, err := makeRaw(f); err == nil {
-				s.defer_(restore)
-			}
-		}
-	}
-	return localName
-}
+// startLocal routes stdin and has this node's daemon ready (rte.startLocal).
+func (r *run) startLocal(s *startup) int { return r.rte.startLocal(r, s) }
 
 // launchFirst launches the user's job (after what it preloads), then
 // handles the signals that came during the start.
@@ -501,7 +365,7 @@ func (r *run) launchFirst(s *startup) int {
 	s.replay = append(s.replay, pending...)
 	if err != nil {
 		r.errorf("%v", err)
-		r.closeNodes()
+		r.rte.abandon(r)
 		if abort := (startupAbort{}); errors.As(err, &abort) {
 			return startStatus(abort)
 		}
@@ -544,22 +408,22 @@ func (r *run) loop(s *startup) {
 	}
 }
 
-// finish ends every daemon and returns prun's exit status.
+// finish ends the run's use of the daemons (rte.finish) and returns prun's
+// exit status.
 func (r *run) finish() int {
 	trace.Mark("job done; closing")
 	if msg := r.pol.finish(); msg != "" {
 		r.errorf("%s", msg)
 	}
-	if r.dvm != nil {
-		r.dvm.forgetLater(r) // the submitter need not wait for it
-	} else {
-		r.events.wait(5 * time.Second)
-		r.closeNodes()
-	}
+	r.rte.finish(r)
 	r.helpSummary()
 	trace.Mark("closed")
 	return r.pol.status()
 }
+
+// fail ends the launch for a failure the policy did not see happen (a
+// failed start, a refused spawn, a lost node), told as msg.
+func (r *run) fail(msg string, code int) { r.act(r.pol.failed(msg, code)) }
 
 // act carries out a decision of the policy.
 func (r *run) act(d decision) {
@@ -579,28 +443,6 @@ func (r *run) act(d decision) {
 	if d.kill {
 		r.signalAll(syscall.SIGKILL)
 	}
-}
-
-// closeNodes ends every daemon, this node's and the others' at once; a
-// runtime's submission leaves them up and has its jobs forgotten instead.
-func (r *run) closeNodes() {
-	if r.dvm != nil {
-		r.dvm.forget(r)
-		return
-	}
-	done := make(chan struct{})
-	go func() {
-		if r.tree != nil {
-			r.tree.Close()
-		}
-		close(done)
-	}()
-	if r.local != nil {
-		if err := r.local.Close(); err != nil {
-			r.errorf("%v", err)
-		}
-	}
-	<-done
 }
 
 // display shows what the user asked to see of the allocation and the map.
@@ -627,20 +469,14 @@ func (r *run) display(job *jobspec.Job, m *mapper.Map) int {
 	return 0
 }
 
-// place resolves the allocation, maps the job and shows what the user asked
-// to see. A nil map comes with prun's exit status.
-func (r *run) place(job *jobspec.Job) (*mapper.Map, int) {
-	m, code, err := r.mapJob(job)
-	if err != nil {
-		r.errorf("%v", err)
-	}
-	return m, code
-}
+// allocator is what a runtime grants a job to map onto: the allocation,
+// where it came from, and the hosts whose slots are their cores.
+type allocator func(job *jobspec.Job) (alloc hostfile.Allocation, source string, fromCores map[string]bool, err error)
 
-// mapJob is place but for telling why it failed. In a persistent runtime
-// the allocation is what the runtime grants the job (DVM.grant): its nodes
-// less what running jobs use.
-func (r *run) mapJob(job *jobspec.Job) (*mapper.Map, int, error) {
+// mapJob maps the job onto what grant gives it (standalone: the allocation
+// resolved for it; in a persistent runtime, its nodes less what running
+// jobs use). A nil map comes with prun's exit status and the reason.
+func (r *run) mapJob(job *jobspec.Job, grant allocator) (*mapper.Map, int, error) {
 	if r.topos == nil {
 		topos, err := newTopologies(job.Place.Topology)
 		if err != nil {
@@ -654,28 +490,9 @@ func (r *run) mapJob(job *jobspec.Job) (*mapper.Map, int, error) {
 	cp := *job
 	cp.Apps = slices.Clone(job.Apps)
 	job = &cp
-	var alloc hostfile.Allocation
-	var source string
-	var fromCores map[string]bool
-	var err error
-	if r.dvm != nil {
-		alloc, source, fromCores, err = r.dvm.grant(job)
-	} else {
-		alloc, source, fromCores, err = allocate(job.Place, job.Apps, topos.cores)
-	}
+	alloc, source, fromCores, err := grant(job)
 	if err != nil {
 		return nil, ExitUsage, err
-	}
-	if err := localLogin(alloc, job.Place.LocalHost); err != nil {
-		return nil, ExitUsage, err
-	}
-	// Before the map, whose complaints (too few slots there) would come
-	// first; not for a map only shown, nor one on this node alone.
-	if r.dvm == nil && !r.namesChecked && !job.Place.DoNotLaunch && !job.Launch.LocalOnly {
-		r.namesChecked = true
-		if err := r.checkNames(job, alloc, source); err != nil {
-			return nil, ExitUsage, err
-		}
 	}
 	r.alloc, r.allocSource = alloc, source
 	opts, err := mapOptions(job.Place, alloc, fromCores)
@@ -747,9 +564,7 @@ func (r *run) jobID(index int) string {
 // launch hands a plan to the daemons and starts tracking the job.
 func (r *run) launch(plan *daemon.Plan) error {
 	r.jobs.add(plan)
-	if r.dvm != nil {
-		r.dvm.own(plan.Nspace, r)
-	}
+	r.rte.own(r, plan.Nspace)
 	for _, n := range plan.Map.Nodes {
 		if len(n.Procs) > 0 && r.up.node(n.Name) == nil {
 			return fmt.Errorf("no daemon on %s", n.Name)
@@ -811,7 +626,7 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 			msg := fmt.Sprintf("spawn of %s by %s refused: %v", strings.Join(cmds, " : "),
 				r.rankDesc(req.Parent.Nspace, int(req.Parent.Rank)), err)
 			if req.FailJobOnRefusal {
-				r.act(r.pol.failed(msg, ExitFailure))
+				r.fail(msg, ExitFailure)
 			} else {
 				// The MPI library reports only that its spawn failed.
 				r.errorf("%s", msg)
@@ -878,7 +693,7 @@ func (r *run) onSpawn(req daemon.SpawnRequest) {
 		DebugStop:  mpir.BeingDebugged(), // held for the debugger, as the user's job
 	}
 	if err := r.launch(plan); err != nil {
-		r.act(r.pol.failed(fmt.Sprintf("spawn of %s failed: %v", job.CmdLine, err), ExitFailure))
+		r.fail(fmt.Sprintf("spawn of %s failed: %v", job.CmdLine, err), ExitFailure)
 		req.Done("", err) // after the failure: its message is the one line
 		return
 	}
@@ -947,19 +762,10 @@ func (r *run) handle(item any) {
 // brokenPipe says prun's stdout or stderr reader went away.
 type brokenPipe struct{}
 
-// onNodeLost ends the job: the node's ranks are gone with its daemon.
+// onNodeLost records the node's ranks as gone with its daemon; the
+// runtime says what that means (rte.nodeLost).
 func (r *run) onNodeLost(nl nodeLost) {
-	hit := r.jobs.nodeLost(nl.host)
-	if r.dvm != nil {
-		// The runtime dropped the node; a job with no rank there goes on.
-		if hit {
-			r.act(r.pol.failed(fmt.Sprintf("lost node %s: %s", nl.host, strings.TrimPrefix(nl.err.Error(), nl.host+": ")), ExitFailure))
-		}
-		return
-	}
-	r.up.dropNode(nl.host)
-	r.pol.silence = r.stall.silence()
-	r.act(r.pol.nodeLost(nl.host, nl.err, r.stall.recent()))
+	r.rte.nodeLost(r, nl, r.jobs.nodeLost(nl.host))
 }
 
 func (r *run) onEvent(ev daemon.Event) {
@@ -1007,7 +813,7 @@ func (r *run) onEvent(ev daemon.Event) {
 		}
 	case daemon.LaunchFailed:
 		r.jobs.exited(j, ev.Rank, nil)
-		r.act(r.pol.failed(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Nspace, ev.Rank), ev.Msg), ExitFailure))
+		r.fail(fmt.Sprintf("cannot start %s: %s", r.rankDesc(ev.Nspace, ev.Rank), ev.Msg), ExitFailure)
 	case daemon.ProcAborted:
 		r.act(r.pol.aborted(r.rankDesc(ev.Nspace, ev.Rank), ev.Status, ev.Msg))
 	case daemon.ProcExited:
@@ -1104,11 +910,7 @@ func (r *run) onSignal(s os.Signal) {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
 		r.act(r.pol.signal(sig, r.jobs.runningRanks()))
 	case syscall.SIGTSTP:
-		if r.dvm != nil { // the runtime goes on: the job's ranks stop (the submitter stops itself)
-			r.signalAll(syscall.SIGSTOP)
-			break
-		}
-		r.suspend()
+		r.rte.suspend(r)
 	default: // SIGUSR1, SIGUSR2, SIGCONT: pass on, nothing more
 		r.signalAll(sig)
 	}
@@ -1255,35 +1057,8 @@ func makeRaw(f *os.File) (restore func(), err error) {
 
 // reportPID tells where prun runs, as mpirun's --report-pid does: "-" is
 // stdout, "+" stderr, anything else a file.
-// toolNodeName is the name of this node's daemon when no rank runs here:
-// this node's name in the map, else its host name.
-func (r *run) toolNodeName(s *startup) string {
-	for _, n := range s.m.Nodes {
-		if isLocal(n.Name, s.job.Place.LocalHost) && r.up.node(n.Name) == nil {
-			return n.Name
-		}
-	}
-	if me, err := hostname(); err == nil && r.up.node(me) == nil {
-		return me
-	}
-	return "prun-launcher"
-}
-
 func reportPID(where string, opts Options) error {
 	return reportLine(where, strconv.Itoa(os.Getpid())+"\n", opts)
-}
-
-// reportURI reports this node's PMIx server's URI as --report-uri asks
-// (mpirun's, whose URI tools used; PMIx tools attach by it).
-func (r *run) reportURI(where string) error {
-	if r.local == nil {
-		return errors.New("no rank runs on this node, so no PMIx server does")
-	}
-	uri, err := r.local.ServerURI()
-	if err != nil {
-		return err
-	}
-	return reportLine(where, uri+"\n", r.opts)
 }
 
 // preloads describes what the job sends to every node with its plan, each

@@ -90,12 +90,13 @@ func forwardedEnv(env []string, all bool) []string {
 var hostOwn = map[string]bool{"HOSTNAME": true, "HOST": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true,
 	"HOME": true, "TMPDIR": true, "DISPLAY": true, "XAUTHORITY": true, "TERM": true, "TERMCAP": true, "MAIL": true}
 
-// startRemoteWatched starts the other nodes' daemons. Until they are all up,
-// a terminating signal or the job's --timeout (at deadline) gives the start
-// up at once rather than after the slowest host's connect timeout. Other
-// signals that arrive meanwhile, and a terminating one that lost the race
-// with the last hello, are returned for the job to handle once it runs.
-func (r *run) startRemoteWatched(job *jobspec.Job, hosts []string, sigs <-chan os.Signal, deadline time.Time) (*remote.Tree, []os.Signal, error) {
+// startWatched starts the other nodes' daemons (start). Until they are all
+// up, a terminating signal or the job's --timeout (at deadline) gives the
+// start up at once rather than after the slowest host's connect timeout.
+// Other signals that arrive meanwhile, and a terminating one that lost the
+// race with the last hello, are returned for the job to handle once it runs.
+func startWatched(job *jobspec.Job, sigs <-chan os.Signal, deadline time.Time,
+	start func(context.Context) (*remote.Tree, error)) (*remote.Tree, []os.Signal, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	if !deadline.IsZero() {
@@ -104,7 +105,7 @@ func (r *run) startRemoteWatched(job *jobspec.Job, hosts []string, sigs <-chan o
 		defer stop()
 	}
 	stop := watchStart(sigs, time.Time{}, 0, func(a startupAbort) { cancel(a) })
-	tree, err := r.startRemote(ctx, job, hosts)
+	tree, err := start(ctx)
 	return tree, stop(), err
 }
 
@@ -154,8 +155,11 @@ func watchStart(sigs <-chan os.Signal, deadline time.Time, timeout time.Duration
 	}
 }
 
-// startRemote starts the daemons of the other nodes of the allocation.
-func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string) (*remote.Tree, error) {
+// startTree starts the daemons of hosts, the other nodes of alloc, as a
+// tree whose links n.up serves (a lost one queued as nodeLost); env is the
+// launcher's, onHello (if set) hears each hello.
+func (n *daemons) startTree(ctx context.Context, job *jobspec.Job, hosts []string, env []string, alloc hostfile.Allocation,
+	onHello func(up, of int)) (*remote.Tree, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -163,31 +167,28 @@ func (r *run) startRemote(ctx context.Context, job *jobspec.Job, hosts []string)
 	if job.Launch.Prefix != "" {
 		exe = filepath.Join(job.Launch.Prefix, "bin", "prun")
 	}
-	agent, err := remote.ChooseAgent(job.Launch.Agent, job.Launch.Rsh, r.opts.Env)
+	agent, err := remote.ChooseAgent(job.Launch.Agent, job.Launch.Rsh, env)
 	if err != nil {
 		return nil, err
 	}
+	up := n.up
 	return remote.Start(ctx, remote.Config{
 		Agent:          agent,
-		LaunchEnv:      r.opts.Env,
-		Root:           r.up.root,
+		LaunchEnv:      env,
+		Root:           up.root,
 		Hosts:          hosts,
-		Logins:         logins(r.alloc, hosts),
+		Logins:         logins(alloc, hosts),
 		Exe:            exe,
 		CopyExe:        job.Launch.Prefix == "", // an explicit --prefix is not second-guessed
-		Home:           homeOf(r.opts.Env),
+		Home:           homeOf(env),
 		Rsh:            job.Launch.Rsh,
 		ConnectTimeout: 5 * time.Second,
 		Fanout:         job.Launch.Fanout,
 		IfInclude:      job.Launch.IfInclude,
 		Ports:          job.Launch.Ports,
-		Env:            forwardedEnv(r.opts.Env, job.EnvAll),
-		OnHello: func(up, of int) {
-			if r.showProgress && progressStep(up, of) {
-				r.out.Printf("prun: %d of %d daemons up\n", up, of)
-			}
-		},
-	}, r.up, func(host string, err error) { r.up.queue.push(nodeLost{host, err, time.Now()}) })
+		Env:            forwardedEnv(env, job.EnvAll),
+		OnHello:        onHello,
+	}, up, func(host string, err error) { up.queue.push(nodeLost{host, err, time.Now()}) })
 }
 
 // homeOf is env's HOME (the last one), where the SSH client finds ~/.ssh.
@@ -216,17 +217,18 @@ const lookupTimeout = 5 * time.Second
 // through ssh_config), in the prun-ssh that then starts the daemons.
 // Slurm starts daemons on the nodes it allocated, and an external remote
 // shell (--rsh) may know names no lookup here does: not looked up then.
-func (r *run) checkNames(job *jobspec.Job, alloc hostfile.Allocation, source string) error {
+// env is the launcher's.
+func checkNames(job *jobspec.Job, alloc hostfile.Allocation, source string, env []string) error {
 	hosts := remoteHosts(alloc, job.Place.LocalHost)
 	if len(hosts) == 0 || job.Launch.Rsh != "" {
 		return nil
 	}
-	if agent, err := remote.ChooseAgent(job.Launch.Agent, job.Launch.Rsh, r.opts.Env); err != nil || agent != remote.AgentSSH {
+	if agent, err := remote.ChooseAgent(job.Launch.Agent, job.Launch.Rsh, env); err != nil || agent != remote.AgentSSH {
 		return nil // an error: startRemote says it
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
-	why := rsh.Lookup(ctx, hosts, rsh.Options{Home: homeOf(r.opts.Env)})
+	why := rsh.Lookup(ctx, hosts, rsh.Options{Home: homeOf(env)})
 	var bad []string
 	for _, h := range hosts {
 		if why[h] != "" {

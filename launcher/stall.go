@@ -3,7 +3,6 @@ package launcher
 import (
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -100,27 +99,6 @@ func (w *stallWatch) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.last, w.gap, w.resumed = time.Now(), 0, time.Time{}
-}
-
-// suspend is Ctrl-Z (SIGTSTP), a person's job control, ridden out as a
-// shell job would be: every rank on every node stops (SIGSTOP, as mpirun
-// forwards SIGTSTP), the daemons are told to expect no heartbeats, then
-// prun stops itself. Once continued (fg, bg, kill -CONT) the daemons
-// expect heartbeats again and the ranks continue; the job goes on to its
-// own end. prun stops with SIGSTOP, not its caught SIGTSTP's default
-// action: the kernel discards a SIGTSTP to an orphaned process group,
-// which would leave the ranks stopped and prun running.
-func (r *run) suspend() {
-	r.signalAll(syscall.SIGSTOP)
-	if r.tree != nil {
-		r.tree.Suspend()
-	}
-	stopSelf()
-	if r.tree != nil {
-		r.stall.reset()
-		r.tree.Resume()
-	}
-	r.signalAll(syscall.SIGCONT)
 }
 
 // stopSelf stops the process and returns once it is continued. It raises

@@ -57,8 +57,10 @@ type outSink interface {
 	Printf(format string, a ...any)
 }
 
-func newUpstream(w outSink, jobs jobIndex) *upstream {
-	u := &upstream{outSink: w, names: names.New(), queue: newQueue(), jobs: jobs,
+// newUpstream routes output to w and the daemons' events, spawns and job
+// control to q, reading the jobs from jobs.
+func newUpstream(w outSink, jobs jobIndex, q *queue) *upstream {
+	u := &upstream{outSink: w, names: names.New(), queue: q, jobs: jobs,
 		daemons: map[string]node{}, root: remote.NewRoot()}
 	u.root.Finish = u.finish
 	u.root.TimedOut = func(err error) { u.Printf("prun: %v\n", err) }
