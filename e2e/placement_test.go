@@ -471,5 +471,5 @@ func TestHydraBinding(t *testing.T) {
 	}
 	r := run(t, opts{args: []string{"-bind-to", "user:5", "-n", "1", "true"}})
 	expectCode(t, r, 2)
-	expectContains(t, "stderr", r.stderr, "--bind-to user: CPU 5 does not exist on ")
+	expectContains(t, "stderr", r.stderr, "binding to user: CPU 5 does not exist on ")
 }

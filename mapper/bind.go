@@ -33,7 +33,7 @@ func (p *placer) init(h *host) error {
 	in := h.info
 	if in == nil {
 		if p.byObject || (p.mp.By == MapPPR && p.mapObj != topology.Machine) || p.mp.By == MapPEList || p.mp.PE > 0 {
-			return fmt.Errorf("--map-by %s needs the topology of %s", p.mp, h.name)
+			return fmt.Errorf("mapping by %s needs the topology of %s", p.mp, h.name)
 		}
 		return p.bindFail(h, "cannot bind on "+h.name+": its topology is unknown")
 	}
@@ -44,7 +44,7 @@ func (p *placer) init(h *host) error {
 		return nil
 	}
 	if in.bindErr != "" {
-		return p.bindFail(h, "--bind-to "+p.bind.To.String()+": "+fmt.Sprintf(in.bindErr, h.name))
+		return p.bindFail(h, "binding to "+p.bind.To.String()+": "+fmt.Sprintf(in.bindErr, h.name))
 	}
 	switch p.kind {
 	case bindObject:
@@ -157,7 +157,7 @@ func (p *placer) bindOn(h *host, o int32, rr bool) (int32, error) {
 		}
 		lo, hi := in.bLo[o], in.bHi[o]
 		if lo == hi {
-			return -1, p.bindFail(h, fmt.Sprintf("--bind-to %s: %s holds no %s", p.bind.To, p.where(h, o), in.bindObj))
+			return -1, p.bindFail(h, fmt.Sprintf("binding to %s: %s holds no %s", p.bind.To, p.where(h, o), in.bindObj))
 		}
 		if !p.overload {
 			if !p.explicit {
@@ -171,7 +171,7 @@ func (p *placer) bindOn(h *host, o int32, rr bool) (int32, error) {
 			case in.bindObj == in.mapObj:
 				what = p.where(h, o)
 			}
-			return -1, fmt.Errorf("--bind-to %s: %s already has as many processes as CPUs (add :overload-allowed to bind more)", p.bind.To, what)
+			return -1, fmt.Errorf("binding to %s: %s already has as many processes as CPUs (add :overload-allowed to bind more)", p.bind.To, what)
 		}
 		b := lo
 		for c := lo + 1; c < hi; c++ {
@@ -190,10 +190,10 @@ func (p *placer) bindOn(h *host, o int32, rr bool) (int32, error) {
 			return p.unitSet(in, first, pe, lo, hi), nil
 		}
 		if hi-lo < pe {
-			return -1, fmt.Errorf("--map-by %s: %s has only %d %ss, fewer than PE=%d", p.mp, p.where(h, o), hi-lo, unitName(in.unit), pe)
+			return -1, fmt.Errorf("mapping by %s: %s has only %d %ss, fewer than PE=%d", p.mp, p.where(h, o), hi-lo, unitName(in.unit), pe)
 		}
 		if !p.overload {
-			return -1, fmt.Errorf("--map-by %s: %s has no %d free %ss left (add :overload-allowed to --bind-to to share them)",
+			return -1, fmt.Errorf("mapping by %s: %s has no %d free %ss left (a binding with :overload-allowed shares them)",
 				p.mp, p.where(h, o), pe, unitName(in.unit))
 		}
 		if h.uwrap == nil {
@@ -205,7 +205,7 @@ func (p *placer) bindOn(h *host, o int32, rr bool) (int32, error) {
 	case bindList, bindOrdered:
 		k := int(h.listUsed)
 		if k >= len(p.mp.PEList) && !p.overload {
-			return -1, fmt.Errorf("--map-by %s: %s would run more processes than the %d listed CPUs (add :overload-allowed to --bind-to to allow it)",
+			return -1, fmt.Errorf("mapping by %s: %s would run more processes than the %d listed CPUs (a binding with :overload-allowed allows it)",
 				p.mp, h.name, len(p.mp.PEList))
 		}
 		h.listUsed++

@@ -32,7 +32,7 @@ func (p *placer) resolveAppHosts(job *jobspec.Job) error {
 			}
 		}
 		if p.mp.By == MapSeq || p.mp.By == MapRankfile {
-			return fmt.Errorf("app %d: a context's own --host cannot be combined with --map-by %s", a+1, p.mp.By)
+			return fmt.Errorf("app %d: a context's own --host cannot be combined with mapping by %s", a+1, p.mp.By)
 		}
 		// The counts of a context's own hostfile cap that app (Hydra's
 		// cycling host lists excepted); a --host count narrows nothing here:
@@ -138,7 +138,7 @@ func (p *placer) resolveCounts(job *jobspec.Job) error {
 	switch p.mp.By {
 	case MapSeq:
 		if p.total > p.seqLen {
-			return fmt.Errorf("--map-by seq: %d processes requested but the host list has only %d entries", p.total, p.seqLen)
+			return fmt.Errorf("mapping by seq: %d processes requested but the host list has only %d entries", p.total, p.seqLen)
 		}
 	case MapRankfile:
 		p.byRank = make([]*hostfile.RankEntry, p.total)
@@ -164,7 +164,7 @@ func (p *placer) resolveCounts(job *jobspec.Job) error {
 		for a, n := range p.np {
 			if n > capacity {
 				what := p.pprName()
-				return fmt.Errorf("--map-by %s places at most %d processes (%d on each of %d %ss) but app %d asks for %d",
+				return fmt.Errorf("mapping by %s places at most %d processes (%d on each of %d %ss) but app %d asks for %d",
 					p.mp, capacity, p.mp.PPR, objs, what, a+1, n)
 			}
 		}
@@ -189,7 +189,7 @@ func (p *placer) pprObjects(h *host) (int, error) {
 		return 1, nil
 	}
 	if h.info == nil {
-		return 0, fmt.Errorf("--map-by %s needs the topology of %s", p.mp, h.name)
+		return 0, fmt.Errorf("mapping by %s needs the topology of %s", p.mp, h.name)
 	}
 	if h.info.mapErr != "" {
 		return 0, fmt.Errorf(h.info.mapErr, h.name)

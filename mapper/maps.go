@@ -170,7 +170,7 @@ func (p *placer) mapPPR(a int) error {
 			if p.mp.Cycle {
 				continue // Hydra's -ppn places beyond a host's slots
 			}
-			if err := p.checkSlots(h, "--map-by ppr"); err != nil {
+			if err := p.checkSlots(h, "mapping by ppr"); err != nil {
 				return err
 			}
 		}
@@ -179,7 +179,7 @@ func (p *placer) mapPPR(a int) error {
 		}
 	}
 	if rem > 0 { // only when the app's own hosts hold fewer resources
-		return fmt.Errorf("app %d: --map-by %s places %d of its %d processes on its hosts", a+1, p.mp, p.np[a]-rem, p.np[a])
+		return fmt.Errorf("app %d: mapping by %s places %d of its %d processes on its hosts", a+1, p.mp, p.np[a]-rem, p.np[a])
 	}
 	return nil
 }
@@ -189,8 +189,8 @@ func (p *placer) checkSlots(h *host, what string) error {
 	if h.used <= h.slots && h.maxSlots == 0 {
 		return nil
 	}
-	if what == "--map-by ppr" {
-		what = "--map-by " + p.mp.String()
+	if what == "mapping by ppr" {
+		what = "mapping by " + p.mp.String()
 	}
 	if h.used > h.slots && !p.oversub {
 		return fmt.Errorf("%s places %d processes on %s but it has only %s%s", what, h.used, h.name, slotCount(h.slots), p.oversubHint())
@@ -212,7 +212,7 @@ func (p *placer) mapSeq(a int) error {
 			name := p.opts.SeqHosts[r]
 			var ok bool
 			if i, ok = p.byName[strings.ToLower(name)]; !ok {
-				return fmt.Errorf("--map-by seq: host %s (entry %d) is not in the allocation", name, r+1)
+				return fmt.Errorf("mapping by seq: host %s (entry %d) is not in the allocation", name, r+1)
 			}
 		} else {
 			if r == off {
@@ -231,7 +231,7 @@ func (p *placer) mapSeq(a int) error {
 		touched = append(touched, i)
 	}
 	for _, i := range touched {
-		if err := p.checkSlots(&p.hosts[i], "--map-by seq"); err != nil {
+		if err := p.checkSlots(&p.hosts[i], "mapping by seq"); err != nil {
 			return err
 		}
 	}

@@ -125,7 +125,7 @@ func (p *placer) allowed(a, i int) bool { return p.appHosts[a] == nil || p.appHo
 func PlaceWith(job *jobspec.Job, alloc hostfile.Allocation, topo func(host string) *topology.Topology, opts Options) (*Map, error) {
 	p := &placer{opts: opts, mp: opts.MapBy, bind: opts.BindTo, rank: opts.RankBy}
 	if err := p.mp.Check(); err != nil {
-		return nil, fmt.Errorf("--map-by %s: %v", p.mp, err)
+		return nil, fmt.Errorf("mapping by %s: %v", p.mp, err)
 	}
 	if err := p.setup(job, alloc, topo); err != nil {
 		return nil, err
@@ -178,7 +178,7 @@ func (p *placer) setup(job *jobspec.Job, alloc hostfile.Allocation, topo func(st
 	for _, ah := range alloc.Hosts {
 		if p.mp.NoLocal {
 			if p.opts.LocalHost == "" {
-				return fmt.Errorf("--map-by :NOLOCAL: the launcher's host is unknown")
+				return fmt.Errorf("mapping by :NOLOCAL: the launcher's host is unknown")
 			}
 			if strings.EqualFold(ah.Name, p.opts.LocalHost) {
 				continue
@@ -210,7 +210,7 @@ func (p *placer) setup(job *jobspec.Job, alloc hostfile.Allocation, topo func(st
 	// Hydra's core:N and hwthread:N: N CPUs for each process, as PE=N
 	if c := p.bind.Count; c > 1 {
 		if p.mp.PE > 0 && p.mp.PE != c {
-			return fmt.Errorf("--bind-to %s and --map-by %s: PE=%d and %d CPUs for each process contradict each other", p.bind, p.mp, p.mp.PE, c)
+			return fmt.Errorf("binding to %s and mapping by %s: PE=%d and %d CPUs for each process contradict each other", p.bind, p.mp, p.mp.PE, c)
 		}
 		p.mp.PE = c
 	}

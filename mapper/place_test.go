@@ -326,7 +326,7 @@ func TestAppHosts(t *testing.T) {
 			m, err := PlaceWith(j, hosts(3, 2), nil, Options{MapBy: tc.mp})
 			if tc.name == "ppr" {
 				// n3 has one node object: 1 of app 1's 2 processes fits there.
-				if err == nil || !strings.Contains(err.Error(), "app 1: --map-by ppr:1:node places 1 of its 2 processes on its hosts") {
+				if err == nil || !strings.Contains(err.Error(), "app 1: mapping by ppr:1:node places 1 of its 2 processes on its hosts") {
 					t.Fatalf("ppr: %v", err)
 				}
 				return
@@ -355,7 +355,7 @@ func TestAppHosts(t *testing.T) {
 	if _, err := PlaceWith(j, hosts(3, 2), nil, Options{MapBy: MapPolicy{By: MapSlot, Oversubscribe: true}}); err != nil {
 		t.Errorf("oversubscribing its own hosts: %v", err)
 	}
-	if _, err := PlaceWith(j, hosts(3, 2), nil, Options{MapBy: MapPolicy{By: MapSeq}}); err == nil || !strings.Contains(err.Error(), "cannot be combined with --map-by seq") {
+	if _, err := PlaceWith(j, hosts(3, 2), nil, Options{MapBy: MapPolicy{By: MapSeq}}); err == nil || !strings.Contains(err.Error(), "cannot be combined with mapping by seq") {
 		t.Errorf("seq: %v", err)
 	}
 }

@@ -188,7 +188,7 @@ type rankObjects struct {
 func (p *placer) rankObjects(h *host, cache map[*topoInfo]*rankObjects) (*rankObjects, error) {
 	in := h.info
 	if in == nil {
-		return nil, fmt.Errorf("--rank-by %s needs the topology of %s", p.rank, h.name)
+		return nil, fmt.Errorf("ranking by %s needs the topology of %s", p.rank, h.name)
 	}
 	if ro := cache[in]; ro != nil {
 		return ro, nil
@@ -199,7 +199,7 @@ func (p *placer) rankObjects(h *host, cache map[*topoInfo]*rankObjects) (*rankOb
 	}
 	nobj := t.Count(typ)
 	if nobj == 0 {
-		return nil, fmt.Errorf("--rank-by %s: %s has no %s to rank by", p.rank, h.name, p.rank.Obj)
+		return nil, fmt.Errorf("ranking by %s: %s has no %s to rank by", p.rank, h.name, p.rank.Obj)
 	}
 	nloc, locType := in.nobj, in.mapObj // Machine: one, the whole node
 	// The locales that share a CPU with each ranking object, in order,

@@ -27,7 +27,7 @@ func (p *placer) resolveMapping(allTopo bool) error {
 			mp.By = MapCore
 		}
 		if err := mp.Check(); err != nil {
-			return fmt.Errorf("--map-by %s: %v", mp, err)
+			return fmt.Errorf("mapping by %s: %v", mp, err)
 		}
 	}
 	p.hwt = mp.HWTCPUS || mp.By == MapHWThread
@@ -43,7 +43,7 @@ func (p *placer) resolveMapping(allTopo bool) error {
 		}
 	case MapRankfile:
 		if len(p.opts.Rankfile) == 0 {
-			return fmt.Errorf("--map-by rankfile: no rankfile was given")
+			return fmt.Errorf("mapping by rankfile: no rankfile was given")
 		}
 	}
 	return nil
@@ -72,13 +72,13 @@ func (p *placer) resolveBinding() error {
 		}
 	case b.To == BindUser || b.To == BindRR:
 		if mp.PE > 0 || mp.By == MapPEList {
-			return fmt.Errorf("--bind-to %s names each process's CPUs: it cannot be combined with --map-by %s", b, mp)
+			return fmt.Errorf("binding to %s names each process's CPUs: it cannot be combined with mapping by %s", b, mp)
 		}
 		p.kind, p.explicit = bindUser, true
 		if b.To == BindUser {
 			sets, err := jobspec.ParseUserBinding(b.User)
 			if err != nil {
-				return fmt.Errorf("--bind-to %s: %v", b, err)
+				return fmt.Errorf("binding to %s: %v", b, err)
 			}
 			p.userSets = sets
 		}
@@ -88,7 +88,7 @@ func (p *placer) resolveBinding() error {
 			b.To = jobspec.BindTargetOf(p.cpuObj())
 		case BindCore, BindHWThread:
 		default:
-			return fmt.Errorf("--bind-to %s: PE=%d binds each process to %d CPUs, so bind to core or hwthread", b.To, mp.PE, mp.PE)
+			return fmt.Errorf("binding to %s: PE=%d binds each process to %d CPUs, so bind to core or hwthread", b.To, mp.PE, mp.PE)
 		}
 		p.kind, p.explicit = bindUnits, true
 	case mp.By == MapPEList:
@@ -97,7 +97,7 @@ func (p *placer) resolveBinding() error {
 			b.To = jobspec.BindTargetOf(p.cpuObj())
 		case BindCore, BindHWThread:
 		default:
-			return fmt.Errorf("--bind-to %s: pe-list binds to the listed CPUs, so bind to core or hwthread", b.To)
+			return fmt.Errorf("binding to %s: pe-list binds to the listed CPUs, so bind to core or hwthread", b.To)
 		}
 		p.kind, p.explicit = bindList, true
 		if mp.Ordered {
@@ -131,7 +131,7 @@ func (p *placer) resolveBinding() error {
 		if p.mapObj == topology.PU {
 			unit = "an hwthread is"
 		}
-		return fmt.Errorf("--map-by %s: %s one CPU, so it cannot hold PE=%d (map by slot, numa or package, or add HWTCPUS to map by core)", mp, unit, mp.PE)
+		return fmt.Errorf("mapping by %s: %s one CPU, so it cannot hold PE=%d (map by slot, numa or package, or add HWTCPUS to map by core)", mp, unit, mp.PE)
 	}
 	return nil
 }
@@ -141,7 +141,7 @@ func (p *placer) resolveRanking() error {
 	mp := &p.mp
 	if mp.By == MapSeq || mp.By == MapRankfile {
 		if p.rank.By != RankDefault {
-			return fmt.Errorf("--rank-by %s cannot be used with --map-by %s: the ranks are the file's", p.rank, mp.By)
+			return fmt.Errorf("ranking by %s cannot be used with mapping by %s: the ranks are the file's", p.rank, mp.By)
 		}
 		p.user = true
 		return nil
@@ -163,7 +163,7 @@ func (p *placer) resolveRanking() error {
 		}
 	}
 	if (p.rank.By == RankFill || p.rank.By == RankSpan) && !p.byObject && mp.By != MapPPR {
-		return fmt.Errorf("--rank-by %s needs --map-by hwthread, core, l1cache, l2cache, l3cache, numa, package or ppr, not %s", p.rank, mp.By)
+		return fmt.Errorf("ranking by %s needs mapping by hwthread, core, l1cache, l2cache, l3cache, numa, package or ppr, not %s", p.rank, mp.By)
 	}
 	return nil
 }
@@ -190,7 +190,7 @@ func (p *placer) newInfo(t *topology.Topology) *topoInfo {
 	}
 	for _, u := range p.mp.PEList {
 		if u >= nunits {
-			in.mapErr = fmt.Sprintf("--map-by %s: %s %d does not exist on %%s (it has %d)", p.mp, unitName(in.unit), u, nunits)
+			in.mapErr = fmt.Sprintf("mapping by %s: %s %d does not exist on %%s (it has %d)", p.mp, unitName(in.unit), u, nunits)
 			return in
 		}
 	}
