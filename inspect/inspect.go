@@ -27,7 +27,7 @@ import (
 
 	"prun/sessiondir"
 	"prun/stacktree"
-	"prun/topview"
+	"prun/topview/sample"
 )
 
 // SocketName is the socket's name in the launcher's session directory.
@@ -36,7 +36,7 @@ const SocketName = "inspect.sock"
 // Source answers for the launcher: job names a job of it ("" is a
 // standalone launcher's only job; a DVM's jobs go by their number).
 type Source interface {
-	Ranks(ctx context.Context, job string) ([]topview.Rank, error)
+	Ranks(ctx context.Context, job string) ([]sample.Rank, error)
 	Stacks(ctx context.Context, job string, ranks stacktree.RankSet) (*stacktree.Tree, error)
 }
 
@@ -48,7 +48,7 @@ type request struct {
 
 type reply struct {
 	Error string          `json:"error,omitempty"`
-	Ranks []topview.Rank  `json:"ranks,omitempty"`
+	Ranks []sample.Rank   `json:"ranks,omitempty"`
 	Tree  *stacktree.Tree `json:"tree,omitempty"`
 }
 
@@ -260,7 +260,7 @@ func closedOr(ctx context.Context, err error) error {
 }
 
 // Ranks asks for a sample of every rank of job.
-func (c *Client) Ranks(ctx context.Context, job string) ([]topview.Rank, error) {
+func (c *Client) Ranks(ctx context.Context, job string) ([]sample.Rank, error) {
 	rep, err := c.call(ctx, request{Op: "ranks", Job: job})
 	return rep.Ranks, err
 }
@@ -279,15 +279,15 @@ func (c *Client) Stacks(ctx context.Context, job string, set stacktree.RankSet) 
 	return rep.Tree, err
 }
 
-// Source is job's samples as a topview.Source.
-func (c *Client) Source(job string) topview.Source { return jobSource{c, job} }
+// Source is job's samples as a sample.Source.
+func (c *Client) Source(job string) sample.Source { return jobSource{c, job} }
 
 type jobSource struct {
 	c   *Client
 	job string
 }
 
-func (s jobSource) Sample(ctx context.Context) ([]topview.Rank, error) { return s.c.Ranks(ctx, s.job) }
+func (s jobSource) Sample(ctx context.Context) ([]sample.Rank, error) { return s.c.Ranks(ctx, s.job) }
 
 // Find finds the socket of a standalone prun named by target: its pid, or
 // its session directory. tmp is where session directories are ($TMPDIR).

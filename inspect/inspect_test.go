@@ -13,16 +13,16 @@ import (
 	"time"
 
 	"prun/stacktree"
-	"prun/topview"
+	"prun/topview/sample"
 )
 
 // procs is a Source over real local processes: two sleeping ranks.
 type procs struct {
-	ps   *topview.ProcSource
+	ps   *sample.ProcSource
 	pids map[int]int
 }
 
-func (p *procs) Ranks(ctx context.Context, job string) ([]topview.Rank, error) {
+func (p *procs) Ranks(ctx context.Context, job string) ([]sample.Rank, error) {
 	if job != "" {
 		return nil, fmt.Errorf("no job %q", job)
 	}
@@ -48,14 +48,14 @@ func (p *procs) Stacks(ctx context.Context, job string, set stacktree.RankSet) (
 
 func startProcs(t *testing.T) *procs {
 	t.Helper()
-	p := &procs{ps: &topview.ProcSource{Host: "here"}, pids: map[int]int{}}
+	p := &procs{ps: &sample.ProcSource{Host: "here"}, pids: map[int]int{}}
 	for r := range 2 {
 		cmd := exec.Command("sleep", "60")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		p.ps.Procs = append(p.ps.Procs, topview.Proc{Rank: r, Pid: cmd.Process.Pid})
+		p.ps.Procs = append(p.ps.Procs, sample.Proc{Rank: r, Pid: cmd.Process.Pid})
 		p.pids[r] = cmd.Process.Pid
 	}
 	return p

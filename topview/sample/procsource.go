@@ -1,4 +1,4 @@
-package topview
+package sample
 
 import (
 	"context"
@@ -124,4 +124,28 @@ func (s *ProcSource) read() []Rank {
 	}
 	s.at = now
 	return out
+}
+
+// Warm is a Source whose first sample is taken twice, half a second apart:
+// CPU % and output rates are measured between two samples, and a source
+// on the other side of a socket (the launcher's) has no earlier one.
+type Warm struct {
+	Source
+	ready bool
+}
+
+// Sample implements Source.
+func (w *Warm) Sample(ctx context.Context) ([]Rank, error) {
+	if !w.ready {
+		w.ready = true
+		if _, err := w.Source.Sample(ctx); err != nil {
+			return nil, err
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return w.Source.Sample(ctx)
 }

@@ -1,4 +1,4 @@
-package topview
+package sample
 
 import (
 	"bytes"
