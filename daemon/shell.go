@@ -36,6 +36,7 @@ type shell struct {
 	io        *stdio
 	pmi       *pmiJob
 	preloaded preloaded
+	meters    rankMeters // output counted and ends kept for prun top (sample.go)
 
 	dirs    sync.Once // the job's PMIX_NSDIR and local PMIX_PROCDIRs, made once
 	dirsErr error
@@ -287,7 +288,7 @@ func (sh *shell) started(rank int, child *proc, rio rankIO, pmiServer *os.File, 
 		is.SetSourceInfo(src, sh.nodeName(), child.pid)
 	}
 	n := sh.ranks.started(rank, child, served)
-	sh.io.attach(rio, sh.sink(rank, n), src)
+	sh.io.attach(rio, sh.meters.counted(rank, child.pid, sh.sink(rank, n)), src)
 	sh.d.up.Event(Event{Kind: ProcStarted, Nspace: p.Nspace, Rank: rank, Node: sh.nodeName(), Pid: child.pid,
 		Time: time.Now()})
 	go sh.wait(rank, child, rest)
@@ -372,6 +373,7 @@ func (sh *shell) reaped(rank, code int, sig syscall.Signal, use usage) {
 		go sh.restart(rank, code, sig, use)
 		return
 	}
+	sh.meters.exited(rank, code, int(sig))
 	// A group construct or destruct on this node that waits for it would
 	// wait for ever (libpmix 4.2.2): it fails now.
 	sh.d.srv.GroupMemberGone(pmixsrv.Proc{Nspace: p.Nspace, Rank: pmixsrv.Rank(rank)})
