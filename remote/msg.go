@@ -60,6 +60,8 @@ const (
 	tBatch                        // up: frames a vertex had queued, sent as one (binary: batch.go)
 	tRespawn                      // down: start your child's daemon again, a lost one's (respawn; revive.go)
 	tCollRevive                   // down (broadcast): lost nodes are back; their collectives go on (collRevive; revive.go)
+	tGather                       // down, to one vertex: gather its subtree's part of an answer (gatherReq; gather.go)
+	tGathered                     // up, to the asking vertex: a subtree's part, combined (gatherReply; gather.go)
 )
 
 // Vertex addresses in a frame's routing header.

@@ -97,6 +97,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
+	n.gather = n.newGatherer() // before any link: its children's replies read it
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
 		n.up.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
 	})
@@ -188,6 +189,11 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 			switch typ {
 			case tColl:
 				n.childColl(p) // combined here, not relayed
+				return
+			case tGathered:
+				if _, src, body, err := header(p); err == nil {
+					n.gather.answered(int(src), body) // combined here, not relayed
+				}
 				return
 			case tClosed:
 				n.childClosed(p) // counted here, not relayed
@@ -403,6 +409,7 @@ type node struct {
 	topo      *topology.Topology
 	calls     calls
 	coll      *collectives // the collectives pending at this vertex (coll.go)
+	gather    *gatherer    // the gathers pending at this vertex (gather.go)
 	stdin     stdinStreams // each job's stdin, by namespace
 	out       *outCredit   // the output window (output.go)
 
@@ -584,6 +591,8 @@ func (n *node) handle(typ uint8, body []byte) error {
 			// aggregator does) before it calls back.
 			n.d.DeliverEventAsync(m.Status, m.Source, m.Range, m.Info)
 		})
+	case tGather:
+		return on(body, n.gatherHere)
 	case tInspect:
 		return on(body, func(m *inspectReq) {
 			replyUp(n, m.ID, n.d.Inspect(m.Nspace, m.Stacks), nil)

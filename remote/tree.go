@@ -101,8 +101,9 @@ type Tree struct {
 	// out queues the nodes' output for the Writer (output.go).
 	out *outFlow
 
-	stats stats // the launcher's structural counters (stats.go)
-	root  *Root // the collectives' vertex 0 (coll.go)
+	stats  stats     // the launcher's structural counters (stats.go)
+	gather *gatherer // the launcher's gathers (gather.go)
+	root   *Root     // the collectives' vertex 0 (coll.go)
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -161,6 +162,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		boot.Env = append(slices.Clip(cfg.Env), slurmJobEnv(cfg.LaunchEnv)...)
 	}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
+	t.gather = t.newGatherer()
 	t.kids.sent = func(typ uint8, n int) {
 		switch typ {
 		case tCollDone: // counted by collOut
@@ -686,6 +688,11 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		if k, err := decodeAck(body, preloadChunk); err == nil {
 			t.preload[v-1].release(k)
 		} else {
+			t.nodeFailed(host, err)
+		}
+		return
+	case tGathered:
+		if err := t.gather.answered(v, body); err != nil {
 			t.nodeFailed(host, err)
 		}
 		return

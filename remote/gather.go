@@ -1,0 +1,304 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"prun/ctl"
+	"prun/stacktree"
+	"prun/topview/sample"
+)
+
+// A gather asks every daemon of the tree for its part of one answer (the
+// samples of a job's ranks for prun top, their stacks merged for prun
+// stack) and combines the parts along the tree, as the collectives do: a
+// vertex sends the request to each of its children (tGather), asks its own
+// daemon, waits for one reply per child (tGathered), each its child's whole
+// subtree's, merges them with its own (samples: concatenated; stacks:
+// stacktree.Merge) and sends one reply to its parent. The launcher thus
+// handles one message per child of its own per gather, whatever the size
+// of the tree. A vertex waits for its children a bounded time, given by its
+// parent (each level a little less than the one above, so that a late
+// subtree is named in its parent's reply rather than making every vertex
+// above late too): a child lost or late is named in the reply (Missing),
+// never waited for beyond it.
+
+// Gather operations.
+const (
+	gatherRanks  = "ranks"
+	gatherStacks = "stacks"
+)
+
+// gatherReq asks a vertex for its subtree's part (tGather, point to point).
+type gatherReq struct {
+	ID      uint64        `json:",omitzero"` // the asking vertex's number for it
+	Op      string        `json:",omitzero"` // gatherRanks or gatherStacks
+	Nspace  string        `json:",omitzero"`
+	Ranks   string        `json:",omitzero"` // stacks: the ranks asked for ("": every one)
+	Wait    time.Duration `json:",omitzero"` // how long the vertex waits for its children's replies
+	PerRank time.Duration `json:",omitzero"` // stacks: each debugger's bound
+}
+
+// gatherReply is a subtree's part (tGathered, up to the asking vertex).
+type gatherReply struct {
+	ID      uint64          `json:",omitzero"`
+	Ranks   []sample.Rank   `json:",omitzero"`
+	Tree    *stacktree.Tree `json:",omitzero"`
+	Missing []string        `json:",omitzero"` // "host: why", for each vertex below whose part is not in it
+}
+
+// Gathered is a gather's result at the launcher: the parts of every node
+// that answered, and which did not and why.
+type Gathered struct {
+	Ranks   []sample.Rank
+	Tree    *stacktree.Tree // stacks: merged and finished
+	Missing []string
+}
+
+// hopMargin is how much sooner than its parent a vertex gives up on its
+// children: enough for its reply to travel up one link.
+func hopMargin(wait time.Duration) time.Duration {
+	return max(wait/10, 200*time.Millisecond)
+}
+
+// gatherer runs the gathers of one vertex: its pending requests to its
+// children, by number.
+type gatherer struct {
+	me     int
+	fanout int
+	hosts  []string
+	send   func(v int, body []byte) error // a tGather to child v
+	// own is the vertex's own daemon's part (nil: none, the launcher's,
+	// whose own node the launcher adds itself).
+	own func(ctx context.Context, req *gatherReq) gatherReply
+
+	mu      sync.Mutex
+	next    uint64
+	pending map[uint64]*pendingGather
+
+	// Counted for the benchmark: replies from children handled, requests
+	// sent to children.
+	in, out atomic.Int64
+}
+
+type pendingGather struct {
+	left map[int]bool // children yet to reply
+	res  gatherReply
+	done chan struct{} // closed when left empties
+}
+
+// run gathers req's answer from the subtree below this vertex (its own
+// daemon's part included), skipping the children down says are lost.
+func (g *gatherer) run(ctx context.Context, req gatherReq, down func(v int) bool) gatherReply {
+	kids := ctl.Children(g.me, g.fanout, len(g.hosts))
+	inner := req.Wait - hopMargin(req.Wait)
+	if inner <= 0 {
+		inner = req.Wait / 2
+	}
+	p := &pendingGather{left: map[int]bool{}, done: make(chan struct{})}
+	if req.Op == gatherStacks {
+		p.res.Tree = stacktree.New()
+	}
+	g.mu.Lock()
+	if g.pending == nil {
+		g.pending = map[uint64]*pendingGather{}
+	}
+	g.next++
+	id := g.next
+	g.pending[id] = p
+	for _, k := range kids {
+		p.left[k] = true
+	}
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.pending, id) // a reply later than this is dropped
+		g.mu.Unlock()
+	}()
+	sub := req
+	sub.ID, sub.Wait = id, inner
+	body, err := encode(&sub)
+	for _, k := range kids {
+		if err == nil && (down == nil || !down(k)) {
+			if err = g.send(k, body); err == nil {
+				g.out.Add(1)
+				continue
+			}
+		}
+		why := "lost"
+		if err != nil {
+			why = err.Error()
+		}
+		g.settle(p, k, nil, g.subtreeName(k)+": "+why)
+	}
+	wctx, cancel := context.WithTimeout(ctx, inner)
+	defer cancel()
+	if g.own != nil {
+		part := g.own(wctx, &req)
+		g.mu.Lock()
+		p.res.merge(&part)
+		g.mu.Unlock()
+	}
+	t := time.NewTimer(req.Wait)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range p.left {
+		p.res.Missing = append(p.res.Missing, fmt.Sprintf("%s: no answer within %v", g.subtreeName(k), req.Wait.Round(time.Millisecond)))
+	}
+	p.left = nil
+	res := p.res
+	if res.Tree != nil {
+		res.Tree.Finish()
+	}
+	return res
+}
+
+// subtreeName names child v's subtree: its host, with how many below it.
+func (g *gatherer) subtreeName(v int) string {
+	n := len(ctl.Subtree(v, g.fanout, len(g.hosts)))
+	if n > 1 {
+		return fmt.Sprintf("%s (and %d daemons below it)", g.hosts[v-1], n-1)
+	}
+	return g.hosts[v-1]
+}
+
+// answered takes child from's reply (a tGathered body).
+func (g *gatherer) answered(from int, body []byte) error {
+	var m gatherReply
+	if err := decode(body, &m); err != nil {
+		return err
+	}
+	g.in.Add(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.pending[m.ID]; p != nil && p.left[from] {
+		g.settleLocked(p, from, &m, "")
+	}
+	return nil
+}
+
+func (g *gatherer) settle(p *pendingGather, k int, part *gatherReply, missing string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.settleLocked(p, k, part, missing)
+}
+
+func (g *gatherer) settleLocked(p *pendingGather, k int, part *gatherReply, missing string) {
+	if !p.left[k] {
+		return
+	}
+	delete(p.left, k)
+	if part != nil {
+		p.res.merge(part)
+	}
+	if missing != "" {
+		p.res.Missing = append(p.res.Missing, missing)
+	}
+	if len(p.left) == 0 {
+		close(p.done)
+	}
+}
+
+// merge adds a part: samples concatenated, trees merged, the missing kept.
+func (r *gatherReply) merge(o *gatherReply) {
+	r.Ranks = append(r.Ranks, o.Ranks...)
+	if o.Tree != nil {
+		if r.Tree == nil {
+			r.Tree = stacktree.New()
+		}
+		r.Tree.Merge(o.Tree)
+	}
+	r.Missing = append(r.Missing, o.Missing...)
+}
+
+// A daemon's side.
+
+// gatherHere answers the parent's tGather: off the link's reader, as it
+// waits for the children and the debuggers.
+func (n *node) gatherHere(m *gatherReq) {
+	go func() {
+		res := n.gather.run(context.Background(), *m, nil)
+		res.ID = m.ID
+		body, err := encode(&res)
+		if err != nil {
+			return
+		}
+		n.up.Send(tGathered, frame(toLauncher, uint32(n.me), body))
+	}()
+}
+
+// ownPart is this daemon's part: its local ranks' samples or stacks.
+func (n *node) ownPart(ctx context.Context, req *gatherReq) gatherReply {
+	switch req.Op {
+	case gatherRanks:
+		return gatherReply{Ranks: n.d.Sample(req.Nspace)}
+	case gatherStacks:
+		var set stacktree.RankSet
+		if req.Ranks != "" {
+			var err error
+			if set, err = stacktree.ParseRanks(req.Ranks); err != nil {
+				return gatherReply{Missing: []string{n.host + ": " + err.Error()}}
+			}
+		}
+		return gatherReply{Tree: n.d.Stacks(ctx, req.Nspace, set, req.PerRank)}
+	}
+	return gatherReply{Missing: []string{fmt.Sprintf("%s: unknown request %q", n.host, req.Op)}}
+}
+
+func (n *node) newGatherer() *gatherer {
+	return &gatherer{me: n.me, fanout: n.boot.Fanout, hosts: n.boot.Hosts, own: n.ownPart,
+		send: func(v int, body []byte) error {
+			return n.kids.send(v, tGather, frame(uint32(v), uint32(n.me), body))
+		}}
+}
+
+// The launcher's side.
+
+func (t *Tree) newGatherer() *gatherer {
+	return &gatherer{me: 0, fanout: t.cfg.Fanout, hosts: t.cfg.Hosts,
+		send: func(v int, body []byte) error { return t.kids.send(v, tGather, frame(uint32(v), toLauncher, body)) }}
+}
+
+func (t *Tree) isDown(v int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.down[v]
+}
+
+// GatherRanks samples job nspace's ranks on every daemon of the tree (not
+// the launcher's own node), waiting at most wait for the tree's answer.
+func (t *Tree) GatherRanks(ctx context.Context, nspace string, wait time.Duration) Gathered {
+	res := t.gather.run(ctx, gatherReq{Op: gatherRanks, Nspace: nspace, Wait: wait}, t.isDown)
+	return Gathered{Ranks: res.Ranks, Missing: res.Missing}
+}
+
+// GatherStacks captures the stacks of job nspace's ranks in set (empty:
+// every one) on every daemon of the tree, each rank's bounded by perRank,
+// merged into one tree; it waits at most wait.
+func (t *Tree) GatherStacks(ctx context.Context, nspace string, set stacktree.RankSet, perRank, wait time.Duration) Gathered {
+	req := gatherReq{Op: gatherStacks, Nspace: nspace, Wait: wait, PerRank: perRank}
+	if set.Len() > 0 {
+		req.Ranks = set.String()
+	}
+	res := t.gather.run(ctx, req, t.isDown)
+	if res.Tree == nil {
+		res.Tree = stacktree.New()
+		res.Tree.Finish()
+	}
+	return Gathered{Ranks: res.Ranks, Tree: res.Tree, Missing: res.Missing}
+}
+
+// GatherCounts is what the launcher's gathers cost it so far: requests sent
+// to its children, replies handled from them.
+func (t *Tree) GatherCounts() (sent, handled int64) {
+	return t.gather.out.Load(), t.gather.in.Load()
+}
