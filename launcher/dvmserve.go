@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -41,6 +42,7 @@ func (d *DVM) Serve(ln *net.UnixListener, idle time.Duration, alloc int) {
 		go d.watchIdle(idle)
 	}
 	go d.watchSocket(ln.Addr().String())
+	d.listenInspect(filepath.Dir(ln.Addr().String())) // prun top, prun stack (inspect.go)
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {

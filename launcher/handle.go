@@ -269,15 +269,16 @@ func (r *run) onJobControl(jc jobControl) {
 
 // reportState prints what each running rank is doing, and, when asked,
 // their stacks merged into one tree per job (ranks at the same place share a
-// branch, so the one elsewhere stands out), before a timeout kills them.
+// branch, so the one elsewhere stands out), before a timeout kills them:
+// gathered along the tree and merged on the way, as prun stack's
+// (inspect.go).
 func (r *run) reportState(stacks bool) {
 	for _, j := range r.jobs.list {
 		var states []daemon.RankState
 		for _, n := range r.up.nodes() {
-			states = append(states, n.Inspect(j.plan.Nspace, stacks)...)
+			states = append(states, n.Inspect(j.plan.Nspace, false)...)
 		}
 		sort.Slice(states, func(a, b int) bool { return states[a].Rank < states[b].Rank })
-		tree := stacktree.New()
 		for _, st := range states {
 			line := fmt.Sprintf("%s, pid %d: state %s, cpu %s", r.rankDesc(j.plan.Nspace, st.Rank), st.Pid, st.State,
 				st.CPU.Round(time.Millisecond))
@@ -285,20 +286,11 @@ func (r *run) reportState(stacks bool) {
 				line += ", waiting in " + st.Wchan
 			}
 			r.out.Printf("prun: %s\n", line)
-			if !stacks {
-				continue
-			}
-			if threads, err := stacktree.Parse([]byte(st.Stack)); err == nil {
-				tree.Add(st.Rank, threads)
-			} else {
-				why, _, _ := strings.Cut(strings.TrimPrefix(st.Stack, "no stack: "), "\n")
-				tree.Fail(st.Rank, why)
-			}
 		}
 		if !stacks || len(states) == 0 {
 			continue
 		}
-		tree.Finish()
+		tree := r.timeoutStacks(j)
 		what := "the stacks of the running ranks"
 		if j.plan.Index > 0 {
 			what += fmt.Sprintf(" of job %d", j.plan.Index)

@@ -249,7 +249,7 @@ func (r *run) run(job *jobspec.Job) int {
 	if code, done := r.prepare(s); done {
 		return code
 	}
-	for _, phase := range []func(*startup) int{r.startNodes, r.makePlan, r.startLocal, r.launchFirst} {
+	for _, phase := range []func(*startup) int{r.startNodes, r.makePlan, r.startLocal, r.launchFirst, r.listenInspect} {
 		if code := phase(s); code != 0 {
 			return code
 		}
