@@ -70,10 +70,11 @@ pmix: deps-build
 env: pmix
 	@echo 'export PKG_CONFIG_PATH="$(PKG_CONFIG_PATH)" PRUN_PMIX="$(PRUN_PMIX)" CGO_CPPFLAGS="$(CGO_CPPFLAGS)" PRUN_MPICH_CH3="$(PRUN_MPICH_CH3)" PRUN_MPICH_CH3_PMI2="$(PRUN_MPICH_CH3_PMI2)" PRUN_DEBIAN_TRIXIE="$(PRUN_DEBIAN_TRIXIE)"'
 
-# prun-ssh, prun's SSH client, goes beside prun: prun runs it from there.
+# prun-ssh, prun's SSH client, and prun-top, prun top's terminal view, go beside
+# prun: prun runs them from there.
 build: pmix
 	@mkdir -p bin
-	$(GO) build -o bin/ ./cmd/prun ./cmd/prun-ssh
+	$(GO) build -o bin/ ./cmd/prun ./cmd/prun-ssh ./cmd/prun-top
 
 # Installs prun, prun-ssh beside it (prun runs it from its own directory),
 # the man page (docs/prun.1, generated from the flags: go generate ./cli)
@@ -83,7 +84,7 @@ DESTDIR ?=
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
-	install -m 0755 bin/prun bin/prun-ssh $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/prun bin/prun-ssh bin/prun-top $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 docs/prun.1 $(DESTDIR)$(PREFIX)/share/man/man1/prun.1
 	bin/prun completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/prun
 	bin/prun completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_prun

@@ -42,6 +42,8 @@ Exit status:
 // launcher starts it on the other nodes, never a user.
 const commands = `Commands:
   dvm start|ps|status|stop|kill  a persistent runtime: daemons up between jobs (prun dvm --help)
+  top [JOB]                      a live view of a running job's ranks (prun top --help)
+  stack [JOB]                    the ranks' stacks merged into one tree (prun stack --help)
   completion SHELL               print SHELL's completion script: bash, zsh, fish or powershell`
 
 // Command builds the cobra command; run executes a parsed job and returns

@@ -100,13 +100,13 @@ setpriv --pdeathsig KILL unshare --mount --propagation private --pid --fork --ki
 	bash -euo pipefail -c '
 		/build/src/openpmix/build.sh "$1"
 		cd /build/src
-		go build -trimpath -ldflags="$2" -o /build/out/ ./cmd/prun ./cmd/prun-ssh' \
+		go build -trimpath -ldflags="$2" -o /build/out/ ./cmd/prun ./cmd/prun-ssh ./cmd/prun-top' \
 	bash "$pmix" "$vcs"
 
 stage=$work/stage/$name
 install -d "$stage/bin" "$stage/share/man/man1" "$stage/share/bash-completion/completions" \
 	"$stage/share/zsh/site-functions"
-install -m 0755 "$work/out/prun" "$work/out/prun-ssh" "$stage/bin/"
+install -m 0755 "$work/out/prun" "$work/out/prun-ssh" "$work/out/prun-top" "$stage/bin/"
 install -m 0644 "$src/docs/prun.1" "$stage/share/man/man1/prun.1"
 "$stage/bin/prun" completion bash >"$stage/share/bash-completion/completions/prun"
 "$stage/bin/prun" completion zsh >"$stage/share/zsh/site-functions/_prun"

@@ -39,6 +39,7 @@ var glibcLibs = []string{"libc.so.6", "ld-linux-x86-64.so.2", "libpthread.so.0",
 var layout = map[string]os.FileMode{
 	"bin/prun":                               0o755,
 	"bin/prun-ssh":                           0o755,
+	"bin/prun-top":                           0o755,
 	"share/man/man1/prun.1":                  0o644,
 	"share/bash-completion/completions/prun": 0o644,
 	"share/zsh/site-functions/_prun":         0o644,
@@ -78,7 +79,7 @@ func TestRelease(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	unpack(t, tarballs[0], top, dir)
 
-	for _, p := range []string{"bin/prun", "bin/prun-ssh"} {
+	for _, p := range []string{"bin/prun", "bin/prun-ssh", "bin/prun-top"} {
 		checkELF(t, p, filepath.Join(dir, p))
 	}
 	man, err := os.ReadFile(filepath.Join(dir, "share/man/man1/prun.1"))

@@ -45,6 +45,9 @@ func main() {
 	if len(os.Args) >= 2 && os.Args[1] == "dvm" {
 		os.Exit(dvmMain(os.Args[2:]))
 	}
+	if len(os.Args) >= 2 && (os.Args[1] == "top" || os.Args[1] == "stack") {
+		os.Exit(inspectMain(os.Args[1], os.Args[2:]))
+	}
 	code := cli.Main(func(job *jobspec.Job) int {
 		// Caught after parsing: --version and usage errors need none.
 		sigs, err := launcher.CatchSignals()

@@ -321,7 +321,7 @@ static int reply(const char *p, const char *end, int *done, int *exitc, int *loc
 
 __attribute__((constructor)) static void prun_submit(int argc, char **argv) {
     if (argc < 2 || strncmp(argv[1], "-test.", 6) == 0 || strcmp(argv[1], "dvm") == 0 ||
-        strcmp(argv[1], "daemon") == 0)
+        strcmp(argv[1], "daemon") == 0 || strcmp(argv[1], "top") == 0 || strcmp(argv[1], "stack") == 0)
         return;
     for (int i = 1; i < argc; i++)
         if (strncmp(argv[i], "--dvm", 5) == 0 || strncmp(argv[i], "-dvm", 4) == 0)
