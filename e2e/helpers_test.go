@@ -42,7 +42,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	// prun-ssh, prun's SSH client, beside prun as installed.
+	// prun-ssh, prun's SSH client, and prun-top, beside prun as installed.
 	prunBin = filepath.Join(dir, "prun")
 	// The user's DVMs and their logs, for every prun the tests run: none
 	// of the machine's (root's /run/prun-dvm, ~/.local/state/prun), so
@@ -55,10 +55,10 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/prun", "./cmd/prun-ssh")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/prun", "./cmd/prun-ssh", "./cmd/prun-top")
 	build.Dir = ctest.Root()
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/prun ./cmd/prun-ssh: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/prun ./cmd/prun-ssh ./cmd/prun-top: %v\n%s", err, out)
 		return 1
 	}
 	// The machine's init (pid 1) does not reap orphans, so a rank's child
