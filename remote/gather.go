@@ -78,6 +78,8 @@ type gatherer struct {
 	mu      sync.Mutex
 	next    uint64
 	pending map[uint64]*pendingGather
+	runs    int // gathers run here
+	maxIn   int // the most replies one took
 
 	// Counted for the benchmark: replies from children handled, requests
 	// sent to children.
@@ -85,6 +87,7 @@ type gatherer struct {
 }
 
 type pendingGather struct {
+	got  int          // replies taken
 	left map[int]bool // children yet to reply
 	res  gatherReply
 	done chan struct{} // closed when left empties
@@ -111,6 +114,9 @@ func (g *gatherer) run(ctx context.Context, req gatherReq, down func(v int) bool
 	g.pending[id] = p
 	for _, k := range kids {
 		p.left[k] = true
+	}
+	if len(kids) == 0 {
+		close(p.done) // a leaf waits for nobody
 	}
 	g.mu.Unlock()
 	defer func() {
@@ -155,6 +161,8 @@ func (g *gatherer) run(ctx context.Context, req gatherReq, down func(v int) bool
 		p.res.Missing = append(p.res.Missing, fmt.Sprintf("%s: no answer within %v", g.subtreeName(k), req.Wait.Round(time.Millisecond)))
 	}
 	p.left = nil
+	g.runs++
+	g.maxIn = max(g.maxIn, p.got)
 	res := p.res
 	if res.Tree != nil {
 		res.Tree.Finish()
@@ -181,6 +189,7 @@ func (g *gatherer) answered(from int, body []byte) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if p := g.pending[m.ID]; p != nil && p.left[from] {
+		p.got++
 		g.settleLocked(p, from, &m, "")
 	}
 	return nil

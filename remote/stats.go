@@ -61,6 +61,14 @@ type Stats struct {
 	// those to a child's subtree that queued up go as one (ackdown.go).
 	OutputAcks    int `json:"output_acks"`
 	OutputAckMsgs int `json:"output_ack_messages"`
+	// Gathers: prun top's samples and prun stack's trees gathered along
+	// the tree (gather.go); GatherMsgsIn, GatherMsgsOut: the replies and
+	// requests they took (counted in Run too); MaxGatherMsgsIn: the most
+	// replies one took (at most the launcher's children).
+	Gathers         int `json:"gathers"`
+	GatherMsgsIn    int `json:"gather_messages_in"`
+	GatherMsgsOut   int `json:"gather_messages_out"`
+	MaxGatherMsgsIn int `json:"max_gather_messages_in"`
 }
 
 // Traffic is messages and bytes (frame payloads) in and out of the launcher.
@@ -224,5 +232,11 @@ func (t *Tree) Stats() Stats {
 	s.Fanout = t.cfg.Fanout
 	s.Children = len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts)))
 	s.Depth = Depth(len(t.cfg.Hosts), t.cfg.Fanout)
+	if g := t.gather; g != nil {
+		g.mu.Lock()
+		s.Gathers, s.MaxGatherMsgsIn = g.runs, g.maxIn
+		g.mu.Unlock()
+		s.GatherMsgsIn, s.GatherMsgsOut = int(g.in.Load()), int(g.out.Load())
+	}
 	return s
 }
