@@ -44,6 +44,22 @@ type request struct {
 	Op    string `json:"op"` // "ranks" or "stacks"
 	Job   string `json:"job,omitempty"`
 	Ranks string `json:"ranks,omitempty"` // stacks: a rank list ("" is every rank)
+	// RankTimeout bounds each rank's debugger (stacks; 0: the source's
+	// default), at most MaxRankTimeout.
+	RankTimeout time.Duration `json:"rank_timeout,omitempty"`
+}
+
+// MaxRankTimeout bounds a request's RankTimeout: an answer must come within
+// the request's own bound.
+const MaxRankTimeout = time.Minute
+
+type rankTimeoutKey struct{}
+
+// RankTimeout is the bound on each rank's debugger that the request of ctx
+// asked for (0: none asked).
+func RankTimeout(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(rankTimeoutKey{}).(time.Duration)
+	return d
 }
 
 type reply struct {
@@ -184,6 +200,9 @@ func (s *Server) answer(req request) reply {
 				break
 			}
 		}
+		if req.RankTimeout > 0 {
+			ctx = context.WithValue(ctx, rankTimeoutKey{}, min(req.RankTimeout, MaxRankTimeout))
+		}
 		rep.Tree, err = s.src.Stacks(ctx, req.Job, set)
 	default:
 		err = fmt.Errorf("inspect: unknown request %q", req.Op)
@@ -268,7 +287,13 @@ func (c *Client) Ranks(ctx context.Context, job string) ([]sample.Rank, error) {
 // Stacks asks for the stacks of job's ranks in set (empty: every rank),
 // merged.
 func (c *Client) Stacks(ctx context.Context, job string, set stacktree.RankSet) (*stacktree.Tree, error) {
-	req := request{Op: "stacks", Job: job}
+	return c.StacksWithin(ctx, job, set, 0)
+}
+
+// StacksWithin is Stacks with each rank's debugger bounded by perRank (0:
+// the launcher's default; at most MaxRankTimeout).
+func (c *Client) StacksWithin(ctx context.Context, job string, set stacktree.RankSet, perRank time.Duration) (*stacktree.Tree, error) {
+	req := request{Op: "stacks", Job: job, RankTimeout: perRank}
 	if set.Len() > 0 {
 		req.Ranks = set.String()
 	}

@@ -30,8 +30,8 @@ import (
 const (
 	sampleWait     = 3 * time.Second
 	stackPerRank   = 10 * time.Second
-	stackParallel  = 4 // the fewest debuggers a node runs at once (daemon.stackParallel)
-	stackWaitLimit = 100 * time.Second
+	stackParallel  = 4                 // the fewest debuggers a node runs at once (daemon.stackParallel)
+	stackWaitLimit = 110 * time.Second // within inspect's bound of a request, 2 minutes
 )
 
 // inspected is what an answer needs: the nodes' daemons (the launch's or
@@ -82,7 +82,11 @@ func (in *inspector) Stacks(ctx context.Context, job string, set stacktree.RankS
 	if err != nil {
 		return nil, err
 	}
-	return gatherStacks(ctx, x, set, stackPerRank), nil
+	perRank := stackPerRank
+	if d := inspect.RankTimeout(ctx); d > 0 {
+		perRank = d
+	}
+	return gatherStacks(ctx, x, set, perRank), nil
 }
 
 // sampleRanks samples every rank of the job: this node's daemon's and the

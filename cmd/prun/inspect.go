@@ -38,9 +38,9 @@ session directory; or a job number of the DVM (--dvm, PRUN_DVM, the
 default: as submissions find it). Without JOB: the one prun or DVM job of
 this user running. Only the job's user (or root) sees anything.`
 
-const stackUsage = `usage: prun stack [JOB] [--ranks LIST] [--format text|dot|svg] [-o FILE] [--lines] [--dvm NAME]
+const stackUsage = `usage: prun stack [JOB] [--ranks LIST] [--format text|dot|svg] [-o FILE] [--lines] [--timeout D] [--dvm NAME]
 
-Every rank's stack (gdb, else eu-stack; 10 s per rank), merged into one
+Every rank's stack (gdb, else eu-stack; --timeout per rank, 10s), merged into one
 tree of frames with the ranks at each branch: a rank that waits elsewhere
 stands apart. --format dot|svg draws it with Graphviz (svg needs dot).
 JOB as for prun top.`
@@ -59,6 +59,7 @@ func inspectMain(cmd string, args []string) int {
 		interval            time.Duration
 		dvmName, ranks      string
 		format, output      string
+		perRank             time.Duration
 	)
 	fs.StringVar(&dvmName, "dvm", "", "the persistent runtime NAME (or directory) whose job to look at")
 	if cmd == "top" {
@@ -70,6 +71,7 @@ func inspectMain(cmd string, args []string) int {
 		fs.StringVar(&format, "format", "text", "text, dot or svg")
 		fs.StringVarP(&output, "output", "o", "", "write to FILE")
 		fs.BoolVar(&lines, "lines", false, "show file:line of each frame where known")
+		fs.DurationVar(&perRank, "timeout", 10*time.Second, "each rank's debugger gives up after this long")
 	}
 	help := fs.BoolP("help", "h", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +103,10 @@ func inspectMain(cmd string, args []string) int {
 				return launcher.ExitUsage
 			}
 		}
+		if perRank <= 0 || perRank > inspect.MaxRankTimeout {
+			fmt.Fprintf(os.Stderr, "prun stack: --timeout %v: between 0 and %v\n", perRank, inspect.MaxRankTimeout)
+			return launcher.ExitUsage
+		}
 		switch format {
 		case "text", "dot", "svg":
 		default:
@@ -122,7 +128,7 @@ func inspectMain(cmd string, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if cmd == "stack" {
-		err = stack(ctx, c, job, set, format, output, lines)
+		err = stack(ctx, c, job, set, format, output, lines, perRank)
 	} else {
 		err = top(ctx, c, sock, job, once, asJSON, interval)
 	}
@@ -186,10 +192,10 @@ func printRanks(w io.Writer, ranks []sample.Rank) {
 	}
 }
 
-func stack(ctx context.Context, c *inspect.Client, job string, set stacktree.RankSet, format, output string, lines bool) error {
+func stack(ctx context.Context, c *inspect.Client, job string, set stacktree.RankSet, format, output string, lines bool, perRank time.Duration) error {
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	tree, err := c.Stacks(sctx, job, set)
+	tree, err := c.StacksWithin(sctx, job, set, perRank)
 	if err != nil {
 		return err
 	}
