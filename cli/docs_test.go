@@ -97,10 +97,10 @@ func TestHelpCommands(t *testing.T) {
 		}
 		names = append(names, strings.Fields(l)[0])
 	}
-	if want := []string{"dvm", "completion"}; !slices.Equal(names, want) {
+	if want := []string{"dvm", "top", "stack", "completion"}; !slices.Equal(names, want) {
 		t.Errorf("help lists commands %q, want %q", names, want)
 	}
-	for _, want := range []string{".SH COMMANDS\n", ".B prun dvm ", ".B prun completion "} {
+	for _, want := range []string{".SH COMMANDS\n", ".B prun dvm ", ".B prun top ", ".B prun stack ", ".B prun completion "} {
 		if !strings.Contains(ManPage(), want) {
 			t.Errorf("the man page has no %q", want)
 		}
