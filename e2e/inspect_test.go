@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -386,4 +387,46 @@ func TestTopNoSuchPrun(t *testing.T) {
 	if out, _, code := runIt("top", "--help"); code != 0 || !strings.Contains(out, "usage: prun top") {
 		t.Errorf("prun top --help: %d %q", code, out)
 	}
+}
+
+// TestInspectDVM: a DVM's jobs by number (the DVM found as submissions
+// find it: PRUN_DVM), and with one job running, no number at all; two
+// running jobs without a number: one line naming them.
+func TestInspectDVM(t *testing.T) {
+	t.Parallel()
+	d := startDVM(t, nil, "--host", "localhost:4")
+	a := d.start(t, opts{args: []string{"-n", "2", "sh", "-c", "echo up; exec sleep 600"}})
+	a.waitOutput(20*time.Second, "up\nup\n")
+	env := append(slices.Clone(d.env), "PRUN_DVM="+d.dir)
+	runIt := func(args ...string) (string, string, int) {
+		cmd := exec.Command(prunBin, args...)
+		cmd.Env = env
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		cmd.Run()
+		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+	}
+	for _, args := range [][]string{{"top", "1", "--once", "--json"}, {"top", "--once", "--json"}} {
+		out, errs, code := runIt(args...)
+		var snap sample.Snapshot
+		if code != 0 || json.Unmarshal([]byte(out), &snap) != nil || len(snap.Ranks) != 2 || snap.Ranks[1].State != "sleeping" {
+			t.Errorf("prun %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+		}
+	}
+	out, errs, code := runIt("stack", "1", "--timeout", "30s")
+	if code != 0 || !strings.HasPrefix(out, "2 ranks") || !strings.Contains(out, "[0-1] 2 ranks") {
+		t.Errorf("prun stack 1: exit %d\n%s%s", code, out, errs)
+	}
+	if _, errs, code := runIt("top", "7", "--once", "--json"); code != 1 || !strings.Contains(errs, "no job 7 runs in this DVM (running: 1)") {
+		t.Errorf("prun top 7: exit %d, %q", code, errs)
+	}
+	b := d.start(t, opts{args: []string{"-n", "1", "sh", "-c", "echo up; exec sleep 600"}})
+	b.waitOutput(20*time.Second, "up\n")
+	if _, errs, code := runIt("top", "--once", "--json"); code != 1 || !strings.Contains(errs, "2 jobs run in this DVM: name one (1, 2)") {
+		t.Errorf("prun top with two jobs: exit %d, %q", code, errs)
+	}
+	a.signal(syscall.SIGTERM)
+	b.signal(syscall.SIGTERM)
+	a.wait()
+	b.wait()
 }

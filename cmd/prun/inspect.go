@@ -226,7 +226,9 @@ func stack(ctx context.Context, c *inspect.Client, job string, set stacktree.Ran
 // directory, or a DVM's job number; "" is the one running.
 func findJob(target, dvmName string) (sock, job string, err error) {
 	tmp := os.TempDir()
-	if dvmName != "" || target == "" && os.Getenv(dvm.Env) != "" {
+	// A DVM named (--dvm, PRUN_DVM) takes the job numbers, as it takes
+	// the submissions; a session directory is still a standalone prun's.
+	if (dvmName != "" || os.Getenv(dvm.Env) != "") && !strings.Contains(target, "/") {
 		dir, err := dvmDir(dvmName)
 		if err != nil {
 			return "", "", err
