@@ -140,6 +140,19 @@ esac`
 		m.checkClean(t, 10*time.Second)
 	})
 
+	// --timeout --get-stack-traces gathers the same merged tree along the
+	// daemon tree: every host's ranks in one branch.
+	t.Run("timeout-stacks", func(t *testing.T) {
+		r := m.run(t, opts{args: []string{"--timeout", "3", "--get-stack-traces", "--hostfile", m.hostfile, "-n", "8",
+			"sleep", "30"}})
+		expectCode(t, r, 124)
+		all := r.stdout + r.stderr
+		if !strings.Contains(all, "the stacks of the running ranks, merged:") || !strings.Contains(all, "[0-7] 8 ranks") ||
+			strings.Contains(all, "no stack") {
+			t.Errorf("want one merged tree of the 8 ranks:\n%s", r)
+		}
+	})
+
 	// A hung MPI job, one rank on every host but the last rank never
 	// reaching the barrier (testdata/barrierhang.c): prun stack shows two
 	// branches, the barrier's with ranks 0-6 and the lone rank 7's; the
