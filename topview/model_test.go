@@ -10,11 +10,13 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
+
+	"prun/topview/sample"
 )
 
-// sample is a job of 8 ranks on two hosts: ranks 0-6 spin and write, rank
+// sampleJob is a job of 8 ranks on two hosts: ranks 0-6 spin and write, rank
 // 5 sleeps silently (the hung one), rank 7 exited with status 3.
-func sample() []Rank {
+func sampleJob() []Rank {
 	var rs []Rank
 	for r := range 8 {
 		x := Rank{Rank: r, Host: fmt.Sprintf("node%d", r/4+1), Pid: 1000 + r, State: "running",
@@ -65,7 +67,7 @@ func loaded(t *testing.T, w, h int) Model {
 	t.Helper()
 	m := NewModel(context.Background(), nil, Options{})
 	next, _ := m.Update(tea.WindowSizeMsg{Width: w, Height: h})
-	next, _ = next.(Model).Update(SampleMsg{Ranks: sample(), At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
+	next, _ = next.(Model).Update(SampleMsg{Ranks: sampleJob(), At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
 	return next.(Model)
 }
 
@@ -246,7 +248,7 @@ func TestSampleError(t *testing.T) {
 }
 
 func TestMark(t *testing.T) {
-	rs := sample()
+	rs := sampleJob()
 	Mark(rs, DefaultThresholds)
 	for _, r := range rs {
 		want := ""
@@ -277,8 +279,8 @@ func TestMark(t *testing.T) {
 func TestHuman(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1.0K", 1536: "1.5K", 20480: "20K",
 		5 << 20: "5.0M", 1023 << 20: "1023M"[:0] + "1.0G", 3 << 40: "3.0T"} {
-		if got := human(v); got != want {
-			t.Errorf("human(%v) = %q, want %q", v, got, want)
+		if got := sample.Human(v); got != want {
+			t.Errorf("Human(%v) = %q, want %q", v, got, want)
 		}
 	}
 	if duration(59.9) != "59s" || duration(61) != "1m" || duration(7200) != "2h" || duration(3*86400) != "3d" {

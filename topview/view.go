@@ -7,6 +7,8 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+
+	"prun/topview/sample"
 )
 
 // column is one column of the table. Columns of a higher drop number are
@@ -37,9 +39,9 @@ var columns = []column{
 		if !r.Live() {
 			return "-"
 		}
-		return human(float64(r.RSS))
+		return sample.Human(float64(r.RSS))
 	}, sortedBy: ByMem},
-	{title: "OUT/s", width: 6, right: true, drop: 2, cell: func(r Rank) string { return human(r.OutRate) }, sortedBy: ByOutput},
+	{title: "OUT/s", width: 6, right: true, drop: 2, cell: func(r Rank) string { return sample.Human(r.OutRate) }, sortedBy: ByOutput},
 	{title: "QUIET", width: 6, right: true, drop: 1, cell: func(r Rank) string { return duration(r.SinceOutput) }, sortedBy: ByQuiet},
 	{title: "APART", width: 11, cell: func(r Rank) string { return strings.Join(r.Apart, " ") }, sortedBy: -1},
 	{title: "WCHAN", width: 8, max: 40, drop: 5, cell: func(r Rank) string {
@@ -58,23 +60,6 @@ func stateCell(r Rank) string {
 		return "signal " + strconv.Itoa(r.Signal)
 	}
 	return "exit " + strconv.Itoa(r.ExitStatus)
-}
-
-// human writes a byte count in 6 columns: 999, 12.3K, 456M, 1.2G.
-func human(v float64) string {
-	if v < 1000 {
-		return strconv.Itoa(int(v + 0.5))
-	}
-	for _, u := range "KMGTPE" {
-		v /= 1024
-		if v < 9.95 {
-			return strconv.FormatFloat(v, 'f', 1, 64) + string(u)
-		}
-		if v < 999.5 {
-			return strconv.Itoa(int(v+0.5)) + string(u)
-		}
-	}
-	return "huge"
 }
 
 // duration writes seconds as 0s, 59s, 12m, 5h, 3d.

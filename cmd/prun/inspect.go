@@ -178,7 +178,7 @@ func top(ctx context.Context, c *inspect.Client, sock, job string, once, asJSON 
 // printRanks is --once without --json: one plain table.
 func printRanks(w io.Writer, ranks []sample.Rank) {
 	sort.SliceStable(ranks, func(i, j int) bool { return ranks[i].Rank < ranks[j].Rank })
-	fmt.Fprintf(w, "%5s %-16s %7s %-10s %6s %10s %8s %6s %s\n", "RANK", "HOST", "PID", "STATE", "CPU%", "RSS", "OUT/s", "QUIET", "APART")
+	fmt.Fprintf(w, "%5s %-16s %7s %-10s %6s %6s %6s %6s %s\n", "RANK", "HOST", "PID", "STATE", "CPU%", "RSS", "OUT/s", "QUIET", "APART")
 	for _, r := range ranks {
 		state := r.State
 		if !r.Live() {
@@ -187,7 +187,7 @@ func printRanks(w io.Writer, ranks []sample.Rank) {
 				state = "signal " + strconv.Itoa(r.Signal)
 			}
 		}
-		fmt.Fprintf(w, "%5d %-16s %7d %-10s %6.1f %10d %8.0f %5.0fs %s\n", r.Rank, r.Host, r.Pid, state, r.CPU, r.RSS, r.OutRate,
+		fmt.Fprintf(w, "%5d %-16s %7d %-10s %6.1f %6s %6s %5.0fs %s\n", r.Rank, r.Host, r.Pid, state, r.CPU, sample.Human(float64(r.RSS)), sample.Human(r.OutRate),
 			r.SinceOutput, strings.Join(r.Apart, " "))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -136,4 +137,21 @@ func Once(ctx context.Context, src Source, th Thresholds, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(Snapshot{Time: time.Now().UTC(), Ranks: ranks})
+}
+
+// Human writes a byte count in 6 columns: 999, 12.3K, 456M, 1.2G.
+func Human(v float64) string {
+	if v < 1000 {
+		return strconv.Itoa(int(v + 0.5))
+	}
+	for _, u := range "KMGTPE" {
+		v /= 1024
+		if v < 9.95 {
+			return strconv.FormatFloat(v, 'f', 1, 64) + string(u)
+		}
+		if v < 999.5 {
+			return strconv.Itoa(int(v+0.5)) + string(u)
+		}
+	}
+	return "huge"
 }
