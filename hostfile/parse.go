@@ -83,29 +83,55 @@ func (p *hostfileParser) line(text string) string {
 		return quote(first) + ": a rankfile line; give rankfiles with --rankfile"
 	}
 	if first[0] == '+' {
-		e, msg := parseRelative(first)
-		if msg != "" {
-			return quote(first) + ": " + msg
-		}
-		if len(toks) > 1 {
-			return quote(toks[1]) + ": a relative node spec takes no attributes"
-		}
-		p.hosts = append(p.hosts, &hostAcc{Entry: e})
-		return ""
+		return p.relative(toks)
 	}
+	e, colonSlots, msg := lineHost(first)
+	if msg != "" {
+		return msg
+	}
+	if e.Exclude {
+		return p.exclude(e, toks)
+	}
+	attrs := toks[1:]
+	if colonSlots != "" {
+		attrs = append([]string{"slots=" + colonSlots}, attrs...) // slots= too: "given twice"
+	}
+	la, msg := lineAttrs(e, attrs)
+	if msg != "" {
+		return msg
+	}
+	return p.add(first, la)
+}
+
+// relative keeps a "+nN" or "+e[:N]" line for Select.
+func (p *hostfileParser) relative(toks []string) string {
+	first := toks[0]
+	e, msg := parseRelative(first)
+	if msg != "" {
+		return quote(first) + ": " + msg
+	}
+	if len(toks) > 1 {
+		return quote(toks[1]) + ": a relative node spec takes no attributes"
+	}
+	p.hosts = append(p.hosts, &hostAcc{Entry: e})
+	return ""
+}
+
+// lineHost parses a line's first token, [^][user@]host or Hydra's host:N:
+// the entry with its name, user and Exclude, and N if given.
+func lineHost(first string) (e Entry, colonSlots, msg string) {
 	exclude := first[0] == '^'
 	hostTok := first
 	if exclude {
 		hostTok = first[1:]
 	}
-	e := Entry{Exclude: exclude}
+	e = Entry{Exclude: exclude}
 	if user, host, ok := strings.Cut(hostTok, "@"); ok {
 		if msg := checkUser(user); msg != "" {
-			return quote(first) + ": " + msg
+			return e, "", quote(first) + ": " + msg
 		}
 		e.User, hostTok = user, host
 	}
-	colonSlots := ""
 	if !exclude && hintColon(hostTok) { // Hydra's host:N
 		i := strings.LastIndexByte(hostTok, ':')
 		hostTok, colonSlots = hostTok[:i], hostTok[i+1:]
@@ -115,83 +141,92 @@ func (p *hostfileParser) line(text string) string {
 		if hintColon(hostTok) {
 			msg += " (slots are written slots=N)"
 		}
-		return quote(first) + ": " + msg
+		return e, "", quote(first) + ": " + msg
 	}
 	e.Name = h
-	if exclude {
-		if len(toks) > 1 {
-			return quote(toks[1]) + ": an excluded host takes no attributes"
-		}
-		if p.exclKeys == nil {
-			p.exclKeys = map[string]bool{}
-		}
-		if k := hostKey(h); !p.exclKeys[k] {
-			p.exclKeys[k] = true
-			p.excl = append(p.excl, e)
-		}
-		return ""
-	}
+	return e, colonSlots, ""
+}
 
-	var slotsSet, maxSet bool
-	var slotsTok, maxTok string
-	attrs := toks[1:]
-	if colonSlots != "" {
-		attrs = append([]string{"slots=" + colonSlots}, attrs...) // slots= too: "given twice"
+// exclude records a "^host" line, once per host.
+func (p *hostfileParser) exclude(e Entry, toks []string) string {
+	if len(toks) > 1 {
+		return quote(toks[1]) + ": an excluded host takes no attributes"
 	}
+	if p.exclKeys == nil {
+		p.exclKeys = map[string]bool{}
+	}
+	if k := hostKey(e.Name); !p.exclKeys[k] {
+		p.exclKeys[k] = true
+		p.excl = append(p.excl, e)
+	}
+	return ""
+}
+
+// hostLine is one host line parsed: its entry and which of slots= and
+// max_slots= it gave.
+type hostLine struct {
+	Entry
+	slotsSet, maxSet bool
+}
+
+// lineAttrs parses a host line's key=value attributes into e.
+func lineAttrs(e Entry, attrs []string) (hostLine, string) {
+	l := hostLine{Entry: e}
+	var slotsTok, maxTok string
 	for _, t := range attrs {
 		k, v, ok := strings.Cut(t, "=")
 		if !ok {
-			return quote(t) + ": expected key=value (slots=, max_slots=, port=)"
+			return l, quote(t) + ": expected key=value (slots=, max_slots=, port=)"
 		}
+		var msg string
 		switch strings.ToLower(k) {
 		case "slots", "count", "cpu":
-			if slotsSet {
-				return quote(t) + ": slots given twice on one line"
+			if l.slotsSet {
+				return l, quote(t) + ": slots given twice on one line"
 			}
-			n, msg := number(v, maxCount)
-			if msg != "" {
-				return quote(t) + ": " + msg
-			}
-			e.Slots, slotsSet, slotsTok = n, true, t
+			l.Slots, msg = number(v, maxCount)
+			l.slotsSet, slotsTok = true, t
 		case "max_slots", "max-slots":
-			if maxSet {
-				return quote(t) + ": max_slots given twice on one line"
+			if l.maxSet {
+				return l, quote(t) + ": max_slots given twice on one line"
 			}
-			n, msg := number(v, maxCount)
-			if msg != "" {
-				return quote(t) + ": " + msg
+			l.MaxSlots, msg = number(v, maxCount)
+			if msg == "" && l.MaxSlots == 0 {
+				msg = "must be at least 1"
 			}
-			if n == 0 {
-				return quote(t) + ": must be at least 1"
-			}
-			e.MaxSlots, maxSet, maxTok = n, true, t
+			l.maxSet, maxTok = true, t
 		case "port":
-			if e.Port != 0 {
-				return quote(t) + ": port given twice on one line"
+			if l.Port != 0 {
+				return l, quote(t) + ": port given twice on one line"
 			}
-			n, msg := number(v, maxPort)
-			if msg != "" {
-				return quote(t) + ": " + msg
+			l.Port, msg = number(v, maxPort)
+			if msg == "" && l.Port == 0 {
+				msg = "must be 1 to 65535"
 			}
-			if n == 0 {
-				return quote(t) + ": must be 1 to 65535"
-			}
-			e.Port = n
 		case "user", "username":
-			if msg := checkUser(v); msg != "" {
-				return quote(t) + ": " + msg
+			msg = checkUser(v)
+			if msg == "" && l.User != "" && l.User != v {
+				msg = "user already given as " + quote(l.User)
 			}
-			if e.User != "" && e.User != v {
-				return quote(t) + ": user already given as " + quote(e.User)
-			}
-			e.User = v
+			l.User = v
 		default:
-			return quote(t) + ": unknown attribute (want slots=, max_slots=, port= or user=)"
+			msg = "unknown attribute (want slots=, max_slots=, port= or user=)"
+		}
+		if msg != "" {
+			return l, quote(t) + ": " + msg
 		}
 	}
-	if slotsSet && maxSet && e.MaxSlots < e.Slots {
-		return quote(maxTok) + ": less than " + quote(slotsTok)
+	if l.slotsSet && l.maxSet && l.MaxSlots < l.Slots {
+		return l, quote(maxTok) + ": less than " + quote(slotsTok)
 	}
+	return l, ""
+}
+
+// add adds a host line to its host's lines (see ParseHostfile for how
+// slots add up); first is the line's first token, for messages.
+func (p *hostfileParser) add(first string, l hostLine) string {
+	e := l.Entry
+	slotsSet, maxSet := l.slotsSet, l.maxSet
 	contrib := 1
 	switch {
 	case slotsSet:
@@ -203,7 +238,7 @@ func (p *hostfileParser) line(text string) string {
 	if p.index == nil {
 		p.index = map[string]*hostAcc{}
 	}
-	key := hostKey(h)
+	key := hostKey(e.Name)
 	a := p.index[key]
 	if a == nil {
 		a = &hostAcc{Entry: e, lines: 1, given: slotsSet || maxSet, allMax: maxSet}

@@ -36,81 +36,22 @@ func Select(base, sel []Entry) ([]Entry, error) {
 			incl = append(incl, e)
 		}
 	}
-	ex := indexOf(excl)
-	excluded := func(name string) bool { return ex.find(name) >= 0 }
-	out := []Entry{}
+	s := &selection{pool: pool, ex: indexOf(excl), used: make([]bool, len(pool)), out: []Entry{}}
 	if len(incl) == 0 {
 		for _, e := range pool {
-			if !excluded(e.Name) {
-				out = append(out, e)
+			if !s.excluded(e.Name) {
+				s.out = append(s.out, e)
 			}
 		}
-		return out, nil
+		return s.out, nil
 	}
-
-	// First the hosts sel names or indexes, so that "+e" knows which are
-	// taken wherever it appears in sel.
-	at := indexOf(pool)
-	pick := make([]int, len(incl)) // index into pool, or -1 for +e
-	taken := make([]bool, len(pool))
-	for i, e := range incl {
-		pick[i] = -1
-		switch e.Kind {
-		case RelEmpty:
-			continue
-		case RelNode:
-			if e.Index >= len(pool) {
-				return nil, fmt.Errorf("%s: the allocation has %d nodes (+n counts from 0)", e.hostListItem(), len(pool))
-			}
-			pick[i] = e.Index
-		default:
-			j := at.find(e.Name)
-			if j < 0 {
-				return nil, fmt.Errorf("host %s is not in the allocation", quote(e.Name))
-			}
-			pick[i] = j
-		}
-		taken[pick[i]] = true
-	}
-
-	used := make([]bool, len(pool))
-	add := func(j int, e Entry) error {
-		if used[j] {
-			return nil
-		}
-		used[j] = true
-		h := pool[j]
-		if excluded(h.Name) {
-			return nil
-		}
-		if e.Kind == Named {
-			// A login given on either side holds; two that differ are
-			// an error, not a choice.
-			switch {
-			case e.User != "" && h.User != "" && e.User != h.User:
-				return fmt.Errorf("host %s is given user %s and user %s", quote(h.Name), quote(h.User), quote(e.User))
-			case e.Port != 0 && h.Port != 0 && e.Port != h.Port:
-				return fmt.Errorf("host %s is given port %d and port %d", quote(h.Name), h.Port, e.Port)
-			}
-			if h.User == "" {
-				h.User = e.User
-			}
-			if h.Port == 0 {
-				h.Port = e.Port
-			}
-		}
-		if e.Kind == Named && e.SlotsGiven {
-			if !h.SlotsFromCores && e.Slots > h.Slots {
-				return fmt.Errorf("%s: the allocation gives host %s only %d slots", e.hostListItem(), quote(h.Name), h.Slots)
-			}
-			h.Slots, h.SlotsFromCores, h.SlotsGiven = e.Slots, false, true
-		}
-		out = append(out, h)
-		return nil
+	pick, taken, err := selectPicks(pool, incl)
+	if err != nil {
+		return nil, err
 	}
 	for i, e := range incl {
 		if e.Kind != RelEmpty {
-			if err := add(pick[i], e); err != nil {
+			if err := s.add(pick[i], e); err != nil {
 				return nil, err
 			}
 			continue
@@ -120,11 +61,11 @@ func Select(base, sel []Entry) ([]Entry, error) {
 			if want == 0 && e.Count > 0 {
 				break
 			}
-			if taken[j] || used[j] || excluded(pool[j].Name) {
+			if taken[j] || s.used[j] || s.excluded(pool[j].Name) {
 				continue
 			}
 			taken[j] = true
-			if err := add(j, e); err != nil {
+			if err := s.add(j, e); err != nil {
 				return nil, err
 			}
 			want--
@@ -133,7 +74,82 @@ func Select(base, sel []Entry) ([]Entry, error) {
 			return nil, fmt.Errorf("%s: only %d empty nodes left", e.hostListItem(), e.Count-want)
 		}
 	}
-	return out, nil
+	return s.out, nil
+}
+
+// selectPicks finds first the hosts incl names or indexes, so that "+e"
+// knows which are taken wherever it appears in incl: pick is an index
+// into pool, or -1 for +e.
+func selectPicks(pool, incl []Entry) (pick []int, taken []bool, err error) {
+	at := indexOf(pool)
+	pick = make([]int, len(incl))
+	taken = make([]bool, len(pool))
+	for i, e := range incl {
+		pick[i] = -1
+		switch e.Kind {
+		case RelEmpty:
+			continue
+		case RelNode:
+			if e.Index >= len(pool) {
+				return nil, nil, fmt.Errorf("%s: the allocation has %d nodes (+n counts from 0)", e.hostListItem(), len(pool))
+			}
+			pick[i] = e.Index
+		default:
+			j := at.find(e.Name)
+			if j < 0 {
+				return nil, nil, fmt.Errorf("host %s is not in the allocation", quote(e.Name))
+			}
+			pick[i] = j
+		}
+		taken[pick[i]] = true
+	}
+	return pick, taken, nil
+}
+
+// selection is Select's result as it grows.
+type selection struct {
+	pool []Entry
+	ex   *hostIndex // the hosts sel excludes
+	used []bool     // of pool
+	out  []Entry
+}
+
+func (s *selection) excluded(name string) bool { return s.ex.find(name) >= 0 }
+
+// add selects pool[j] for sel's entry e, once.
+func (s *selection) add(j int, e Entry) error {
+	if s.used[j] {
+		return nil
+	}
+	s.used[j] = true
+	h := s.pool[j]
+	if s.excluded(h.Name) {
+		return nil
+	}
+	if e.Kind == Named {
+		// A login given on either side holds; two that differ are
+		// an error, not a choice.
+		switch {
+		case e.User != "" && h.User != "" && e.User != h.User:
+			return fmt.Errorf("host %s is given user %s and user %s", quote(h.Name), quote(h.User), quote(e.User))
+		case e.Port != 0 && h.Port != 0 && e.Port != h.Port:
+			return fmt.Errorf("host %s is given port %d and port %d", quote(h.Name), h.Port, e.Port)
+		}
+		if h.User == "" {
+			h.User = e.User
+		}
+		if h.Port == 0 {
+			h.Port = e.Port
+		}
+	}
+	if e.Kind == Named && e.SlotsGiven {
+		if !h.SlotsFromCores && e.Slots > h.Slots {
+			return fmt.Errorf("%s: the allocation gives host %s only %d slots", e.hostListItem(), quote(h.Name), h.Slots)
+		}
+		h.Slots, h.SlotsFromCores, h.SlotsGiven = e.Slots, false, true
+	}
+	s.out = append(s.out, h)
+	return nil
 }
 
 // Union joins host lists that describe the same machines (the hostfiles of

@@ -51,8 +51,6 @@ var pending = map[string]bool{
 	"e2e.TestSlurm2":                    true,
 	"e2e.TestTrixie":                    true,
 	"e2e/multinode_test.go":             true,
-	"hostfile.(*hostfileParser).line":   true,
-	"hostfile.Select":                   true,
 	"internal/cluster.TestCluster":      true,
 	"iof.TestOutputForms":               true,
 	"jobspec.parseMapBy":                true,
