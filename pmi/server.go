@@ -224,6 +224,27 @@ func (c *conn) handleV1(cmd *Command) error {
 		c.write(FormatV1("universe_size", Field{"size", strconv.Itoa(info().UniverseSize)}, ok1()))
 	case "get_my_kvsname":
 		c.write(FormatV1("my_kvsname", Field{"kvsname", info().Kvsname}, ok1()))
+	case "barrier_in", "put", "get", "getbyidx":
+		return c.kvs1(cmd)
+	case "publish_name", "unpublish_name", "lookup_name":
+		return c.names1(cmd)
+	case "abort":
+		code, _ := cmd.Int("exitcode")
+		msg, _ := cmd.Get("msg")
+		c.job.Abort(c.rank, code, msg)
+	case "finalize":
+		c.finalized = true
+		c.job.Finalize(c.rank)
+		c.write(FormatV1("finalize_ack", ok1()))
+	default:
+		return c.fail1(cmd.Name+"_result", fmt.Errorf("unknown PMI-1 command %q", clip(cmd.Name)))
+	}
+	return nil
+}
+
+// kvs1 answers the PMI-1 commands on the job's key-value space.
+func (c *conn) kvs1(cmd *Command) error {
+	switch cmd.Name {
 	case "barrier_in":
 		c.job.Fence(c.rank, func(err error) {
 			if err != nil {
@@ -266,6 +287,13 @@ func (c *conn) handleV1(cmd *Command) error {
 		} else {
 			c.write(FormatV1("getbyidx_results", Field{"rc", "-2"}, Field{"reason", "no_more_keyvals"}))
 		}
+	}
+	return nil
+}
+
+// names1 answers PMI-1's name service.
+func (c *conn) names1(cmd *Command) error {
+	switch cmd.Name {
 	case "publish_name":
 		svc, _ := cmd.Get("service")
 		port, _ := cmd.Get("port")
@@ -293,16 +321,6 @@ func (c *conn) handleV1(cmd *Command) error {
 			}
 			c.write(FormatV1("lookup_result", Field{"info", "ok"}, Field{"port", port}, ok1()))
 		})
-	case "abort":
-		code, _ := cmd.Int("exitcode")
-		msg, _ := cmd.Get("msg")
-		c.job.Abort(c.rank, code, msg)
-	case "finalize":
-		c.finalized = true
-		c.job.Finalize(c.rank)
-		c.write(FormatV1("finalize_ack", ok1()))
-	default:
-		return c.fail1(cmd.Name+"_result", fmt.Errorf("unknown PMI-1 command %q", clip(cmd.Name)))
 	}
 	return nil
 }

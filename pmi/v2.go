@@ -109,6 +109,33 @@ func (c *conn) handleV2(cmd *Command) error {
 		c.write(FormatV2(reply, append(fields, Field{"debugged", "FALSE"}, Field{"pmiverbose", "FALSE"}, ok2())...))
 	case "job-getid":
 		c.write(FormatV2(reply, Field{"jobid", info.Kvsname}, ok2()))
+	case "job-connect":
+		c.write(FormatV2(reply, Field{"kvscopy", "FALSE"}, ok2()))
+	case "job-disconnect":
+		c.write(FormatV2(reply, ok2()))
+	case "kvs-put", "kvs-fence", "kvs-get", "info-putnodeattr", "info-getnodeattr", "info-getjobattr":
+		return c.kvs2(cmd, reply, info)
+	case "name-publish", "name-unpublish", "name-lookup":
+		return c.names2(cmd, reply)
+	case "spawn":
+		return c.spawn2(cmd, reply)
+	case "abort":
+		msg, _ := cmd.Get("msg")
+		c.job.Abort(c.rank, abortCode(msg), msg)
+	case "finalize":
+		c.finalized = true
+		c.job.Finalize(c.rank)
+		c.write(FormatV2(reply, ok2()))
+	default:
+		return c.fail2(reply, fmt.Errorf("unknown PMI-2 command %q", clip(cmd.Name)))
+	}
+	return nil
+}
+
+// kvs2 answers the PMI-2 commands on the job's key-value space and the
+// node's and job's attributes.
+func (c *conn) kvs2(cmd *Command, reply string, info RankInfo) error {
+	switch cmd.Name {
 	case "kvs-put":
 		key, _ := cmd.Get("key")
 		val, _ := cmd.Get("value")
@@ -153,6 +180,13 @@ func (c *conn) handleV2(cmd *Command) error {
 		key, _ := cmd.Get("key")
 		v, found := c.job.JobAttr(key)
 		c.write(FormatV2(reply, Field{"found", boolV2(found)}, Field{"value", v}, ok2()))
+	}
+	return nil
+}
+
+// names2 answers PMI-2's name service.
+func (c *conn) names2(cmd *Command, reply string) error {
+	switch cmd.Name {
 	case "name-publish":
 		name, _ := cmd.Get("name")
 		port, _ := cmd.Get("port")
@@ -181,39 +215,30 @@ func (c *conn) handleV2(cmd *Command) error {
 			// "port", as MPICH's client reads it and Hydra answers.
 			c.write(FormatV2(reply, Field{"port", port}, Field{"found", "TRUE"}, ok2()))
 		})
-	case "job-connect":
-		c.write(FormatV2(reply, Field{"kvscopy", "FALSE"}, ok2()))
-	case "job-disconnect":
-		c.write(FormatV2(reply, ok2()))
-	case "spawn":
-		req, err := parseSpawnV2(cmd)
-		if err != nil {
-			return c.fail2(reply, err)
-		}
-		req.Unheard = true
-		c.job.Spawn(c.rank, req, func(jobid string, err error) {
-			if err != nil {
-				c.write(FormatV2(reply, Field{"rc", "-1"}, Field{"errmsg", err.Error()}))
-				return
-			}
-			codes := make([]string, 0)
-			for _, a := range req.Apps {
-				for i := 0; i < a.MaxProcs; i++ {
-					codes = append(codes, "0")
-				}
-			}
-			c.write(FormatV2(reply, ok2(), Field{"jobid", jobid}, Field{"errcodes", strings.Join(codes, ",")}))
-		})
-	case "abort":
-		msg, _ := cmd.Get("msg")
-		c.job.Abort(c.rank, abortCode(msg), msg)
-	case "finalize":
-		c.finalized = true
-		c.job.Finalize(c.rank)
-		c.write(FormatV2(reply, ok2()))
-	default:
-		return c.fail2(reply, fmt.Errorf("unknown PMI-2 command %q", clip(cmd.Name)))
 	}
+	return nil
+}
+
+// spawn2 answers PMI-2's spawn once the job has started, or failed.
+func (c *conn) spawn2(cmd *Command, reply string) error {
+	req, err := parseSpawnV2(cmd)
+	if err != nil {
+		return c.fail2(reply, err)
+	}
+	req.Unheard = true
+	c.job.Spawn(c.rank, req, func(jobid string, err error) {
+		if err != nil {
+			c.write(FormatV2(reply, Field{"rc", "-1"}, Field{"errmsg", err.Error()}))
+			return
+		}
+		codes := make([]string, 0)
+		for _, a := range req.Apps {
+			for i := 0; i < a.MaxProcs; i++ {
+				codes = append(codes, "0")
+			}
+		}
+		c.write(FormatV2(reply, ok2(), Field{"jobid", jobid}, Field{"errcodes", strings.Join(codes, ",")}))
+	})
 	return nil
 }
 

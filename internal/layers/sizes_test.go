@@ -57,8 +57,6 @@ var pending = map[string]bool{
 	"launcher.TestPolicy":               true,
 	"launcher/launcher.go":              true,
 	"mapper.(*placer).orderByObject":    true,
-	"pmi.(*conn).handleV1":              true,
-	"pmi.(*conn).handleV2":              true,
 	"remote.(*Tree).handle":             true,
 	"remote.(*node).handle":             true,
 	"remote.(*spawner).launch":          true,
