@@ -75,34 +75,7 @@ func ApplyCompat(o *jobspec.Placement, name, value string) error {
 		}
 		return fmt.Errorf("--%s needs a value", opt)
 	}
-	given := compatSpelling(opt, value)
-	setMap := func(p jobspec.MapPolicy) error {
-		cur := o.MapBy
-		if cur.By != jobspec.MapDefault && (cur.By != p.By || cur.PPR != p.PPR || cur.PPRObject != p.PPRObject || cur.Cycle != p.Cycle) {
-			return &conflictError{given, "--map-by " + cur.String(), "map"}
-		}
-		cur.By, cur.PPR, cur.PPRObject, cur.Cycle = p.By, p.PPR, p.PPRObject, p.Cycle
-		if err := cur.Check(); err != nil {
-			return fmt.Errorf("--%s: %v", opt, err)
-		}
-		o.MapBy = cur
-		return nil
-	}
-	setBind := func(t jobspec.BindTarget) error {
-		if o.BindTo.To != jobspec.BindDefault && o.BindTo.To != t {
-			return &conflictError{given, "--bind-to " + o.BindTo.To.String(), "bind"}
-		}
-		o.BindTo.To = t
-		return nil
-	}
-	setFlag := func(flag *bool) error {
-		*flag = true
-		if err := o.MapBy.Check(); err != nil {
-			*flag = false
-			return fmt.Errorf("--%s: %v", opt, err)
-		}
-		return nil
-	}
+	c := &compat{o: o, opt: opt, given: compatSpelling(opt, value)}
 	switch opt {
 	case "npernode", "N", "npersocket":
 		n, err := compatCount("--"+opt, value)
@@ -113,29 +86,29 @@ func ApplyCompat(o *jobspec.Placement, name, value string) error {
 		if opt == "npersocket" {
 			obj = topology.Package
 		}
-		return setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: n, PPRObject: obj})
+		return c.setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: n, PPRObject: obj})
 	case "ppn": // Hydra's: N per host, host after host, round after round
 		n, err := compatCount("-ppn", value)
 		if err != nil {
 			return err
 		}
-		return setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: n, PPRObject: topology.Machine, Cycle: true})
+		return c.setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: n, PPRObject: topology.Machine, Cycle: true})
 	case "ppr": // Open MPI 4's --ppr N:RESOURCE
 		p, err := jobspec.ParseMapBy("ppr:" + value)
 		if err != nil || p.By != jobspec.MapPPR || strings.Count(value, ":") != 1 {
 			return fmt.Errorf("--ppr %s: want N:RESOURCE (e.g. 2:package)", value)
 		}
-		return setMap(p)
+		return c.setMap(p)
 	case "pernode":
-		return setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: 1, PPRObject: topology.Machine})
+		return c.setMap(jobspec.MapPolicy{By: jobspec.MapPPR, PPR: 1, PPRObject: topology.Machine})
 	case "bynode":
-		return setMap(jobspec.MapPolicy{By: jobspec.MapNode})
+		return c.setMap(jobspec.MapPolicy{By: jobspec.MapNode})
 	case "byslot":
-		return setMap(jobspec.MapPolicy{By: jobspec.MapSlot})
+		return c.setMap(jobspec.MapPolicy{By: jobspec.MapSlot})
 	case "bycore":
-		return setMap(jobspec.MapPolicy{By: jobspec.MapCore})
+		return c.setMap(jobspec.MapPolicy{By: jobspec.MapCore})
 	case "bysocket":
-		return setMap(jobspec.MapPolicy{By: jobspec.MapPackage})
+		return c.setMap(jobspec.MapPolicy{By: jobspec.MapPackage})
 	case "hydra-hosts":
 		// Hydra's host list (-hosts, -f): a job larger than the hosts'
 		// slots goes round them again, each its slots per round, ranked
@@ -145,36 +118,85 @@ func ApplyCompat(o *jobspec.Placement, name, value string) error {
 		}
 		return nil
 	case "oversubscribe":
-		return setFlag(&o.MapBy.Oversubscribe)
+		return c.setFlag(&o.MapBy.Oversubscribe)
 	case "nooversubscribe":
-		return setFlag(&o.MapBy.NoOversubscribe)
+		return c.setFlag(&o.MapBy.NoOversubscribe)
 	case "nolocal":
-		return setFlag(&o.MapBy.NoLocal)
+		return c.setFlag(&o.MapBy.NoLocal)
 	case "use-hwthread-cpus":
-		return setFlag(&o.MapBy.HWTCPUS)
+		return c.setFlag(&o.MapBy.HWTCPUS)
 	case "cpus-per-proc", "cpus-per-rank":
-		n, err := compatCount("--"+opt, value)
-		if err != nil {
-			return err
-		}
-		if o.MapBy.PE != 0 && o.MapBy.PE != n {
-			return &conflictError{given, "PE=" + strconv.Itoa(o.MapBy.PE), "pe"}
-		}
-		o.MapBy.PE = n
-		if err := o.MapBy.Check(); err != nil {
-			o.MapBy.PE = 0
-			return fmt.Errorf("--%s: %v", opt, err)
-		}
-		return nil
+		return c.setPE(value)
 	case "bind-to-core":
-		return setBind(jobspec.BindCore)
+		return c.setBind(jobspec.BindCore)
 	case "bind-to-socket":
-		return setBind(jobspec.BindPackage)
+		return c.setBind(jobspec.BindPackage)
 	case "bind-to-none":
-		return setBind(jobspec.BindNone)
+		return c.setBind(jobspec.BindNone)
 	case "report-bindings":
 		o.BindTo.Report = true
 		return nil
 	}
 	return fmt.Errorf("unknown option %s", strconv.Quote("--"+opt))
+}
+
+// compat is one of ApplyCompat's options being applied to o: opt its name
+// without dashes, given as the user wrote it, for conflicts.
+type compat struct {
+	o     *jobspec.Placement
+	opt   string
+	given string
+}
+
+// setMap sets the mapping policy p, unless another one is given.
+func (c *compat) setMap(p jobspec.MapPolicy) error {
+	o := c.o
+	cur := o.MapBy
+	if cur.By != jobspec.MapDefault && (cur.By != p.By || cur.PPR != p.PPR || cur.PPRObject != p.PPRObject || cur.Cycle != p.Cycle) {
+		return &conflictError{c.given, "--map-by " + cur.String(), "map"}
+	}
+	cur.By, cur.PPR, cur.PPRObject, cur.Cycle = p.By, p.PPR, p.PPRObject, p.Cycle
+	if err := cur.Check(); err != nil {
+		return fmt.Errorf("--%s: %v", c.opt, err)
+	}
+	o.MapBy = cur
+	return nil
+}
+
+// setBind sets the binding target t, unless another one is given.
+func (c *compat) setBind(t jobspec.BindTarget) error {
+	o := c.o
+	if o.BindTo.To != jobspec.BindDefault && o.BindTo.To != t {
+		return &conflictError{c.given, "--bind-to " + o.BindTo.To.String(), "bind"}
+	}
+	o.BindTo.To = t
+	return nil
+}
+
+// setFlag sets one of the mapping's flags, if the mapping allows it.
+func (c *compat) setFlag(flag *bool) error {
+	*flag = true
+	if err := c.o.MapBy.Check(); err != nil {
+		*flag = false
+		return fmt.Errorf("--%s: %v", c.opt, err)
+	}
+	return nil
+}
+
+// setPE sets cpus-per-proc's PE=n, unless another n is given.
+func (c *compat) setPE(value string) error {
+	o := c.o
+	n, err := compatCount("--"+c.opt, value)
+	if err != nil {
+		return err
+	}
+	if o.MapBy.PE != 0 && o.MapBy.PE != n {
+		return &conflictError{c.given, "PE=" + strconv.Itoa(o.MapBy.PE), "pe"}
+	}
+	o.MapBy.PE = n
+	if err := o.MapBy.Check(); err != nil {
+		o.MapBy.PE = 0
+		return fmt.Errorf("--%s: %v", c.opt, err)
+	}
+	return nil
 }

@@ -409,26 +409,35 @@ func TestMpirunExtras(t *testing.T) {
 	}
 }
 
+// mustParse parses args in env, or fails the test.
+func mustParse(t *testing.T, env Env, args string) *Request {
+	t.Helper()
+	req, err := Parse(strings.Fields(args), env)
+	if err != nil {
+		t.Fatalf("Parse(%q): %v", args, err)
+	}
+	return req
+}
+
+// moreSpellingErrors: TestMoreSpellings's command lines that are wrong,
+// each with what its message must say.
+var moreSpellingErrors = map[string]string{
+	"-prepend-pattern %x -n 1 ./app":                            `unknown specifier %x`,
+	"-prepend-pattern a% -n 1 ./app":                            `a lone % at the end`,
+	"-n 1 -envall -envnone ./app : -n 1 ./app":                  "-envall and -envnone in application context 1: give one",
+	"--set-cwd-to-session-dir -n 1 ./app : --wdir . -n 1 ./app": "--set-cwd-to-session-dir and --wdir in application context 2: give one",
+	"-usize infinite -n 1 ./app":                                "-usize infinite: want a number of processes, SYSTEM or INFINITE",
+	"-usize 0 -n 1 ./app":                                       "-usize 0: want a number of processes, SYSTEM or INFINITE",
+	"-outfile-pattern o.%q -n 1 ./app":                          `-outfile-pattern "o.%q": unknown specifier %q`,
+	"-errfile-pattern e --output dir=d -n 1 ./app":              "-errfile-pattern and --output-filename or --output dir=/file=: give one",
+}
+
 // TestMoreSpellings: the rest of mpirun's and Hydra's flags that users
 // type, each with what it must turn into.
 func TestMoreSpellings(t *testing.T) {
 	env, _ := testEnv(t)
-	parseReq := func(args string) *Request {
-		t.Helper()
-		req, err := Parse(strings.Fields(args), env)
-		if err != nil {
-			t.Fatalf("Parse(%q): %v", args, err)
-		}
-		return req
-	}
-	parse := func(args string) *jobspec.Job {
-		t.Helper()
-		req, err := Parse(strings.Fields(args), env)
-		if err != nil {
-			t.Fatalf("Parse(%q): %v", args, err)
-		}
-		return req.Job
-	}
+	parseReq := func(args string) *Request { t.Helper(); return mustParse(t, env, args) }
+	parse := func(args string) *jobspec.Job { t.Helper(); return mustParse(t, env, args).Job }
 	if req := parseReq("--ppr 2:package -n 4 ./app"); fmt.Sprint(req.place.Compat) != "[[ppr 2:package]]" {
 		t.Errorf("--ppr: compat %v", req.place.Compat)
 	}
@@ -519,16 +528,7 @@ func TestMoreSpellings(t *testing.T) {
 	if req, err := Parse([]string{"-info"}, env); err != nil || !req.Version {
 		t.Errorf("-info: %v %+v", err, req)
 	}
-	for args, want := range map[string]string{
-		"-prepend-pattern %x -n 1 ./app":                            `unknown specifier %x`,
-		"-prepend-pattern a% -n 1 ./app":                            `a lone % at the end`,
-		"-n 1 -envall -envnone ./app : -n 1 ./app":                  "-envall and -envnone in application context 1: give one",
-		"--set-cwd-to-session-dir -n 1 ./app : --wdir . -n 1 ./app": "--set-cwd-to-session-dir and --wdir in application context 2: give one",
-		"-usize infinite -n 1 ./app":                                "-usize infinite: want a number of processes, SYSTEM or INFINITE",
-		"-usize 0 -n 1 ./app":                                       "-usize 0: want a number of processes, SYSTEM or INFINITE",
-		"-outfile-pattern o.%q -n 1 ./app":                          `-outfile-pattern "o.%q": unknown specifier %q`,
-		"-errfile-pattern e --output dir=d -n 1 ./app":              "-errfile-pattern and --output-filename or --output dir=/file=: give one",
-	} {
+	for args, want := range moreSpellingErrors {
 		if _, err := Parse(strings.Fields(args), env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", args, err, want)
 		}

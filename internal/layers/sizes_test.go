@@ -33,9 +33,6 @@ var declarative = map[string]string{
 // lead empties this list as the splits merge; a name here that is no
 // longer an offender fails, so that it goes too.
 var pending = map[string]bool{
-	"cli.ApplyCompat":                   true,
-	"cli.TestMoreSpellings":             true,
-	"cli.TestRepeatedPlacement":         true,
 	"cmd/prun.TestSubmitterFindsTheDVM": true,
 	"cmd/prun.dvmMain":                  true,
 	"cmd/prun.dvmStart":                 true,
