@@ -384,41 +384,9 @@ func parseMapBy(s string) (MapPolicy, error) {
 	if strings.EqualFold(fields[0], "machine") { // Hydra's: no object
 		fields[0] = "slot"
 	}
-	quals := fields[1:]
-	if fields[0] != "" {
-		word, val, hasVal := strings.Cut(fields[0], "=")
-		by, err := match("policy", word, mapVocab)
-		if err != nil {
-			return p, err
-		}
-		p.By = MapBy(by)
-		switch {
-		case p.By == MapPEList:
-			if !hasVal || val == "" {
-				return p, fmt.Errorf("pe-list needs a CPU list: pe-list=0,2-3")
-			}
-			set, err := topology.ParseCPUSet(val)
-			if err != nil || len(set) == 0 {
-				return p, fmt.Errorf("pe-list=%s: want a CPU list like 0,2-3", q(val))
-			}
-			p.PEList = set
-		case hasVal:
-			return p, fmt.Errorf("%s takes no value", p.By)
-		case p.By == MapPPR:
-			if len(fields) < 3 || fields[2] == "" {
-				return p, fmt.Errorf("ppr needs a pattern: ppr:N:RESOURCE")
-			}
-			n, err := count("ppr", fields[1])
-			if err != nil {
-				return p, err
-			}
-			obj, err := match("ppr resource", fields[2], pprVocab)
-			if err != nil {
-				return p, err
-			}
-			p.PPR, p.PPRObject = n, topology.ObjType(obj)
-			quals = fields[3:]
-		}
+	quals, err := mapDirective(&p, fields)
+	if err != nil {
+		return p, err
 	}
 	seen := map[int]bool{}
 	for i, q := range quals {
@@ -484,6 +452,49 @@ func parseMapBy(s string) (MapPolicy, error) {
 		}
 	}
 	return p, p.Check()
+}
+
+// mapDirective parses a --map-by policy's directive, fields[0], into p,
+// and returns the qualifiers that follow it (after ppr's N:RESOURCE).
+func mapDirective(p *MapPolicy, fields []string) ([]string, error) {
+	quals := fields[1:]
+	if fields[0] == "" {
+		return quals, nil
+	}
+	word, val, hasVal := strings.Cut(fields[0], "=")
+	by, err := match("policy", word, mapVocab)
+	if err != nil {
+		return nil, err
+	}
+	p.By = MapBy(by)
+	switch {
+	case p.By == MapPEList:
+		if !hasVal || val == "" {
+			return nil, fmt.Errorf("pe-list needs a CPU list: pe-list=0,2-3")
+		}
+		set, err := topology.ParseCPUSet(val)
+		if err != nil || len(set) == 0 {
+			return nil, fmt.Errorf("pe-list=%s: want a CPU list like 0,2-3", q(val))
+		}
+		p.PEList = set
+	case hasVal:
+		return nil, fmt.Errorf("%s takes no value", p.By)
+	case p.By == MapPPR:
+		if len(fields) < 3 || fields[2] == "" {
+			return nil, fmt.Errorf("ppr needs a pattern: ppr:N:RESOURCE")
+		}
+		n, err := count("ppr", fields[1])
+		if err != nil {
+			return nil, err
+		}
+		obj, err := match("ppr resource", fields[2], pprVocab)
+		if err != nil {
+			return nil, err
+		}
+		p.PPR, p.PPRObject = n, topology.ObjType(obj)
+		quals = fields[3:]
+	}
+	return quals, nil
 }
 
 // Check rejects qualifiers that contradict each other or the directive.

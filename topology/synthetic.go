@@ -64,31 +64,9 @@ func parseSyntheticLevels(spec string) ([]synthLevel, string, error) {
 	numaAttached, objects := false, 1
 	for p.skipSpace(); p.i < len(p.s); p.skipSpace() {
 		if p.peek() == '[' { // memory attached to each object of the last level
-			p.i++
-			name := p.until("(]")
-			typ, _, _, err := synthType(name)
-			if err != nil {
+			if err := p.attachedNUMA(&attachedIdx); err != nil {
 				return nil, "", err
 			}
-			if typ != NUMANode {
-				return nil, "", fmt.Errorf("only NUMA nodes may be attached, not %q", name)
-			}
-			if p.peek() == '(' {
-				idx, err := p.attrs(false)
-				if err != nil {
-					return nil, "", err
-				}
-				if idx != "" {
-					if attachedIdx != "" {
-						return nil, "", fmt.Errorf("attached NUMA indexes given twice")
-					}
-					attachedIdx = idx
-				}
-			}
-			if p.peek() != ']' {
-				return nil, "", fmt.Errorf("missing ] after %q", name)
-			}
-			p.i++
 			levels[len(levels)-1].attached++
 			numaAttached = true
 			if objects += levels[len(levels)-1].total; objects > maxSynthObjects {
@@ -143,6 +121,46 @@ func parseSyntheticLevels(spec string) ([]synthLevel, string, error) {
 	if levels[len(levels)-1].typ != PU { // our extension: one PU per object
 		levels = append(levels, synthLevel{typ: PU, key: "PU", arity: 1, total: levels[len(levels)-1].total})
 	}
+	if err := resolveSynthIndexes(levels); err != nil {
+		return nil, "", err
+	}
+	return levels, attachedIdx, nil
+}
+
+// attachedNUMA parses "[numa(indexes)]", memory attached to each object of
+// the last level; the indexes, if given, into *attachedIdx.
+func (p *synthParser) attachedNUMA(attachedIdx *string) error {
+	p.i++
+	name := p.until("(]")
+	typ, _, _, err := synthType(name)
+	if err != nil {
+		return err
+	}
+	if typ != NUMANode {
+		return fmt.Errorf("only NUMA nodes may be attached, not %q", name)
+	}
+	if p.peek() == '(' {
+		idx, err := p.attrs(false)
+		if err != nil {
+			return err
+		}
+		if idx != "" {
+			if *attachedIdx != "" {
+				return fmt.Errorf("attached NUMA indexes given twice")
+			}
+			*attachedIdx = idx
+		}
+	}
+	if p.peek() != ']' {
+		return fmt.Errorf("missing ] after %q", name)
+	}
+	p.i++
+	return nil
+}
+
+// resolveSynthIndexes resolves the levels' "indexes=" attributes into
+// their objects' OS indexes.
+func resolveSynthIndexes(levels []synthLevel) error {
 	for i := 1; i < len(levels); i++ {
 		if levels[i].indexes != "" {
 			// hwloc takes repeated indexes anywhere; real machines repeat
@@ -150,12 +168,12 @@ func parseSyntheticLevels(spec string) ([]synthLevel, string, error) {
 			distinct := levels[i].typ == PU || levels[i].typ == NUMANode
 			os, err := synthIndexes(levels[i].indexes, levels, i, levels[i].total, distinct)
 			if err != nil {
-				return nil, "", err
+				return err
 			}
 			levels[i].os = os
 		}
 	}
-	return levels, attachedIdx, nil
+	return nil
 }
 
 // generate creates the objects depth first, numbering each level in order of

@@ -50,7 +50,6 @@ var pending = map[string]bool{
 	"e2e/multinode_test.go":             true,
 	"internal/cluster.TestCluster":      true,
 	"iof.TestOutputForms":               true,
-	"jobspec.parseMapBy":                true,
 	"launcher.TestPolicy":               true,
 	"launcher/launcher.go":              true,
 	"mapper.(*placer).orderByObject":    true,
@@ -63,7 +62,6 @@ var pending = map[string]bool{
 	"rsh.TestSSH":                       true,
 	"rsh/sshclient.configs.resolve":     true,
 	"rsh/sshclient.start":               true,
-	"topology.parseSyntheticLevels":     true,
 	"topview.TestTmux":                  true,
 }
 
