@@ -79,8 +79,8 @@ func (p *placer) orderByObject() ([]int32, error) {
 		for _, pl := range seg {
 			hosts[pl.host].left++
 		}
-		// Group the processes by host and locale (counting sort, mapping
-		// order kept within each group): the queues objects take from.
+		// Group the processes by host and locale: the queues objects
+		// take from.
 		nkeys := int32(0)
 		for i := range hosts {
 			h := &hosts[i]
@@ -94,27 +94,7 @@ func (p *placer) orderByObject() ([]int32, error) {
 			h.objs, h.base = ro, nkeys
 			nkeys += ro.nkeys
 		}
-		key := func(pl placement) int32 {
-			h := &hosts[pl.host]
-			return h.base + h.objs.keyOf[pl.obj]
-		}
-		q.reset(int(nkeys), len(seg))
-		for _, pl := range seg {
-			q.end[key(pl)]++
-		}
-		for k := int32(1); k < nkeys; k++ {
-			q.end[k] += q.end[k-1]
-		}
-		for i := len(seg) - 1; i >= 0; i-- {
-			k := key(seg[i])
-			q.end[k]--
-			q.slab[q.end[k]] = int32(s + i)
-		}
-		copy(q.head, q.end)
-		for k := int32(0); k+1 < nkeys; k++ {
-			q.end[k] = q.head[k+1]
-		}
-		q.end[nkeys-1] = int32(len(seg))
+		q.group(hosts, seg, s, nkeys)
 
 		take := func(h *rankHost, o int) bool {
 			if i := q.take(h, o); i >= 0 {
@@ -154,20 +134,52 @@ func (p *placer) orderByObject() ([]int32, error) {
 				turns(hosts[i : i+1])
 			}
 		}
-		// Processes on CPUs no such object holds (a PU outside every L3,
-		// say) come last on their host, in mapping order.
-		for i := range hosts {
-			if h := &hosts[i]; h.left > 0 {
-				var rest []int32
-				for k := h.base; k < h.base+h.objs.nkeys; k++ {
-					rest = append(rest, q.slab[q.head[k]:q.end[k]]...)
-				}
-				slices.Sort(rest)
-				ord = append(ord, rest...)
-			}
-		}
+		ord = q.rest(hosts, ord)
 	}
 	return ord, nil
+}
+
+// group queues seg, the placements of one app starting at index s, by
+// host and locale (counting sort, mapping order kept within each group):
+// the queues objects take from.
+func (q *rankQueues) group(hosts []rankHost, seg []placement, s int, nkeys int32) {
+	key := func(pl placement) int32 {
+		h := &hosts[pl.host]
+		return h.base + h.objs.keyOf[pl.obj]
+	}
+	q.reset(int(nkeys), len(seg))
+	for _, pl := range seg {
+		q.end[key(pl)]++
+	}
+	for k := int32(1); k < nkeys; k++ {
+		q.end[k] += q.end[k-1]
+	}
+	for i := len(seg) - 1; i >= 0; i-- {
+		k := key(seg[i])
+		q.end[k]--
+		q.slab[q.end[k]] = int32(s + i)
+	}
+	copy(q.head, q.end)
+	for k := int32(0); k+1 < nkeys; k++ {
+		q.end[k] = q.head[k+1]
+	}
+	q.end[nkeys-1] = int32(len(seg))
+}
+
+// rest appends to ord the processes on CPUs no ranking object holds (a PU
+// outside every L3, say): last on their host, in mapping order.
+func (q *rankQueues) rest(hosts []rankHost, ord []int32) []int32 {
+	for i := range hosts {
+		if h := &hosts[i]; h.left > 0 {
+			var rest []int32
+			for k := h.base; k < h.base+h.objs.nkeys; k++ {
+				rest = append(rest, q.slab[q.head[k]:q.end[k]]...)
+			}
+			slices.Sort(rest)
+			ord = append(ord, rest...)
+		}
+	}
+	return ord
 }
 
 // rankSlowPath turns the one-queue-per-object shortcut off (tests compare).

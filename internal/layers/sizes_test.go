@@ -52,7 +52,6 @@ var pending = map[string]bool{
 	"iof.TestOutputForms":               true,
 	"launcher.TestPolicy":               true,
 	"launcher/launcher.go":              true,
-	"mapper.(*placer).orderByObject":    true,
 	"remote.(*Tree).handle":             true,
 	"remote.(*node).handle":             true,
 	"remote.(*spawner).launch":          true,
