@@ -59,8 +59,6 @@ var pending = map[string]bool{
 	"remote/serve.go":                   true,
 	"remote/tree.go":                    true,
 	"rsh.TestSSH":                       true,
-	"rsh/sshclient.configs.resolve":     true,
-	"rsh/sshclient.start":               true,
 	"topview.TestTmux":                  true,
 }
 

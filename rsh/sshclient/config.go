@@ -193,66 +193,110 @@ func joinHostPort(h, p string) string {
 // empty, override the configuration (as in a ProxyJump user@host:port).
 func (cs configs) resolve(alias, user, port, home string) (*target, error) {
 	t := &target{alias: alias}
-	get := func(key string) string {
-		v, _ := cs.get(alias, key) // errors are caught by the first call below
-		return strings.TrimSpace(v)
-	}
 	if _, err := cs.get(alias, "HostName"); err != nil {
 		return nil, err
 	}
+	h := &hostConfig{cs: cs, alias: alias, home: home}
+	if err := h.address(t, user, port); err != nil {
+		return nil, err
+	}
+	h.tok = map[byte]string{
+		'h': t.hostname, 'n': alias, 'p': t.port, 'r': t.user,
+		'u': localUser(), 'd': home, 'i': strconv.Itoa(os.Getuid()),
+	}
+	h.identities(t)
+	if err := h.hostKeys(t); err != nil {
+		return nil, err
+	}
+	if err := h.timeouts(t); err != nil {
+		return nil, err
+	}
 
+	// ProxyJump and ProxyCommand: the first one given wins; we can only do
+	// the former in-process.
+	jump, cmd := h.get("ProxyJump"), h.get("ProxyCommand")
+	switch {
+	case jump != "" && !strings.EqualFold(jump, "none"):
+		t.jump = jump
+	case jump == "" && cmd != "" && !strings.EqualFold(cmd, "none"):
+		return nil, fmt.Errorf("ProxyCommand (for %s) is not supported by the built-in SSH client; use ProxyJump, or an external remote shell command (--rsh ssh)", alias)
+	}
+	return t, nil
+}
+
+// hostConfig is the configuration of one host alias as resolve reads it.
+type hostConfig struct {
+	cs    configs
+	alias string
+	home  string
+	tok   map[byte]string // the tokens of paths (%h, %d...), once the address is known
+}
+
+// get is the value of key for the alias, trimmed; "" when not set.
+func (h *hostConfig) get(key string) string {
+	v, _ := h.cs.get(h.alias, key) // errors are caught by resolve's first call
+	return strings.TrimSpace(v)
+}
+
+// path is a file name of the configuration, its tokens and ~ expanded.
+func (h *hostConfig) path(p string) string { return expandPath(expandTokens(p, h.tok), h.home) }
+
+// address sets the host name, port and user of t.
+func (h *hostConfig) address(t *target, user, port string) error {
+	alias := h.alias
 	t.hostname = alias
-	if v := get("HostName"); v != "" {
+	if v := h.get("HostName"); v != "" {
 		t.hostname = expandTokens(v, map[byte]string{'h': alias})
 	}
 	t.port = port
 	if t.port == "" {
-		t.port = get("Port")
+		t.port = h.get("Port")
 	}
 	if t.port == "" {
 		t.port = "22"
 	}
 	if n, err := strconv.Atoi(t.port); err != nil || n < 1 || n > 65535 {
-		return nil, fmt.Errorf("bad port %q for %s", t.port, alias)
+		return fmt.Errorf("bad port %q for %s", t.port, alias)
 	}
 	t.user = user
 	if t.user == "" {
-		t.user = get("User")
+		t.user = h.get("User")
 	}
 	if t.user == "" {
 		t.user = localUser()
 	}
+	return nil
+}
 
-	tok := map[byte]string{
-		'h': t.hostname, 'n': alias, 'p': t.port, 'r': t.user,
-		'u': localUser(), 'd': home, 'i': strconv.Itoa(os.Getuid()),
-	}
-	path := func(p string) string { return expandPath(expandTokens(p, tok), home) }
-
-	ids, _ := cs.getAll(alias, "IdentityFile")
+// identities sets the keys t authenticates with, and its agent.
+func (h *hostConfig) identities(t *target) {
+	ids, _ := h.cs.getAll(h.alias, "IdentityFile")
 	for _, id := range ids {
 		if id = strings.TrimSpace(id); id != "" && !strings.EqualFold(id, "none") {
-			t.identities = append(t.identities, path(id))
+			t.identities = append(t.identities, h.path(id))
 			t.explicitIDs = true
 		}
 	}
 	if !t.explicitIDs {
 		for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
-			t.identities = append(t.identities, filepath.Join(home, ".ssh", n))
+			t.identities = append(t.identities, filepath.Join(h.home, ".ssh", n))
 		}
 	}
-	t.identitiesOnly = yes(get("IdentitiesOnly"))
-	switch a := get("IdentityAgent"); {
+	t.identitiesOnly = yes(h.get("IdentitiesOnly"))
+	switch a := h.get("IdentityAgent"); {
 	case strings.EqualFold(a, "none"):
 	case a == "" || a == "SSH_AUTH_SOCK":
 		t.agent = os.Getenv("SSH_AUTH_SOCK")
 	case strings.HasPrefix(a, "$"):
 		t.agent = os.Getenv(strings.Trim(a[1:], "{}"))
 	default:
-		t.agent = path(a)
+		t.agent = h.path(a)
 	}
+}
 
-	switch s := strings.ToLower(get("StrictHostKeyChecking")); s {
+// hostKeys sets how t checks the server's host key, and against which files.
+func (h *hostConfig) hostKeys(t *target) error {
+	switch s := strings.ToLower(h.get("StrictHostKeyChecking")); s {
 	case "", "ask", "yes", "true":
 		t.strict = "yes"
 	case "no", "off", "false":
@@ -260,10 +304,10 @@ func (cs configs) resolve(alias, user, port, home string) (*target, error) {
 	case "accept-new":
 		t.strict = s
 	default:
-		return nil, fmt.Errorf("bad StrictHostKeyChecking %q for %s", s, alias)
+		return fmt.Errorf("bad StrictHostKeyChecking %q for %s", s, h.alias)
 	}
 	files := func(key, def string) []string {
-		v := get(key)
+		v := h.get(key)
 		if v == "" {
 			v = def
 		}
@@ -272,39 +316,34 @@ func (cs configs) resolve(alias, user, port, home string) (*target, error) {
 		}
 		var fs []string
 		for _, f := range strings.Fields(v) {
-			fs = append(fs, path(f))
+			fs = append(fs, h.path(f))
 		}
 		return fs
 	}
 	t.userKnown = files("UserKnownHostsFile", "~/.ssh/known_hosts ~/.ssh/known_hosts2")
 	t.globalKnown = files("GlobalKnownHostsFile", "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2")
-	t.hostKeyAlias = get("HostKeyAlias")
-	t.hashKnown = yes(get("HashKnownHosts"))
+	t.hostKeyAlias = h.get("HostKeyAlias")
+	t.hashKnown = yes(h.get("HashKnownHosts"))
+	return nil
+}
 
+// timeouts sets t's connect timeout and keepalives.
+func (h *hostConfig) timeouts(t *target) error {
+	alias := h.alias
 	var err error
-	if t.timeout, err = seconds(get("ConnectTimeout"), "ConnectTimeout", alias); err != nil {
-		return nil, err
+	if t.timeout, err = seconds(h.get("ConnectTimeout"), "ConnectTimeout", alias); err != nil {
+		return err
 	}
-	if t.alive, err = seconds(get("ServerAliveInterval"), "ServerAliveInterval", alias); err != nil {
-		return nil, err
+	if t.alive, err = seconds(h.get("ServerAliveInterval"), "ServerAliveInterval", alias); err != nil {
+		return err
 	}
 	t.aliveMax = 3
-	if v := get("ServerAliveCountMax"); v != "" {
+	if v := h.get("ServerAliveCountMax"); v != "" {
 		if t.aliveMax, err = strconv.Atoi(v); err != nil || t.aliveMax < 1 {
-			return nil, fmt.Errorf("bad ServerAliveCountMax %q for %s", v, alias)
+			return fmt.Errorf("bad ServerAliveCountMax %q for %s", v, alias)
 		}
 	}
-
-	// ProxyJump and ProxyCommand: the first one given wins; we can only do
-	// the former in-process.
-	jump, cmd := get("ProxyJump"), get("ProxyCommand")
-	switch {
-	case jump != "" && !strings.EqualFold(jump, "none"):
-		t.jump = jump
-	case jump == "" && cmd != "" && !strings.EqualFold(cmd, "none"):
-		return nil, fmt.Errorf("ProxyCommand (for %s) is not supported by the built-in SSH client; use ProxyJump, or an external remote shell command (--rsh ssh)", alias)
-	}
-	return t, nil
+	return nil
 }
 
 // maxHops bounds ProxyJump chains (which may loop through the configuration).

@@ -73,34 +73,11 @@ func start(ctx context.Context, host string, argv []string, stderr io.Writer, op
 		return nil, err
 	}
 
-	var (
-		clients []*ssh.Client
-		first   net.Conn
-	)
-	closeAll := func() {
-		for i := len(clients) - 1; i >= 0; i-- {
-			clients[i].Close()
-		}
+	clients, first, err := dialRoute(ctx, route, opts)
+	if err != nil {
+		return nil, err
 	}
-	for i, t := range route {
-		var via *ssh.Client
-		viaName := ""
-		if i > 0 {
-			via, viaName = clients[i-1], route[i-1].alias
-		}
-		c, conn, err := dial(ctx, t, via, viaName, opts.ConnectTimeout)
-		if err != nil {
-			closeAll()
-			if i < len(route)-1 {
-				err = fmt.Errorf("jump host %s: %w", t.alias, err)
-			}
-			return nil, err
-		}
-		if i == 0 {
-			first = conn
-		}
-		clients = append(clients, c)
-	}
+	closeAll := func() { closeClients(clients) }
 	last := route[len(route)-1]
 	cmd := &command{done: make(chan struct{})}
 	if a, ok := first.LocalAddr().(*net.TCPAddr); ok {
@@ -112,27 +89,7 @@ func start(ctx context.Context, host string, argv []string, stderr io.Writer, op
 	defer cancel()
 	stop := context.AfterFunc(sctx, closeAll)
 	c := clients[len(clients)-1]
-	sess, stdinW, err := func() (*ssh.Session, io.WriteCloser, error) {
-		sess, err := c.NewSession()
-		trace.Mark("session %s", host)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cannot open a session: %v", trimSSH(err))
-		}
-		w, err := sess.StdinPipe()
-		if err == nil {
-			cmd.stdout, err = sess.StdoutPipe()
-		}
-		if err != nil {
-			sess.Close()
-			return nil, nil, err
-		}
-		sess.Stderr = stderr
-		if err := sess.Start(shellwords.Join(argv)); err != nil {
-			sess.Close()
-			return nil, nil, fmt.Errorf("cannot start the command: %v", trimSSH(err))
-		}
-		return sess, w, nil
-	}()
+	sess, stdinW, err := cmd.session(c, host, argv, stderr)
 	if !stop() {
 		if err == nil {
 			sess.Close()
@@ -160,28 +117,7 @@ func start(ctx context.Context, host string, argv []string, stderr io.Writer, op
 			})
 		}
 	}
-	go func() {
-		err := sess.Wait() // after the copy of its stderr
-		var ee *ssh.ExitError
-		var status int
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			status, err = ee.ExitStatus(), nil
-		default:
-			status = -1
-			if msg := cmd.lost.Load(); msg != nil {
-				err = errors.New(*msg)
-			} else {
-				var me *ssh.ExitMissingError
-				if errors.As(err, &me) {
-					err = errors.New("connection closed without an exit status of the remote command")
-				}
-			}
-		}
-		cmd.status, cmd.err = status, err
-		close(cmd.done)
-	}()
+	go cmd.waitSession(sess)
 	cmd.closeFn = func(grace time.Duration) {
 		go cmd.stdin.Close() // not blocked by a peer that does not read: closeAll ends it
 		go func() {
@@ -194,6 +130,90 @@ func start(ctx context.Context, host string, argv []string, stderr io.Writer, op
 		}()
 	}
 	return cmd, nil
+}
+
+// dialRoute connects to each host of route in turn, each through the one
+// before: the clients, and the first host's connection.
+func dialRoute(ctx context.Context, route []*target, opts Options) ([]*ssh.Client, net.Conn, error) {
+	var (
+		clients []*ssh.Client
+		first   net.Conn
+	)
+	for i, t := range route {
+		var via *ssh.Client
+		viaName := ""
+		if i > 0 {
+			via, viaName = clients[i-1], route[i-1].alias
+		}
+		c, conn, err := dial(ctx, t, via, viaName, opts.ConnectTimeout)
+		if err != nil {
+			closeClients(clients)
+			if i < len(route)-1 {
+				err = fmt.Errorf("jump host %s: %w", t.alias, err)
+			}
+			return nil, nil, err
+		}
+		if i == 0 {
+			first = conn
+		}
+		clients = append(clients, c)
+	}
+	return clients, first, nil
+}
+
+// closeClients closes a route's clients, last first.
+func closeClients(clients []*ssh.Client) {
+	for i := len(clients) - 1; i >= 0; i-- {
+		clients[i].Close()
+	}
+}
+
+// session opens a session on c and starts argv in it, its standard output
+// cmd's: the session and its standard input.
+func (cmd *command) session(c *ssh.Client, host string, argv []string, stderr io.Writer) (*ssh.Session, io.WriteCloser, error) {
+	sess, err := c.NewSession()
+	trace.Mark("session %s", host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot open a session: %v", trimSSH(err))
+	}
+	w, err := sess.StdinPipe()
+	if err == nil {
+		cmd.stdout, err = sess.StdoutPipe()
+	}
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	sess.Stderr = stderr
+	if err := sess.Start(shellwords.Join(argv)); err != nil {
+		sess.Close()
+		return nil, nil, fmt.Errorf("cannot start the command: %v", trimSSH(err))
+	}
+	return sess, w, nil
+}
+
+// waitSession waits for the remote command to end and sets its status.
+func (cmd *command) waitSession(sess *ssh.Session) {
+	err := sess.Wait() // after the copy of its stderr
+	var ee *ssh.ExitError
+	var status int
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		status, err = ee.ExitStatus(), nil
+	default:
+		status = -1
+		if msg := cmd.lost.Load(); msg != nil {
+			err = errors.New(*msg)
+		} else {
+			var me *ssh.ExitMissingError
+			if errors.As(err, &me) {
+				err = errors.New("connection closed without an exit status of the remote command")
+			}
+		}
+	}
+	cmd.status, cmd.err = status, err
+	close(cmd.done)
 }
 
 // wait waits for the remote command to end: its exit status (128 + the
