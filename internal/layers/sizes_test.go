@@ -48,7 +48,6 @@ var pending = map[string]bool{
 	"e2e.TestSlurm2":                    true,
 	"e2e.TestTrixie":                    true,
 	"e2e/multinode_test.go":             true,
-	"internal/cluster.TestCluster":      true,
 	"iof.TestOutputForms":               true,
 	"launcher.TestPolicy":               true,
 	"launcher/launcher.go":              true,
@@ -58,7 +57,6 @@ var pending = map[string]bool{
 	"remote.Serve":                      true,
 	"remote/serve.go":                   true,
 	"remote/tree.go":                    true,
-	"rsh.TestSSH":                       true,
 	"topview.TestTmux":                  true,
 }
 
