@@ -350,110 +350,120 @@ func checkSourceOrder(t *testing.T, name, text string) {
 	}
 }
 
-func TestOutputForms(t *testing.T) {
-	const ts = "2024-05-06T07:08:09.123Z "
-	type check func(t *testing.T, name, out, errOut, dir string) string
-	terminal := func(prefix func(string, Source, Stream) string) check {
-		return func(t *testing.T, name, out, errOut, dir string) string {
-			return "== stdout ==\n" + byStream(t, name, out, []Stream{Stdout}, prefix) +
-				"== stderr ==\n" + byStream(t, name, errOut, []Stream{Stderr}, prefix)
-		}
+// formTS is the time stamp of runForm's lines (fixedTime), with its space.
+const formTS = "2024-05-06T07:08:09.123Z "
+
+// formCheck checks the output of one form (the terminal's, and the files
+// under dir) and returns what is compared with its golden file.
+type formCheck func(t *testing.T, name, out, errOut, dir string) string
+
+// formTerminal checks output on the terminal, each line with its prefix.
+func formTerminal(prefix func(string, Source, Stream) string) formCheck {
+	return func(t *testing.T, name, out, errOut, dir string) string {
+		return "== stdout ==\n" + byStream(t, name, out, []Stream{Stdout}, prefix) +
+			"== stderr ==\n" + byStream(t, name, errOut, []Stream{Stderr}, prefix)
 	}
-	for _, tc := range []struct {
-		name  string
-		opts  Options
-		check check
-	}{
-		{"plain", Options{}, terminal(noPrefix)},
-		{"tag", Options{Tag: true}, terminal(tagPrefix)},
-		{"tag-color", Options{Tag: true, Color: true}, terminal(colorPrefix)},
-		{"tag-detailed", Options{TagDetailed: true}, terminal(func(_ string, src Source, st Stream) string {
-			t := tagPrefix("", src, st)
-			i := strings.Index(t, "]")
-			return t[:i] + fmt.Sprintf(",node%d,%d", src.Rank%2, 1000+10*src.Job+src.Rank) + t[i:]
-		})},
-		{"rank", Options{Rank: true}, terminal(func(_ string, src Source, st Stream) string {
-			if src.Job > 0 {
-				return fmt.Sprintf("[%d.%d] ", src.Job, src.Rank)
-			}
-			return fmt.Sprintf("[%d] ", src.Rank)
-		})},
-		{"prefix-pattern", Options{Prefix: "<%r|%g|%h|%p|%%> ", NodeIndex: func(h string) (int, bool) {
-			return int(h[len(h)-1] - '0'), strings.HasPrefix(h, "node")
-		}}, terminal(func(_ string, src Source, st Stream) string {
-			return fmt.Sprintf("<%d|%d|node%d|%d|%%> ", src.Rank, src.Job, src.Rank%2, src.Rank%2)
-		})},
-		{"timestamp", Options{Timestamp: true}, terminal(func(string, Source, Stream) string { return ts })},
-		{"timestamp-tag", Options{Timestamp: true, Tag: true}, terminal(func(l string, src Source, st Stream) string {
-			return ts + tagPrefix(l, src, st)
-		})},
-		{"merge-tag", Options{Tag: true, MergeStderr: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			if errOut != "" {
-				t.Errorf("stderr got %q", errOut)
-			}
-			return byStream(t, name, out, []Stream{Stdout, Stderr}, tagPrefix)
-		}},
-		{"json", Options{JSON: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			if errOut != "" {
-				t.Errorf("stderr got %q", errOut)
-			}
-			return jsonByStream(t, name, out)
-		}},
-		{"ordered-tag", Options{Ordered: true, Tag: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			checkOrdered(t, name, out, []Stream{Stdout}, tagPrefix)
-			checkOrdered(t, name, errOut, []Stream{Stderr}, tagPrefix)
-			return "== stdout ==\n" + out + "== stderr ==\n" + errOut
-		}},
-		{"ordered-merge", Options{Ordered: true, MergeStderr: true, Timestamp: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			if errOut != "" {
-				t.Errorf("stderr got %q", errOut)
-			}
-			// Within a source, stdout and stderr lines interleave as they came.
-			checkSourceOrder(t, name, out)
-			return byStream(t, name, out, []Stream{Stdout, Stderr}, func(string, Source, Stream) string { return ts })
-		}},
-		{"ordered-json", Options{Ordered: true, JSON: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			jsonByStream(t, name, out)
-			return out
-		}},
-		{"dir", Options{Dir: "out"}, func(t *testing.T, name, out, errOut, dir string) string {
-			if out != "" || errOut != "" {
-				t.Errorf("terminal got %q, %q", out, errOut)
-			}
-			return tree(t, dir, false)
-		}},
-		{"file-merge-timestamp", Options{File: "sub/app", MergeStderr: true, Timestamp: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			if out != "" || errOut != "" {
-				t.Errorf("terminal got %q, %q", out, errOut)
-			}
-			return tree(t, dir, true)
-		}},
-		// Hydra's file patterns: stdout to a file per rank and job, stderr
-		// stays on the terminal.
-		{"outfile-pattern", Options{OutPattern: "o.%r.%g", Tag: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			if out != "" {
-				t.Errorf("terminal stdout got %q", out)
-			}
-			return tree(t, dir, false) + "== terminal stderr ==\n" + byStream(t, name, errOut, []Stream{Stderr}, tagPrefix)
-		}},
-		// Ranks on one host share its file, whole line by whole line.
-		{"pattern-shared-merge", Options{OutPattern: "%h.log", ErrPattern: "ignored.%r", MergeStderr: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			if out != "" || errOut != "" {
-				t.Errorf("terminal got %q, %q", out, errOut)
-			}
-			return tree(t, dir, true)
-		}},
-		{"dir-file-tee-tag-color", Options{Dir: "out", File: "app", Tee: true, Tag: true, Color: true}, func(t *testing.T, name, out, errOut, dir string) string {
-			if !strings.Contains(out, "\x1b[") {
-				t.Errorf("terminal not coloured")
-			}
-			files := tree(t, dir, false)
-			if strings.Contains(files, "\x1b[") {
-				t.Errorf("files coloured")
-			}
-			return files + "== terminal ==\n" + terminal(colorPrefix)(t, name, out, errOut, dir)
-		}},
-	} {
+}
+
+// outputForms are TestOutputForms's cases: a form, and how to check it.
+var outputForms = []struct {
+	name  string
+	opts  Options
+	check formCheck
+}{
+	{"plain", Options{}, formTerminal(noPrefix)},
+	{"tag", Options{Tag: true}, formTerminal(tagPrefix)},
+	{"tag-color", Options{Tag: true, Color: true}, formTerminal(colorPrefix)},
+	{"tag-detailed", Options{TagDetailed: true}, formTerminal(func(_ string, src Source, st Stream) string {
+		t := tagPrefix("", src, st)
+		i := strings.Index(t, "]")
+		return t[:i] + fmt.Sprintf(",node%d,%d", src.Rank%2, 1000+10*src.Job+src.Rank) + t[i:]
+	})},
+	{"rank", Options{Rank: true}, formTerminal(func(_ string, src Source, st Stream) string {
+		if src.Job > 0 {
+			return fmt.Sprintf("[%d.%d] ", src.Job, src.Rank)
+		}
+		return fmt.Sprintf("[%d] ", src.Rank)
+	})},
+	{"prefix-pattern", Options{Prefix: "<%r|%g|%h|%p|%%> ", NodeIndex: func(h string) (int, bool) {
+		return int(h[len(h)-1] - '0'), strings.HasPrefix(h, "node")
+	}}, formTerminal(func(_ string, src Source, st Stream) string {
+		return fmt.Sprintf("<%d|%d|node%d|%d|%%> ", src.Rank, src.Job, src.Rank%2, src.Rank%2)
+	})},
+	{"timestamp", Options{Timestamp: true}, formTerminal(func(string, Source, Stream) string { return formTS })},
+	{"timestamp-tag", Options{Timestamp: true, Tag: true}, formTerminal(func(l string, src Source, st Stream) string {
+		return formTS + tagPrefix(l, src, st)
+	})},
+	{"merge-tag", Options{Tag: true, MergeStderr: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		if errOut != "" {
+			t.Errorf("stderr got %q", errOut)
+		}
+		return byStream(t, name, out, []Stream{Stdout, Stderr}, tagPrefix)
+	}},
+	{"json", Options{JSON: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		if errOut != "" {
+			t.Errorf("stderr got %q", errOut)
+		}
+		return jsonByStream(t, name, out)
+	}},
+	{"ordered-tag", Options{Ordered: true, Tag: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		checkOrdered(t, name, out, []Stream{Stdout}, tagPrefix)
+		checkOrdered(t, name, errOut, []Stream{Stderr}, tagPrefix)
+		return "== stdout ==\n" + out + "== stderr ==\n" + errOut
+	}},
+	{"ordered-merge", Options{Ordered: true, MergeStderr: true, Timestamp: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		if errOut != "" {
+			t.Errorf("stderr got %q", errOut)
+		}
+		// Within a source, stdout and stderr lines interleave as they came.
+		checkSourceOrder(t, name, out)
+		return byStream(t, name, out, []Stream{Stdout, Stderr}, func(string, Source, Stream) string { return formTS })
+	}},
+	{"ordered-json", Options{Ordered: true, JSON: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		jsonByStream(t, name, out)
+		return out
+	}},
+	{"dir", Options{Dir: "out"}, func(t *testing.T, name, out, errOut, dir string) string {
+		if out != "" || errOut != "" {
+			t.Errorf("terminal got %q, %q", out, errOut)
+		}
+		return tree(t, dir, false)
+	}},
+	{"file-merge-timestamp", Options{File: "sub/app", MergeStderr: true, Timestamp: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		if out != "" || errOut != "" {
+			t.Errorf("terminal got %q, %q", out, errOut)
+		}
+		return tree(t, dir, true)
+	}},
+	// Hydra's file patterns: stdout to a file per rank and job, stderr
+	// stays on the terminal.
+	{"outfile-pattern", Options{OutPattern: "o.%r.%g", Tag: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		if out != "" {
+			t.Errorf("terminal stdout got %q", out)
+		}
+		return tree(t, dir, false) + "== terminal stderr ==\n" + byStream(t, name, errOut, []Stream{Stderr}, tagPrefix)
+	}},
+	// Ranks on one host share its file, whole line by whole line.
+	{"pattern-shared-merge", Options{OutPattern: "%h.log", ErrPattern: "ignored.%r", MergeStderr: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		if out != "" || errOut != "" {
+			t.Errorf("terminal got %q, %q", out, errOut)
+		}
+		return tree(t, dir, true)
+	}},
+	{"dir-file-tee-tag-color", Options{Dir: "out", File: "app", Tee: true, Tag: true, Color: true}, func(t *testing.T, name, out, errOut, dir string) string {
+		if !strings.Contains(out, "\x1b[") {
+			t.Errorf("terminal not coloured")
+		}
+		files := tree(t, dir, false)
+		if strings.Contains(files, "\x1b[") {
+			t.Errorf("files coloured")
+		}
+		return files + "== terminal ==\n" + formTerminal(colorPrefix)(t, name, out, errOut, dir)
+	}},
+}
+
+func TestOutputForms(t *testing.T) {
+	for _, tc := range outputForms {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			out, errOut := runForm(t, tc.opts, dir)

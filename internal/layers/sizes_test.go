@@ -48,7 +48,6 @@ var pending = map[string]bool{
 	"e2e.TestSlurm2":                    true,
 	"e2e.TestTrixie":                    true,
 	"e2e/multinode_test.go":             true,
-	"iof.TestOutputForms":               true,
 	"launcher.TestPolicy":               true,
 	"launcher/launcher.go":              true,
 	"remote.(*Tree).handle":             true,
@@ -57,7 +56,6 @@ var pending = map[string]bool{
 	"remote.Serve":                      true,
 	"remote/serve.go":                   true,
 	"remote/tree.go":                    true,
-	"topview.TestTmux":                  true,
 }
 
 // sizeKey names a function for the lists above: dir.Name, dir.T.Name,
