@@ -81,7 +81,7 @@ func (x *clusterTest) testReach(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	eachHost(t, x.hosts, func(h string) error {
 		next := x.hosts[(x.c.index(h))%len(x.hosts)]
-		// Host to host over ssh, by name (the x.hosts' /etc/x.hosts).
+		// Host to host over ssh, by name (the hosts' /etc/hosts).
 		out, err := x.c.Run(h, fmt.Sprintf("ssh -F %s %s hostname", x.c.SSHConfig(), next))
 		if err != nil || strings.TrimSpace(out) != next {
 			return fmt.Errorf("%s -> ssh %s hostname = %q, %v", h, next, out, err)
@@ -169,7 +169,7 @@ func (x *clusterTest) testParallelSessions(t *testing.T) {
 }
 
 func (x *clusterTest) testUpAgain(t *testing.T) {
-	// up is idempotent: a second one rebuilds the same x.hosts with the same keys.
+	// up is idempotent: a second one rebuilds the same hosts with the same keys.
 	if out, err := x.c.sh("up", strconv.Itoa(len(x.hosts)), x.c.Dir()); err != nil {
 		t.Fatalf("second cluster.sh up: %v: %s", err, out)
 	}
@@ -190,14 +190,14 @@ func (x *clusterTest) testDown(t *testing.T) {
 		netns[st.Ino] = h
 	}
 	if len(processesIn(netns, x.c.Dir())) == 0 {
-		t.Fatalf("no process found in the x.hosts' namespaces before down")
+		t.Fatalf("no process found in the hosts' namespaces before down")
 	}
-	if err := x.c.down(); err != nil { // keeps the lock: nobody else builds x.hosts meanwhile
+	if err := x.c.down(); err != nil { // keeps the lock: nobody else builds hosts meanwhile
 		t.Fatal(err)
 	}
 	checkNothingLeft(t, netns, x.c.Dir())
 
-	// A partial up (a namespace, a veth, a x.hosts file, no sshd) goes too,
+	// A partial up (a namespace, a veth, a hosts file, no sshd) goes too,
 	// and down is safe to run twice.
 	for _, args := range [][]string{
 		{"netns", "add", Prefix + "9"},
@@ -209,7 +209,7 @@ func (x *clusterTest) testDown(t *testing.T) {
 		}
 	}
 	os.MkdirAll("/etc/netns/"+Prefix+"9", 0o755)
-	os.WriteFile("/etc/netns/"+Prefix+"9/x.hosts", []byte("198.18.0.9 prun-h9\n"), 0o644)
+	os.WriteFile("/etc/netns/"+Prefix+"9/hosts", []byte("198.18.0.9 prun-h9\n"), 0o644)
 	for i := 0; i < 2; i++ {
 		if err := x.c.down(); err != nil {
 			t.Fatalf("down #%d after a partial up: %v", i+1, err)
