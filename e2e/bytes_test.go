@@ -34,28 +34,7 @@ func TestExactBytes(t *testing.T) {
 		return string(b)
 	}
 
-	// The program, at a path that is not UTF-8; a working directory named
-	// with every byte a name may hold; a file to preload named with bytes
-	// that are not UTF-8 (no ',': --preload-files is a list).
-	tmp := t.TempDir()
-	progDir := filepath.Join(tmp, "bin\xff\xfe")
-	wdir := filepath.Join(tmp, notIn("/"))
-	srcDir := filepath.Join(tmp, "src")
-	for _, d := range []string{progDir, wdir, srcDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	prog := filepath.Join(progDir, "show\xe9")
-	copyFile(t, ctest.Build(t, ctest.Plain, "showbytes.c"), prog)
-	if err := os.Chmod(prog, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// (Not 255 bytes: prun places it through a temporary name beside it.)
-	preload := filepath.Join(srcDir, "f\xff\x80"+notIn("/,\xff\x80")[:100]+notIn("/,\xff\x80")[150:])
-	if err := os.WriteFile(preload, []byte("sent\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	prog, wdir, preload := exactBytesFiles(t, notIn)
 
 	args := []string{string(every), "x\xffy", "", "a\xff\xfeb"}
 	// -x takes POSIX names; Hydra's -genvall passes any (in the bootstrap).
@@ -79,25 +58,7 @@ func TestExactBytes(t *testing.T) {
 	sort.Strings(envHex)
 	want = append(want, envHex...)
 	want = append(want, "cwd "+h(wdir), "exe "+h(prog), "file "+h(filepath.Base(preload)))
-	check := func(t *testing.T, where string, r *result) {
-		t.Helper()
-		expectCode(t, r, 0)
-		got := lines(r.stdout)
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			for i := range max(len(got), len(want)) {
-				g, w := "", ""
-				if i < len(got) {
-					g = got[i]
-				}
-				if i < len(want) {
-					w = want[i]
-				}
-				if g != w {
-					t.Errorf("%s: line %d:\n got %.200s\nwant %.200s", where, i+1, g, w)
-				}
-			}
-		}
-	}
+	check := func(t *testing.T, where string, r *result) { t.Helper(); expectLinesExactly(t, where, r, want) }
 
 	c := cluster.Start(t, 4)
 	m := &mn{c: c, hosts: c.Hosts()}
@@ -141,4 +102,52 @@ func TestExactBytes(t *testing.T) {
 			t.Errorf("spawned on prun-h3:\n%s\non this node:\n%s", remote, local)
 		}
 	})
+}
+
+// exactBytesFiles makes TestExactBytes's files: the program, at a path
+// that is not UTF-8; a working directory named with every byte a name may
+// hold; a file to preload named with bytes that are not UTF-8 (no ',':
+// --preload-files is a list).
+func exactBytesFiles(t *testing.T, notIn func(drop string) string) (prog, wdir, preload string) {
+	tmp := t.TempDir()
+	progDir := filepath.Join(tmp, "bin\xff\xfe")
+	wdir = filepath.Join(tmp, notIn("/"))
+	srcDir := filepath.Join(tmp, "src")
+	for _, d := range []string{progDir, wdir, srcDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prog = filepath.Join(progDir, "show\xe9")
+	copyFile(t, ctest.Build(t, ctest.Plain, "showbytes.c"), prog)
+	if err := os.Chmod(prog, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// (Not 255 bytes: prun places it through a temporary name beside it.)
+	preload = filepath.Join(srcDir, "f\xff\x80"+notIn("/,\xff\x80")[:100]+notIn("/,\xff\x80")[150:])
+	if err := os.WriteFile(preload, []byte("sent\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return prog, wdir, preload
+}
+
+// expectLinesExactly checks that r succeeded and printed want's lines.
+func expectLinesExactly(t *testing.T, where string, r *result, want []string) {
+	t.Helper()
+	expectCode(t, r, 0)
+	got := lines(r.stdout)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		for i := range max(len(got), len(want)) {
+			g, w := "", ""
+			if i < len(got) {
+				g = got[i]
+			}
+			if i < len(want) {
+				w = want[i]
+			}
+			if g != w {
+				t.Errorf("%s: line %d:\n got %.200s\nwant %.200s", where, i+1, g, w)
+			}
+		}
+	}
 }

@@ -277,386 +277,418 @@ func TestHydraSpellings(t *testing.T) {
 // changes in a real run.
 func TestMpirunExtras(t *testing.T) {
 	t.Parallel()
-	t.Run("quiet", func(t *testing.T) {
-		r := prun(t, "-q", "-n", "2", "sh", "-c", `[ $PRUN_RANK = 1 ] && exit 3; exec sleep 30`)
-		expectCode(t, r, 3)
-		if r.stderr != "" {
-			t.Errorf("-q: stderr = %q, want nothing", r.stderr)
-		}
-		r = prun(t, "-n", "2", "sh", "-c", `[ $PRUN_RANK = 1 ] && exit 3; exec sleep 30`)
-		expectCode(t, r, 3)
-		expectContains(t, "stderr", r.stderr, "exited with status 3")
-	})
-	t.Run("report-pid", func(t *testing.T) {
-		file := filepath.Join(t.TempDir(), "pid")
-		r := prun(t, "--report-pid", file, "-n", "1", "true")
-		expectCode(t, r, 0)
-		if b, err := os.ReadFile(file); err != nil || string(b) != fmt.Sprintf("%d\n", r.pid) {
-			t.Errorf("pid file = %q, %v; want %d", b, err, r.pid)
-		}
-		r = prun(t, "--report-pid", "-", "-n", "1", "echo", "rank")
-		expectCode(t, r, 0)
-		if r.stdout != fmt.Sprintf("%d\nrank\n", r.pid) {
-			t.Errorf("--report-pid -: stdout = %q, want prun's pid %d first", r.stdout, r.pid)
-		}
-		r = prun(t, "--report-pid", "/nonexistent-prun-e2e/pid", "-n", "1", "true")
-		expectCode(t, r, 1)
-		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--report-pid /nonexistent-prun-e2e/pid") {
-			t.Errorf("stderr = %q, want one line naming the file", r.stderr)
-		}
-	})
-	t.Run("output-proctable", func(t *testing.T) {
-		// Each rank prints its own pid; the table must name the same ones,
-		// in rank order, with host and program.
-		file := filepath.Join(t.TempDir(), "table")
-		r := prun(t, "--output-proctable="+file, "-n", "3", "sh", "-c", `echo "$PRUN_RANK $$"`)
-		expectCode(t, r, 0)
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		host, _ := os.Hostname()
-		sh, _ := exec.LookPath("sh")
-		pids := map[string]string{}
-		for _, l := range lines(r.stdout) {
-			rank, pid, _ := strings.Cut(l, " ")
-			pids[rank] = pid
-		}
-		var want string
-		for rank := 0; rank < 3; rank++ {
-			want += fmt.Sprintf("(rank, host, exe, pid) = (%d, %s, %s, %s)\n", rank, host, sh, pids[strconv.Itoa(rank)])
-		}
-		if string(b) != want {
-			t.Errorf("--output-proctable file:\n%s\nwant:\n%s", b, want)
-		}
-		r = prun(t, "--output-proctable", "-n", "2", "true")
-		expectCode(t, r, 0)
-		if ls := lines(r.stdout); len(ls) != 2 || !strings.HasPrefix(ls[1], "(rank, host, exe, pid) = (1, ") {
-			t.Errorf("--output-proctable with no value: stdout = %q, want the table", r.stdout)
-		}
-		started := filepath.Join(t.TempDir(), "started")
-		r = prun(t, "--output-proctable=/nonexistent-prun-e2e/table", "-n", "1", "touch", started)
-		expectCode(t, r, 1)
-		if _, err := os.Stat(started); err == nil {
-			t.Error("the rank ran although the table's file could not be created")
-		}
-		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--output-proctable") || !strings.Contains(ls[0], "/nonexistent-prun-e2e/table") {
-			t.Errorf("stderr = %q, want one line naming the flag and the file", r.stderr)
-		}
-	})
-	t.Run("rmk-order-nodes", func(t *testing.T) {
-		hf := filepath.Join(t.TempDir(), "hosts")
-		os.WriteFile(hf, []byte("a slots=1\nb slots=3\nc slots=2\n"), 0o644)
-		r := prun(t, "--hostfile", hf, "-order-nodes", "DESCENDING", "--display-map", "--do-not-launch", "-n", "4", "true")
-		expectCode(t, r, 0)
-		var hosts []string
-		for _, l := range lines(r.stdout)[1:] {
-			hosts = append(hosts, strings.Fields(l)[2])
-		}
-		if strings.Join(hosts, " ") != "b b b c" {
-			t.Errorf("-order-nodes DESCENDING: ranks on %q, want b's 3 slots first, then c\n%s", hosts, r.stdout)
-		}
-		// A Slurm allocation in the environment, and -rmk user: the local node.
-		r = run(t, opts{args: []string{"-rmk", "user", "--display-allocation", "--do-not-launch", "-n", "1", "true"},
-			env: []string{"SLURM_JOB_NODELIST=n[1-4]", "SLURM_TASKS_PER_NODE=2(x4)"}})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "allocation (the local node)")
-		r = prun(t, "-rmk", "pbs", "-n", "1", "true")
-		expectCode(t, r, 2)
-		expectContains(t, "stderr", r.stderr, "-rmk pbs: no PBS allocation in prun's environment")
-	})
-	t.Run("max-restarts", func(t *testing.T) {
-		// A rank that fails starts again, up to N times, its output (to
-		// the terminal and to its per-rank file) continuing; then its
-		// failure counts. A failure while the job ends (another rank's
-		// failure, a signal) or after MPI_Abort is not restarted, and a
-		// PMIx client starts again under the same name.
-		dir := t.TempDir()
-		script := `f=` + dir + `/c$PRUN_RANK; n=$(cat $f 2>/dev/null || echo 0); echo $((n+1)) >$f
+	t.Run("quiet", extrasQuiet)
+	t.Run("report-pid", extrasReportPid)
+	t.Run("output-proctable", extrasOutputProctable)
+	t.Run("rmk-order-nodes", extrasRmkOrderNodes)
+	t.Run("max-restarts", extrasMaxRestarts)
+	t.Run("enable-recovery", extrasEnableRecovery)
+	t.Run("show-progress", extrasShowProgress)
+	t.Run("preload", extrasPreload)
+	t.Run("path", extrasPath)
+	t.Run("envnone", extrasEnvnone)
+	t.Run("prepend-pattern", extrasPrependPattern)
+	t.Run("file-patterns", extrasFilePatterns)
+	t.Run("verbose", extrasVerbose)
+	t.Run("localhost", extrasLocalhost)
+	t.Run("argv-and-cwd", extrasArgvAndCwd)
+	t.Run("ppr", extrasPpr)
+}
+
+func extrasQuiet(t *testing.T) {
+	r := prun(t, "-q", "-n", "2", "sh", "-c", `[ $PRUN_RANK = 1 ] && exit 3; exec sleep 30`)
+	expectCode(t, r, 3)
+	if r.stderr != "" {
+		t.Errorf("-q: stderr = %q, want nothing", r.stderr)
+	}
+	r = prun(t, "-n", "2", "sh", "-c", `[ $PRUN_RANK = 1 ] && exit 3; exec sleep 30`)
+	expectCode(t, r, 3)
+	expectContains(t, "stderr", r.stderr, "exited with status 3")
+}
+
+func extrasReportPid(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pid")
+	r := prun(t, "--report-pid", file, "-n", "1", "true")
+	expectCode(t, r, 0)
+	if b, err := os.ReadFile(file); err != nil || string(b) != fmt.Sprintf("%d\n", r.pid) {
+		t.Errorf("pid file = %q, %v; want %d", b, err, r.pid)
+	}
+	r = prun(t, "--report-pid", "-", "-n", "1", "echo", "rank")
+	expectCode(t, r, 0)
+	if r.stdout != fmt.Sprintf("%d\nrank\n", r.pid) {
+		t.Errorf("--report-pid -: stdout = %q, want prun's pid %d first", r.stdout, r.pid)
+	}
+	r = prun(t, "--report-pid", "/nonexistent-prun-e2e/pid", "-n", "1", "true")
+	expectCode(t, r, 1)
+	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--report-pid /nonexistent-prun-e2e/pid") {
+		t.Errorf("stderr = %q, want one line naming the file", r.stderr)
+	}
+}
+
+func extrasOutputProctable(t *testing.T) {
+	// Each rank prints its own pid; the table must name the same ones,
+	// in rank order, with host and program.
+	file := filepath.Join(t.TempDir(), "table")
+	r := prun(t, "--output-proctable="+file, "-n", "3", "sh", "-c", `echo "$PRUN_RANK $$"`)
+	expectCode(t, r, 0)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	sh, _ := exec.LookPath("sh")
+	pids := map[string]string{}
+	for _, l := range lines(r.stdout) {
+		rank, pid, _ := strings.Cut(l, " ")
+		pids[rank] = pid
+	}
+	var want string
+	for rank := 0; rank < 3; rank++ {
+		want += fmt.Sprintf("(rank, host, exe, pid) = (%d, %s, %s, %s)\n", rank, host, sh, pids[strconv.Itoa(rank)])
+	}
+	if string(b) != want {
+		t.Errorf("--output-proctable file:\n%s\nwant:\n%s", b, want)
+	}
+	r = prun(t, "--output-proctable", "-n", "2", "true")
+	expectCode(t, r, 0)
+	if ls := lines(r.stdout); len(ls) != 2 || !strings.HasPrefix(ls[1], "(rank, host, exe, pid) = (1, ") {
+		t.Errorf("--output-proctable with no value: stdout = %q, want the table", r.stdout)
+	}
+	started := filepath.Join(t.TempDir(), "started")
+	r = prun(t, "--output-proctable=/nonexistent-prun-e2e/table", "-n", "1", "touch", started)
+	expectCode(t, r, 1)
+	if _, err := os.Stat(started); err == nil {
+		t.Error("the rank ran although the table's file could not be created")
+	}
+	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--output-proctable") || !strings.Contains(ls[0], "/nonexistent-prun-e2e/table") {
+		t.Errorf("stderr = %q, want one line naming the flag and the file", r.stderr)
+	}
+}
+
+func extrasRmkOrderNodes(t *testing.T) {
+	hf := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(hf, []byte("a slots=1\nb slots=3\nc slots=2\n"), 0o644)
+	r := prun(t, "--hostfile", hf, "-order-nodes", "DESCENDING", "--display-map", "--do-not-launch", "-n", "4", "true")
+	expectCode(t, r, 0)
+	var hosts []string
+	for _, l := range lines(r.stdout)[1:] {
+		hosts = append(hosts, strings.Fields(l)[2])
+	}
+	if strings.Join(hosts, " ") != "b b b c" {
+		t.Errorf("-order-nodes DESCENDING: ranks on %q, want b's 3 slots first, then c\n%s", hosts, r.stdout)
+	}
+	// A Slurm allocation in the environment, and -rmk user: the local node.
+	r = run(t, opts{args: []string{"-rmk", "user", "--display-allocation", "--do-not-launch", "-n", "1", "true"},
+		env: []string{"SLURM_JOB_NODELIST=n[1-4]", "SLURM_TASKS_PER_NODE=2(x4)"}})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "allocation (the local node)")
+	r = prun(t, "-rmk", "pbs", "-n", "1", "true")
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "-rmk pbs: no PBS allocation in prun's environment")
+}
+
+func extrasMaxRestarts(t *testing.T) {
+	// A rank that fails starts again, up to N times, its output (to
+	// the terminal and to its per-rank file) continuing; then its
+	// failure counts. A failure while the job ends (another rank's
+	// failure, a signal) or after MPI_Abort is not restarted, and a
+	// PMIx client starts again under the same name.
+	dir := t.TempDir()
+	script := `f=` + dir + `/c$PRUN_RANK; n=$(cat $f 2>/dev/null || echo 0); echo $((n+1)) >$f
 echo "rank $PRUN_RANK try $n"; [ $PRUN_RANK = 1 ] && [ $n -lt 2 ] && exit 3; exit 0`
-		out := filepath.Join(dir, "out")
-		r := prun(t, "--max-restarts", "2", "--output-filename", out, "-n", "2", "sh", "-c", script)
-		expectCode(t, r, 0)
-		got := lines(r.stdout)
-		sort.Strings(got)
-		if strings.Join(got, ",") != "rank 0 try 0,rank 1 try 0,rank 1 try 1,rank 1 try 2" {
-			t.Errorf("stdout %q, want rank 1 three times", r.stdout)
-		}
-		ls := lines(r.stderr)
-		if len(ls) != 2 || !strings.Contains(ls[0], "rank 1 (sh) on ") || !strings.Contains(ls[0], "exited with status 3; starting it again (1 of 2)") ||
-			!strings.Contains(ls[1], "starting it again (2 of 2)") {
-			t.Errorf("stderr %q, want a line for each restart", r.stderr)
-		}
-		if b, err := os.ReadFile(filepath.Join(out, "1", "rank.1", "stdout")); err != nil || string(b) != "rank 1 try 0\nrank 1 try 1\nrank 1 try 2\n" {
-			t.Errorf("rank 1's output file: %q, %v", b, err)
-		}
+	out := filepath.Join(dir, "out")
+	r := prun(t, "--max-restarts", "2", "--output-filename", out, "-n", "2", "sh", "-c", script)
+	expectCode(t, r, 0)
+	got := lines(r.stdout)
+	sort.Strings(got)
+	if strings.Join(got, ",") != "rank 0 try 0,rank 1 try 0,rank 1 try 1,rank 1 try 2" {
+		t.Errorf("stdout %q, want rank 1 three times", r.stdout)
+	}
+	ls := lines(r.stderr)
+	if len(ls) != 2 || !strings.Contains(ls[0], "rank 1 (sh) on ") || !strings.Contains(ls[0], "exited with status 3; starting it again (1 of 2)") ||
+		!strings.Contains(ls[1], "starting it again (2 of 2)") {
+		t.Errorf("stderr %q, want a line for each restart", r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "1", "rank.1", "stdout")); err != nil || string(b) != "rank 1 try 0\nrank 1 try 1\nrank 1 try 2\n" {
+		t.Errorf("rank 1's output file: %q, %v", b, err)
+	}
 
-		// mpirun's --continuous: again and again, until it succeeds
-		cont := `f=` + dir + `/k; n=$(cat $f 2>/dev/null || echo 0); echo $((n+1)) >$f; [ $n -lt 5 ] && exit 1; echo "done after $n"`
-		r = prun(t, "--continuous", "-n", "1", "sh", "-c", cont)
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "done after 5\n")
-		expectContains(t, "stderr", r.stderr, "starting it again (restart 5, --continuous)")
+	// mpirun's --continuous: again and again, until it succeeds
+	cont := `f=` + dir + `/k; n=$(cat $f 2>/dev/null || echo 0); echo $((n+1)) >$f; [ $n -lt 5 ] && exit 1; echo "done after $n"`
+	r = prun(t, "--continuous", "-n", "1", "sh", "-c", cont)
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "done after 5\n")
+	expectContains(t, "stderr", r.stderr, "starting it again (restart 5, --continuous)")
 
-		r = prun(t, "--max-restarts", "1", "-n", "1", "sh", "-c", "echo try; exit 3")
-		expectCode(t, r, 3)
-		if r.stdout != "try\ntry\n" || len(lines(r.stderr)) != 2 || !strings.Contains(r.stderr, "starting it again (1 of 1)") ||
-			!strings.Contains(lines(r.stderr)[1], "exited with status 3") {
-			t.Errorf("a rank failing twice with --max-restarts 1: %s", r)
-		}
+	r = prun(t, "--max-restarts", "1", "-n", "1", "sh", "-c", "echo try; exit 3")
+	expectCode(t, r, 3)
+	if r.stdout != "try\ntry\n" || len(lines(r.stderr)) != 2 || !strings.Contains(r.stderr, "starting it again (1 of 1)") ||
+		!strings.Contains(lines(r.stderr)[1], "exited with status 3") {
+		t.Errorf("a rank failing twice with --max-restarts 1: %s", r)
+	}
 
-		r = prun(t, "--max-restarts", "2", "-n", "2", "sh", "-c", `[ $PRUN_RANK = 0 ] && exit 5; sleep 20`)
-		expectCode(t, r, 5)
-		restarts := 0
-		for _, l := range lines(r.stderr) {
-			if strings.Contains(l, "starting it again") {
-				restarts++
-				if !strings.Contains(l, "rank 0 (sh)") {
-					t.Errorf("restarted as the job ended: %q", l)
-				}
+	r = prun(t, "--max-restarts", "2", "-n", "2", "sh", "-c", `[ $PRUN_RANK = 0 ] && exit 5; sleep 20`)
+	expectCode(t, r, 5)
+	restarts := 0
+	for _, l := range lines(r.stderr) {
+		if strings.Contains(l, "starting it again") {
+			restarts++
+			if !strings.Contains(l, "rank 0 (sh)") {
+				t.Errorf("restarted as the job ended: %q", l)
 			}
 		}
-		if restarts != 2 {
-			t.Errorf("rank 0 failing for good: %d restarts, want 2\n%s", restarts, r)
-		}
+	}
+	if restarts != 2 {
+		t.Errorf("rank 0 failing for good: %d restarts, want 2\n%s", restarts, r)
+	}
 
-		helloDir, hello := ompi(t, "hello.c")
-		once := filepath.Join(dir, "once")
-		r = run(t, opts{args: []string{"--max-restarts", "1", "-n", "1", "sh", "-c", `[ -e ` + once + ` ] || { touch ` + once + `; exit 3; }; exec ` + hello},
-			dir: helloDir})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "hello from rank 0 of 1")
+	helloDir, hello := ompi(t, "hello.c")
+	once := filepath.Join(dir, "once")
+	r = run(t, opts{args: []string{"--max-restarts", "1", "-n", "1", "sh", "-c", `[ -e ` + once + ` ] || { touch ` + once + `; exit 3; }; exec ` + hello},
+		dir: helloDir})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "hello from rank 0 of 1")
 
-		abortDir, abort := ompi(t, "abort.c")
-		r = run(t, opts{args: []string{"--max-restarts", "3", "-n", "2", abort}, dir: abortDir})
-		expectCode(t, r, 17)
-		if strings.Contains(r.stderr, "starting it again") {
-			t.Errorf("MPI_Abort was restarted:\n%s", r)
+	abortDir, abort := ompi(t, "abort.c")
+	r = run(t, opts{args: []string{"--max-restarts", "3", "-n", "2", abort}, dir: abortDir})
+	expectCode(t, r, 17)
+	if strings.Contains(r.stderr, "starting it again") {
+		t.Errorf("MPI_Abort was restarted:\n%s", r)
+	}
+}
+
+func extrasEnableRecovery(t *testing.T) {
+	// A failed rank does not end the job: the others finish their work,
+	// and the first failure is prun's exit status.
+	script := `case $PRUN_RANK in 1) exit 3;; 2) sleep 0.2; kill -9 $$;; esac; sleep 0.5; echo "rank $PRUN_RANK done"`
+	r := prun(t, "--enable-recovery", "-n", "4", "sh", "-c", script)
+	expectCode(t, r, 3)
+	got := lines(r.stdout)
+	sort.Strings(got)
+	if strings.Join(got, ",") != "rank 0 done,rank 3 done" {
+		t.Errorf("stdout %q, want ranks 0 and 3 to finish", r.stdout)
+	}
+	ls := lines(r.stderr)
+	if len(ls) != 2 || !strings.Contains(ls[0], "rank 1 (sh)") || !strings.Contains(ls[0], "exited with status 3; the other ranks go on") ||
+		!strings.Contains(ls[1], "rank 2 (sh)") || !strings.Contains(ls[1], "signal 9") {
+		t.Errorf("stderr %q, want a line for each failure", r.stderr)
+	}
+	report := filepath.Join(t.TempDir(), "report.json")
+	r = prun(t, "--enable-recovery", "--report", report, "-n", "2", "sh", "-c", `exit $PRUN_RANK`)
+	expectCode(t, r, 1)
+	var rep struct {
+		FirstFailure *struct {
+			Message string
+			Status  int
+		} `json:"first_failure"`
+	}
+	if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &rep) != nil || rep.FirstFailure == nil ||
+		!strings.HasPrefix(rep.FirstFailure.Message, "rank 1 (sh)") || rep.FirstFailure.Status != 1 {
+		t.Errorf("--report: first_failure %+v, %v; want rank 1's", rep.FirstFailure, err)
+	}
+	// Without the flag the first failure ends the job.
+	r = prun(t, "-n", "4", "sh", "-c", script)
+	expectCode(t, r, 3)
+	if strings.Contains(r.stdout, "done") {
+		t.Errorf("without --enable-recovery the others finished: %q", r.stdout)
+	}
+}
+
+func extrasShowProgress(t *testing.T) {
+	r := prun(t, "--show-progress", "-n", "3", "echo", "out")
+	expectCode(t, r, 0)
+	if r.stdout != "out\nout\nout\n" || r.stderr != "prun: 1 of 3 processes started\nprun: 2 of 3 processes started\nprun: 3 of 3 processes started\n" {
+		t.Errorf("stdout %q, stderr %q; want the output alone, and every start counted on stderr", r.stdout, r.stderr)
+	}
+	r = prun(t, "--show-progress", "-n", "20", "true")
+	if got := strings.Count(r.stderr, "processes started"); got != 10 || !strings.HasSuffix(r.stderr, "prun: 20 of 20 processes started\n") {
+		t.Errorf("-n 20: %d progress lines %q; want one per tenth", got, r.stderr)
+	}
+}
+
+func extrasPreload(t *testing.T) {
+	// On the launching node the program is the same file: it runs from
+	// where it is. The file lands in the working directory and is gone
+	// after the job; a different file of that name there stops the
+	// launch before anything starts, and stays as it was.
+	src, wdir := t.TempDir(), t.TempDir()
+	app := writeScript(t, src, "app.sh", `echo "$0 $(cat in.dat)"`+"\n")
+	data := filepath.Join(src, "in.dat")
+	os.WriteFile(data, []byte("payload"), 0o600)
+	r := prun(t, "-s", "--preload-files", data, "--wdir", wdir, "-n", "2", app)
+	expectCode(t, r, 0)
+	if want := app + " payload\n"; r.stdout != want+want {
+		t.Errorf("stdout %q, want %q twice", r.stdout, want)
+	}
+	if ents, _ := os.ReadDir(wdir); len(ents) != 0 {
+		t.Errorf("the working directory holds %v after the job", ents)
+	}
+	// With --set-cwd-to-session-dir each rank finds it in its own.
+	r = prun(t, "--set-cwd-to-session-dir", "--preload-files", data, "-n", "2", "sh", "-c", `cat in.dat; echo " $PWD"`)
+	expectCode(t, r, 0)
+	if ls := lines(r.stdout); len(ls) != 2 || !strings.HasPrefix(ls[0], "payload /") || !strings.HasPrefix(ls[1], "payload /") || ls[0] == ls[1] {
+		t.Errorf("--set-cwd-to-session-dir: stdout %q, want the file in each rank's own directory", r.stdout)
+	}
+	theirs := filepath.Join(wdir, "in.dat")
+	os.WriteFile(theirs, []byte("theirs"), 0o644)
+	started := filepath.Join(t.TempDir(), "started")
+	r = prun(t, "--preload-files", data, "--wdir", wdir, "-n", "1", "touch", started)
+	expectCode(t, r, 1)
+	if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--preload-files: "+theirs) {
+		t.Errorf("stderr = %q, want one line naming the file in the way", r.stderr)
+	}
+	if _, err := os.Stat(started); err == nil {
+		t.Error("the rank ran although its file could not be placed")
+	}
+	if b, _ := os.ReadFile(theirs); string(b) != "theirs" {
+		t.Errorf("the file in the way became %q", b)
+	}
+}
+
+func extrasPath(t *testing.T) {
+	dir := t.TempDir()
+	writeScript(t, dir, "only-here-prun-e2e", "echo found\n")
+	r := prun(t, "-n", "1", "--path", "/nonexistent:"+dir, "only-here-prun-e2e")
+	expectCode(t, r, 0)
+	if r.stdout != "found\n" {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+}
+
+func extrasEnvnone(t *testing.T) {
+	show := `echo "[$E2E_OUTER] [$E2E_SET] [$PRUN_RANK] [$PMIX_RANK]"`
+	r := run(t, opts{args: []string{"-n", "1", "-envnone", "-x", "E2E_SET=s", "sh", "-c", show, ":",
+		"-n", "1", "sh", "-c", show}, env: []string{"E2E_OUTER=o"}})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "[] [s] [0] [0]\n")
+	expectContains(t, "stdout", r.stdout, "[o] [] [1] [1]\n")
+	r = run(t, opts{args: []string{"-genvnone", "-n", "2", "sh", "-c", show}, env: []string{"E2E_OUTER=o"}})
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "[o]") {
+		t.Errorf("-genvnone: stdout = %q", r.stdout)
+	}
+	// -envall gives one context its environment back.
+	r = run(t, opts{args: []string{"-genvnone", "-n", "1", "sh", "-c", show, ":", "-envall", "-n", "1", "sh", "-c", show},
+		env: []string{"E2E_OUTER=o"}})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "[] [] [0] [0]\n")
+	expectContains(t, "stdout", r.stdout, "[o] [] [1] [1]\n")
+}
+
+func extrasPrependPattern(t *testing.T) {
+	host, _ := os.Hostname()
+	r := prun(t, "-prepend-pattern", "<%r|%g|%h|%p|%%> ", "-n", "2", "sh", "-c", "echo out; echo err >&2")
+	expectCode(t, r, 0)
+	for _, rk := range []string{"0", "1"} {
+		p := "<" + rk + "|0|" + host + "|0|%> "
+		expectContains(t, "stdout", r.stdout, p+"out\n")
+		expectContains(t, "stderr", r.stderr, p+"err\n")
+	}
+	r = prun(t, "-prepend-pattern", "%x", "-n", "1", "true")
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "unknown specifier %x")
+}
+
+func extrasFilePatterns(t *testing.T) {
+	dir := t.TempDir()
+	host, _ := os.Hostname()
+	r := prun(t, "-outfile-pattern", filepath.Join(dir, "out.%r.%h"), "-n", "2", "sh", "-c", `echo "out $PMI_RANK"; echo "err $PMI_RANK" >&2`)
+	expectCode(t, r, 0)
+	if r.stdout != "" {
+		t.Errorf("stdout = %q, want it all in the files", r.stdout)
+	}
+	expectContains(t, "stderr", r.stderr, "err 0\n")
+	expectContains(t, "stderr", r.stderr, "err 1\n")
+	for _, rk := range []string{"0", "1"} {
+		if b, err := os.ReadFile(filepath.Join(dir, "out."+rk+"."+host)); err != nil || string(b) != "out "+rk+"\n" {
+			t.Errorf("rank %s's file: %q, %v", rk, b, err)
 		}
-	})
-	t.Run("enable-recovery", func(t *testing.T) {
-		// A failed rank does not end the job: the others finish their work,
-		// and the first failure is prun's exit status.
-		script := `case $PRUN_RANK in 1) exit 3;; 2) sleep 0.2; kill -9 $$;; esac; sleep 0.5; echo "rank $PRUN_RANK done"`
-		r := prun(t, "--enable-recovery", "-n", "4", "sh", "-c", script)
-		expectCode(t, r, 3)
-		got := lines(r.stdout)
-		sort.Strings(got)
-		if strings.Join(got, ",") != "rank 0 done,rank 3 done" {
-			t.Errorf("stdout %q, want ranks 0 and 3 to finish", r.stdout)
+	}
+	// One file for every rank's stderr: whole lines, each once.
+	r = prun(t, "-errfile-pattern", filepath.Join(dir, "all.err"), "-n", "3", "sh", "-c", `echo "err $PMI_RANK" >&2`)
+	expectCode(t, r, 0)
+	if r.stderr != "" {
+		t.Errorf("stderr = %q", r.stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "all.err"))
+	got := lines(string(b))
+	sort.Strings(got)
+	if strings.Join(got, ",") != "err 0,err 1,err 2" {
+		t.Errorf("all.err = %q", b)
+	}
+}
+
+func extrasVerbose(t *testing.T) {
+	// An MPICH-style PMI client: -v shows its requests and the milestones.
+	r := prun(t, "-v", "-n", "1", "sh", "-c", `echo "cmd=init pmi_version=1 pmi_subversion=1" >&$PMI_FD; read -r reply <&$PMI_FD; echo cmd=finalize >&$PMI_FD; read -r reply <&$PMI_FD; echo done`)
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "done\n")
+	expectContains(t, "stderr", r.stderr, "ranks started")
+	expectContains(t, "stderr", r.stderr, "cmd=init")
+	// -profile: the milestones alone, no PMI traffic.
+	r = prun(t, "-profile", "-n", "1", "sh", "-c", `echo "cmd=init pmi_version=1 pmi_subversion=1" >&$PMI_FD; read -r reply <&$PMI_FD; echo cmd=finalize >&$PMI_FD; read -r reply <&$PMI_FD`)
+	expectCode(t, r, 0)
+	expectContains(t, "stderr", r.stderr, "ranks started")
+	if strings.Contains(r.stderr, "cmd=init") {
+		t.Errorf("-profile showed PMI traffic: %q", r.stderr)
+	}
+	for _, l := range lines(r.stderr) {
+		if !strings.HasPrefix(l, "prun timing ") {
+			t.Errorf("-profile: %q is not a milestone", l)
 		}
-		ls := lines(r.stderr)
-		if len(ls) != 2 || !strings.Contains(ls[0], "rank 1 (sh)") || !strings.Contains(ls[0], "exited with status 3; the other ranks go on") ||
-			!strings.Contains(ls[1], "rank 2 (sh)") || !strings.Contains(ls[1], "signal 9") {
-			t.Errorf("stderr %q, want a line for each failure", r.stderr)
+	}
+	r = prun(t, "-n", "1", "true")
+	if r.stderr != "" {
+		t.Errorf("without -v: stderr = %q", r.stderr)
+	}
+}
+
+func extrasLocalhost(t *testing.T) {
+	// Hydra's -localhost names this node in the host list; its own
+	// address does too. Neither is reached over SSH (there is no
+	// such host to reach).
+	r := prun(t, "-localhost", "prun-e2e-front", "-H", "prun-e2e-front:2", "-n", "2", "sh", "-c", `echo "on $PMIX_HOSTNAME"`)
+	expectCode(t, r, 0)
+	if r.stdout != "on prun-e2e-front\non prun-e2e-front\n" {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			r := prun(t, "-H", n.IP.String()+":1", "-n", "1", "echo", "ran")
+			expectCode(t, r, 0)
+			expectContains(t, "stdout", r.stdout, "ran\n")
+			break
 		}
-		report := filepath.Join(t.TempDir(), "report.json")
-		r = prun(t, "--enable-recovery", "--report", report, "-n", "2", "sh", "-c", `exit $PRUN_RANK`)
-		expectCode(t, r, 1)
-		var rep struct {
-			FirstFailure *struct {
-				Message string
-				Status  int
-			} `json:"first_failure"`
+	}
+}
+
+func extrasArgvAndCwd(t *testing.T) {
+	r := prun(t, "--index-argv-by-rank", "--set-cwd-to-session-dir", "-n", "2", "sh", "-c", `echo "$0 $(pwd)"`)
+	expectCode(t, r, 0)
+	got := lines(r.stdout)
+	sort.Strings(got)
+	if len(got) != 2 {
+		t.Fatalf("stdout = %q", r.stdout)
+	}
+	for i, l := range got {
+		name, dir, _ := strings.Cut(l, " ")
+		// The rank's session directory: TMPDIR/prun.PID.X/NSPACE/RANK.
+		if name != fmt.Sprintf("sh-%d", i) || filepath.Base(dir) != strconv.Itoa(i) ||
+			!strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "prun.") {
+			t.Errorf("rank %d: %q", i, l)
 		}
-		if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &rep) != nil || rep.FirstFailure == nil ||
-			!strings.HasPrefix(rep.FirstFailure.Message, "rank 1 (sh)") || rep.FirstFailure.Status != 1 {
-			t.Errorf("--report: first_failure %+v, %v; want rank 1's", rep.FirstFailure, err)
-		}
-		// Without the flag the first failure ends the job.
-		r = prun(t, "-n", "4", "sh", "-c", script)
-		expectCode(t, r, 3)
-		if strings.Contains(r.stdout, "done") {
-			t.Errorf("without --enable-recovery the others finished: %q", r.stdout)
-		}
-	})
-	t.Run("show-progress", func(t *testing.T) {
-		r := prun(t, "--show-progress", "-n", "3", "echo", "out")
-		expectCode(t, r, 0)
-		if r.stdout != "out\nout\nout\n" || r.stderr != "prun: 1 of 3 processes started\nprun: 2 of 3 processes started\nprun: 3 of 3 processes started\n" {
-			t.Errorf("stdout %q, stderr %q; want the output alone, and every start counted on stderr", r.stdout, r.stderr)
-		}
-		r = prun(t, "--show-progress", "-n", "20", "true")
-		if got := strings.Count(r.stderr, "processes started"); got != 10 || !strings.HasSuffix(r.stderr, "prun: 20 of 20 processes started\n") {
-			t.Errorf("-n 20: %d progress lines %q; want one per tenth", got, r.stderr)
-		}
-	})
-	t.Run("preload", func(t *testing.T) {
-		// On the launching node the program is the same file: it runs from
-		// where it is. The file lands in the working directory and is gone
-		// after the job; a different file of that name there stops the
-		// launch before anything starts, and stays as it was.
-		src, wdir := t.TempDir(), t.TempDir()
-		app := writeScript(t, src, "app.sh", `echo "$0 $(cat in.dat)"`+"\n")
-		data := filepath.Join(src, "in.dat")
-		os.WriteFile(data, []byte("payload"), 0o600)
-		r := prun(t, "-s", "--preload-files", data, "--wdir", wdir, "-n", "2", app)
-		expectCode(t, r, 0)
-		if want := app + " payload\n"; r.stdout != want+want {
-			t.Errorf("stdout %q, want %q twice", r.stdout, want)
-		}
-		if ents, _ := os.ReadDir(wdir); len(ents) != 0 {
-			t.Errorf("the working directory holds %v after the job", ents)
-		}
-		// With --set-cwd-to-session-dir each rank finds it in its own.
-		r = prun(t, "--set-cwd-to-session-dir", "--preload-files", data, "-n", "2", "sh", "-c", `cat in.dat; echo " $PWD"`)
-		expectCode(t, r, 0)
-		if ls := lines(r.stdout); len(ls) != 2 || !strings.HasPrefix(ls[0], "payload /") || !strings.HasPrefix(ls[1], "payload /") || ls[0] == ls[1] {
-			t.Errorf("--set-cwd-to-session-dir: stdout %q, want the file in each rank's own directory", r.stdout)
-		}
-		theirs := filepath.Join(wdir, "in.dat")
-		os.WriteFile(theirs, []byte("theirs"), 0o644)
-		started := filepath.Join(t.TempDir(), "started")
-		r = prun(t, "--preload-files", data, "--wdir", wdir, "-n", "1", "touch", started)
-		expectCode(t, r, 1)
-		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], "--preload-files: "+theirs) {
-			t.Errorf("stderr = %q, want one line naming the file in the way", r.stderr)
-		}
-		if _, err := os.Stat(started); err == nil {
-			t.Error("the rank ran although its file could not be placed")
-		}
-		if b, _ := os.ReadFile(theirs); string(b) != "theirs" {
-			t.Errorf("the file in the way became %q", b)
-		}
-	})
-	t.Run("path", func(t *testing.T) {
-		dir := t.TempDir()
-		writeScript(t, dir, "only-here-prun-e2e", "echo found\n")
-		r := prun(t, "-n", "1", "--path", "/nonexistent:"+dir, "only-here-prun-e2e")
-		expectCode(t, r, 0)
-		if r.stdout != "found\n" {
-			t.Errorf("stdout = %q", r.stdout)
-		}
-	})
-	t.Run("envnone", func(t *testing.T) {
-		show := `echo "[$E2E_OUTER] [$E2E_SET] [$PRUN_RANK] [$PMIX_RANK]"`
-		r := run(t, opts{args: []string{"-n", "1", "-envnone", "-x", "E2E_SET=s", "sh", "-c", show, ":",
-			"-n", "1", "sh", "-c", show}, env: []string{"E2E_OUTER=o"}})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "[] [s] [0] [0]\n")
-		expectContains(t, "stdout", r.stdout, "[o] [] [1] [1]\n")
-		r = run(t, opts{args: []string{"-genvnone", "-n", "2", "sh", "-c", show}, env: []string{"E2E_OUTER=o"}})
-		expectCode(t, r, 0)
-		if strings.Contains(r.stdout, "[o]") {
-			t.Errorf("-genvnone: stdout = %q", r.stdout)
-		}
-		// -envall gives one context its environment back.
-		r = run(t, opts{args: []string{"-genvnone", "-n", "1", "sh", "-c", show, ":", "-envall", "-n", "1", "sh", "-c", show},
-			env: []string{"E2E_OUTER=o"}})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "[] [] [0] [0]\n")
-		expectContains(t, "stdout", r.stdout, "[o] [] [1] [1]\n")
-	})
-	t.Run("prepend-pattern", func(t *testing.T) {
-		host, _ := os.Hostname()
-		r := prun(t, "-prepend-pattern", "<%r|%g|%h|%p|%%> ", "-n", "2", "sh", "-c", "echo out; echo err >&2")
-		expectCode(t, r, 0)
-		for _, rk := range []string{"0", "1"} {
-			p := "<" + rk + "|0|" + host + "|0|%> "
-			expectContains(t, "stdout", r.stdout, p+"out\n")
-			expectContains(t, "stderr", r.stderr, p+"err\n")
-		}
-		r = prun(t, "-prepend-pattern", "%x", "-n", "1", "true")
-		expectCode(t, r, 2)
-		expectContains(t, "stderr", r.stderr, "unknown specifier %x")
-	})
-	t.Run("file-patterns", func(t *testing.T) {
-		dir := t.TempDir()
-		host, _ := os.Hostname()
-		r := prun(t, "-outfile-pattern", filepath.Join(dir, "out.%r.%h"), "-n", "2", "sh", "-c", `echo "out $PMI_RANK"; echo "err $PMI_RANK" >&2`)
-		expectCode(t, r, 0)
-		if r.stdout != "" {
-			t.Errorf("stdout = %q, want it all in the files", r.stdout)
-		}
-		expectContains(t, "stderr", r.stderr, "err 0\n")
-		expectContains(t, "stderr", r.stderr, "err 1\n")
-		for _, rk := range []string{"0", "1"} {
-			if b, err := os.ReadFile(filepath.Join(dir, "out."+rk+"."+host)); err != nil || string(b) != "out "+rk+"\n" {
-				t.Errorf("rank %s's file: %q, %v", rk, b, err)
-			}
-		}
-		// One file for every rank's stderr: whole lines, each once.
-		r = prun(t, "-errfile-pattern", filepath.Join(dir, "all.err"), "-n", "3", "sh", "-c", `echo "err $PMI_RANK" >&2`)
-		expectCode(t, r, 0)
-		if r.stderr != "" {
-			t.Errorf("stderr = %q", r.stderr)
-		}
-		b, _ := os.ReadFile(filepath.Join(dir, "all.err"))
-		got := lines(string(b))
-		sort.Strings(got)
-		if strings.Join(got, ",") != "err 0,err 1,err 2" {
-			t.Errorf("all.err = %q", b)
-		}
-	})
-	t.Run("verbose", func(t *testing.T) {
-		// An MPICH-style PMI client: -v shows its requests and the milestones.
-		r := prun(t, "-v", "-n", "1", "sh", "-c", `echo "cmd=init pmi_version=1 pmi_subversion=1" >&$PMI_FD; read -r reply <&$PMI_FD; echo cmd=finalize >&$PMI_FD; read -r reply <&$PMI_FD; echo done`)
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "done\n")
-		expectContains(t, "stderr", r.stderr, "ranks started")
-		expectContains(t, "stderr", r.stderr, "cmd=init")
-		// -profile: the milestones alone, no PMI traffic.
-		r = prun(t, "-profile", "-n", "1", "sh", "-c", `echo "cmd=init pmi_version=1 pmi_subversion=1" >&$PMI_FD; read -r reply <&$PMI_FD; echo cmd=finalize >&$PMI_FD; read -r reply <&$PMI_FD`)
-		expectCode(t, r, 0)
-		expectContains(t, "stderr", r.stderr, "ranks started")
-		if strings.Contains(r.stderr, "cmd=init") {
-			t.Errorf("-profile showed PMI traffic: %q", r.stderr)
-		}
-		for _, l := range lines(r.stderr) {
-			if !strings.HasPrefix(l, "prun timing ") {
-				t.Errorf("-profile: %q is not a milestone", l)
-			}
-		}
-		r = prun(t, "-n", "1", "true")
-		if r.stderr != "" {
-			t.Errorf("without -v: stderr = %q", r.stderr)
-		}
-	})
-	t.Run("localhost", func(t *testing.T) {
-		// Hydra's -localhost names this node in the host list; its own
-		// address does too. Neither is reached over SSH (there is no
-		// such host to reach).
-		r := prun(t, "-localhost", "prun-e2e-front", "-H", "prun-e2e-front:2", "-n", "2", "sh", "-c", `echo "on $PMIX_HOSTNAME"`)
-		expectCode(t, r, 0)
-		if r.stdout != "on prun-e2e-front\non prun-e2e-front\n" {
-			t.Errorf("stdout = %q", r.stdout)
-		}
-		addrs, _ := net.InterfaceAddrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
-				r := prun(t, "-H", n.IP.String()+":1", "-n", "1", "echo", "ran")
-				expectCode(t, r, 0)
-				expectContains(t, "stdout", r.stdout, "ran\n")
-				break
-			}
-		}
-	})
-	t.Run("argv-and-cwd", func(t *testing.T) {
-		r := prun(t, "--index-argv-by-rank", "--set-cwd-to-session-dir", "-n", "2", "sh", "-c", `echo "$0 $(pwd)"`)
-		expectCode(t, r, 0)
-		got := lines(r.stdout)
-		sort.Strings(got)
-		if len(got) != 2 {
-			t.Fatalf("stdout = %q", r.stdout)
-		}
-		for i, l := range got {
-			name, dir, _ := strings.Cut(l, " ")
-			// The rank's session directory: TMPDIR/prun.PID.X/NSPACE/RANK.
-			if name != fmt.Sprintf("sh-%d", i) || filepath.Base(dir) != strconv.Itoa(i) ||
-				!strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "prun.") {
-				t.Errorf("rank %d: %q", i, l)
-			}
-		}
-	})
-	t.Run("ppr", func(t *testing.T) {
-		r := prun(t, "--ppr", "1:package", "--display-devel-map", "-n", "1", "echo", "ran")
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "rank  app  host")
-		expectContains(t, "stdout", r.stdout, "ran\n")
-		r = prun(t, "--ppr", "1:package", "--novm", "-n", "2", "true")
-		expectCode(t, r, 2)
-		if ls := lines(r.stderr); len(ls) != 1 {
-			t.Errorf("-n 2 with --ppr 1:package on one package: stderr = %q, want one line", r.stderr)
-		}
-	})
+	}
+}
+
+func extrasPpr(t *testing.T) {
+	r := prun(t, "--ppr", "1:package", "--display-devel-map", "-n", "1", "echo", "ran")
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "rank  app  host")
+	expectContains(t, "stdout", r.stdout, "ran\n")
+	r = prun(t, "--ppr", "1:package", "--novm", "-n", "2", "true")
+	expectCode(t, r, 2)
+	if ls := lines(r.stderr); len(ls) != 1 {
+		t.Errorf("-n 2 with --ppr 1:package on one package: stderr = %q, want one line", r.stderr)
+	}
 }

@@ -196,284 +196,294 @@ func (d *dvmUnder) expectServing(t *testing.T) {
 func TestDVM(t *testing.T) {
 	d := startDVM(t, nil, "--host", "localhost:4")
 
-	t.Run("output-and-status", func(t *testing.T) {
-		r := d.run(t, opts{args: []string{"-n", "4", "echo", "hi"}})
-		expectCode(t, r, 0)
-		if r.stdout != "hi\nhi\nhi\nhi\n" {
-			t.Errorf("%s", r)
-		}
-		r = d.run(t, opts{args: []string{"-n", "2", "sh", "-c", "exit 3"}})
-		expectCode(t, r, 3)
-		expectContains(t, "stderr", r.stderr, "exited with status 3")
-		r = d.run(t, opts{args: []string{"--output", "tag", "-n", "1", "echo", "a", ":", "-n", "1", "echo", "b"}})
-		expectCode(t, r, 0)
-		got := lines(r.stdout)
-		sort.Strings(got)
-		if strings.Join(got, ",") != "[0,0]<stdout>:a,[1,1]<stdout>:b" {
-			t.Errorf("tagged: %q", got)
-		}
-		r = d.run(t, opts{args: []string{"-n", "1", "cat"}, stdin: strings.NewReader("from stdin\n")})
-		expectCode(t, r, 0)
-		if r.stdout != "from stdin\n" {
-			t.Errorf("stdin: %s", r)
-		}
-		// The submitter's environment, not the DVM's.
-		r = d.run(t, opts{args: []string{"-n", "1", "sh", "-c", "echo $DVM_TEST_VAR"}, env: []string{"DVM_TEST_VAR=mine"}})
-		if r.stdout != "mine\n" {
-			t.Errorf("environment: %s", r)
-		}
-		r = d.run(t, opts{args: []string{"--timeout", "1", "-n", "1", "sleep", "30"}})
-		expectCode(t, r, 124)
-	})
+	t.Run("output-and-status", d.testDVMOutputAndStatus)
+	t.Run("command-line-parsed-by-the-dvm", d.testDVMCommandLineParsedByTheDvm)
+	t.Run("mpi", d.testDVMMpi)
+	t.Run("signal-ends-the-job-not-the-dvm", d.testDVMSignalEndsTheJobNotTheDvm)
+	t.Run("fit-and-wait", d.testDVMFitAndWait)
+	t.Run("ps-and-kill", d.testDVMPsAndKill)
+	t.Run("failures-then-a-good-job", d.testDVMFailuresThenAGoodJob)
+	t.Run("other-user", d.testDVMOtherUser)
+	t.Run("stop-all-jobs", d.testDVMStopAllJobs)
+}
 
-	// The submitter sends its command line unparsed (cmd/prun/submit.c,
-	// before Go's runtime; launcher.Submit with --dvm): the DVM parses it
-	// in the submitter's working directory and environment, and prints
-	// what prun prints before a launch to the submitter's descriptors.
-	t.Run("command-line-parsed-by-the-dvm", func(t *testing.T) {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "hf"), []byte("localhost slots=4\n"), 0o644); err != nil {
-			t.Fatal(err)
+func (d *dvmUnder) testDVMOutputAndStatus(t *testing.T) {
+	r := d.run(t, opts{args: []string{"-n", "4", "echo", "hi"}})
+	expectCode(t, r, 0)
+	if r.stdout != "hi\nhi\nhi\nhi\n" {
+		t.Errorf("%s", r)
+	}
+	r = d.run(t, opts{args: []string{"-n", "2", "sh", "-c", "exit 3"}})
+	expectCode(t, r, 3)
+	expectContains(t, "stderr", r.stderr, "exited with status 3")
+	r = d.run(t, opts{args: []string{"--output", "tag", "-n", "1", "echo", "a", ":", "-n", "1", "echo", "b"}})
+	expectCode(t, r, 0)
+	got := lines(r.stdout)
+	sort.Strings(got)
+	if strings.Join(got, ",") != "[0,0]<stdout>:a,[1,1]<stdout>:b" {
+		t.Errorf("tagged: %q", got)
+	}
+	r = d.run(t, opts{args: []string{"-n", "1", "cat"}, stdin: strings.NewReader("from stdin\n")})
+	expectCode(t, r, 0)
+	if r.stdout != "from stdin\n" {
+		t.Errorf("stdin: %s", r)
+	}
+	// The submitter's environment, not the DVM's.
+	r = d.run(t, opts{args: []string{"-n", "1", "sh", "-c", "echo $DVM_TEST_VAR"}, env: []string{"DVM_TEST_VAR=mine"}})
+	if r.stdout != "mine\n" {
+		t.Errorf("environment: %s", r)
+	}
+	r = d.run(t, opts{args: []string{"--timeout", "1", "-n", "1", "sleep", "30"}})
+	expectCode(t, r, 124)
+}
+
+// The submitter sends its command line unparsed (cmd/prun/submit.c,
+// before Go's runtime; launcher.Submit with --dvm): the DVM parses it
+// in the submitter's working directory and environment, and prints
+// what prun prints before a launch to the submitter's descriptors.
+func (d *dvmUnder) testDVMCommandLineParsedByTheDvm(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hf"), []byte("localhost slots=4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	writeScript(t, bin, "only-in-my-path", "echo found\n")
+	path := "PATH=" + bin + ":" + os.Getenv("PATH")
+	for _, client := range [][]string{nil, {"--dvm", d.dir}} {
+		timing := []string{"PRUN_DEBUG_TIMING=1", path}
+		// Relative files from the submitter's directory; a program in
+		// its PATH alone.
+		r := d.run(t, opts{args: append(slices.Clone(client), "--hostfile", "hf", "--output-filename", "outd",
+			"-n", "2", "only-in-my-path"), dir: dir, env: timing})
+		expectCode(t, r, 0)
+		if fast := strings.Contains(r.stderr, "the C submitter"); fast != (client == nil) {
+			t.Errorf("with %q, submitted by the C client: %v (stderr %q)", client, fast, r.stderr)
 		}
-		bin := filepath.Join(dir, "bin")
-		os.Mkdir(bin, 0o755)
-		writeScript(t, bin, "only-in-my-path", "echo found\n")
-		path := "PATH=" + bin + ":" + os.Getenv("PATH")
-		for _, client := range [][]string{nil, {"--dvm", d.dir}} {
-			timing := []string{"PRUN_DEBUG_TIMING=1", path}
-			// Relative files from the submitter's directory; a program in
-			// its PATH alone.
-			r := d.run(t, opts{args: append(slices.Clone(client), "--hostfile", "hf", "--output-filename", "outd",
-				"-n", "2", "only-in-my-path"), dir: dir, env: timing})
-			expectCode(t, r, 0)
-			if fast := strings.Contains(r.stderr, "the C submitter"); fast != (client == nil) {
-				t.Errorf("with %q, submitted by the C client: %v (stderr %q)", client, fast, r.stderr)
+		var found int
+		filepath.WalkDir(filepath.Join(dir, "outd"), func(p string, e os.DirEntry, err error) error {
+			if b, _ := os.ReadFile(p); err == nil && !e.IsDir() && string(b) == "found\n" {
+				found++
 			}
-			var found int
-			filepath.WalkDir(filepath.Join(dir, "outd"), func(p string, e os.DirEntry, err error) error {
-				if b, _ := os.ReadFile(p); err == nil && !e.IsDir() && string(b) == "found\n" {
-					found++
-				}
-				return nil
-			})
-			if found != 2 {
-				t.Errorf("with %q: %d output files under %s/outd say found (want 2)", client, found, dir)
-			}
-			os.RemoveAll(filepath.Join(dir, "outd"))
-			r = d.run(t, opts{args: append(slices.Clone(client), "-x", "PRUN_TEST_UNSET", "-n", "1", "true"), dir: dir})
-			expectCode(t, r, 0)
-			expectContains(t, "stderr", r.stderr, "prun: warning: -x PRUN_TEST_UNSET: not set")
-			r = d.run(t, opts{args: append(slices.Clone(client), "-n", "1", "nosuchprog-xyz"), dir: dir})
-			expectCode(t, r, 2)
-			expectContains(t, "stderr", r.stderr, "prun: nosuchprog-xyz: command not found in PATH")
+			return nil
+		})
+		if found != 2 {
+			t.Errorf("with %q: %d output files under %s/outd say found (want 2)", client, found, dir)
 		}
-		// Not a job: the submitter runs it itself. --version names the
-		// binary the user ran (the runtime's may be another build).
-		r := d.run(t, opts{args: []string{"--version"}})
+		os.RemoveAll(filepath.Join(dir, "outd"))
+		r = d.run(t, opts{args: append(slices.Clone(client), "-x", "PRUN_TEST_UNSET", "-n", "1", "true"), dir: dir})
 		expectCode(t, r, 0)
-		if standalone := prun(t, "--version"); r.stdout != standalone.stdout || r.stdout == "" {
-			t.Errorf("--version through the DVM printed %q, standalone %q", r.stdout, standalone.stdout)
-		}
-		r = d.run(t, opts{args: []string{"completion", "bash"}})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "bash completion")
-	})
-
-	t.Run("mpi", func(t *testing.T) {
-		cluster.Quiet(t) // as the MPI tests on this node
-		for _, tc := range []ctest.Toolchain{ctest.MPICH, ctest.OpenMPI} {
-			dir, ring := built(t, tc, "ring.c")
-			r := d.run(t, opts{args: []string{"-n", "4", ring}, dir: dir})
-			expectCode(t, r, 0)
-			expectContains(t, "stdout", r.stdout, "ring: 4 ranks, 10 laps, sum ok\n")
-		}
-	})
-
-	t.Run("signal-ends-the-job-not-the-dvm", func(t *testing.T) {
-		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
-		d.ranks(p, 2, "sleep")
-		p.signal(syscall.SIGINT)
-		r := p.wait()
-		expectCode(t, r, 130)
-		d.expectServing(t)
-	})
-
-	t.Run("fit-and-wait", func(t *testing.T) {
-		r := d.run(t, opts{args: []string{"-n", "5", "true"}})
+		expectContains(t, "stderr", r.stderr, "prun: warning: -x PRUN_TEST_UNSET: not set")
+		r = d.run(t, opts{args: append(slices.Clone(client), "-n", "1", "nosuchprog-xyz"), dir: dir})
 		expectCode(t, r, 2)
-		expectContains(t, "stderr", r.stderr, "5 processes requested but only 4 slots are available")
-		p := d.start(t, opts{args: []string{"-n", "3", "sleep", "2"}})
-		d.ranks(p, 3, "sleep")
-		st := d.status(t)
-		expectContains(t, "status", st.text, "1 of 4 slots free")
-		r = d.run(t, opts{args: []string{"-n", "2", "true"}})
-		expectCode(t, r, 1)
-		expectContains(t, "stderr", r.stderr, "does not fit the DVM now (1 of 4 slots free)")
-		r = d.run(t, opts{args: []string{"--wait", "-n", "2", "echo", "waited"}})
+		expectContains(t, "stderr", r.stderr, "prun: nosuchprog-xyz: command not found in PATH")
+	}
+	// Not a job: the submitter runs it itself. --version names the
+	// binary the user ran (the runtime's may be another build).
+	r := d.run(t, opts{args: []string{"--version"}})
+	expectCode(t, r, 0)
+	if standalone := prun(t, "--version"); r.stdout != standalone.stdout || r.stdout == "" {
+		t.Errorf("--version through the DVM printed %q, standalone %q", r.stdout, standalone.stdout)
+	}
+	r = d.run(t, opts{args: []string{"completion", "bash"}})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "bash completion")
+}
+
+func (d *dvmUnder) testDVMMpi(t *testing.T) {
+	cluster.Quiet(t) // as the MPI tests on this node
+	for _, tc := range []ctest.Toolchain{ctest.MPICH, ctest.OpenMPI} {
+		dir, ring := built(t, tc, "ring.c")
+		r := d.run(t, opts{args: []string{"-n", "4", ring}, dir: dir})
 		expectCode(t, r, 0)
-		if r.stdout != "waited\nwaited\n" || r.dur < time.Second {
-			t.Errorf("--wait: %s", r)
-		}
-		expectCode(t, p.wait(), 0)
-	})
+		expectContains(t, "stdout", r.stdout, "ring: 4 ranks, 10 laps, sum ok\n")
+	}
+}
 
-	t.Run("ps-and-kill", func(t *testing.T) {
-		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
-		d.ranks(p, 2, "sleep")
-		out, err := d.cmd(t, "ps", "--json")
-		var jobs []struct {
-			Job     int
-			State   string
-			Ranks   int
-			Command string
-		}
-		if err != nil || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 1 || jobs[0].Ranks != 2 ||
-			jobs[0].State != "running" || !strings.Contains(jobs[0].Command, "sleep 100") {
-			t.Fatalf("ps --json: %v %q", err, out)
-		}
-		if out, err := d.cmd(t, "stop"); err == nil || !strings.Contains(out, "1 job running") {
-			t.Errorf("stop with a job running: %v %q", err, out)
-		}
-		if out, err := d.cmd(t, "kill", fmt.Sprint(jobs[0].Job)); err != nil {
-			t.Errorf("kill: %v %s", err, out)
-		}
-		expectCode(t, p.wait(), 128+int(syscall.SIGTERM))
-		d.expectServing(t)
-	})
+func (d *dvmUnder) testDVMSignalEndsTheJobNotTheDvm(t *testing.T) {
+	p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
+	d.ranks(p, 2, "sleep")
+	p.signal(syscall.SIGINT)
+	r := p.wait()
+	expectCode(t, r, 130)
+	d.expectServing(t)
+}
 
-	// Submissions that fail anywhere are their submitter's business.
-	t.Run("failures-then-a-good-job", func(t *testing.T) {
-		r := d.run(t, opts{args: []string{"--host", "nothere", "-n", "1", "true"}})
-		expectCode(t, r, 2)
-		expectContains(t, "stderr", r.stderr, "host nothere is not one of the DVM's nodes")
-		r = d.run(t, opts{args: []string{"-n", "2", "sh", "-c", "kill -SEGV $$"}})
-		expectCode(t, r, 128+int(syscall.SIGSEGV))
-		// A program that is gone by the time the DVM starts it.
-		dir := t.TempDir()
-		prog := writeScript(t, dir, "vanish", "#!/bin/sh\necho never\n")
-		r = d.run(t, opts{args: []string{"-n", "1", "sh", "-c", "rm " + prog}})
-		expectCode(t, r, 0)
-		// A client that dies mid-submit: a hello without descriptors, half a
-		// message, gone.
-		c, err := net.Dial("unix", filepath.Join(d.dir, "sock"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Write([]byte{'R', 0, 0, 1, 0, '{'})
-		c.Close()
-		// A submitter killed while its job runs: the job ends, and says
-		// why (on the submitter's stderr, which outlives it, and in its
-		// report): no signal reached anyone.
-		report := filepath.Join(t.TempDir(), "report.json")
-		p := d.start(t, opts{args: []string{"--report", report, "-n", "2", "sleep", "100"}, allowZombieRanks: true})
-		ranks := d.ranks(p, 2, "sleep")
-		syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
-		r = p.wait()
-		gone := fmt.Sprintf("its submitter (prun, pid %d) went away: the connection to the DVM closed", p.cmd.Process.Pid)
-		expectContains(t, "stderr", r.stderr, "prun: "+gone+"; ending its job: SIGHUP to 2 ranks")
-		if strings.Contains(r.stderr, "received SIGHUP") {
-			t.Errorf("a killed submitter's job says it received SIGHUP:\n%s", r.stderr)
-		}
-		var rep struct {
-			ExitStatus   int `json:"exit_status"`
-			Signal       string
-			FirstFailure struct{ Message string } `json:"first_failure"`
-		}
-		if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &rep) != nil ||
-			rep.FirstFailure.Message != gone || rep.Signal != "" || rep.ExitStatus != 128+int(syscall.SIGHUP) {
-			t.Errorf("the report of a killed submitter's job: %v %+v", err, rep)
-		}
-		if log, _ := os.ReadFile(filepath.Join(d.dir, "log")); !strings.Contains(string(log), fmt.Sprintf("its submitter (pid %d) went away; ending the job", p.cmd.Process.Pid)) {
-			t.Errorf("the DVM's log says nothing of the submitter gone:\n%s", log)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for _, rk := range ranks {
-			for syscall.Kill(rk.pid, 0) == nil && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			if syscall.Kill(rk.pid, 0) == nil {
-				t.Errorf("rank pid %d outlived its killed submitter", rk.pid)
-			}
-		}
-		d.expectServing(t)
-	})
+func (d *dvmUnder) testDVMFitAndWait(t *testing.T) {
+	r := d.run(t, opts{args: []string{"-n", "5", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "5 processes requested but only 4 slots are available")
+	p := d.start(t, opts{args: []string{"-n", "3", "sleep", "2"}})
+	d.ranks(p, 3, "sleep")
+	st := d.status(t)
+	expectContains(t, "status", st.text, "1 of 4 slots free")
+	r = d.run(t, opts{args: []string{"-n", "2", "true"}})
+	expectCode(t, r, 1)
+	expectContains(t, "stderr", r.stderr, "does not fit the DVM now (1 of 4 slots free)")
+	r = d.run(t, opts{args: []string{"--wait", "-n", "2", "echo", "waited"}})
+	expectCode(t, r, 0)
+	if r.stdout != "waited\nwaited\n" || r.dur < time.Second {
+		t.Errorf("--wait: %s", r)
+	}
+	expectCode(t, p.wait(), 0)
+}
 
-	// Another user is refused by the directory (0700), and by the uid check
-	// when the directory's protection is gone.
-	t.Run("other-user", func(t *testing.T) {
-		bindir, err := os.MkdirTemp("", "prun-dvm-bin-")
-		if err != nil {
-			t.Fatal(err)
+func (d *dvmUnder) testDVMPsAndKill(t *testing.T) {
+	p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
+	d.ranks(p, 2, "sleep")
+	out, err := d.cmd(t, "ps", "--json")
+	var jobs []struct {
+		Job     int
+		State   string
+		Ranks   int
+		Command string
+	}
+	if err != nil || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 1 || jobs[0].Ranks != 2 ||
+		jobs[0].State != "running" || !strings.Contains(jobs[0].Command, "sleep 100") {
+		t.Fatalf("ps --json: %v %q", err, out)
+	}
+	if out, err := d.cmd(t, "stop"); err == nil || !strings.Contains(out, "1 job running") {
+		t.Errorf("stop with a job running: %v %q", err, out)
+	}
+	if out, err := d.cmd(t, "kill", fmt.Sprint(jobs[0].Job)); err != nil {
+		t.Errorf("kill: %v %s", err, out)
+	}
+	expectCode(t, p.wait(), 128+int(syscall.SIGTERM))
+	d.expectServing(t)
+}
+
+// Submissions that fail anywhere are their submitter's business.
+func (d *dvmUnder) testDVMFailuresThenAGoodJob(t *testing.T) {
+	r := d.run(t, opts{args: []string{"--host", "nothere", "-n", "1", "true"}})
+	expectCode(t, r, 2)
+	expectContains(t, "stderr", r.stderr, "host nothere is not one of the DVM's nodes")
+	r = d.run(t, opts{args: []string{"-n", "2", "sh", "-c", "kill -SEGV $$"}})
+	expectCode(t, r, 128+int(syscall.SIGSEGV))
+	// A program that is gone by the time the DVM starts it.
+	dir := t.TempDir()
+	prog := writeScript(t, dir, "vanish", "#!/bin/sh\necho never\n")
+	r = d.run(t, opts{args: []string{"-n", "1", "sh", "-c", "rm " + prog}})
+	expectCode(t, r, 0)
+	// A client that dies mid-submit: a hello without descriptors, half a
+	// message, gone.
+	c, err := net.Dial("unix", filepath.Join(d.dir, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte{'R', 0, 0, 1, 0, '{'})
+	c.Close()
+	// A submitter killed while its job runs: the job ends, and says
+	// why (on the submitter's stderr, which outlives it, and in its
+	// report): no signal reached anyone.
+	report := filepath.Join(t.TempDir(), "report.json")
+	p := d.start(t, opts{args: []string{"--report", report, "-n", "2", "sleep", "100"}, allowZombieRanks: true})
+	ranks := d.ranks(p, 2, "sleep")
+	syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+	r = p.wait()
+	gone := fmt.Sprintf("its submitter (prun, pid %d) went away: the connection to the DVM closed", p.cmd.Process.Pid)
+	expectContains(t, "stderr", r.stderr, "prun: "+gone+"; ending its job: SIGHUP to 2 ranks")
+	if strings.Contains(r.stderr, "received SIGHUP") {
+		t.Errorf("a killed submitter's job says it received SIGHUP:\n%s", r.stderr)
+	}
+	var rep struct {
+		ExitStatus   int `json:"exit_status"`
+		Signal       string
+		FirstFailure struct{ Message string } `json:"first_failure"`
+	}
+	if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &rep) != nil ||
+		rep.FirstFailure.Message != gone || rep.Signal != "" || rep.ExitStatus != 128+int(syscall.SIGHUP) {
+		t.Errorf("the report of a killed submitter's job: %v %+v", err, rep)
+	}
+	if log, _ := os.ReadFile(filepath.Join(d.dir, "log")); !strings.Contains(string(log), fmt.Sprintf("its submitter (pid %d) went away; ending the job", p.cmd.Process.Pid)) {
+		t.Errorf("the DVM's log says nothing of the submitter gone:\n%s", log)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, rk := range ranks {
+		for syscall.Kill(rk.pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
 		}
-		defer os.RemoveAll(bindir)
-		os.Chmod(bindir, 0o755)
-		copyFile(t, prunBin, filepath.Join(bindir, "prun"))
-		os.Chmod(filepath.Join(bindir, "prun"), 0o755)
-		stranger := func() (string, error) {
-			cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-				filepath.Join(bindir, "prun"), "--dvm", d.dir, "-n", "1", "true")
-			cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=/tmp"}
-			out, err := cmd.CombinedOutput()
-			return string(out), err
+		if syscall.Kill(rk.pid, 0) == nil {
+			t.Errorf("rank pid %d outlived its killed submitter", rk.pid)
 		}
-		// The test's own directories let nobody through (up to the
-		// runtime directory, XDG_RUNTIME_DIR); the DVM's do not.
-		for _, dir := range []string{d.tmp, filepath.Dir(d.tmp), filepath.Dir(filepath.Dir(d.dir)),
-			filepath.Dir(filepath.Dir(filepath.Dir(d.dir))), filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(d.dir))))} {
-			os.Chmod(dir, 0o755)
-			defer os.Chmod(dir, 0o700)
-		}
-		out, err := stranger()
-		if err == nil || !strings.Contains(out, "permission denied") || len(lines(out)) != 1 {
-			t.Errorf("nobody through the 0700 directory: %v %q", err, out)
-		}
-		os.Chmod(d.dir, 0o755)
-		os.Chmod(filepath.Dir(d.dir), 0o755)
-		os.Chmod(filepath.Join(d.dir, "sock"), 0o777)
-		defer os.Chmod(d.dir, 0o700)
-		defer os.Chmod(filepath.Dir(d.dir), 0o700)
-		// The client refuses a directory open to others before the uid check
-		// could; past it, the DVM's own check refuses.
-		out, err = stranger()
-		if err == nil || len(lines(out)) != 1 {
-			t.Errorf("nobody with the directory open: %v %q", err, out)
-		}
-		t.Logf("refused: %s", out)
-		c, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
-			`import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"C\x00\x00\x00\x10{\"Op\":\"status\"}"); print(s.recv(4096)[4:].decode())`,
-			filepath.Join(d.dir, "sock")).CombinedOutput()
-		if err != nil || !strings.Contains(string(c), "refused: uid 65534 is not the DVM's user") {
-			t.Errorf("nobody past the directory: %v %q", err, c)
-		}
-		// A submission: refused on the stranger's own stderr, nothing run
-		// (the refusal may come before the frame is sent).
-		c, err = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
-			`import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); socket.send_fds(s, [b"R"], [0,1,2]); f=b"\x00/\x003\x00-n\x001\x00true\x00"
+	}
+	d.expectServing(t)
+}
+
+// Another user is refused by the directory (0700), and by the uid check
+// when the directory's protection is gone.
+func (d *dvmUnder) testDVMOtherUser(t *testing.T) {
+	bindir, err := os.MkdirTemp("", "prun-dvm-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(bindir)
+	os.Chmod(bindir, 0o755)
+	copyFile(t, prunBin, filepath.Join(bindir, "prun"))
+	os.Chmod(filepath.Join(bindir, "prun"), 0o755)
+	stranger := func() (string, error) {
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			filepath.Join(bindir, "prun"), "--dvm", d.dir, "-n", "1", "true")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=/tmp"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// The test's own directories let nobody through (up to the
+	// runtime directory, XDG_RUNTIME_DIR); the DVM's do not.
+	for _, dir := range []string{d.tmp, filepath.Dir(d.tmp), filepath.Dir(filepath.Dir(d.dir)),
+		filepath.Dir(filepath.Dir(filepath.Dir(d.dir))), filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(d.dir))))} {
+		os.Chmod(dir, 0o755)
+		defer os.Chmod(dir, 0o700)
+	}
+	out, err := stranger()
+	if err == nil || !strings.Contains(out, "permission denied") || len(lines(out)) != 1 {
+		t.Errorf("nobody through the 0700 directory: %v %q", err, out)
+	}
+	os.Chmod(d.dir, 0o755)
+	os.Chmod(filepath.Dir(d.dir), 0o755)
+	os.Chmod(filepath.Join(d.dir, "sock"), 0o777)
+	defer os.Chmod(d.dir, 0o700)
+	defer os.Chmod(filepath.Dir(d.dir), 0o700)
+	// The client refuses a directory open to others before the uid check
+	// could; past it, the DVM's own check refuses.
+	out, err = stranger()
+	if err == nil || len(lines(out)) != 1 {
+		t.Errorf("nobody with the directory open: %v %q", err, out)
+	}
+	t.Logf("refused: %s", out)
+	c, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+		`import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"C\x00\x00\x00\x10{\"Op\":\"status\"}"); print(s.recv(4096)[4:].decode())`,
+		filepath.Join(d.dir, "sock")).CombinedOutput()
+	if err != nil || !strings.Contains(string(c), "refused: uid 65534 is not the DVM's user") {
+		t.Errorf("nobody past the directory: %v %q", err, c)
+	}
+	// A submission: refused on the stranger's own stderr, nothing run
+	// (the refusal may come before the frame is sent).
+	c, err = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+		`import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); socket.send_fds(s, [b"R"], [0,1,2]); f=b"\x00/\x003\x00-n\x001\x00true\x00"
 try: s.sendall(len(f).to_bytes(4,"big")+f)
 except OSError: pass  # refused (and closed) on the hello alone
 print(s.recv(4096)[4:].decode())`,
-			filepath.Join(d.dir, "sock")).CombinedOutput()
-		if err != nil || !strings.Contains(string(c), "prun: DVM refused: uid 65534 is not the DVM's user") ||
-			!strings.Contains(string(c), `"Exit":1`) {
-			t.Errorf("no submission from nobody: %v %q", err, c)
-		}
-		os.Chmod(d.dir, 0o700)
-		os.Chmod(filepath.Dir(d.dir), 0o700)
-		d.expectServing(t)
-	})
+		filepath.Join(d.dir, "sock")).CombinedOutput()
+	if err != nil || !strings.Contains(string(c), "prun: DVM refused: uid 65534 is not the DVM's user") ||
+		!strings.Contains(string(c), `"Exit":1`) {
+		t.Errorf("no submission from nobody: %v %q", err, c)
+	}
+	os.Chmod(d.dir, 0o700)
+	os.Chmod(filepath.Dir(d.dir), 0o700)
+	d.expectServing(t)
+}
 
-	t.Run("stop-all-jobs", func(t *testing.T) {
-		p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
-		d.ranks(p, 2, "sleep")
-		d.stop(t, true)
-		r := p.wait()
-		if r.code == 0 {
-			t.Errorf("a job of a stopped DVM: %s", r)
-		}
-		// With no DVM, prun runs standalone.
-		r = run(t, opts{args: []string{"-n", "1", "echo", "standalone"}})
-		expectCode(t, r, 0)
-	})
+func (d *dvmUnder) testDVMStopAllJobs(t *testing.T) {
+	p := d.start(t, opts{args: []string{"-n", "2", "sleep", "100"}})
+	d.ranks(p, 2, "sleep")
+	d.stop(t, true)
+	r := p.wait()
+	if r.code == 0 {
+		t.Errorf("a job of a stopped DVM: %s", r)
+	}
+	// With no DVM, prun runs standalone.
+	r = run(t, opts{args: []string{"-n", "1", "echo", "standalone"}})
+	expectCode(t, r, 0)
 }
 
 // README's quick start, as a shell runs it: eval "$(prun dvm start

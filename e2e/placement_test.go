@@ -229,76 +229,92 @@ func TestRankByMatchesOpenMPI(t *testing.T) {
 		{"pack:2 numa:2 core:2 pu:1", "n1:8", []string{"-n", "6", "--map-by", "core", "--rank-by", "socket"}},
 	} {
 		name := strings.Join(c.args, " ") + " on " + c.hosts + " " + c.topo
-		// mpirun: a hostfile; it prints each node's processes in mapping
-		// order ("Data for node: n1 ..." then "... Process rank: 3 ...").
-		hf := filepath.Join(dir, "hostfile")
-		var lines []string
-		for _, h := range strings.Split(c.hosts, ",") {
-			n, s, _ := strings.Cut(h, ":")
-			lines = append(lines, n+" slots="+s)
-		}
-		if err := os.WriteFile(hf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("mpirun.openmpi", append(append([]string{"--allow-run-as-root", "--hostfile", hf,
-			"--mca", "hwloc_base_topo_file", xmls[c.topo], "--mca", "plm_rsh_agent", "false",
-			"--display-map", "--do-not-launch"}, c.args...), "/bin/true")...)
-		cmd.Env = append(os.Environ(), "TMPDIR="+dir)
-		out, _ := cmd.CombinedOutput() // it exits non-zero after --do-not-launch
-		want := map[string][]int{}
-		node := ""
-		for _, l := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(l); len(f) >= 4 && strings.HasPrefix(strings.TrimSpace(l), "Data for node:") {
-				node = f[3]
-			} else if _, r, ok := strings.Cut(l, "Process rank: "); ok && node != "" {
-				var rank int
-				fmt.Sscan(r, &rank)
-				want[node] = append(want[node], rank)
-			}
-		}
-		if len(want) == 0 {
-			t.Fatalf("%s: no map from mpirun.openmpi:\n%s", name, out)
-		}
-		// prun: the JSON map; on each host, ranks by CPU.
-		r := run(t, opts{args: append(append([]string{"--topology", xmls[c.topo], "--host", c.hosts,
-			"--display", "map:json", "--do-not-launch"}, c.args...), "true")})
-		expectCode(t, r, 0)
-		var doc struct {
-			Procs []struct {
-				Rank int    `json:"rank"`
-				Host string `json:"host"`
-				CPUs string `json:"cpus"`
-			} `json:"procs"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout[strings.Index(r.stdout, "{"):]), &doc); err != nil {
-			t.Fatalf("%s: map JSON: %v\n%s", name, err, r.stdout)
-		}
-		byCPU := map[string]map[int]int{}
-		for _, p := range doc.Procs {
-			cpu, err := strconv.Atoi(p.CPUs)
-			if err != nil {
-				t.Fatalf("%s: rank %d bound to %q, want one CPU", name, p.Rank, p.CPUs)
-			}
-			if byCPU[p.Host] == nil {
-				byCPU[p.Host] = map[int]int{}
-			}
-			byCPU[p.Host][cpu] = p.Rank
-		}
-		got := map[string][]int{}
-		for h, m := range byCPU {
-			cpus := make([]int, 0, len(m))
-			for cpu := range m {
-				cpus = append(cpus, cpu)
-			}
-			sort.Ints(cpus)
-			for _, cpu := range cpus {
-				got[h] = append(got[h], m[cpu])
-			}
-		}
+		want := openMPIRanks(t, name, dir, xmls[c.topo], c.hosts, c.args)
+		got := prunRanks(t, name, xmls[c.topo], c.hosts, c.args)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: prun ranks each node's CPUs %v, mpirun.openmpi %v", name, got, want)
 		}
 	}
+}
+
+// openMPIRanks maps a job with Open MPI's mpirun on the topology xml and
+// hosts (name:slots,...): each node's ranks in mapping order.
+func openMPIRanks(t *testing.T, name, dir, xml, hosts string, args []string) map[string][]int {
+	t.Helper()
+	// mpirun: a hostfile; it prints each node's processes in mapping
+	// order ("Data for node: n1 ..." then "... Process rank: 3 ...").
+	hf := filepath.Join(dir, "hostfile")
+	var lines []string
+	for _, h := range strings.Split(hosts, ",") {
+		n, s, _ := strings.Cut(h, ":")
+		lines = append(lines, n+" slots="+s)
+	}
+	if err := os.WriteFile(hf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("mpirun.openmpi", append(append([]string{"--allow-run-as-root", "--hostfile", hf,
+		"--mca", "hwloc_base_topo_file", xml, "--mca", "plm_rsh_agent", "false",
+		"--display-map", "--do-not-launch"}, args...), "/bin/true")...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	out, _ := cmd.CombinedOutput() // it exits non-zero after --do-not-launch
+	want := map[string][]int{}
+	node := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) >= 4 && strings.HasPrefix(strings.TrimSpace(l), "Data for node:") {
+			node = f[3]
+		} else if _, r, ok := strings.Cut(l, "Process rank: "); ok && node != "" {
+			var rank int
+			fmt.Sscan(r, &rank)
+			want[node] = append(want[node], rank)
+		}
+	}
+	if len(want) == 0 {
+		t.Fatalf("%s: no map from mpirun.openmpi:\n%s", name, out)
+	}
+	return want
+}
+
+// prunRanks maps the same job with prun: each host's ranks in the order of
+// their CPUs.
+func prunRanks(t *testing.T, name, xml, hosts string, args []string) map[string][]int {
+	t.Helper()
+	// prun: the JSON map; on each host, ranks by CPU.
+	r := run(t, opts{args: append(append([]string{"--topology", xml, "--host", hosts,
+		"--display", "map:json", "--do-not-launch"}, args...), "true")})
+	expectCode(t, r, 0)
+	var doc struct {
+		Procs []struct {
+			Rank int    `json:"rank"`
+			Host string `json:"host"`
+			CPUs string `json:"cpus"`
+		} `json:"procs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout[strings.Index(r.stdout, "{"):]), &doc); err != nil {
+		t.Fatalf("%s: map JSON: %v\n%s", name, err, r.stdout)
+	}
+	byCPU := map[string]map[int]int{}
+	for _, p := range doc.Procs {
+		cpu, err := strconv.Atoi(p.CPUs)
+		if err != nil {
+			t.Fatalf("%s: rank %d bound to %q, want one CPU", name, p.Rank, p.CPUs)
+		}
+		if byCPU[p.Host] == nil {
+			byCPU[p.Host] = map[int]int{}
+		}
+		byCPU[p.Host][cpu] = p.Rank
+	}
+	got := map[string][]int{}
+	for h, m := range byCPU {
+		cpus := make([]int, 0, len(m))
+		for cpu := range m {
+			cpus = append(cpus, cpu)
+		}
+		sort.Ints(cpus)
+		for _, cpu := range cpus {
+			got[h] = append(got[h], m[cpu])
+		}
+	}
+	return got
 }
 
 // This node by two names (-H node:1,localhost:1) is one host with both

@@ -174,107 +174,113 @@ func TestPMIxEventsMultiNode(t *testing.T) {
 	c := cluster.Start(t, 4)
 	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
 
-	// The spawner on the first host, its children on the second.
-	t.Run("jobend-spawn", func(t *testing.T) {
-		bin := ctest.Build(t, ctest.PMIx, "jobend.c")
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "1", bin, "spawn", "2", m.hosts[1]}})
-		expectCode(t, r, 0)
-		if !parentHeard.MatchString(r.stdout) {
-			t.Errorf("the spawner did not hear its child's end:\n%s", r)
-		}
-	})
+	t.Run("jobend-spawn", m.testEventsJobendSpawn)
+	t.Run("jobend-tools", m.testEventsJobendTools)
+	t.Run("tool-at-launcher", m.testEventsToolAtLauncher)
+	t.Run("procterminated", m.testEventsProcterminated)
+	t.Run("query", m.testEventsQuery)
+}
 
-	// Tools attached to the daemons of the first and the third host
-	// (PRRTE #2568: a tool of a non-master daemon never heard its job end;
-	// the launcher's own server, which runs no rank here, has none) both
-	// hear the user's job end. Each rank writes its server's URI.
-	t.Run("jobend-tools", func(t *testing.T) {
-		bin := ctest.Build(t, ctest.PMIx, "jobend.c")
-		dir := t.TempDir()
-		goFiles := []string{filepath.Join(dir, "go.0"), filepath.Join(dir, "go.1")}
-		p := startPrun(t, opts{env: m.env(), args: []string{"--hostfile", m.hostfile,
-			"--map-by", "node", "-n", "4", "sh", "-c",
-			fmt.Sprintf(`echo "$PMIX_SERVER_URI41" > %s/rank.$PRUN_RANK.tmp && mv %[1]s/rank.$PRUN_RANK.tmp %[1]s/rank.$PRUN_RANK.uri; while [ ! -e %s ] || [ ! -e %s ]; do sleep 0.1; done`,
-				dir, goFiles[0], goFiles[1])}})
-		nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
-		var tools []*exec.Cmd
-		for i, rank := range []int{0, 2} { // --map-by node: rank 2 on the third host
-			uriFile := filepath.Join(dir, fmt.Sprintf("rank.%d.uri", rank))
-			tools = append(tools, c.InNetns(m.hosts[rank], bin, "tool", waitURI(t, p, uriFile), nspace, goFiles[i]))
-		}
-		outs := make([]chan string, len(tools))
-		for i, tool := range tools {
-			outs[i] = make(chan string, 1)
-			go func() {
-				out, err := tool.CombinedOutput()
-				outs[i] <- fmt.Sprintf("%s(err %v)", out, err)
-			}()
-		}
-		r := p.wait()
-		expectCode(t, r, 0)
-		want := fmt.Sprintf("jobend: tool heard %s end: status 0 exit 0\n", nspace)
-		for i := range tools {
-			if out := <-outs[i]; !strings.Contains(out, want) {
-				t.Errorf("tool on %s: %s\nwant %q", m.hosts[[]int{0, 2}[i]], out, want)
-			}
-		}
-		m.checkClean(t, 10*time.Second)
-	})
+// The spawner on the first host, its children on the second.
+func (m *mn) testEventsJobendSpawn(t *testing.T) {
+	bin := ctest.Build(t, ctest.PMIx, "jobend.c")
+	r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "-n", "1", bin, "spawn", "2", m.hosts[1]}})
+	expectCode(t, r, 0)
+	if !parentHeard.MatchString(r.stdout) {
+		t.Errorf("the spawner did not hear its child's end:\n%s", r)
+	}
+}
 
-	// A tool at the launcher's node, where no rank runs: --report-uri
-	// starts a daemon there for it, which answers its queries about the
-	// job's ranks on the hosts and tells it the job ended.
-	t.Run("tool-at-launcher", func(t *testing.T) {
-		bin := ctest.Build(t, ctest.PMIx, "jobend.c")
-		dir, q := pmixProg(t, "query.c")
-		tmp := t.TempDir() // not dir: the compiled clients' cache outlives the test
-		uriFile, goFile := filepath.Join(tmp, "uri"), filepath.Join(tmp, "go")
-		p := startPrun(t, opts{env: m.env(), args: []string{"--hostfile", m.hostfile, "--map-by", "node",
-			"--report-uri", uriFile, "-n", "4", "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)}})
-		uri := waitURI(t, p, uriFile)
-		nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
-		h := m.hosts
-		want := fmt.Sprintf("query: proctable 4 procs: 0@%s:PROC EXECUTING,1@%s:PROC EXECUTING,2@%s:PROC EXECUTING,3@%s:PROC EXECUTING\n",
-			h[0], h[1], h[2], h[3])
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			out, err := exec.Command(filepath.Join(dir, q), "tool", uri, nspace).CombinedOutput()
-			if strings.Contains(string(out), want) {
-				break
-			}
-			if time.Now().After(deadline) { // the ranks start on the hosts meanwhile
-				os.WriteFile(goFile, nil, 0o644)
-				t.Fatalf("query tool at the launcher's node: %v\n%s\nwant %q\n%s", err, out, want, p.wait())
-			}
-		}
-		tool := exec.Command(bin, "tool", uri, nspace, goFile)
-		toolOut := make(chan string, 1)
+// Tools attached to the daemons of the first and the third host
+// (PRRTE #2568: a tool of a non-master daemon never heard its job end;
+// the launcher's own server, which runs no rank here, has none) both
+// hear the user's job end. Each rank writes its server's URI.
+func (m *mn) testEventsJobendTools(t *testing.T) {
+	bin := ctest.Build(t, ctest.PMIx, "jobend.c")
+	dir := t.TempDir()
+	goFiles := []string{filepath.Join(dir, "go.0"), filepath.Join(dir, "go.1")}
+	p := startPrun(t, opts{env: m.env(), args: []string{"--hostfile", m.hostfile,
+		"--map-by", "node", "-n", "4", "sh", "-c",
+		fmt.Sprintf(`echo "$PMIX_SERVER_URI41" > %s/rank.$PRUN_RANK.tmp && mv %[1]s/rank.$PRUN_RANK.tmp %[1]s/rank.$PRUN_RANK.uri; while [ ! -e %s ] || [ ! -e %s ]; do sleep 0.1; done`,
+			dir, goFiles[0], goFiles[1])}})
+	nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
+	var tools []*exec.Cmd
+	for i, rank := range []int{0, 2} { // --map-by node: rank 2 on the third host
+		uriFile := filepath.Join(dir, fmt.Sprintf("rank.%d.uri", rank))
+		tools = append(tools, m.c.InNetns(m.hosts[rank], bin, "tool", waitURI(t, p, uriFile), nspace, goFiles[i]))
+	}
+	outs := make([]chan string, len(tools))
+	for i, tool := range tools {
+		outs[i] = make(chan string, 1)
 		go func() {
 			out, err := tool.CombinedOutput()
-			toolOut <- fmt.Sprintf("%s(err %v)", out, err)
+			outs[i] <- fmt.Sprintf("%s(err %v)", out, err)
 		}()
-		r := p.wait()
-		expectCode(t, r, 0)
-		if out := <-toolOut; !strings.Contains(out, fmt.Sprintf("jobend: tool heard %s end: status 0 exit 0\n", nspace)) {
-			t.Errorf("job-end tool at the launcher's node: %s", out)
+	}
+	r := p.wait()
+	expectCode(t, r, 0)
+	want := fmt.Sprintf("jobend: tool heard %s end: status 0 exit 0\n", nspace)
+	for i := range tools {
+		if out := <-outs[i]; !strings.Contains(out, want) {
+			t.Errorf("tool on %s: %s\nwant %q", m.hosts[[]int{0, 2}[i]], out, want)
 		}
-	})
+	}
+	m.checkClean(t, 10*time.Second)
+}
 
-	t.Run("procterminated", func(t *testing.T) {
-		dir, ft := pmixProg(t, "ftevent.c")
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "--enable-recovery",
-			"-n", "8", ft, "5"}, dir: dir})
-		expectProcTerminated(t, r, 8, 5)
-	})
+// A tool at the launcher's node, where no rank runs: --report-uri
+// starts a daemon there for it, which answers its queries about the
+// job's ranks on the hosts and tells it the job ended.
+func (m *mn) testEventsToolAtLauncher(t *testing.T) {
+	bin := ctest.Build(t, ctest.PMIx, "jobend.c")
+	dir, q := pmixProg(t, "query.c")
+	tmp := t.TempDir() // not dir: the compiled clients' cache outlives the test
+	uriFile, goFile := filepath.Join(tmp, "uri"), filepath.Join(tmp, "go")
+	p := startPrun(t, opts{env: m.env(), args: []string{"--hostfile", m.hostfile, "--map-by", "node",
+		"--report-uri", uriFile, "-n", "4", "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", goFile)}})
+	uri := waitURI(t, p, uriFile)
+	nspace := fmt.Sprintf("prun.%d.1", p.cmd.Process.Pid)
+	h := m.hosts
+	want := fmt.Sprintf("query: proctable 4 procs: 0@%s:PROC EXECUTING,1@%s:PROC EXECUTING,2@%s:PROC EXECUTING,3@%s:PROC EXECUTING\n",
+		h[0], h[1], h[2], h[3])
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, err := exec.Command(filepath.Join(dir, q), "tool", uri, nspace).CombinedOutput()
+		if strings.Contains(string(out), want) {
+			break
+		}
+		if time.Now().After(deadline) { // the ranks start on the hosts meanwhile
+			os.WriteFile(goFile, nil, 0o644)
+			t.Fatalf("query tool at the launcher's node: %v\n%s\nwant %q\n%s", err, out, want, p.wait())
+		}
+	}
+	tool := exec.Command(bin, "tool", uri, nspace, goFile)
+	toolOut := make(chan string, 1)
+	go func() {
+		out, err := tool.CombinedOutput()
+		toolOut <- fmt.Sprintf("%s(err %v)", out, err)
+	}()
+	r := p.wait()
+	expectCode(t, r, 0)
+	if out := <-toolOut; !strings.Contains(out, fmt.Sprintf("jobend: tool heard %s end: status 0 exit 0\n", nspace)) {
+		t.Errorf("job-end tool at the launcher's node: %s", out)
+	}
+}
 
-	t.Run("query", func(t *testing.T) {
-		dir, q := pmixProg(t, "query.c")
-		r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node",
-			"--pset", "alpha", "-n", "2", q, "client", ":", "--pset", "beta", "-n", "2", q, "client"}, dir: dir})
-		expectCode(t, r, 0)
-		ns := fmt.Sprintf("prun.%d.1", r.pid)
-		h := m.hosts
-		expectQueries(t, r.stdout, ns, []string{ns},
-			fmt.Sprintf("4 procs: 0@%s:PROC EXECUTING,1@%s:PROC EXECUTING,2@%s:PROC EXECUTING,3@%s:PROC EXECUTING", h[0], h[1], h[2], h[3]),
-			"1 procs: 0@"+h[0], "alpha,beta", fmt.Sprintf("beta 2 procs: %[1]s:2,%[1]s:3", ns))
-	})
+func (m *mn) testEventsProcterminated(t *testing.T) {
+	dir, ft := pmixProg(t, "ftevent.c")
+	r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "--enable-recovery",
+		"-n", "8", ft, "5"}, dir: dir})
+	expectProcTerminated(t, r, 8, 5)
+}
+
+func (m *mn) testEventsQuery(t *testing.T) {
+	dir, q := pmixProg(t, "query.c")
+	r := m.run(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node",
+		"--pset", "alpha", "-n", "2", q, "client", ":", "--pset", "beta", "-n", "2", q, "client"}, dir: dir})
+	expectCode(t, r, 0)
+	ns := fmt.Sprintf("prun.%d.1", r.pid)
+	h := m.hosts
+	expectQueries(t, r.stdout, ns, []string{ns},
+		fmt.Sprintf("4 procs: 0@%s:PROC EXECUTING,1@%s:PROC EXECUTING,2@%s:PROC EXECUTING,3@%s:PROC EXECUTING", h[0], h[1], h[2], h[3]),
+		"1 procs: 0@"+h[0], "alpha,beta", fmt.Sprintf("beta 2 procs: %[1]s:2,%[1]s:3", ns))
 }

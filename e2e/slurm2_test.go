@@ -71,8 +71,8 @@ func TestSlurm2(t *testing.T) {
 		t.Fatal("Slurm (make test installs it, as root): " + why)
 	}
 	sc := slurmtest.Start(t)
-	env := []string{"SLURM_CONF=" + sc.Conf(), "OMPI_MCA_btl_tcp_if_include=" + slurmtest.Network}
-	sallocBin := "/usr/bin/salloc"
+	x := &slurmTest{sc: sc, sallocBin: "/usr/bin/salloc",
+		env: []string{"SLURM_CONF=" + sc.Conf(), "OMPI_MCA_btl_tcp_if_include=" + slurmtest.Network}}
 
 	// Every rank sees the job's variables as prun got them (SLURM_JOB_NAME,
 	// SLURM_NODELIST, SLURM_NNODES, SLURM_TASKS_PER_NODE...), never those
@@ -91,11 +91,11 @@ echo prun=$?
 			var r *result
 			if how == "sbatch" {
 				out := filepath.Join(dir, "out")
-				r = run(t, opts{bin: "/usr/bin/sbatch", args: []string{"--wait", "-N", "3", "--ntasks-per-node=2", "-o", out, script}, env: env})
+				r = run(t, opts{bin: "/usr/bin/sbatch", args: []string{"--wait", "-N", "3", "--ntasks-per-node=2", "-o", out, script}, env: x.env})
 				b, _ := os.ReadFile(out)
 				r.stdout += string(b)
 			} else {
-				r = run(t, opts{bin: sallocBin, args: []string{"-N", "3", "--ntasks-per-node=2", script}, env: env})
+				r = run(t, opts{bin: x.sallocBin, args: []string{"-N", "3", "--ntasks-per-node=2", script}, env: x.env})
 			}
 			expectCode(t, r, 0)
 			expectContains(t, "output", r.stdout, "prun=0\n")
@@ -115,144 +115,152 @@ echo prun=$?
 		})
 	}
 
-	// prun inside a step of the job (srun ... prun): every rank now sees
-	// that step's SLURM_STEP_* as prun does; Open MPI's ranks must still
-	// take prun's PMIx server for their launcher, not srun's.
-	t.Run("in-step-ompi", func(t *testing.T) {
-		dir, ring := ompi(t, "ring.c")
-		script := fmt.Sprintf(`[ "$SLURM_PROCID" = 0 ] || exit 0; cd %s && exec %s --map-by node -n 2 %s`, dir, prunBin, ring)
-		r := run(t, opts{bin: sallocBin, args: []string{"-N", "3", "--ntasks-per-node=2", "srun", "-N", "2", "-n", "2", "sh", "-c", script}, env: env})
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
-	})
+	t.Run("in-step-ompi", x.testSlurm2InStepOmpi)
 
-	// dvmPid reads `prun dvm status` output's pid.
-	dvmPid := func(t *testing.T, out string) int {
-		m := regexp.MustCompile(`DVM pid (\d+)`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no DVM pid in %q", out)
-		}
-		var pid int
-		fmt.Sscan(m[1], &pid)
-		return pid
-	}
-	// nothingLeft waits until no prun and no rank of the test runs on any
-	// node, and the DVM's process and directory are gone.
-	nothingLeft := func(t *testing.T, pid int, dir string, within time.Duration) {
-		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			var left []string
-			if alive(pid) {
-				left = append(left, fmt.Sprintf("the DVM (pid %d)", pid))
-			}
-			for _, n := range slurmtest.Nodes {
-				for _, p := range slurmtest.NodePids(n) {
-					if pi, ok := readStat(p); ok && (pi.comm == "prun" || pi.comm == "sleep") && pi.state != 'Z' {
-						left = append(left, fmt.Sprintf("%s on %s (pid %d)", pi.comm, n, p))
-					}
-				}
-			}
-			if len(left) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%v after the allocation ended: %s", within, strings.Join(left, ", "))
-				if alive(pid) {
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if _, err := os.Stat(dir); err == nil {
-			t.Errorf("the DVM's directory %s is still there", dir)
-		}
-	}
-	// endSalloc kills the script's last sleep (salloc lets its command run
-	// on after scancel) and waits for salloc.
-	endSalloc := func(p *proc) *result {
-		for _, pi := range jobProcs(p.cmd.Process.Pid, p.mark) {
-			if pi.comm == "sleep" && pi.session == p.cmd.Process.Pid {
-				syscall.Kill(pi.pid, syscall.SIGKILL)
-			}
-		}
-		return p.wait()
-	}
+	t.Run("dvm-scancel", x.testSlurm2DvmScancel)
+	t.Run("dvm-salloc-exit", x.testSlurm2DvmSallocExit)
+}
 
-	// A DVM started inside an allocation: its daemons are a step of that
-	// job, its jobs run on the job's nodes on the same warm daemons, a prun
-	// in another allocation does not see it, and it ends with its
-	// allocation (scancel), leaving nothing on any node.
-	t.Run("dvm-scancel", func(t *testing.T) {
-		tmp := t.TempDir()
-		script := fmt.Sprintf(`%[1]s dvm start || exit 1
+// prun inside a step of the job (srun ... prun): every rank now sees
+// that step's SLURM_STEP_* as prun does; Open MPI's ranks must still
+// take prun's PMIx server for their launcher, not srun's.
+func (x *slurmTest) testSlurm2InStepOmpi(t *testing.T) {
+	dir, ring := ompi(t, "ring.c")
+	script := fmt.Sprintf(`[ "$SLURM_PROCID" = 0 ] || exit 0; cd %s && exec %s --map-by node -n 2 %s`, dir, prunBin, ring)
+	r := run(t, opts{bin: x.sallocBin, args: []string{"-N", "3", "--ntasks-per-node=2", "srun", "-N", "2", "-n", "2", "sh", "-c", script}, env: x.env})
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "ring: 2 ranks, 10 laps, sum ok\n")
+}
+
+// A DVM started inside an allocation: its daemons are a step of that
+// job, its jobs run on the job's nodes on the same warm daemons, a prun
+// in another allocation does not see it, and it ends with its
+// allocation (scancel), leaving nothing on any node.
+func (x *slurmTest) testSlurm2DvmScancel(t *testing.T) {
+	tmp := t.TempDir()
+	script := fmt.Sprintf(`%[1]s dvm start || exit 1
 %[1]s dvm status
 for i in 1 2; do %[1]s --map-by node -n 2 sh -c 'echo "sub $(hostname) $PPID"'; echo sub=$?; done
 echo subs-done
 exec sleep 300
 `, prunBin)
-		a := startPrun(t, opts{bin: sallocBin, args: []string{"-N", "2", "-w", "prun-s1,prun-s2", "sh", "-c", script}, env: env,
-			timeout: 120 * time.Second, tmpdir: tmp, skipTmpCheck: true})
-		a.waitOutput(60*time.Second, "subs-done\n")
-		out := a.stdout.String()
-		pid := dvmPid(t, out)
-		dir := regexp.MustCompile(`PRUN_DVM='?([^';\s]+)`).FindStringSubmatch(out)
-		if dir == nil {
-			t.Fatalf("prun dvm start said:\n%s", out)
+	a := startPrun(t, opts{bin: x.sallocBin, args: []string{"-N", "2", "-w", "prun-s1,prun-s2", "sh", "-c", script}, env: x.env,
+		timeout: 120 * time.Second, tmpdir: tmp, skipTmpCheck: true})
+	a.waitOutput(60*time.Second, "subs-done\n")
+	out := a.stdout.String()
+	pid := slurmDVMPid(t, out)
+	dir := regexp.MustCompile(`PRUN_DVM='?([^';\s]+)`).FindStringSubmatch(out)
+	if dir == nil {
+		t.Fatalf("prun dvm start said:\n%s", out)
+	}
+	if strings.Count(out, "sub=0\n") != 2 {
+		t.Errorf("submissions failed:\n%s\n%s", out, a.stderr.String())
+	}
+	// Warm: both submissions' ranks are children of the same daemons,
+	// on the allocation's two nodes.
+	subs := regexp.MustCompile(`sub (\S+) (\d+)`).FindAllStringSubmatch(out, -1)
+	parents := map[string]map[string]bool{}
+	for _, s := range subs {
+		if parents[s[1]] == nil {
+			parents[s[1]] = map[string]bool{}
 		}
-		if strings.Count(out, "sub=0\n") != 2 {
-			t.Errorf("submissions failed:\n%s\n%s", out, a.stderr.String())
+		parents[s[1]][s[2]] = true
+	}
+	if len(subs) != 4 || len(parents) != 2 || len(parents["prun-s1"]) != 1 || len(parents["prun-s2"]) != 1 {
+		t.Errorf("two submissions of 2 ranks on prun-s1,s2 under one daemon each: %q\n%s", subs, out)
+	}
+	job, err := x.sc.Output("squeue", "-h", "-o", "%i", "-w", "prun-s1")
+	job = strings.TrimSpace(job)
+	if err != nil || job == "" {
+		t.Fatalf("squeue: %q %v", job, err)
+	}
+	steps, _ := x.sc.Output("squeue", "-h", "-s", "-j", job, "-o", "%i %j")
+	if !strings.Contains(steps, "prun-daemons") {
+		t.Errorf("the DVM's daemons are no step of job %s: %q", job, steps)
+	}
+	// Another allocation: no DVM there; its prun runs on its own node.
+	r := run(t, opts{bin: x.sallocBin, args: []string{"-N", "1", "-w", "prun-s3", "sh", "-c",
+		fmt.Sprintf("%[1]s dvm status; echo status=$?; %[1]s -n 1 hostname", prunBin)}, env: x.env, tmpdir: tmp, skipTmpCheck: true})
+	expectCode(t, r, 0)
+	if strings.Contains(r.stdout, "status=0") || !strings.HasSuffix(r.stdout, "prun-s3\n") {
+		t.Errorf("a prun in another allocation found the DVM:\n%s", r)
+	}
+	if _, err := x.sc.Output("scancel", job); err != nil {
+		t.Fatal(err)
+	}
+	slurmNothingLeft(t, pid, dir[1], 30*time.Second)
+	endSalloc(a)
+}
+
+// The allocation ends as salloc's command exits: so does the DVM.
+func (x *slurmTest) testSlurm2DvmSallocExit(t *testing.T) {
+	tmp := t.TempDir()
+	// The DVM goes without the run's mark: salloc's own check allows 2 s,
+	// nothingLeft (below) the DVM's stop on a loaded machine.
+	script := fmt.Sprintf(`env -u E2E_PRUN_MARK %[1]s dvm start && %[1]s dvm status && %[1]s -n 2 true; echo sub=$?`, prunBin)
+	r := run(t, opts{bin: x.sallocBin, args: []string{"-N", "2", "sh", "-c", script}, env: x.env, tmpdir: tmp, skipTmpCheck: true})
+	t.Logf("salloc ran %v", r.dur.Round(time.Millisecond))
+	expectCode(t, r, 0)
+	expectContains(t, "stdout", r.stdout, "sub=0\n")
+	dir := regexp.MustCompile(`PRUN_DVM='?([^';\s]+)`).FindStringSubmatch(r.stdout)
+	if dir == nil {
+		t.Fatalf("prun dvm start said:\n%s", r)
+	}
+	slurmNothingLeft(t, slurmDVMPid(t, r.stdout), dir[1], 30*time.Second)
+}
+
+// slurmDVMPid reads `prun dvm status` output's pid.
+func slurmDVMPid(t *testing.T, out string) int {
+	m := regexp.MustCompile(`DVM pid (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no DVM pid in %q", out)
+	}
+	var pid int
+	fmt.Sscan(m[1], &pid)
+	return pid
+}
+
+// slurmNothingLeft waits until no prun and no rank of the test runs on any
+// node, and the DVM's process and directory are gone.
+func slurmNothingLeft(t *testing.T, pid int, dir string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var left []string
+		if alive(pid) {
+			left = append(left, fmt.Sprintf("the DVM (pid %d)", pid))
 		}
-		// Warm: both submissions' ranks are children of the same daemons,
-		// on the allocation's two nodes.
-		subs := regexp.MustCompile(`sub (\S+) (\d+)`).FindAllStringSubmatch(out, -1)
-		parents := map[string]map[string]bool{}
-		for _, s := range subs {
-			if parents[s[1]] == nil {
-				parents[s[1]] = map[string]bool{}
+		for _, n := range slurmtest.Nodes {
+			for _, p := range slurmtest.NodePids(n) {
+				if pi, ok := readStat(p); ok && (pi.comm == "prun" || pi.comm == "sleep") && pi.state != 'Z' {
+					left = append(left, fmt.Sprintf("%s on %s (pid %d)", pi.comm, n, p))
+				}
 			}
-			parents[s[1]][s[2]] = true
 		}
-		if len(subs) != 4 || len(parents) != 2 || len(parents["prun-s1"]) != 1 || len(parents["prun-s2"]) != 1 {
-			t.Errorf("two submissions of 2 ranks on prun-s1,s2 under one daemon each: %q\n%s", subs, out)
+		if len(left) == 0 {
+			break
 		}
-		job, err := sc.Output("squeue", "-h", "-o", "%i", "-w", "prun-s1")
-		job = strings.TrimSpace(job)
-		if err != nil || job == "" {
-			t.Fatalf("squeue: %q %v", job, err)
+		if time.Now().After(deadline) {
+			t.Errorf("%v after the allocation ended: %s", within, strings.Join(left, ", "))
+			if alive(pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			return
 		}
-		steps, _ := sc.Output("squeue", "-h", "-s", "-j", job, "-o", "%i %j")
-		if !strings.Contains(steps, "prun-daemons") {
-			t.Errorf("the DVM's daemons are no step of job %s: %q", job, steps)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("the DVM's directory %s is still there", dir)
+	}
+}
+
+// endSalloc kills the script's last sleep (salloc lets its command run
+// on after scancel) and waits for salloc.
+func endSalloc(p *proc) *result {
+	for _, pi := range jobProcs(p.cmd.Process.Pid, p.mark) {
+		if pi.comm == "sleep" && pi.session == p.cmd.Process.Pid {
+			syscall.Kill(pi.pid, syscall.SIGKILL)
 		}
-		// Another allocation: no DVM there; its prun runs on its own node.
-		r := run(t, opts{bin: sallocBin, args: []string{"-N", "1", "-w", "prun-s3", "sh", "-c",
-			fmt.Sprintf("%[1]s dvm status; echo status=$?; %[1]s -n 1 hostname", prunBin)}, env: env, tmpdir: tmp, skipTmpCheck: true})
-		expectCode(t, r, 0)
-		if strings.Contains(r.stdout, "status=0") || !strings.HasSuffix(r.stdout, "prun-s3\n") {
-			t.Errorf("a prun in another allocation found the DVM:\n%s", r)
-		}
-		if _, err := sc.Output("scancel", job); err != nil {
-			t.Fatal(err)
-		}
-		nothingLeft(t, pid, dir[1], 30*time.Second)
-		endSalloc(a)
-	})
-	// The allocation ends as salloc's command exits: so does the DVM.
-	t.Run("dvm-salloc-exit", func(t *testing.T) {
-		tmp := t.TempDir()
-		// The DVM goes without the run's mark: salloc's own check allows 2 s,
-		// nothingLeft (below) the DVM's stop on a loaded machine.
-		script := fmt.Sprintf(`env -u E2E_PRUN_MARK %[1]s dvm start && %[1]s dvm status && %[1]s -n 2 true; echo sub=$?`, prunBin)
-		r := run(t, opts{bin: sallocBin, args: []string{"-N", "2", "sh", "-c", script}, env: env, tmpdir: tmp, skipTmpCheck: true})
-		t.Logf("salloc ran %v", r.dur.Round(time.Millisecond))
-		expectCode(t, r, 0)
-		expectContains(t, "stdout", r.stdout, "sub=0\n")
-		dir := regexp.MustCompile(`PRUN_DVM='?([^';\s]+)`).FindStringSubmatch(r.stdout)
-		if dir == nil {
-			t.Fatalf("prun dvm start said:\n%s", r)
-		}
-		nothingLeft(t, dvmPid(t, r.stdout), dir[1], 30*time.Second)
-	})
+	}
+	return p.wait()
 }

@@ -52,78 +52,21 @@ func TestDVMToolLeak(t *testing.T) {
 	uri := d.serverURI(t)
 	qdir, q := pmixProg(t, "query.c")
 	pmixtool := ctest.Build(t, ctest.PMIx, "pmixtool.c")
-	ppsEnv := append(baseEnv(), "TMPDIR="+d.tmp)
-
-	attach := func(from, to int) {
-		for k := from; k < to; k++ {
-			var cmd *exec.Cmd
-			var want string
-			switch k % 4 {
-			case 0:
-				cmd = exec.Command("pps", "--pid", fmt.Sprint(d.pid))
-				cmd.Env = ppsEnv
-				want = ns
-			case 1:
-				cmd = exec.Command(filepath.Join(qdir, q), "tool", uri, ns)
-				want = "query: jobstatus RUNNING\n"
-			case 2:
-				cmd = exec.Command(pmixtool, uri)
-				want = "pmixtool: namespaces " + ns + "\n"
-			case 3:
-				cmd = exec.Command(pmixtool, uri, fmt.Sprintf("toolleak-%d", k))
-				want = "pmixtool: namespaces " + ns + "\n"
-			}
-			if out, err := runFor(cmd, 30*time.Second); err != nil || !strings.Contains(out, want) {
-				t.Fatalf("attach %d, %s: %v\n%s\nwant %q", k, strings.Join(cmd.Args, " "), err, out, want)
-			}
-		}
-	}
-	// settled reads the DVM's memory until its C heap is within bound of
-	// base's: a tool's departure is handled on libpmix's thread after the
-	// tool exited (its namespace's deregistration is queued there).
-	settled := func(base dvmMemory, bound int64) dvmMemory {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			m := d.memory(t)
-			if int64(m.CHeapBytes)-int64(base.CHeapBytes) <= bound || time.Now().After(deadline) {
-				return m
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-
-	// departed waits for the tools' connections to be closed on the DVM's
-	// side (libpmix handles a departure on its own thread, after the tool
-	// exited): until the DVM holds no more descriptors than before the first.
-	fds := func() int {
-		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d.pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ents)
-	}
-	idle := fds()
-	departed := func() {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for n := fds(); n > idle; n = fds() {
-			if time.Now().After(deadline) {
-				t.Fatalf("the DVM holds %d descriptors 10 s after its tools ended, %d before they came", n, idle)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	tl := &toolAttacher{d: d, ns: ns, uri: uri, query: filepath.Join(qdir, q), pmixtool: pmixtool,
+		ppsEnv: append(baseEnv(), "TMPDIR="+d.tmp)}
+	idle := dvmFDs(t, d)
+	departed := func() { t.Helper(); waitDeparted(t, d, idle) }
 
 	start := time.Now()
-	attach(0, first)
+	tl.attach(t, 0, first)
 	departed()
 	m0 := d.memory(t)
-	attach(first, attaches)
+	tl.attach(t, first, attaches)
 	n := int64(attaches - first)
 	// RSS carries Go's heap too, which the tools' queries fill with garbage
 	// up to its first collection's target (4 MB at least), then flat: a
 	// looser check (the unfixed DVM's grew 13 MiB).
-	expectFlat(t, "attach", first, attaches, m0, settled(m0, perAttach*n), perAttach, 6144, start)
+	expectFlat(t, "attach", first, attaches, m0, settledMemory(t, d, m0, perAttach*n), perAttach, 6144, start)
 
 	// Tools under the running job's namespace, then the job's PMIx clients:
 	// they connect and exchange their keys as any job's would. One is rank 0
@@ -152,6 +95,81 @@ func TestDVMToolLeak(t *testing.T) {
 		t.Errorf("the job's clients after tools under its namespace left: %s", r)
 	}
 	d.expectServing(t)
+}
+
+// toolAttacher attaches tools to a DVM running the job of namespace ns,
+// each kind in turn: pps, a query tool, pmixtool under the name libpmix
+// gives it and under one of its own.
+type toolAttacher struct {
+	d               *dvmUnder
+	ns, uri         string
+	query, pmixtool string // the tools' binaries
+	ppsEnv          []string
+}
+
+// attach runs tools from to to, one after the other.
+func (tl *toolAttacher) attach(t *testing.T, from, to int) {
+	d, ns, uri := tl.d, tl.ns, tl.uri
+	for k := from; k < to; k++ {
+		var cmd *exec.Cmd
+		var want string
+		switch k % 4 {
+		case 0:
+			cmd = exec.Command("pps", "--pid", fmt.Sprint(d.pid))
+			cmd.Env = tl.ppsEnv
+			want = ns
+		case 1:
+			cmd = exec.Command(tl.query, "tool", uri, ns)
+			want = "query: jobstatus RUNNING\n"
+		case 2:
+			cmd = exec.Command(tl.pmixtool, uri)
+			want = "pmixtool: namespaces " + ns + "\n"
+		case 3:
+			cmd = exec.Command(tl.pmixtool, uri, fmt.Sprintf("toolleak-%d", k))
+			want = "pmixtool: namespaces " + ns + "\n"
+		}
+		if out, err := runFor(cmd, 30*time.Second); err != nil || !strings.Contains(out, want) {
+			t.Fatalf("attach %d, %s: %v\n%s\nwant %q", k, strings.Join(cmd.Args, " "), err, out, want)
+		}
+	}
+}
+
+// settledMemory reads the DVM's memory until its C heap is within bound
+// of base's: a tool's departure is handled on libpmix's thread after the
+// tool exited (its namespace's deregistration is queued there).
+func settledMemory(t *testing.T, d *dvmUnder, base dvmMemory, bound int64) dvmMemory {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := d.memory(t)
+		if int64(m.CHeapBytes)-int64(base.CHeapBytes) <= bound || time.Now().After(deadline) {
+			return m
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dvmFDs is the number of descriptors the DVM holds.
+func dvmFDs(t *testing.T, d *dvmUnder) int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// waitDeparted waits for the tools' connections to be closed on the DVM's
+// side (libpmix handles a departure on its own thread, after the tool
+// exited): until the DVM holds no more descriptors than idle, before the
+// first.
+func waitDeparted(t *testing.T, d *dvmUnder, idle int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n := dvmFDs(t, d); n > idle; n = dvmFDs(t, d) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the DVM holds %d descriptors 10 s after its tools ended, %d before they came", n, idle)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // runFor runs cmd, killed after limit, and returns its output, stdout and
