@@ -36,8 +36,6 @@ var pending = map[string]bool{
 	"cmd/prun.TestSubmitterFindsTheDVM": true,
 	"cmd/prun.dvmMain":                  true,
 	"cmd/prun.dvmStart":                 true,
-	"e2e.TestMultiNode":                 true,
-	"e2e/multinode_test.go":             true,
 	"launcher.TestPolicy":               true,
 	"launcher/launcher.go":              true,
 	"remote.(*Tree).handle":             true,
