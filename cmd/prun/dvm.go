@@ -35,6 +35,61 @@ the allocation it was started in. A job runs there when its prun is told so: --d
 outside any, by default only once prun dvm start --default made it every shell's. Otherwise
 prun runs standalone. prun dvm add brings back a node the DVM lost.`
 
+// dvmOpts are the flags of every `prun dvm` command.
+type dvmOpts struct {
+	hosts              []string
+	hostfile, name     string
+	foreground         bool
+	idle               time.Duration
+	rsh, where         string
+	jsonOut, allJobs   bool
+	allocPid, readyFD  int
+	fromDir, logPath   string
+	makeDefault        bool
+	fanout             int
+	ifInclude, localAs string
+}
+
+// dvmFlags is command cmd's flag set, or false for an unknown command.
+func dvmFlags(cmd string, o *dvmOpts) (*pflag.FlagSet, bool) {
+	fs := pflag.NewFlagSet("prun dvm "+cmd, pflag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	switch cmd {
+	case "start":
+		fs.StringSliceVarP(&o.hosts, "host", "H", nil, "the DVM's hosts (host[:slots],...)")
+		fs.StringVar(&o.hostfile, "hostfile", "", "the DVM's hosts, from a hostfile")
+		fs.StringVar(&o.name, "name", dvm.DefaultName, "the DVM's name (scoped by the allocation it starts in)")
+		fs.BoolVar(&o.makeDefault, "default", false, "every shell's prun of this user on this node runs its jobs here (outside an allocation)")
+		fs.BoolVar(&o.foreground, "foreground", false, "stay attached to the terminal")
+		fs.DurationVar(&o.idle, "idle-timeout", 0, "stop after this long without a job (0: never)")
+		fs.StringVar(&o.rsh, "rsh", "", "an external remote shell command")
+		fs.IntVar(&o.fanout, "launch-fanout", 0, "children per daemon in the launch tree")
+		fs.StringVar(&o.ifInclude, "if-include", "", "the control network (CIDR or interface)")
+		fs.StringVar(&o.localAs, "localhost", "", "this node's name in the host list")
+		fs.IntVar(&o.allocPid, "allocation-pid", -1, "")
+		fs.IntVar(&o.readyFD, "ready-fd", 0, "")
+		fs.StringVar(&o.fromDir, "from-dir", "", "")
+		fs.StringVar(&o.logPath, "log", "", "")
+		_ = fs.MarkHidden("allocation-pid")
+		_ = fs.MarkHidden("ready-fd")
+		_ = fs.MarkHidden("from-dir")
+		_ = fs.MarkHidden("log")
+	case "ps":
+		fs.BoolVar(&o.jsonOut, "json", false, "one JSON array of the jobs")
+	case "stop":
+		fs.BoolVar(&o.allJobs, "all-jobs", false, "end the running jobs too")
+	case "status":
+		fs.BoolVar(&o.jsonOut, "json", false, "one JSON object: nodes, jobs, the DVM's memory")
+	case "kill", "add":
+	default:
+		return nil, false
+	}
+	if cmd != "start" {
+		fs.StringVar(&o.where, "dvm", "", "the DVM: a name or its directory")
+	}
+	return fs, true
+}
+
 // dvmMain is `prun dvm ...`.
 func dvmMain(args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -44,93 +99,19 @@ func dvmMain(args []string) int {
 		}
 		return 0
 	}
-	fs := pflag.NewFlagSet("prun dvm "+args[0], pflag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	var (
-		hosts              []string
-		hostfile, name     string
-		foreground         bool
-		idle               time.Duration
-		rsh, where         string
-		jsonOut, allJobs   bool
-		allocPid, readyFD  int
-		fromDir, logPath   string
-		makeDefault        bool
-		fanout             int
-		ifInclude, localAs string
-	)
-	switch args[0] {
-	case "start":
-		fs.StringSliceVarP(&hosts, "host", "H", nil, "the DVM's hosts (host[:slots],...)")
-		fs.StringVar(&hostfile, "hostfile", "", "the DVM's hosts, from a hostfile")
-		fs.StringVar(&name, "name", dvm.DefaultName, "the DVM's name (scoped by the allocation it starts in)")
-		fs.BoolVar(&makeDefault, "default", false, "every shell's prun of this user on this node runs its jobs here (outside an allocation)")
-		fs.BoolVar(&foreground, "foreground", false, "stay attached to the terminal")
-		fs.DurationVar(&idle, "idle-timeout", 0, "stop after this long without a job (0: never)")
-		fs.StringVar(&rsh, "rsh", "", "an external remote shell command")
-		fs.IntVar(&fanout, "launch-fanout", 0, "children per daemon in the launch tree")
-		fs.StringVar(&ifInclude, "if-include", "", "the control network (CIDR or interface)")
-		fs.StringVar(&localAs, "localhost", "", "this node's name in the host list")
-		fs.IntVar(&allocPid, "allocation-pid", -1, "")
-		fs.IntVar(&readyFD, "ready-fd", 0, "")
-		fs.StringVar(&fromDir, "from-dir", "", "")
-		fs.StringVar(&logPath, "log", "", "")
-		_ = fs.MarkHidden("allocation-pid")
-		_ = fs.MarkHidden("ready-fd")
-		_ = fs.MarkHidden("from-dir")
-		_ = fs.MarkHidden("log")
-	case "ps":
-		fs.BoolVar(&jsonOut, "json", false, "one JSON array of the jobs")
-	case "stop":
-		fs.BoolVar(&allJobs, "all-jobs", false, "end the running jobs too")
-	case "status":
-		fs.BoolVar(&jsonOut, "json", false, "one JSON object: nodes, jobs, the DVM's memory")
-	case "kill", "add":
-	default:
+	var o dvmOpts
+	fs, ok := dvmFlags(args[0], &o)
+	if !ok {
 		fmt.Fprintf(os.Stderr, "prun dvm: unknown command %q\n%s\n", args[0], dvmUsage)
 		return launcher.ExitUsage
-	}
-	if args[0] != "start" {
-		fs.StringVar(&where, "dvm", "", "the DVM: a name or its directory")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return launcher.ExitUsage
 	}
 	if args[0] == "start" {
-		if err := dvm.CheckName(name); err != nil {
-			fmt.Fprintf(os.Stderr, "prun dvm start: %v\n", err)
-			return launcher.ExitUsage
-		}
-		job := &jobspec.Job{Place: jobspec.Placement{Hosts: hosts, Hostfile: hostfile, LocalHost: localAs},
-			Launch: jobspec.Launch{Rsh: rsh, Fanout: fanout, IfInclude: ifInclude}}
-		if makeDefault && dvm.Allocation(os.Getenv) != "" {
-			if name != dvm.DefaultName {
-				fmt.Fprintf(os.Stderr, "prun dvm start: --default: inside an allocation, the DVM named %s is every prun's of the allocation; --default is for outside one\n", dvm.DefaultName)
-				return launcher.ExitUsage
-			}
-			makeDefault = false // it is already
-		}
-		dir := dvm.Dir(os.Getenv, name)
-		if allocPid < 0 {
-			allocPid = allocationHolder()
-		}
-		// A detached runtime runs in /: the files named on its command
-		// line are the starting shell's.
-		if fromDir == "" {
-			var err error
-			if fromDir, err = os.Getwd(); err != nil {
-				fmt.Fprintf(os.Stderr, "prun dvm start: cannot determine the working directory: %v\n", err)
-				return launcher.ExitFailure
-			}
-		}
-		job.Rebase(fromDir)
-		if !foreground {
-			return detach(dir, args[1:], allocPid, fromDir)
-		}
-		return dvmStart(dvmRun{dir: dir, job: job, idle: idle, allocPid: allocPid, readyFD: readyFD, log: logPath,
-			makeDefault: makeDefault})
+		return o.start(args[1:])
 	}
-	dir, err := dvmDir(where)
+	dir, err := dvmDir(o.where)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prun dvm: %v\n", err)
 		return launcher.ExitUsage
@@ -145,9 +126,56 @@ func dvmMain(args []string) int {
 	} else if err == nil {
 		c.Close()
 	}
-	req := dvm.Request{Op: args[0], JSON: jsonOut, All: allJobs}
-	if args[0] == "add" {
-		for _, a := range fs.Args() {
+	req, ok := dvmRequest(args[0], fs.Args(), o)
+	if !ok {
+		return launcher.ExitUsage
+	}
+	return launcher.Command(dir, req)
+}
+
+// start is `prun dvm start`: detached, unless --foreground.
+func (o *dvmOpts) start(args []string) int {
+	if err := dvm.CheckName(o.name); err != nil {
+		fmt.Fprintf(os.Stderr, "prun dvm start: %v\n", err)
+		return launcher.ExitUsage
+	}
+	job := &jobspec.Job{Place: jobspec.Placement{Hosts: o.hosts, Hostfile: o.hostfile, LocalHost: o.localAs},
+		Launch: jobspec.Launch{Rsh: o.rsh, Fanout: o.fanout, IfInclude: o.ifInclude}}
+	if o.makeDefault && dvm.Allocation(os.Getenv) != "" {
+		if o.name != dvm.DefaultName {
+			fmt.Fprintf(os.Stderr, "prun dvm start: --default: inside an allocation, the DVM named %s is every prun's of the allocation; --default is for outside one\n", dvm.DefaultName)
+			return launcher.ExitUsage
+		}
+		o.makeDefault = false // it is already
+	}
+	dir := dvm.Dir(os.Getenv, o.name)
+	if o.allocPid < 0 {
+		o.allocPid = allocationHolder()
+	}
+	// A detached runtime runs in /: the files named on its command
+	// line are the starting shell's.
+	if o.fromDir == "" {
+		var err error
+		if o.fromDir, err = os.Getwd(); err != nil {
+			fmt.Fprintf(os.Stderr, "prun dvm start: cannot determine the working directory: %v\n", err)
+			return launcher.ExitFailure
+		}
+	}
+	job.Rebase(o.fromDir)
+	if !o.foreground {
+		return detach(dir, args, o.allocPid, o.fromDir)
+	}
+	return dvmStart(dvmRun{dir: dir, job: job, idle: o.idle, allocPid: o.allocPid, readyFD: o.readyFD, log: o.logPath,
+		makeDefault: o.makeDefault})
+}
+
+// dvmRequest is command cmd's request to a running DVM, its operands
+// checked (false: a usage error, said).
+func dvmRequest(cmd string, operands []string, o dvmOpts) (dvm.Request, bool) {
+	req := dvm.Request{Op: cmd, JSON: o.jsonOut, All: o.allJobs}
+	switch cmd {
+	case "add":
+		for _, a := range operands {
 			for _, h := range strings.Split(a, ",") {
 				if h != "" {
 					req.Hosts = append(req.Hosts, h)
@@ -156,22 +184,21 @@ func dvmMain(args []string) int {
 		}
 		if len(req.Hosts) == 0 {
 			fmt.Fprintln(os.Stderr, "prun dvm add: want the HOST the DVM lost (prun dvm status lists them)")
-			return launcher.ExitUsage
+			return req, false
 		}
-	}
-	if args[0] == "kill" {
-		if fs.NArg() != 1 {
+	case "kill":
+		if len(operands) != 1 {
 			fmt.Fprintln(os.Stderr, "prun dvm kill: want one JOB (prun dvm ps lists them)")
-			return launcher.ExitUsage
+			return req, false
 		}
-		n, err := strconv.Atoi(fs.Arg(0))
+		n, err := strconv.Atoi(operands[0])
 		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "prun dvm kill: %q: want a job number (prun dvm ps lists them)\n", fs.Arg(0))
-			return launcher.ExitUsage
+			fmt.Fprintf(os.Stderr, "prun dvm kill: %q: want a job number (prun dvm ps lists them)\n", operands[0])
+			return req, false
 		}
 		req.Job = n
 	}
-	return launcher.Command(dir, req)
+	return req, true
 }
 
 // dvmDir is the runtime a command or a submission addresses: --dvm's, else
@@ -317,42 +344,16 @@ func dvmStart(cfg dvmRun) int {
 		}
 		return launcher.ExitFailure
 	}
-	if err := dvm.MakeDir(dir); err != nil {
+	var err error
+	if ours, err = cfg.claim(); err != nil {
 		return fail("%v", err)
 	}
 	sock := dvm.Socket(dir)
-	// A live runtime answers; a socket nobody answers is a dead one's.
-	if c, err := dvm.Dial(dir); err == nil {
-		c.Close()
-		return fail("a DVM already runs at %s (prun dvm stop --dvm %s)", dir, dir)
-	} else if !errors.Is(err, dvm.ErrNoDVM) {
-		return fail("%v", err)
-	}
-	ours = true
-	if cfg.makeDefault {
-		if cur := dvm.Default(os.Getenv); cur != "" && cur != dir {
-			if c, err := dvm.Dial(cur); err == nil {
-				c.Close()
-				return fail("--default: the DVM at %s is every shell's default (prun dvm stop --dvm %s first)", cur, cur)
-			}
-		}
-	}
 	os.Remove(sock)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// A terminating signal gives the start up, or stops the runtime once
-	// it is up (its jobs end first).
 	var up atomic.Pointer[launcher.DVM]
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		for sig := range sigs {
-			cancel()
-			if d := up.Load(); d != nil {
-				go d.Stop(true, "received "+launcher.SignalName(sig.(syscall.Signal)))
-			}
-		}
-	}()
+	stopOnSignals(cancel, &up)
 	d, err := launcher.StartDVM(ctx, launcher.DVMConfig{Job: cfg.job, Env: os.Environ(), TmpDir: os.TempDir(), Log: os.Stderr,
 		Parse: func(r dvm.Run, stdout, stderr io.Writer) (*jobspec.Job, int, bool) {
 			return cli.Submitted(r.Args, cli.EnvOf(r.Env, r.Cwd), stdout, stderr, r.ColorErrors)
@@ -376,18 +377,7 @@ func dvmStart(cfg dvmRun) int {
 			return fail("--default: %v", err)
 		}
 	}
-	nodes := d.Nodes()
-	what := fmt.Sprintf("%d node%s up (%s)", len(nodes), map[bool]string{true: "s"}[len(nodes) != 1], strings.Join(nodes, ","))
-	var msg string
-	switch {
-	case cfg.makeDefault:
-		msg = fmt.Sprintf("prun dvm: %s; every prun of this user's on this node runs its jobs there (--default), until prun dvm stop\n", what)
-	case dvm.Allocation(os.Getenv) != "" && filepath.Base(dir) == filepath.Base(dvm.Dir(os.Getenv, dvm.DefaultName)):
-		msg = fmt.Sprintf("prun dvm: %s; every prun of this allocation runs its jobs there, until the allocation ends or prun dvm stop\n", what)
-	default:
-		msg = fmt.Sprintf("prun dvm: %s; a prun runs its jobs there with --dvm %s, or with %s set (eval \"$(prun dvm start ...)\" sets it)\n",
-			what, dir, dvm.Env)
-	}
+	what, msg := cfg.upMessage(d.Nodes())
 	if cfg.log != "" {
 		fmt.Fprint(os.Stderr, dvm.LogStarted(os.Getpid(), what+" at "+dir))
 		go keepLog(cfg.log, d.Done())
@@ -409,6 +399,62 @@ func dvmStart(cfg dvmRun) int {
 	os.Remove(filepath.Dir(dir)) // the user's runtimes' directory, when this was the last
 	fmt.Fprint(os.Stderr, dvm.LogEnded(d.Why()))
 	return 0
+}
+
+// claim makes the runtime's directory and checks that no live runtime
+// holds it, nor (--default) another default one; ours says whether a
+// failed start from here on removes the directory.
+func (cfg dvmRun) claim() (ours bool, err error) {
+	if err := dvm.MakeDir(cfg.dir); err != nil {
+		return false, err
+	}
+	// A live runtime answers; a socket nobody answers is a dead one's.
+	if c, err := dvm.Dial(cfg.dir); err == nil {
+		c.Close()
+		return false, fmt.Errorf("a DVM already runs at %s (prun dvm stop --dvm %s)", cfg.dir, cfg.dir)
+	} else if !errors.Is(err, dvm.ErrNoDVM) {
+		return false, err
+	}
+	if cfg.makeDefault {
+		if cur := dvm.Default(os.Getenv); cur != "" && cur != cfg.dir {
+			if c, err := dvm.Dial(cur); err == nil {
+				c.Close()
+				return true, fmt.Errorf("--default: the DVM at %s is every shell's default (prun dvm stop --dvm %s first)", cur, cur)
+			}
+		}
+	}
+	return true, nil
+}
+
+// stopOnSignals: a terminating signal gives the start up (cancel), or
+// stops the runtime once it is up (its jobs end first).
+func stopOnSignals(cancel func(), up *atomic.Pointer[launcher.DVM]) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		for sig := range sigs {
+			cancel()
+			if d := up.Load(); d != nil {
+				go d.Stop(true, "received "+launcher.SignalName(sig.(syscall.Signal)))
+			}
+		}
+	}()
+}
+
+// upMessage is what the runtime says once up: what is up, and the line
+// that tells which prun runs its jobs there.
+func (cfg dvmRun) upMessage(nodes []string) (what, msg string) {
+	what = fmt.Sprintf("%d node%s up (%s)", len(nodes), map[bool]string{true: "s"}[len(nodes) != 1], strings.Join(nodes, ","))
+	switch {
+	case cfg.makeDefault:
+		msg = fmt.Sprintf("prun dvm: %s; every prun of this user's on this node runs its jobs there (--default), until prun dvm stop\n", what)
+	case dvm.Allocation(os.Getenv) != "" && filepath.Base(cfg.dir) == filepath.Base(dvm.Dir(os.Getenv, dvm.DefaultName)):
+		msg = fmt.Sprintf("prun dvm: %s; every prun of this allocation runs its jobs there, until the allocation ends or prun dvm stop\n", what)
+	default:
+		msg = fmt.Sprintf("prun dvm: %s; a prun runs its jobs there with --dvm %s, or with %s set (eval \"$(prun dvm start ...)\" sets it)\n",
+			what, cfg.dir, dvm.Env)
+	}
+	return what, msg
 }
 
 // keepLog keeps the runtime's log (its stdout and stderr) within

@@ -36,8 +36,6 @@ var pending = map[string]bool{
 	"e2e.TestInspectMultiNode":          true,
 	"e2e.topTmux":                       true,
 	"cmd/prun.TestSubmitterFindsTheDVM": true,
-	"cmd/prun.dvmMain":                  true,
-	"cmd/prun.dvmStart":                 true,
 	"launcher.TestPolicy":               true,
 	"remote.(*Tree).handle":             true,
 	"remote.(*node).handle":             true,
