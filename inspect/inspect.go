@@ -91,6 +91,12 @@ type Server struct {
 func Listen(dir string, src Source) (*Server, error) {
 	path := filepath.Join(dir, SocketName)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if errors.Is(err, unix.EADDRINUSE) && stale(path) {
+		// A dead launcher's (a SIGKILLed DVM's, in the directory the
+		// next one takes): nobody answers there.
+		os.Remove(path)
+		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("inspect socket: %w", err)
 	}
@@ -103,6 +109,16 @@ func Listen(dir string, src Source) (*Server, error) {
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
+}
+
+// stale reports whether the socket at path is one nobody listens on.
+func stale(path string) bool {
+	c, err := net.Dial("unix", path)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, unix.ECONNREFUSED)
 }
 
 // Path is the socket's path.

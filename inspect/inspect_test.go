@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,5 +181,26 @@ func TestFind(t *testing.T) {
 	}
 	if _, err := Find(tmp, tmp); err == nil || !strings.Contains(err.Error(), "not a running prun's session directory") {
 		t.Errorf("a directory without a socket: %v", err)
+	}
+}
+
+// A dead launcher's socket (a SIGKILLed DVM's, in the directory the next
+// one takes) is taken over; a live one's is not.
+func TestStaleSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, SocketName)
+	dead, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.SetUnlinkOnClose(false)
+	dead.Close() // the file stays, nobody listens
+	srv, err := Listen(dir, startProcs(t))
+	if err != nil {
+		t.Fatalf("a dead launcher's socket: %v", err)
+	}
+	defer srv.Close()
+	if _, err := Listen(dir, startProcs(t)); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("a live launcher's socket: %v", err)
 	}
 }

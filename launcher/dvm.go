@@ -71,6 +71,10 @@ type DVM struct {
 	closing bool
 	why     string // why it stopped (Stop's), once closing
 
+	// closeInspect closes the inspect socket (Serve's) before done: what
+	// waits on done removes the runtime's directory. Under mu.
+	closeInspect func()
+
 	// forgetting counts the ended submissions whose jobs are still being
 	// dropped from the nodes: that happens after the submitter heard its
 	// status (it is none of its business), and ps, status and stop wait
@@ -792,6 +796,12 @@ func (d *DVM) Stop(allJobs bool, why string) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	d.closeNodes()
+	d.mu.RLock()
+	closeInspect := d.closeInspect
+	d.mu.RUnlock()
+	if closeInspect != nil {
+		closeInspect()
+	}
 	close(d.done)
 	return nil
 }

@@ -268,7 +268,7 @@ func (r *run) listenInspect(s *startup) int {
 }
 
 // listenInspect opens the runtime's inspect socket in its directory,
-// closed when the runtime stops.
+// closed when the runtime stops (Stop), before its directory goes.
 func (d *DVM) listenInspect(dir string) {
 	in := &inspector{stop: make(chan struct{}), find: d.inspected}
 	srv, err := inspect.Listen(dir, in)
@@ -276,11 +276,9 @@ func (d *DVM) listenInspect(dir string) {
 		d.logf("prun top and prun stack will not see its jobs: %v", err)
 		return
 	}
-	go func() {
-		<-d.done
-		in.close()
-		srv.Close()
-	}()
+	d.mu.Lock()
+	d.closeInspect = func() { in.close(); srv.Close() }
+	d.mu.Unlock()
 }
 
 // inspected resolves a runtime's job: "N" is submission N's own job, "N.K"
