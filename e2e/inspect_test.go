@@ -69,142 +69,149 @@ func topOnce(t *testing.T, p *proc, env []string) []sample.Rank {
 func TestInspectMultiNode(t *testing.T) {
 	c := cluster.Start(t, 4)
 	m := &mn{c: c, hosts: c.Hosts(), hostfile: c.Hostfile()}
+	t.Run("top", func(t *testing.T) { inspectTop(t, m) })
+	t.Run("timeout-stacks", func(t *testing.T) { inspectTimeoutStacks(t, m) })
+	for _, mpi := range []struct {
+		name  string
+		build func(*testing.T, string) (string, string)
+	}{{"ompi", ompi}, {"mpich", mpich}} {
+		t.Run("stack-"+mpi.name, func(t *testing.T) { inspectHang(t, m, mpi.build) })
+	}
+}
 
-	// One rank per host: 0 spins, 1 stops itself, 2 exits with 3 (the job
-	// goes on: --enable-recovery), 3 writes a line every 0.2 s.
-	t.Run("top", func(t *testing.T) {
-		script := `case $PRUN_RANK in
+// inspectTop: one rank per host: 0 spins, 1 stops itself, 2 exits with 3
+// (the job goes on: --enable-recovery), 3 writes a line every 0.2 s.
+func inspectTop(t *testing.T, m *mn) {
+	script := `case $PRUN_RANK in
 0) while :; do :; done ;;
 1) kill -STOP $$; sleep 1000 ;;
 2) sleep 0.5; exit 3 ;;
 3) while :; do echo tick; sleep 0.2; done ;;
 esac`
-		p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "--enable-recovery", "-n", "4",
-			"sh", "-c", script}, env: m.env(), timeout: 3 * time.Minute})
-		p.waitOutput(30*time.Second, "tick\n")
-		var ranks []sample.Rank
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			ranks = topOnce(t, p, m.env())
-			if len(ranks) == 4 && ranks[1].State == "stopped" && ranks[2].State == sample.Exited && ranks[0].CPU > 20 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no sample with rank 1 stopped, rank 2 exited, rank 0 busy: %+v", ranks)
-			}
-			time.Sleep(200 * time.Millisecond)
+	p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "--enable-recovery", "-n", "4",
+		"sh", "-c", script}, env: m.env(), timeout: 3 * time.Minute})
+	p.waitOutput(30*time.Second, "tick\n")
+	var ranks []sample.Rank
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ranks = topOnce(t, p, m.env())
+		if len(ranks) == 4 && ranks[1].State == "stopped" && ranks[2].State == sample.Exited && ranks[0].CPU > 20 {
+			break
 		}
-		t.Logf("%+v", ranks)
-		for i, r := range ranks {
-			if r.Rank != i || r.Host != m.hosts[i] || r.Pid <= 0 {
-				t.Errorf("rank %d: %+v, want rank %d on %s with its pid", i, r, i, m.hosts[i])
-			}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample with rank 1 stopped, rank 2 exited, rank 0 busy: %+v", ranks)
 		}
-		if r := ranks[0]; r.State != "running" || len(r.Apart) != 0 || r.RSS <= 0 {
-			t.Errorf("the spinner: %+v", r)
-		}
-		if r := ranks[1]; !strings.Contains(strings.Join(r.Apart, " "), "idle") {
-			t.Errorf("the stopped rank is not marked idle: %+v", r)
-		}
-		if r := ranks[2]; r.ExitStatus != 3 || r.Signal != 0 {
-			t.Errorf("the exited rank: %+v", r)
-		}
-		if r := ranks[3]; r.OutRate <= 0 || r.SinceOutput > 2 {
-			t.Errorf("the writer: %+v", r)
-		}
-
-		// The live view in a real terminal of 80x24: keys sort, q quits.
-		t.Run("tmux", func(t *testing.T) { topTmux(t, p, m) })
-
-		// Another user gets nothing: one line, a failure.
-		t.Run("nobody", func(t *testing.T) {
-			dir := t.TempDir()
-			os.Chmod(dir, 0o755)
-			bin := filepath.Join(dir, "prun")
-			copyFile(t, prunBin, bin)
-			os.Chmod(bin, 0o755)
-			pid := strconv.Itoa(p.cmd.Process.Pid)
-			for _, args := range [][]string{{"top", pid, "--once", "--json"}, {"stack", pid}} {
-				cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", bin}, args...)...)
-				cmd.Env = append(baseEnv(), "TMPDIR="+p.tmpdir)
-				var out, errb bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &errb
-				err := cmd.Run()
-				if err == nil || out.Len() > 0 || strings.Count(errb.String(), "\n") != 1 {
-					t.Errorf("nobody's prun %s: %v, stdout %q, stderr %q", strings.Join(args, " "), err, out.String(), errb.String())
-				}
-			}
-		})
-		p.signal(syscall.SIGTERM)
-		p.wait()
-		m.checkClean(t, 10*time.Second)
-	})
-
-	// --timeout --get-stack-traces gathers the same merged tree along the
-	// daemon tree: every host's ranks in one branch.
-	t.Run("timeout-stacks", func(t *testing.T) {
-		r := m.run(t, opts{args: []string{"--timeout", "3", "--get-stack-traces", "--hostfile", m.hostfile, "-n", "8",
-			"sleep", "30"}})
-		expectCode(t, r, 124)
-		all := r.stdout + r.stderr
-		if !strings.Contains(all, "the stacks of the running ranks, merged:") || !strings.Contains(all, "[0-7] 8 ranks") ||
-			strings.Contains(all, "no stack") {
-			t.Errorf("want one merged tree of the 8 ranks:\n%s", r)
-		}
-	})
-
-	// A hung MPI job, one rank on every host but the last rank never
-	// reaching the barrier (testdata/barrierhang.c): prun stack shows two
-	// branches, the barrier's with ranks 0-6 and the lone rank 7's; the
-	// picture renders.
-	for _, mpi := range []struct {
-		name  string
-		build func(*testing.T, string) (string, string)
-	}{{"ompi", ompi}, {"mpich", mpich}} {
-		t.Run("stack-"+mpi.name, func(t *testing.T) {
-			dir, prog := mpi.build(t, "barrierhang.c")
-			p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "8", prog},
-				dir: dir, env: m.env(), timeout: 4 * time.Minute})
-			for r := 0; r < 8; r++ {
-				p.waitOutput(60*time.Second, fmt.Sprintf("rank %d pid ", r))
-			}
-			pid := strconv.Itoa(p.cmd.Process.Pid)
-			start := time.Now()
-			out, errs, code := inspectCmd(t, p, m.env(), "stack", pid, "--timeout", "60s")
-			t.Logf("prun stack took %v:\n%s", time.Since(start), out)
-			if code != 0 {
-				t.Fatalf("prun stack: exit %d\n%s", code, errs)
-			}
-			checkHangTree(t, out)
-			// --ranks: only those.
-			out, errs, code = inspectCmd(t, p, m.env(), "stack", pid, "--timeout", "60s", "--ranks", "6-7")
-			if code != 0 || !strings.Contains(out, "2 ranks") || strings.Contains(out, "[0-") {
-				t.Errorf("prun stack --ranks 6-7: exit %d\n%s%s", code, out, errs)
-			}
-			// The picture: SVG of the right size, and the same graph drawn
-			// as PNG by Graphviz.
-			svg := filepath.Join(t.TempDir(), "stack.svg")
-			if _, errs, code := inspectCmd(t, p, m.env(), "stack", pid, "--timeout", "60s", "--format", "svg", "-o", svg); code != 0 {
-				t.Fatalf("prun stack --format svg: exit %d\n%s", code, errs)
-			}
-			checkSVG(t, svg)
-			dot, errs, code := inspectCmd(t, p, m.env(), "stack", pid, "--timeout", "60s", "--format", "dot")
-			if code != 0 {
-				t.Fatalf("prun stack --format dot: exit %d\n%s", code, errs)
-			}
-			pngb, err := stacktree.Convert(t.Context(), []byte(dot), "png")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := png.DecodeConfig(bytes.NewReader(pngb))
-			if err != nil || cfg.Width < 200 || cfg.Height < 200 || cfg.Width > 8000 || cfg.Height > 8000 {
-				t.Errorf("PNG %dx%d: %v", cfg.Width, cfg.Height, err)
-			}
-			p.signal(syscall.SIGTERM)
-			p.wait()
-			m.checkClean(t, 10*time.Second)
-		})
+		time.Sleep(200 * time.Millisecond)
 	}
+	t.Logf("%+v", ranks)
+	for i, r := range ranks {
+		if r.Rank != i || r.Host != m.hosts[i] || r.Pid <= 0 {
+			t.Errorf("rank %d: %+v, want rank %d on %s with its pid", i, r, i, m.hosts[i])
+		}
+	}
+	if r := ranks[0]; r.State != "running" || len(r.Apart) != 0 || r.RSS <= 0 {
+		t.Errorf("the spinner: %+v", r)
+	}
+	if r := ranks[1]; !strings.Contains(strings.Join(r.Apart, " "), "idle") {
+		t.Errorf("the stopped rank is not marked idle: %+v", r)
+	}
+	if r := ranks[2]; r.ExitStatus != 3 || r.Signal != 0 {
+		t.Errorf("the exited rank: %+v", r)
+	}
+	if r := ranks[3]; r.OutRate <= 0 || r.SinceOutput > 2 {
+		t.Errorf("the writer: %+v", r)
+	}
+
+	// The live view in a real terminal of 80x24: keys sort, q quits.
+	t.Run("tmux", func(t *testing.T) { topTmux(t, p, m) })
+
+	// Another user gets nothing: one line, a failure.
+	t.Run("nobody", func(t *testing.T) { topNobody(t, p) })
+	p.signal(syscall.SIGTERM)
+	p.wait()
+	m.checkClean(t, 10*time.Second)
+}
+
+// topNobody: another user gets nothing from prun top or prun stack of p's
+// job: one line, a failure.
+func topNobody(t *testing.T, p *proc) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "prun")
+	copyFile(t, prunBin, bin)
+	os.Chmod(bin, 0o755)
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	for _, args := range [][]string{{"top", pid, "--once", "--json"}, {"stack", pid}} {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", bin}, args...)...)
+		cmd.Env = append(baseEnv(), "TMPDIR="+p.tmpdir)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if err == nil || out.Len() > 0 || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("nobody's prun %s: %v, stdout %q, stderr %q", strings.Join(args, " "), err, out.String(), errb.String())
+		}
+	}
+}
+
+// inspectTimeoutStacks: --timeout --get-stack-traces gathers the same
+// merged tree along the daemon tree: every host's ranks in one branch.
+func inspectTimeoutStacks(t *testing.T, m *mn) {
+	r := m.run(t, opts{args: []string{"--timeout", "3", "--get-stack-traces", "--hostfile", m.hostfile, "-n", "8",
+		"sleep", "30"}})
+	expectCode(t, r, 124)
+	all := r.stdout + r.stderr
+	if !strings.Contains(all, "the stacks of the running ranks, merged:") || !strings.Contains(all, "[0-7] 8 ranks") ||
+		strings.Contains(all, "no stack") {
+		t.Errorf("want one merged tree of the 8 ranks:\n%s", r)
+	}
+}
+
+// inspectHang: a hung MPI job, one rank on every host but the last rank
+// never reaching the barrier (testdata/barrierhang.c): prun stack shows two
+// branches, the barrier's with ranks 0-6 and the lone rank 7's; the picture
+// renders.
+func inspectHang(t *testing.T, m *mn, build func(*testing.T, string) (string, string)) {
+	dir, prog := build(t, "barrierhang.c")
+	p := startPrun(t, opts{args: []string{"--hostfile", m.hostfile, "--map-by", "node", "-n", "8", prog},
+		dir: dir, env: m.env(), timeout: 4 * time.Minute})
+	for r := 0; r < 8; r++ {
+		p.waitOutput(60*time.Second, fmt.Sprintf("rank %d pid ", r))
+	}
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	start := time.Now()
+	out, errs, code := inspectCmd(t, p, m.env(), "stack", pid, "--timeout", "60s")
+	t.Logf("prun stack took %v:\n%s", time.Since(start), out)
+	if code != 0 {
+		t.Fatalf("prun stack: exit %d\n%s", code, errs)
+	}
+	checkHangTree(t, out)
+	// --ranks: only those.
+	out, errs, code = inspectCmd(t, p, m.env(), "stack", pid, "--timeout", "60s", "--ranks", "6-7")
+	if code != 0 || !strings.Contains(out, "2 ranks") || strings.Contains(out, "[0-") {
+		t.Errorf("prun stack --ranks 6-7: exit %d\n%s%s", code, out, errs)
+	}
+	// The picture: SVG of the right size, and the same graph drawn
+	// as PNG by Graphviz.
+	svg := filepath.Join(t.TempDir(), "stack.svg")
+	if _, errs, code := inspectCmd(t, p, m.env(), "stack", pid, "--timeout", "60s", "--format", "svg", "-o", svg); code != 0 {
+		t.Fatalf("prun stack --format svg: exit %d\n%s", code, errs)
+	}
+	checkSVG(t, svg)
+	dot, errs, code := inspectCmd(t, p, m.env(), "stack", pid, "--timeout", "60s", "--format", "dot")
+	if code != 0 {
+		t.Fatalf("prun stack --format dot: exit %d\n%s", code, errs)
+	}
+	pngb, err := stacktree.Convert(t.Context(), []byte(dot), "png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(pngb))
+	if err != nil || cfg.Width < 200 || cfg.Height < 200 || cfg.Width > 8000 || cfg.Height > 8000 {
+		t.Errorf("PNG %dx%d: %v", cfg.Width, cfg.Height, err)
+	}
+	p.signal(syscall.SIGTERM)
+	p.wait()
+	m.checkClean(t, 10*time.Second)
 }
 
 // checkHangTree checks prun stack's text of barrierhang.c's 8 ranks: a
@@ -251,15 +258,6 @@ func checkSVG(t *testing.T, path string) {
 // topTmux runs prun top on p's job in tmux at 80x24, checks the screen,
 // sorts by rank both ways and quits.
 func topTmux(t *testing.T, p *proc, m *mn) {
-	tmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Fatalf("tmux is not installed (make deps installs it): %v", err)
-	}
-	sock := filepath.Join(t.TempDir(), "tmux.sock")
-	tm := func(args ...string) (string, error) {
-		out, err := exec.Command(tmux, append([]string{"-S", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
-		return string(out), err
-	}
 	env := append(append(baseEnv(), "TMPDIR="+p.tmpdir, "TERM=xterm-256color"), m.env()...)
 	cmdline := "env"
 	for _, kv := range env {
@@ -267,59 +265,15 @@ func topTmux(t *testing.T, p *proc, m *mn) {
 			cmdline += " " + strconv.Quote(kv)
 		}
 	}
-	cmdline += fmt.Sprintf(" %s top %d", prunBin, p.cmd.Process.Pid)
-	if out, err := tm("new-session", "-d", "-s", "top", "-x", "80", "-y", "24", cmdline); err != nil {
-		t.Fatalf("tmux new-session: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { tm("kill-server") })
-	var last string
-	waitFor := func(what string, ok func(lines []string) bool) []string {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			out, err := tm("capture-pane", "-p", "-t", "top")
-			if err == nil {
-				last = out
-				lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-				if ok(lines) {
-					return lines
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s on the screen:\n%s", what, last)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	rows := func(lines []string) []string {
-		var out []string
-		for _, l := range lines[3 : len(lines)-1] {
-			if strings.TrimSpace(l) != "" {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
-	first := func(row string) string {
-		if f := strings.Fields(row); len(f) > 0 {
-			return f[0]
-		}
-		return ""
-	}
-	keys := func(k ...string) {
-		t.Helper()
-		if out, err := tm(append([]string{"send-keys", "-t", "top"}, k...)...); err != nil {
-			t.Fatalf("send-keys %v: %v\n%s", k, err, out)
-		}
-	}
-	lines := waitFor("the job's four ranks", func(lines []string) bool {
+	pn := startPane(t, fmt.Sprintf("%s %s top %d", cmdline, prunBin, p.cmd.Process.Pid))
+	lines := pn.waitFor("the job's four ranks", func(lines []string) bool {
 		s := strings.Join(lines, "\n")
-		return len(lines) == 24 && len(rows(lines)) == 4 && strings.Contains(s, "stopped") && strings.Contains(s, "exit 3") &&
+		return len(lines) == 24 && len(topRows(lines)) == 4 && strings.Contains(s, "stopped") && strings.Contains(s, "exit 3") &&
 			strings.Contains(s, "idle")
 	})
-	t.Logf("prun top at 80x24:\n%s", last)
+	t.Logf("prun top at 80x24:\n%s", pn.last)
 	if out := os.Getenv("PRUN_TOP_CAPTURE"); out != "" {
-		os.WriteFile(out, []byte(last), 0o644) // for README.md
+		os.WriteFile(out, []byte(pn.last), 0o644) // for README.md
 	}
 	if !strings.HasPrefix(lines[0], "4 ranks on 4 hosts") {
 		t.Errorf("title: %q", lines[0])
@@ -334,24 +288,101 @@ func topTmux(t *testing.T, p *proc, m *mn) {
 			t.Errorf("no row of %s", h)
 		}
 	}
-	keys("R")
-	waitFor("rank order", func(l []string) bool {
-		r := rows(l)
+	first := func(row string) string {
+		if f := strings.Fields(row); len(f) > 0 {
+			return f[0]
+		}
+		return ""
+	}
+	pn.keys("R")
+	pn.waitFor("rank order", func(l []string) bool {
+		r := topRows(l)
 		return len(r) == 4 && first(r[0]) == "0" && first(r[3]) == "3"
 	})
-	keys("R")
-	waitFor("reversed rank order", func(l []string) bool {
-		r := rows(l)
+	pn.keys("R")
+	pn.waitFor("reversed rank order", func(l []string) bool {
+		r := topRows(l)
 		return len(r) == 4 && first(r[0]) == "3" && first(r[3]) == "0"
 	})
-	keys("q")
-	deadline := time.Now().Add(10 * time.Second)
+	pn.keys("q")
+	pn.waitGone("prun top", 10*time.Second)
+}
+
+// topRows are the table's non-empty rows on prun top's screen.
+func topRows(lines []string) []string {
+	var out []string
+	for _, l := range lines[3 : len(lines)-1] {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// pane is a tmux session of one command in a terminal of 80x24, on a
+// server of its own (removed at the test's end).
+type pane struct {
+	t          *testing.T
+	tmux, sock string
+	last       string // the last screen captured
+}
+
+func startPane(t *testing.T, cmdline string) *pane {
+	t.Helper()
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Fatalf("tmux is not installed (make deps installs it): %v", err)
+	}
+	pn := &pane{t: t, tmux: tmux, sock: filepath.Join(t.TempDir(), "tmux.sock")}
+	if out, err := pn.tm("new-session", "-d", "-s", "top", "-x", "80", "-y", "24", cmdline); err != nil {
+		t.Fatalf("tmux new-session: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { pn.tm("kill-server") })
+	return pn
+}
+
+func (pn *pane) tm(args ...string) (string, error) {
+	out, err := exec.Command(pn.tmux, append([]string{"-S", pn.sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// waitFor waits up to 20 s for a screen that ok accepts, and returns it.
+func (pn *pane) waitFor(what string, ok func(lines []string) bool) []string {
+	pn.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := tm("has-session", "-t", "top"); err != nil {
-			break
+		out, err := pn.tm("capture-pane", "-p", "-t", "top")
+		if err == nil {
+			pn.last = out
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if ok(lines) {
+				return lines
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prun top still runs after q:\n%s", last)
+			pn.t.Fatalf("no %s on the screen:\n%s", what, pn.last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (pn *pane) keys(k ...string) {
+	pn.t.Helper()
+	if out, err := pn.tm(append([]string{"send-keys", "-t", "top"}, k...)...); err != nil {
+		pn.t.Fatalf("send-keys %v: %v\n%s", k, err, out)
+	}
+}
+
+// waitGone waits for the command to end (the session with it).
+func (pn *pane) waitGone(what string, d time.Duration) {
+	pn.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if _, err := pn.tm("has-session", "-t", "top"); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			pn.t.Fatalf("%s still runs after q:\n%s", what, pn.last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

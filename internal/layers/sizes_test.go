@@ -33,8 +33,6 @@ var declarative = map[string]string{
 // lead empties this list as the splits merge; a name here that is no
 // longer an offender fails, so that it goes too.
 var pending = map[string]bool{
-	"e2e.TestInspectMultiNode":          true,
-	"e2e.topTmux":                       true,
 	"cmd/prun.TestSubmitterFindsTheDVM": true,
 	"launcher.TestPolicy":               true,
 	"remote.(*Tree).handle":             true,
