@@ -57,47 +57,97 @@ func startPrep() <-chan prep {
 	return c
 }
 
+// serving is what the phases of Serve hand on to each other, and what they
+// leave to undo when Serve returns (in reverse order, as defers would).
+type serving struct {
+	stdin   *bufio.Reader
+	logf    func(format string, a ...any)
+	ready   <-chan prep
+	sess    *sessiondir.Dir // taken from ready: removed at the end
+	b       Bootstrap
+	n       *node
+	overSSH bool // the link runs over the SSH session's stdin and stdout
+	undo    []func()
+}
+
+func (s *serving) defer_(f func()) { s.undo = append(s.undo, f) }
+
+func (s *serving) unwind() {
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+}
+
 // Serve is `prun daemon`: it reads its Bootstrap from stdin, connects to
 // its parent, starts its own children, hosts the node's PMIx server and
 // obeys the launcher until the launcher goes (the parent link or stdin
 // closes, or heartbeats stop). Whatever ends it, its ranks end with it.
 // It returns the process's exit status.
+//
+// It runs in phases (readBootstrap, linkParent, startChildren,
+// startDaemon, then serve until the end), each a method of its own; a
+// phase that fails says why and returns the exit status.
 func Serve(stdin io.Reader, stderr io.Writer) int {
 	lockCopyDir()
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "prun daemon: "+format+"\n", a...) }
-	ready := startPrep()
-	var sess *sessiondir.Dir
-	defer func() {
-		if sess == nil { // ended before taking it
-			if p := <-ready; p.sess != nil {
+	s := &serving{stdin: bufio.NewReader(stdin), ready: startPrep()}
+	s.logf = func(format string, a ...any) { fmt.Fprintf(stderr, "prun daemon: "+format+"\n", a...) }
+	defer s.unwind()
+	s.defer_(func() {
+		if s.sess == nil { // ended before taking it
+			if p := <-s.ready; p.sess != nil {
 				p.sess.Remove()
 			}
 		}
-	}()
-	br := bufio.NewReader(stdin)
-	line, err := br.ReadBytes('\n')
+	})
+	for _, phase := range []func() int{s.readBootstrap, s.linkParent, s.startChildren, s.startDaemon} {
+		if code := phase(); code != 0 {
+			return code
+		}
+	}
+	return s.serve()
+}
+
+// readBootstrap reads the Bootstrap line from stdin (inside Slurm, the
+// node's vertex from its environment), sets its variables, and makes the
+// node's vertex: its collectives, gathers and output window.
+func (s *serving) readBootstrap() int {
+	line, err := s.stdin.ReadBytes('\n')
 	if err != nil {
-		logf("no bootstrap on stdin: %v", err)
+		s.logf("no bootstrap on stdin: %v", err)
 		return 1
 	}
 	var b Bootstrap
 	err = json.Unmarshal(line, &b)
 	if err == nil && b.Agent == AgentSlurm {
 		if err := slurmDaemonEnv(&b); err != nil {
-			logf("%v", err)
+			s.logf("%v", err)
 			return 1
 		}
 	}
 	if err != nil || b.Vertex < 1 || b.Vertex > len(b.Hosts) || b.Fanout < 1 {
-		logf("bad bootstrap")
+		s.logf("bad bootstrap")
 		return 1
 	}
 	if b.OutWindow <= 0 {
 		b.OutWindow = outWindow(len(b.Hosts))
 	}
+	s.b = b
+	s.n = newNode(b)
+	for _, kv := range b.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			os.Setenv(k, v)
+		}
+	}
+	trace.Mark("%s: bootstrap read", b.Hosts[b.Vertex-1])
+	return 0
+}
+
+// newNode is the daemon's vertex of the tree, before any link: its
+// children's replies read its gatherer.
+func newNode(b Bootstrap) *node {
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
-	n.gather = n.newGatherer() // before any link: its children's replies read it
+	n.gather = n.newGatherer()
 	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
 		n.up.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
 	})
@@ -107,132 +157,151 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	if b.Agent == AgentSlurm {
 		n.slurmTerm = make(chan struct{})
 	}
-	for _, kv := range b.Env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			os.Setenv(k, v)
-		}
+	n.stdin.ack = func(ns string, k int) {
+		n.up.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
 	}
-	trace.Mark("%s: bootstrap read", b.Hosts[b.Vertex-1])
+	n.stdin.done = func(ns string) { n.up.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
+	return n
+}
+
+// linkParent links the daemon to its parent: over TCP, else over the SSH
+// session's stdin and stdout; what goes up goes through one queue.
+func (s *serving) linkParent() int {
+	n, b := s.n, s.b
 	parent, err := dialParent(b)
-	overSSH := false
 	if err != nil && b.Agent == AgentSlurm {
 		// Several daemons share the step's stdout: no link can run over it.
-		logf("%s: cannot connect to the launcher: %v", n.host, err)
+		s.logf("%s: cannot connect to the launcher: %v", n.host, err)
 		return 1
 	}
 	if ve := (*ctl.VersionError)(nil); errors.As(err, &ve) {
 		// Another prun answered: the session would meet the same one.
-		logf("%s: cannot link to the launcher: %v", n.host, err)
+		s.logf("%s: cannot link to the launcher: %v", n.host, err)
 		return 1
 	}
 	if err != nil {
 		// The parent cannot be reached from here (a firewall, a jump host):
 		// the control plane runs over this SSH session instead.
 		var sshErr error
-		if parent, sshErr = linkOverSSH(br, b); sshErr != nil {
-			logf("%s: cannot connect to the launcher (%v), nor over the SSH session (%v)", n.host, err, sshErr)
+		if parent, sshErr = linkOverSSH(s.stdin, b); sshErr != nil {
+			s.logf("%s: cannot connect to the launcher (%v), nor over the SSH session (%v)", n.host, err, sshErr)
 			return 1
 		}
-		overSSH = true
+		s.overSSH = true
 	}
 	trace.Mark("connected")
 	parent.SetSilence(ctl.Silence(len(b.Hosts)))
 	n.parent = parent
 	n.up = newUpQueue(parent)
-	defer parent.Close()
+	s.defer_(func() { parent.Close() })
 	// Its last words (a failure, the closing answer) go first, waited for as
 	// a write to the parent would be.
-	defer n.up.drain(ctl.Silence(len(b.Hosts)))
+	s.defer_(func() { n.up.drain(ctl.Silence(len(b.Hosts))) })
 	// Output waiting for credit gives up when the link goes: nothing will
 	// acknowledge it (and the ranks must not hang on their pipes).
 	go func() { <-parent.Done(); n.out.kill() }()
-	if !overSSH {
+	if !s.overSSH {
 		// EOF on stdin: the SSH session, hence the launcher (or our parent), is gone.
 		go func() {
-			io.Copy(io.Discard, br)
+			io.Copy(io.Discard, s.stdin)
 			n.end("the launcher's session closed")
 		}()
 	}
-	n.stdin.ack = func(ns string, k int) {
-		n.up.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
-	}
-	n.stdin.done = func(ns string) { n.up.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
+	return 0
+}
 
-	// Children first: their SSH handshakes are the long pole.
-	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) > 0 {
-		hosts, err := listenAddrs(b.IfInclude)
-		var ln *ctl.Listener
-		if err == nil {
-			ln, err = ctl.ListenOn(hosts, b.Ports, b.Secret)
-		}
-		if err != nil {
-			n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot listen for its children: " + err.Error()})
-			return 1
-		}
-		cb := b
-		cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
-		cb.ParentAddrs = ln.Hosts()
-		n.kids = newSpawner(n.me, cb, ln, func(typ uint8, p []byte) {
-			switch typ {
-			case tHello, tHellos:
-				if n.childHello(typ, p) {
-					return // it goes up with this daemon's own (hello.go)
-				}
-			case tFailed:
-				n.helloNow() // a failure below goes up at once
-			}
-			// The parent takes a link only with its child's own hello
-			// first: a child's hello (a child started without SSH's
-			// handshake, as in a simulated cluster, is up before its
-			// parent's PMIx server) waits for it.
-			<-n.helloSent
-			switch typ {
-			case tColl:
-				n.childColl(p) // combined here, not relayed
-				return
-			case tGathered:
-				if _, src, body, err := header(p); err == nil {
-					n.gather.answered(int(src), body) // combined here, not relayed
-				}
-				return
-			case tClosed:
-				n.childClosed(p) // counted here, not relayed
-				return
-			case tEvent:
-				n.childEvent(p) // and relayed
-			}
-			n.up.Send(typ, p)
-		},
-			func(v int, err error) {
-				n.helloFailure(v)
-				<-n.helloSent
-				n.closeGone(v)
-				n.sendUp(tFailed, &nodeErr{Host: b.Hosts[v-1], Err: err.Error()})
-			})
-		n.expectHellos(n.kids.children())
-		n.kids.start()
-		defer rsh.Shutdown() // after the sessions' close below: prun-ssh goes before this daemon
-		// Its children's sessions end before it does: they end as the
-		// children see their links close, and the launcher, which waits
-		// for its own sessions, then ends after the whole tree (and no
-		// session's process is left to whoever reaps orphans).
-		defer func() {
-			n.kids.close()
-			n.kids.waitSessions(3 * time.Second)
-		}()
+// startChildren starts the daemon's children, first: their SSH handshakes
+// are the long pole. What they send goes through fromChild.
+func (s *serving) startChildren() int {
+	n, b := s.n, s.b
+	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) == 0 {
+		return 0
 	}
+	hosts, err := listenAddrs(b.IfInclude)
+	var ln *ctl.Listener
+	if err == nil {
+		ln, err = ctl.ListenOn(hosts, b.Ports, b.Secret)
+	}
+	if err != nil {
+		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot listen for its children: " + err.Error()})
+		return 1
+	}
+	cb := b
+	cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
+	cb.ParentAddrs = ln.Hosts()
+	n.kids = newSpawner(n.me, cb, ln, n.fromChild, n.childFailed)
+	n.expectHellos(n.kids.children())
+	n.kids.start()
+	s.defer_(rsh.Shutdown) // after the sessions' close below: prun-ssh goes before this daemon
+	// Its children's sessions end before it does: they end as the
+	// children see their links close, and the launcher, which waits
+	// for its own sessions, then ends after the whole tree (and no
+	// session's process is left to whoever reaps orphans).
+	s.defer_(func() {
+		n.kids.close()
+		n.kids.waitSessions(3 * time.Second)
+	})
+	return 0
+}
 
+// fromChild routes what a child sends: hellos combine with this daemon's
+// own, collectives, gathers and close answers combine here, the rest goes
+// up (events seen on the way).
+func (n *node) fromChild(typ uint8, p []byte) {
+	switch typ {
+	case tHello, tHellos:
+		if n.childHello(typ, p) {
+			return // it goes up with this daemon's own (hello.go)
+		}
+	case tFailed:
+		n.helloNow() // a failure below goes up at once
+	}
+	// The parent takes a link only with its child's own hello
+	// first: a child's hello (a child started without SSH's
+	// handshake, as in a simulated cluster, is up before its
+	// parent's PMIx server) waits for it.
+	<-n.helloSent
+	switch typ {
+	case tColl:
+		n.childColl(p) // combined here, not relayed
+		return
+	case tGathered:
+		if _, src, body, err := header(p); err == nil {
+			n.gather.answered(int(src), body) // combined here, not relayed
+		}
+		return
+	case tClosed:
+		n.childClosed(p) // counted here, not relayed
+		return
+	case tEvent:
+		n.childEvent(p) // and relayed
+	}
+	n.up.Send(typ, p)
+}
+
+// childFailed reports a child that failed to start or whose link was lost.
+func (n *node) childFailed(v int, err error) {
+	n.helloFailure(v)
+	<-n.helloSent
+	n.closeGone(v)
+	n.sendUp(tFailed, &nodeErr{Host: n.boot.Hosts[v-1], Err: err.Error()})
+}
+
+// startDaemon takes the session directory and topology readied meanwhile,
+// starts the node's daemon (its PMIx server) and says hello.
+func (s *serving) startDaemon() int {
+	n := s.n
 	trace.Mark("children started")
-	pre := <-ready
+	pre := <-s.ready
 	trace.Mark("session dir and topology")
 	if pre.sessErr != nil {
 		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: pre.sessErr.Error()})
 		return 1
 	}
-	sess = pre.sess
-	defer sess.Remove()
+	s.sess = pre.sess
+	s.defer_(func() { s.sess.Remove() })
 	var network *daemon.Network
-	if a, ok := parent.LocalAddr().(*net.TCPAddr); ok {
+	if a, ok := n.parent.LocalAddr().(*net.TCPAddr); ok {
 		network, _ = NetworkOf(a.IP)
 	} else if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 {
 		network, _ = NetworkOf(net.ParseIP(f[2])) // the address the SSH session reached
@@ -241,7 +310,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	// The ranks' environment is the session's, taken before the PMIx
 	// server starts (it sets variables of its own in this process).
 	env := os.Environ()
-	d, err := daemon.New(daemon.Config{Name: n.host, Session: sess, BaseEnv: env, Network: network,
+	d, err := daemon.New(daemon.Config{Name: n.host, Session: s.sess, BaseEnv: env, Network: network,
 		JobIO: func(nspace string) daemon.JobIO {
 			return daemon.JobIO{Stdin: n.stdin.get(nspace), BaseEnv: slices.Clone(env)}
 		}}, n)
@@ -260,9 +329,15 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	}
 	n.ownHello(hi) // with its subtree's, when it has children
 	trace.Mark("hello ready")
+	return 0
+}
 
+// serve reads the parent's link until the daemon ends, then fails what
+// is pending and kills the ranks.
+func (s *serving) serve() int {
+	n := s.n
 	go n.readParent()
-	if b.Agent == AgentSlurm {
+	if s.b.Agent == AgentSlurm {
 		n.slurmSignals()
 	}
 	why := <-n.gone
@@ -272,7 +347,7 @@ func Serve(stdin io.Reader, stderr io.Writer) int {
 	closed := n.closed.Load()
 	n.closeDaemon()
 	if !closed {
-		logf("%s: %s; killed its ranks", n.host, why)
+		s.logf("%s: %s; killed its ranks", n.host, why)
 	}
 	return 0
 }
@@ -553,21 +628,7 @@ func (n *node) handle(typ uint8, body []byte) error {
 	case tReply:
 		n.calls.answered(body)
 	case tLaunch:
-		trace.Mark("launch")
-		var p daemon.Plan
-		if err := json.Unmarshal(body, &p); err != nil {
-			n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "bad launch plan: " + err.Error()})
-			return nil
-		}
-		for i := range p.Map.Nodes {
-			if p.Map.Nodes[i].Name == n.host {
-				p.Map.Nodes[i].Topo = n.topo
-			}
-		}
-		trace.Mark("plan read")
-		if err := n.d.Launch(&p); err != nil {
-			n.launchFailed(&p, err)
-		}
+		n.launch(body)
 	case tSignal:
 		return on(body, func(m *signal) {
 			n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
@@ -583,14 +644,7 @@ func (n *node) handle(typ uint8, body []byte) error {
 			n.d.ServeDirectModex(m.Proc, func(data []byte, err error) { replyUp(n, m.ID, data, err) })
 		})
 	case tDeliver:
-		return on(body, func(m *notify) {
-			if m.Skip == n.host {
-				return // raised here, and delivered here then
-			}
-			// Off the link's reader: the library may hold an event (its debugger
-			// aggregator does) before it calls back.
-			n.d.DeliverEventAsync(m.Status, m.Source, m.Range, m.Info)
-		})
+		return on(body, n.deliver)
 	case tGather:
 		return on(body, n.gatherHere)
 	case tInspect:
@@ -598,38 +652,11 @@ func (n *node) handle(typ uint8, body []byte) error {
 			replyUp(n, m.ID, n.d.Inspect(m.Nspace, m.Stacks), nil)
 		})
 	case tSuspend, tResume:
-		// Only the launcher stops: a daemon below another hears that one's
-		// heartbeats throughout.
-		if ctl.Parent(n.me, n.boot.Fanout) == 0 {
-			if typ == tSuspend {
-				n.parent.Suspend()
-			} else {
-				n.parent.Resume()
-			}
-		}
+		n.suspend(typ == tSuspend)
 	case tCollDone:
-		var m collResult
-		data, err := decodeColl(body, &m)
-		if err != nil {
-			return err
-		}
-		n.coll.result(m.Coll, data, m.collErr())
+		return n.collDone(body)
 	case tCollFail:
-		// Lost nodes, or a dead process (a group member).
-		return on(body, func(m *collFail) {
-			if m.Coll != "" {
-				n.coll.timedOut(m.Coll, m.Gen, m.collErr())
-			}
-			for _, p := range m.Procs {
-				n.coll.failProc(p, m.collErr())
-			}
-			if len(m.Verts) > 0 {
-				lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
-				if err == nil {
-					n.coll.fail(lost, m.collErr())
-				}
-			}
-		})
+		return on(body, n.collFail)
 	case tRespawn:
 		return on(body, func(m *respawn) {
 			if n.kids != nil && ctl.Parent(m.Vertex, n.boot.Fanout) == n.me {
@@ -643,21 +670,95 @@ func (n *node) handle(typ uint8, body []byte) error {
 			}
 		})
 	case tClose:
-		trace.Mark("close")
-		// Kill and reap everything, then say so; the launcher closes the
-		// link after every node has answered, which ends this process.
-		n.closed.Store(true)
-		n.closeDaemon()
-		n.closedHere()
-		if n.boot.Agent == AgentSlurm {
-			// A daemon of the Slurm step (a leaf: every daemon is the
-			// launcher's child) has answered: it ends now rather than when
-			// the launcher closes its link, so that Slurm's record of the
-			// step's end, which prun waits for, starts sooner.
-			n.end("closed")
-		}
+		n.closeNow()
 	}
 	return nil
+}
+
+// launch registers the plan's job and starts its local ranks, if any.
+func (n *node) launch(body []byte) {
+	trace.Mark("launch")
+	var p daemon.Plan
+	if err := json.Unmarshal(body, &p); err != nil {
+		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "bad launch plan: " + err.Error()})
+		return
+	}
+	for i := range p.Map.Nodes {
+		if p.Map.Nodes[i].Name == n.host {
+			p.Map.Nodes[i].Topo = n.topo
+		}
+	}
+	trace.Mark("plan read")
+	if err := n.d.Launch(&p); err != nil {
+		n.launchFailed(&p, err)
+	}
+}
+
+// deliver hands an event to the node's PMIx server, unless raised here.
+func (n *node) deliver(m *notify) {
+	if m.Skip == n.host {
+		return // raised here, and delivered here then
+	}
+	// Off the link's reader: the library may hold an event (its debugger
+	// aggregator does) before it calls back.
+	n.d.DeliverEventAsync(m.Status, m.Source, m.Range, m.Info)
+}
+
+// suspend: the launcher stops (Ctrl-Z) or continues. Only the launcher
+// stops: a daemon below another hears that one's heartbeats throughout.
+func (n *node) suspend(stop bool) {
+	if ctl.Parent(n.me, n.boot.Fanout) != 0 {
+		return
+	}
+	if stop {
+		n.parent.Suspend()
+	} else {
+		n.parent.Resume()
+	}
+}
+
+// collDone is a collective's result, on its way down.
+func (n *node) collDone(body []byte) error {
+	var m collResult
+	data, err := decodeColl(body, &m)
+	if err != nil {
+		return err
+	}
+	n.coll.result(m.Coll, data, m.collErr())
+	return nil
+}
+
+// collFail fails collectives: one that timed out, those of lost nodes, or
+// those of a dead process (a group member).
+func (n *node) collFail(m *collFail) {
+	if m.Coll != "" {
+		n.coll.timedOut(m.Coll, m.Gen, m.collErr())
+	}
+	for _, p := range m.Procs {
+		n.coll.failProc(p, m.collErr())
+	}
+	if len(m.Verts) > 0 {
+		lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+		if err == nil {
+			n.coll.fail(lost, m.collErr())
+		}
+	}
+}
+
+// closeNow kills and reaps everything, then says so; the launcher closes
+// the link after every node has answered, which ends this process.
+func (n *node) closeNow() {
+	trace.Mark("close")
+	n.closed.Store(true)
+	n.closeDaemon()
+	n.closedHere()
+	if n.boot.Agent == AgentSlurm {
+		// A daemon of the Slurm step (a leaf: every daemon is the
+		// launcher's child) has answered: it ends now rather than when
+		// the launcher closes its link, so that Slurm's record of the
+		// step's end, which prun waits for, starts sooner.
+		n.end("closed")
+	}
 }
 
 // launchFailed reports every local rank of a plan the daemon refused.

@@ -713,7 +713,6 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 // handle handles a message from vertex v (of host); an error is one it
 // cannot read.
 func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) error {
-	up := t.up
 	switch typ {
 	case tHello:
 		var m hello
@@ -722,36 +721,9 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 		}
 		return t.hello(v, v, &m)
 	case tHellos:
-		// A subtree's hellos, combined on the way (hello.go): each of a
-		// vertex of the subtree of the daemon that sent them.
-		var m subtreeHellos
-		if err := decode(body, &m); err != nil {
-			return err
-		}
-		for i := range m.Hellos {
-			if w := m.Hellos[i].Vertex; w < 1 || w > len(t.cfg.Hosts) || !inSubtree(w, v, t.cfg.Fanout) {
-				return errHelloOutside
-			}
-		}
-		for i := range m.Hellos {
-			if err := t.hello(v, m.Hellos[i].Vertex, &m.Hellos[i]); err != nil {
-				return err
-			}
-		}
+		return t.subtreeHellos(v, body)
 	case tFailed, tGaveUp:
-		return on(body, func(m *nodeErr) {
-			switch {
-			case typ == tGaveUp:
-				t.nodeFailed(host, &GaveUp{Why: m.Err})
-			case strings.HasPrefix(m.Err, slurmEndedStep) && t.kids.slurmStep():
-				// Slurm's word on why (a failed node, scancel, the time limit),
-				// asked on the link's reader: the ranks' deaths by the same
-				// SIGTERM, which follow on this link, must not be news first.
-				t.kids.slurmFail(v, errors.New(m.Err))
-			default:
-				t.nodeFailed(m.Host, errors.New(m.Err))
-			}
-		})
+		return on(body, func(m *nodeErr) { t.failed(v, host, typ == tGaveUp, m) })
 	case tSourceInfo:
 		return on(body, func(m *rankSource) {
 			// Queued too: the Writer's lock may be held by a write to a stalled
@@ -773,39 +745,95 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 		// namespace it has no plan of): the launcher says why it fails.
 		return on(body, func(m *fenceReq) {
 			var err error = pmixsrv.ErrBadParam
-			if u, ok := up.(unresolved); ok {
+			if u, ok := t.up.(unresolved); ok {
 				err = u.Unresolved(m.Kind, m.Procs)
 			}
 			answer(t, v, m.ID, []byte(nil), err)
 		})
 	case tColl:
-		// A child's subtree's combined contribution, to the launcher's
-		// vertex of the combination.
-		var m collUp
-		data, err := decodeColl(body, &m)
-		if err != nil {
+		return t.collUp(v, size, body)
+	case tDmodex, tNotify, tJobControl, tSpawn, tPublish, tLookup, tUnpublish, tNamespaces, tProcTable:
+		return t.request(v, host, typ, body)
+	case tClosed:
+		return on(body, t.closeAnswer)
+	case tReply:
+		t.calls.answered(body)
+	}
+	return nil
+}
+
+// subtreeHellos: a subtree's hellos, combined on the way (hello.go): each
+// of a vertex of the subtree of the daemon that sent them.
+func (t *Tree) subtreeHellos(v int, body []byte) error {
+	var m subtreeHellos
+	if err := decode(body, &m); err != nil {
+		return err
+	}
+	for i := range m.Hellos {
+		if w := m.Hellos[i].Vertex; w < 1 || w > len(t.cfg.Hosts) || !inSubtree(w, v, t.cfg.Fanout) {
+			return errHelloOutside
+		}
+	}
+	for i := range m.Hellos {
+		if err := t.hello(v, m.Hellos[i].Vertex, &m.Hellos[i]); err != nil {
 			return err
 		}
-		key := m.Coll
-		if m.Expired {
-			t.root.timedOut(key, m.Kind, m.Gen, m.Missing)
-			return nil
-		}
-		if t.root.cs.stale(key, m.Gen) {
-			return nil
-		}
-		t.stats.collIn(key, size)
-		done := func(res []byte, err error) {
-			b := frame(uint32(v), toLauncher, encodeColl(&collResult{Coll: key, status: statusOf(err)}, res))
-			t.stats.collOut(key, len(b), err != nil)
-			t.kids.send(v, tCollDone, b)
-		}
-		verts, err := unpackVerts(m.Verts, len(t.cfg.Hosts))
-		if err != nil {
-			done(nil, err)
-			return nil
-		}
-		t.root.cs.contribute(v, key, m.Kind, m.Procs, verts, data, done)
+	}
+	return nil
+}
+
+// failed: a node failed (to start, or its link), or a daemon gave up on
+// its parent (gaveUp).
+func (t *Tree) failed(v int, host string, gaveUp bool, m *nodeErr) {
+	switch {
+	case gaveUp:
+		t.nodeFailed(host, &GaveUp{Why: m.Err})
+	case strings.HasPrefix(m.Err, slurmEndedStep) && t.kids.slurmStep():
+		// Slurm's word on why (a failed node, scancel, the time limit),
+		// asked on the link's reader: the ranks' deaths by the same
+		// SIGTERM, which follow on this link, must not be news first.
+		t.kids.slurmFail(v, errors.New(m.Err))
+	default:
+		t.nodeFailed(m.Host, errors.New(m.Err))
+	}
+}
+
+// collUp: a child's subtree's combined contribution, to the launcher's
+// vertex of the combination.
+func (t *Tree) collUp(v, size int, body []byte) error {
+	var m collUp
+	data, err := decodeColl(body, &m)
+	if err != nil {
+		return err
+	}
+	key := m.Coll
+	if m.Expired {
+		t.root.timedOut(key, m.Kind, m.Gen, m.Missing)
+		return nil
+	}
+	if t.root.cs.stale(key, m.Gen) {
+		return nil
+	}
+	t.stats.collIn(key, size)
+	done := func(res []byte, err error) {
+		b := frame(uint32(v), toLauncher, encodeColl(&collResult{Coll: key, status: statusOf(err)}, res))
+		t.stats.collOut(key, len(b), err != nil)
+		t.kids.send(v, tCollDone, b)
+	}
+	verts, err := unpackVerts(m.Verts, len(t.cfg.Hosts))
+	if err != nil {
+		done(nil, err)
+		return nil
+	}
+	t.root.cs.contribute(v, key, m.Kind, m.Procs, verts, data, done)
+	return nil
+}
+
+// request: a daemon asks the launcher's upstream (direct modex, events,
+// job control, spawn, names, queries); the answer goes back by id.
+func (t *Tree) request(v int, host string, typ uint8, body []byte) error {
+	up := t.up
+	switch typ {
 	case tDmodex:
 		return on(body, func(m *dmodexReq) {
 			up.DirectModex(host, m.Proc, func(data []byte, err error) { answer(t, v, m.ID, data, err) })
@@ -844,22 +872,21 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 		return on(body, func(m *nspaceReq) {
 			up.ProcTable(m.Nspace, func(pt []pmixsrv.ProcInfo, err error) { answer(t, v, m.ID, pt, err) })
 		})
-	case tClosed:
-		return on(body, func(m *closed) {
-			t.mu.Lock()
-			answered := t.closeAnswers
-			t.mu.Unlock()
-			if answered != nil && m.Count > 0 {
-				select {
-				case answered <- m.Count:
-				default: // more answers than daemons: a confused subtree, not worth a wait
-				}
-			}
-		})
-	case tReply:
-		t.calls.answered(body)
 	}
 	return nil
+}
+
+// closeAnswer: a subtree's answer to the closing broadcast.
+func (t *Tree) closeAnswer(m *closed) {
+	t.mu.Lock()
+	answered := t.closeAnswers
+	t.mu.Unlock()
+	if answered != nil && m.Count > 0 {
+		select {
+		case answered <- m.Count:
+		default: // more answers than daemons: a confused subtree, not worth a wait
+		}
+	}
 }
 
 // hello records vertex v's hello, which came over the link of vertex src;
