@@ -16,9 +16,6 @@ import (
 // acknowledgement is a credit, so its order among other kinds of frames
 // does not matter.
 
-// ackDownAllowed are the kinds a batch from the parent may carry.
-func ackDownAllowed(typ uint8) bool { return typ == tOutputAck }
-
 // ackQueues are the launcher's queues of acknowledgements, by child.
 type ackQueues struct {
 	fanout int
@@ -61,59 +58,4 @@ func (a *ackQueues) push(acks []outAck) {
 		delete(a.busy, hop)
 	}
 	a.mu.Unlock()
-}
-
-// sendDown sends frames fs, each routed through child hop, as one frame
-// when they are several (batchMax bounds each).
-func sendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []queued) (frames int) {
-	for ; len(fs) > 0; frames++ {
-		k, size := 1, len(fs[0].p)
-		for k < len(fs) && size+5+len(fs[k].p) <= batchMax {
-			size += 5 + len(fs[k].p)
-			k++
-		}
-		if k == 1 {
-			dest, _, _, _ := header(fs[0].p)
-			send(int(dest), fs[0].typ, fs[0].p)
-		} else {
-			send(hop, tBatch, frame(uint32(hop), src, encodeBatch(fs[:k])))
-		}
-		fs = fs[k:]
-	}
-	return frames
-}
-
-// ackBatch is a daemon's side: a batch of acknowledgements from its parent.
-// It takes its own and passes the others on, a frame per next hop.
-func (n *node) ackBatch(body []byte) error {
-	var mine [][]byte
-	down := map[int][]queued{}
-	_, err := decodeBatchOf(body, ackDownAllowed, func(typ uint8, p []byte) {
-		dest, _, b, err := header(p)
-		switch {
-		case err != nil:
-		case int(dest) == n.me:
-			mine = append(mine, b)
-		default:
-			if hop := ctl.NextHop(n.me, int(dest), n.boot.Fanout); hop > 0 {
-				down[hop] = append(down[hop], queued{typ, p})
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	for _, b := range mine {
-		k, key, grant, err := decodeOutAck(b, 1<<40)
-		if err != nil {
-			return err
-		}
-		n.out.ack(k, key, grant)
-	}
-	if n.kids != nil {
-		for hop, fs := range down {
-			sendDown(n.kids.send, hop, toLauncher, fs)
-		}
-	}
-	return nil
 }

@@ -1,11 +1,8 @@
 package remote
 
 import (
-	"errors"
 	"sync"
 	"time"
-
-	"prun/ctl"
 )
 
 // Start-up messages combine along the tree. A daemon with children sends
@@ -21,12 +18,6 @@ import (
 // timeout + 10 s from the session's start): a vertex waits for its children
 // at most helloWait after its own hello is ready, then sends what it has;
 // what comes later goes up on its own, after it.
-
-// helloWait bounds a vertex's wait for its children's hellos, from its own.
-// It must end well before its parent's watch of it (ConnectTimeout + 10 s
-// from its session's start), which it does by the 10 s less the daemon's
-// own start.
-func (b Bootstrap) helloWait() time.Duration { return b.connectTimeout() }
 
 // helloState combines a vertex's subtree's hellos.
 type helloState struct {
@@ -154,56 +145,5 @@ func (n *node) sendHellos() {
 	n.helloDone()
 }
 
-// helloBudget bounds a combined start-up message: hellos that would take
-// it past go in the next one. A node's topology may be its hwloc XML (an
-// asymmetric node's: tens of KiB), and a frame may not exceed ctl.MaxFrame.
-const helloBudget = 4 << 20
-
-// combineHellos makes a vertex's start-up messages of its subtree's hellos
-// (its own first; hs is not changed): a topology that a hello before it on
-// this link carried (alike nodes: most of them) goes as that hello's vertex
-// (TopoOf) instead of again, and a message ends before a hello that would
-// take it past helloBudget.
-func combineHellos(hs []hello) []*subtreeHellos {
-	seen := map[string]int{}
-	out := []*subtreeHellos{{}}
-	size := 0
-	for _, h := range hs {
-		if h.TopoOf == 0 && (h.Topo != "" || len(h.TopoXML) > 0) {
-			key := h.Topo + "\x00" + string(h.TopoXML)
-			if v, ok := seen[key]; ok {
-				h.Topo, h.TopoXML, h.TopoOf = "", nil, v
-			} else {
-				seen[key] = h.Vertex
-			}
-		}
-		n := 64 + len(h.Host) + len(h.Topo) + len(h.TopoXML)*4/3 // JSON, base64
-		cur := out[len(out)-1]
-		if len(cur.Hellos) > 0 && size+n > helloBudget {
-			cur = &subtreeHellos{}
-			out = append(out, cur)
-			size = 0
-		}
-		cur.Hellos = append(cur.Hellos, h)
-		size += n
-	}
-	return out
-}
-
 // helloDone lets what waits for this daemon's hello go up.
 func (n *node) helloDone() { close(n.helloSent) }
-
-// errHelloOutside is a hello of a vertex that is not in the subtree of the
-// link it came over; errHelloTopo one that names the topology of a hello
-// that did not come before it.
-var (
-	errHelloOutside = errors.New("a hello of a node outside its subtree")
-	errHelloTopo    = errors.New("a hello naming the topology of a hello not received")
-)
-
-// inSubtree says whether vertex w is v or below it.
-func inSubtree(w, v, fanout int) bool {
-	for ; w > v; w = ctl.Parent(w, fanout) {
-	}
-	return w == v
-}

@@ -1,8 +1,6 @@
 package remote
 
 import (
-	"encoding/binary"
-	"errors"
 	"sync"
 
 	"prun/daemon"
@@ -28,101 +26,6 @@ import (
 //
 // The launcher holds at most a window per node (plus a run per stream it
 // granted); outWindow sizes it by the number of nodes.
-
-// outWindow is the window of each of n nodes: 64 MiB over all the nodes,
-// but at least a reader's largest run (iof's 256 KiB) and at most 2 MiB.
-func outWindow(n int) int {
-	return min(max(64<<20/max(n, 1), 256<<10), 2<<20)
-}
-
-// outKey is one stream of one rank.
-type outKey struct {
-	src iof.Source
-	st  iof.Stream
-}
-
-// outputFrame is frame(toLauncher, me, encodeOutput(...)) with one copy
-// of p instead of two: output is the bulk of the traffic.
-func outputFrame(me uint32, src iof.Source, st iof.Stream, p []byte, partial bool) []byte {
-	b := make([]byte, 8, 8+14+len(p))
-	binary.BigEndian.PutUint32(b, toLauncher)
-	binary.BigEndian.PutUint32(b[4:], me)
-	return append(append(b, encodeOutput(src, st, nil, partial)...), p...)
-}
-
-// encodeOutAck is an acknowledgement of n bytes, with a grant for the
-// stream k when grant is set.
-func encodeOutAck(n int, k outKey, grant bool) []byte {
-	b := binary.BigEndian.AppendUint64(nil, uint64(n))
-	if grant {
-		b = append(b, encodeOutput(k.src, k.st, nil, false)...)
-	}
-	return b
-}
-
-func decodeOutAck(b []byte, limit int) (n int, k outKey, grant bool, err error) {
-	if len(b) != 8 && len(b) != 8+14 {
-		return 0, k, false, errors.New("bad output acknowledgement")
-	}
-	if n, err = decodeAck(b[:8], limit); err != nil {
-		return 0, k, false, err
-	}
-	if len(b) > 8 {
-		k.src, k.st, _, _, err = decodeOutput(b[8:])
-		grant = err == nil
-	}
-	return n, k, grant, err
-}
-
-// outCredit is a daemon's side of its output window: a window (stdin.go)
-// whose waits also let a stream go on with a line the launcher has begun
-// to print.
-type outCredit struct {
-	window
-	mid     map[outKey]bool // the stream's last run sent ended mid-line
-	granted map[outKey]bool // ... and the launcher printed a piece of it
-}
-
-func newOutCredit(limit int) *outCredit {
-	c := &outCredit{window: window{limit: limit}, mid: map[outKey]bool{}, granted: map[outKey]bool{}}
-	c.cond = sync.NewCond(&c.mu)
-	return c
-}
-
-// acquire waits until n more bytes of stream k may go (a run larger than
-// the window goes alone; a granted continuation goes at once), and records
-// whether this run ends mid-line (before it leaves: the grant its partial
-// run earns may come back before the send returns). It reports false when
-// the link is gone: the run is dropped.
-func (c *outCredit) acquire(k outKey, n int, partial bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for !c.dead && c.inflight > 0 && c.inflight+n > c.limit && !(c.mid[k] && c.granted[k]) {
-		c.cond.Wait()
-	}
-	if c.dead {
-		return false
-	}
-	delete(c.granted, k)
-	if partial {
-		c.mid[k] = true
-	} else {
-		delete(c.mid, k)
-	}
-	c.inflight += n
-	return true
-}
-
-// ack takes an acknowledgement from the launcher.
-func (c *outCredit) ack(n int, k outKey, grant bool) {
-	c.mu.Lock()
-	c.inflight = max(c.inflight-n, 0)
-	if grant && c.mid[k] {
-		c.granted[k] = true
-	}
-	c.cond.Broadcast()
-	c.mu.Unlock()
-}
 
 // outRun is a queued run (or, with end, a stream's end; with info, its
 // source's host and pid) of node v.

@@ -17,15 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"prun/daemon"
-	"prun/hostfile"
-	"prun/internal/sigcatch"
 	"prun/internal/trace"
-)
-
-// Launch agents: how a vertex starts its children's daemons.
-const (
-	AgentSSH   = "ssh"   // one SSH (or --rsh) session per child, a tree of them
-	AgentSlurm = "slurm" // one Slurm step (srun) for every daemon, all children of the launcher
 )
 
 // ChooseAgent resolves -launcher: "slurm" inside a Slurm allocation (its job
@@ -440,39 +432,6 @@ func (t tailFile) last() string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-// slurmSignals makes a daemon of a Slurm step end cleanly when Slurm ends
-// the step (scancel, the time limit, a failed node of the job: SIGCONT and
-// SIGTERM to every process of the step, SIGKILL after KillWait): it tells
-// the launcher first, so that prun's exit names Slurm rather than the
-// ranks' deaths by the same SIGTERM, then kills its ranks and removes its
-// session directory. The launcher ends the step by closing its stdin.
-func (n *node) slurmSignals() {
-	k, err := sigcatch.Catch(4, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	if err != nil {
-		return
-	}
-	go func() {
-		sig := (<-k.C).(syscall.Signal)
-		why := fmt.Sprintf("%s (%s: scancel, the job's time limit or a failed node)", slurmEndedStep, unix.SignalName(sig))
-		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: why})
-		close(n.slurmTerm)
-		n.end(why)
-	}()
-}
-
-// holdSlurmKill holds back, a short while, the news of a rank killed by
-// SIGTERM in a Slurm step: Slurm signals the daemon and its ranks at once,
-// and the daemon's own word (slurmSignals) must reach the launcher first.
-func (n *node) holdSlurmKill(ev daemon.Event) {
-	if n.slurmTerm == nil || ev.Kind != daemon.ProcExited || ev.Signal != syscall.SIGTERM {
-		return
-	}
-	select {
-	case <-n.slurmTerm:
-	case <-time.After(500 * time.Millisecond):
-	}
-}
-
 // The Slurm variables of a rank. A rank on any node sees the job as prun
 // was given it (salloc's, sbatch's, or the step's prun runs in): the
 // launcher's SLURM_* variables, never those srun gave the daemons' step
@@ -507,64 +466,4 @@ func slurmJobEnv(env []string) []string {
 		}
 	}
 	return out
-}
-
-// slurmDaemonEnv prepares a daemon started by the step: it finds its
-// vertex by its Slurm node name, drops every SLURM_* variable of the step
-// but its node's own, and appends these to b.Env after the job's (Serve
-// sets b.Env's variables in order: the node's win).
-func slurmDaemonEnv(b *Bootstrap) error {
-	b.hint = os.Getenv("SLURM_LAUNCH_NODE_IPADDR") // the launcher's node, as SSH_CONNECTION says for SSH
-	name := os.Getenv("SLURMD_NODENAME")
-	if name == "" {
-		name, _ = os.Hostname()
-	}
-	for i, h := range b.Hosts {
-		if h == name {
-			b.Vertex = i + 1
-		}
-	}
-	var own []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, "SLURM_") {
-			continue
-		}
-		if slurmNodeVar(k) && k != "SLURM_NODEID" { // the step's node ids count the step's nodes
-			own = append(own, kv)
-		}
-		os.Unsetenv(k)
-	}
-	list := ""
-	for _, kv := range b.Env {
-		if v, ok := strings.CutPrefix(kv, "SLURM_NODELIST="); ok {
-			list = v
-		}
-	}
-	if nodes, err := hostfile.ExpandNodelist(list); err == nil {
-		for i, n := range nodes {
-			if n == name {
-				own = append(own, fmt.Sprintf("SLURM_NODEID=%d", i))
-			}
-		}
-	}
-	b.Env = append(b.Env, own...)
-	if b.Vertex == 0 {
-		return fmt.Errorf("this node (%s) is not among the daemons' hosts", name)
-	}
-	return nil
-}
-
-// SlurmStepEnded is closed once the daemons' Slurm step has ended (srun
-// exited: scancel, the job's time limit or end, a failed node); nil when
-// the daemons are no Slurm step. A persistent runtime ends with it: Slurm
-// ends a step's daemons only with their job, and no other step could
-// start them again in an allocation that is over.
-func (t *Tree) SlurmStepEnded() <-chan struct{} {
-	t.kids.mu.Lock()
-	defer t.kids.mu.Unlock()
-	if t.kids.step == nil {
-		return nil
-	}
-	return t.kids.step.ended
 }

@@ -1,85 +1,9 @@
 package remote
 
 import (
-	"encoding/binary"
-	"errors"
 	"io"
 	"sync"
 )
-
-// The launcher's stdin reaches remote ranks through the control plane with
-// end-to-end flow control: the launcher sends at most stdinWindow bytes a
-// node has not yet handed to its ranks, and the node acknowledges what its
-// ranks took (every stdinAckEvery bytes, and whenever it runs dry). A rank
-// that does not read thus holds up the launcher's reading, as a pipe would,
-// instead of its node buffering the whole input.
-const (
-	stdinWindow   = 1 << 20
-	stdinAckEvery = 64 << 10
-)
-
-var errNodeGone = errors.New("the node is gone")
-
-// window is the count of the bytes of one stream the other end has not
-// acknowledged yet: the launcher's for a node's stdin and preloads, a
-// daemon's for its ranks' output (outCredit).
-type window struct {
-	mu       sync.Mutex
-	cond     *sync.Cond
-	limit    int
-	inflight int
-	dead     bool
-}
-
-func newWindow(limit int) *window {
-	w := &window{limit: limit}
-	w.cond = sync.NewCond(&w.mu)
-	return w
-}
-
-// acquire waits until n more bytes fit (a chunk larger than the window goes
-// alone), or the node is gone.
-func (w *window) acquire(n int) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for !w.dead && w.inflight > 0 && w.inflight+n > w.limit {
-		w.cond.Wait()
-	}
-	if w.dead {
-		return errNodeGone
-	}
-	w.inflight += n
-	return nil
-}
-
-func (w *window) release(n int) {
-	w.mu.Lock()
-	w.inflight = max(w.inflight-n, 0)
-	w.cond.Broadcast()
-	w.mu.Unlock()
-}
-
-// kill wakes every waiter for good: the node is lost or closing.
-func (w *window) kill() {
-	w.mu.Lock()
-	w.dead = true
-	w.cond.Broadcast()
-	w.mu.Unlock()
-}
-
-func encodeAck(n int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
-
-// decodeAck reads an acknowledgement of at most limit bytes.
-func decodeAck(b []byte, limit int) (int, error) {
-	if len(b) != 8 {
-		return 0, errors.New("bad acknowledgement")
-	}
-	n := binary.BigEndian.Uint64(b)
-	if n > uint64(limit) {
-		return 0, errors.New("bad acknowledgement")
-	}
-	return int(n), nil
-}
 
 // stdinPipe is the launcher's stdin as this node's ranks read it: chunks
 // come down the control plane; an empty chunk is end of file. What the
@@ -171,24 +95,6 @@ func (s *stdinPipe) Read(p []byte) (int, error) {
 //   tStdinAck   name, then the count (8 bytes)
 //   tStdinDone  name
 // where name is a 2-byte big-endian length and the namespace's bytes.
-
-// appendStream starts a stdin frame's body with its stream's name.
-func appendStream(b []byte, nspace string) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(len(nspace)))
-	return append(b, nspace...)
-}
-
-// splitStream reads a stdin frame's stream name and returns the rest.
-func splitStream(body []byte) (nspace string, rest []byte, err error) {
-	if len(body) < 2 {
-		return "", nil, errors.New("bad stdin frame")
-	}
-	n := int(binary.BigEndian.Uint16(body))
-	if len(body) < 2+n {
-		return "", nil, errors.New("bad stdin frame")
-	}
-	return string(body[2 : 2+n]), body[2+n:], nil
-}
 
 // stdinStreams are a node's stdin streams, by namespace: made by whichever
 // comes first, the job's shell or the stream's first chunk; dropped when

@@ -1,9 +1,7 @@
 package remote
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -23,85 +21,12 @@ import (
 // the link's lock did: a batch is a run of consecutive frames, and a frame
 // of another kind goes alone, in its place.
 
-// batchable are the kinds that travel in batches: output and the messages
-// that go with it, events, and the acknowledgements of what came down.
-// Hellos (a link's first frame is one), collectives (counted per message),
-// requests and replies go alone.
-func batchable(typ uint8) bool {
-	switch typ {
-	case tOutput, tSourceInfo, tEnd, tEvent, tNotify, tStdinAck, tStdinDone, tPreloadAck:
-		return true
-	}
-	return false
-}
-
-// batchMax bounds a batch's payload: a frame larger than this goes alone,
-// and a batch ends before a frame that would take it past.
-const batchMax = 1 << 20
-
 // upQueueMax bounds the bytes queued on a daemon's upward queue: beyond
 // it, a sender waits, as it waited on the link's write before (output is
 // bounded by its window already; this bounds the rest).
 const upQueueMax = 4 << 20
 
-// A batch's body: for each frame, its type (1 byte), its payload's length
-// (4 bytes, big-endian), its payload (with its routing header).
-
-// encodeBatch makes a batch's body.
-func encodeBatch(fs []queued) []byte {
-	n := 0
-	for _, f := range fs {
-		n += 5 + len(f.p)
-	}
-	b := make([]byte, 0, n)
-	for _, f := range fs {
-		b = append(b, f.typ)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(f.p)))
-		b = append(b, f.p...)
-	}
-	return b
-}
-
-// decodeBatch hands each frame of a batch to f, in order, after checking
-// the whole batch: nothing of a malformed one is handled. The payloads are
-// slices of b.
-func decodeBatch(b []byte, f func(typ uint8, p []byte)) (int, error) {
-	return decodeBatchOf(b, batchable, f)
-}
-
-// decodeBatchOf is decodeBatch for a batch of the kinds ok allows.
-func decodeBatchOf(b []byte, ok func(uint8) bool, f func(typ uint8, p []byte)) (int, error) {
-	var fs []queued
-	for rest := b; len(rest) > 0; {
-		if len(rest) < 5 {
-			return 0, errors.New("bad batch: a frame's header is cut")
-		}
-		typ, n := rest[0], binary.BigEndian.Uint32(rest[1:5])
-		if !ok(typ) {
-			return 0, fmt.Errorf("bad batch: a frame of type %d", typ)
-		}
-		if uint64(n) > uint64(len(rest)-5) {
-			return 0, errors.New("bad batch: a frame is cut")
-		}
-		fs = append(fs, queued{typ, rest[5 : 5+n : 5+n]})
-		rest = rest[5+n:]
-	}
-	if len(fs) == 0 {
-		return 0, errors.New("bad batch: empty")
-	}
-	for _, q := range fs {
-		f(q.typ, q.p)
-	}
-	return len(fs), nil
-}
-
 var errLinkClosed = errors.New("ctl: link closed")
-
-// queued is a frame waiting on an upQueue.
-type queued struct {
-	typ uint8
-	p   []byte
-}
 
 // upQueue is a daemon's link to its parent for what it sends up: Send
 // queues, one writer sends.
@@ -192,7 +117,6 @@ func (u *upQueue) write() {
 		}
 	}
 }
-
 func (u *upQueue) fail(err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()

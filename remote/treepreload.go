@@ -2,9 +2,7 @@ package remote
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,35 +10,6 @@ import (
 
 	"prun/daemon"
 )
-
-// What -s/--preload-binary and --preload-files send reaches the nodes ahead
-// of the plan, in chunks of the launcher's files: each chunk is read once
-// and sent to every node that needs it, and acknowledged by each when
-// written, so that the launcher reads no faster than the slowest link and
-// disk take them (a program of any size, never whole in memory). A chunk's
-// body: the file's number in the plan, the offset, the bytes.
-const (
-	preloadChunk  = 256 << 10
-	preloadWindow = 4 << 20
-)
-
-func encodeChunk(id int, off int64, p []byte) []byte {
-	b := make([]byte, 0, 12+len(p))
-	b = binary.BigEndian.AppendUint32(b, uint32(id))
-	b = binary.BigEndian.AppendUint64(b, uint64(off))
-	return append(b, p...)
-}
-
-func decodeChunk(b []byte) (id int, off int64, p []byte, err error) {
-	if len(b) < 12 {
-		return 0, 0, nil, errors.New("short preload chunk")
-	}
-	id, off = int(binary.BigEndian.Uint32(b)), int64(binary.BigEndian.Uint64(b[4:12]))
-	if off < 0 || id >= 1<<20 {
-		return 0, 0, nil, errors.New("bad preload chunk")
-	}
-	return id, off, b[12:], nil
-}
 
 // Preload sends every node what its ranks need under plan p, ahead of the
 // plan: the programs of the apps with ranks there, and the files. It
@@ -94,7 +63,6 @@ func (t *Tree) StopPreload() {
 		w.kill()
 	}
 }
-
 func (t *Tree) sendFile(f daemon.File, to []int) (string, error) {
 	r, err := os.Open(f.Source)
 	if err != nil {
@@ -130,17 +98,4 @@ func (t *Tree) sendFile(f daemon.File, to []int) (string, error) {
 		return "", fmt.Errorf("it changed while it was sent (%d bytes, then %d)", f.Size, off)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// receivePreload stores a chunk on this node and acknowledges it.
-func (n *node) receivePreload(body []byte) error {
-	id, off, p, err := decodeChunk(body)
-	if err != nil {
-		return err
-	}
-	n.d.Receive(id, off, p)
-	if len(p) > 0 {
-		n.up.Send(tPreloadAck, frame(toLauncher, uint32(n.me), encodeAck(len(p))))
-	}
-	return nil
 }

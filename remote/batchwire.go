@@ -1,0 +1,103 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// A batch's body: for each frame, its type (1 byte), its payload's length
+// (4 bytes, big-endian), its payload (with its routing header).
+
+// batchable are the kinds that travel in batches: output and the messages
+// that go with it, events, and the acknowledgements of what came down.
+// Hellos (a link's first frame is one), collectives (counted per message),
+// requests and replies go alone.
+func batchable(typ uint8) bool {
+	switch typ {
+	case tOutput, tSourceInfo, tEnd, tEvent, tNotify, tStdinAck, tStdinDone, tPreloadAck:
+		return true
+	}
+	return false
+}
+
+// batchMax bounds a batch's payload: a frame larger than this goes alone,
+// and a batch ends before a frame that would take it past.
+const batchMax = 1 << 20
+
+// encodeBatch makes a batch's body.
+func encodeBatch(fs []queued) []byte {
+	n := 0
+	for _, f := range fs {
+		n += 5 + len(f.p)
+	}
+	b := make([]byte, 0, n)
+	for _, f := range fs {
+		b = append(b, f.typ)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(f.p)))
+		b = append(b, f.p...)
+	}
+	return b
+}
+
+// decodeBatch hands each frame of a batch to f, in order, after checking
+// the whole batch: nothing of a malformed one is handled. The payloads are
+// slices of b.
+func decodeBatch(b []byte, f func(typ uint8, p []byte)) (int, error) {
+	return decodeBatchOf(b, batchable, f)
+}
+
+// decodeBatchOf is decodeBatch for a batch of the kinds ok allows.
+func decodeBatchOf(b []byte, ok func(uint8) bool, f func(typ uint8, p []byte)) (int, error) {
+	var fs []queued
+	for rest := b; len(rest) > 0; {
+		if len(rest) < 5 {
+			return 0, errors.New("bad batch: a frame's header is cut")
+		}
+		typ, n := rest[0], binary.BigEndian.Uint32(rest[1:5])
+		if !ok(typ) {
+			return 0, fmt.Errorf("bad batch: a frame of type %d", typ)
+		}
+		if uint64(n) > uint64(len(rest)-5) {
+			return 0, errors.New("bad batch: a frame is cut")
+		}
+		fs = append(fs, queued{typ, rest[5 : 5+n : 5+n]})
+		rest = rest[5+n:]
+	}
+	if len(fs) == 0 {
+		return 0, errors.New("bad batch: empty")
+	}
+	for _, q := range fs {
+		f(q.typ, q.p)
+	}
+	return len(fs), nil
+}
+
+// queued is a frame waiting on an upQueue.
+type queued struct {
+	typ uint8
+	p   []byte
+}
+
+// ackDownAllowed are the kinds a batch from the parent may carry.
+func ackDownAllowed(typ uint8) bool { return typ == tOutputAck }
+
+// sendDown sends frames fs, each routed through child hop, as one frame
+// when they are several (batchMax bounds each).
+func sendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []queued) (frames int) {
+	for ; len(fs) > 0; frames++ {
+		k, size := 1, len(fs[0].p)
+		for k < len(fs) && size+5+len(fs[k].p) <= batchMax {
+			size += 5 + len(fs[k].p)
+			k++
+		}
+		if k == 1 {
+			dest, _, _, _ := header(fs[0].p)
+			send(int(dest), fs[0].typ, fs[0].p)
+		} else {
+			send(hop, tBatch, frame(uint32(hop), src, encodeBatch(fs[:k])))
+		}
+		fs = fs[k:]
+	}
+	return frames
+}

@@ -1,0 +1,55 @@
+package remote
+
+import (
+	"sync"
+)
+
+// outCredit is a daemon's side of its output window: a window (stdin.go)
+// whose waits also let a stream go on with a line the launcher has begun
+// to print.
+type outCredit struct {
+	window
+	mid     map[outKey]bool // the stream's last run sent ended mid-line
+	granted map[outKey]bool // ... and the launcher printed a piece of it
+}
+
+func newOutCredit(limit int) *outCredit {
+	c := &outCredit{window: window{limit: limit}, mid: map[outKey]bool{}, granted: map[outKey]bool{}}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// acquire waits until n more bytes of stream k may go (a run larger than
+// the window goes alone; a granted continuation goes at once), and records
+// whether this run ends mid-line (before it leaves: the grant its partial
+// run earns may come back before the send returns). It reports false when
+// the link is gone: the run is dropped.
+func (c *outCredit) acquire(k outKey, n int, partial bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !c.dead && c.inflight > 0 && c.inflight+n > c.limit && !(c.mid[k] && c.granted[k]) {
+		c.cond.Wait()
+	}
+	if c.dead {
+		return false
+	}
+	delete(c.granted, k)
+	if partial {
+		c.mid[k] = true
+	} else {
+		delete(c.mid, k)
+	}
+	c.inflight += n
+	return true
+}
+
+// ack takes an acknowledgement from the launcher.
+func (c *outCredit) ack(n int, k outKey, grant bool) {
+	c.mu.Lock()
+	c.inflight = max(c.inflight-n, 0)
+	if grant && c.mid[k] {
+		c.granted[k] = true
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
