@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"prun/remote/wire"
 	"sync"
 
 	"prun/ctl"
@@ -23,8 +24,8 @@ type ackQueues struct {
 	count  func(acks, frames int)                          // the counters' (stats)
 
 	mu   sync.Mutex
-	q    map[int][]queued // by child of the launcher
-	busy map[int]bool     // its queue is being written
+	q    map[int][]wire.Queued // by child of the launcher
+	busy map[int]bool          // its queue is being written
 }
 
 // push sends acknowledgements down: those through the same child of the
@@ -41,7 +42,7 @@ func (a *ackQueues) push(acks []outAck) {
 		if len(a.q[hop]) == 0 {
 			hops = append(hops, hop)
 		}
-		a.q[hop] = append(a.q[hop], queued{tOutputAck, frame(uint32(k.v), toLauncher, k.body)})
+		a.q[hop] = append(a.q[hop], wire.Queued{Typ: wire.TOutputAck, P: wire.Frame(uint32(k.v), wire.ToLauncher, k.body)})
 	}
 	for _, hop := range hops {
 		if a.busy[hop] {
@@ -52,7 +53,7 @@ func (a *ackQueues) push(acks []outAck) {
 			fs := a.q[hop]
 			delete(a.q, hop)
 			a.mu.Unlock()
-			a.count(len(fs), sendDown(a.send, hop, toLauncher, fs))
+			a.count(len(fs), wire.SendDown(a.send, hop, wire.ToLauncher, fs))
 			a.mu.Lock()
 		}
 		delete(a.busy, hop)

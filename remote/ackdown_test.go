@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"prun/remote/wire"
 	"sync"
 	"testing"
 	"time"
@@ -22,21 +23,21 @@ func TestAckQueuesCombine(t *testing.T) {
 	}
 	var out []sent
 	acks, frames := 0, 0
-	a := &ackQueues{fanout: 2, q: map[int][]queued{}, busy: map[int]bool{},
+	a := &ackQueues{fanout: 2, q: map[int][]wire.Queued{}, busy: map[int]bool{},
 		send:  func(dest int, typ uint8, p []byte) error { out = append(out, sent{dest, typ, p}); return nil },
 		count: func(k, f int) { acks += k; frames += f }}
-	ack := func(v int) outAck { return outAck{v, encodeOutAck(100*v, outKey{}, false)} }
+	ack := func(v int) outAck { return outAck{v, wire.EncodeOutAck(100*v, wire.OutKey{}, false)} }
 	// Vertices 1 and 2 are the launcher's children; 3, 4 are 1's, 7, 8 3's.
 	a.push([]outAck{ack(2)})
-	if len(out) != 1 || out[0].dest != 2 || out[0].typ != tOutputAck {
+	if len(out) != 1 || out[0].dest != 2 || out[0].typ != wire.TOutputAck {
 		t.Fatalf("a lone acknowledgement went as %+v", out)
 	}
 	a.push([]outAck{ack(1), ack(3), ack(7), ack(8), ack(4)})
-	if len(out) != 2 || out[1].dest != 1 || out[1].typ != tBatch || acks != 6 || frames != 2 {
+	if len(out) != 2 || out[1].dest != 1 || out[1].typ != wire.TBatch || acks != 6 || frames != 2 {
 		t.Fatalf("vertex 1's subtree's acknowledgements went in %d frames (the last to %d, type %d); counted %d acks in %d frames",
 			len(out), out[len(out)-1].dest, out[len(out)-1].typ, acks, frames)
 	}
-	dest, _, body, err := header(out[1].p)
+	dest, _, body, err := wire.Header(out[1].p)
 	if err != nil || dest != 1 {
 		t.Fatalf("the batch's header: %d, %v", dest, err)
 	}
@@ -55,7 +56,7 @@ func TestAckQueuesCombine(t *testing.T) {
 	l3 := <-ln.Links()
 	defer l1.Close()
 	defer l3.Close()
-	n := &node{me: 1, boot: Bootstrap{Fanout: 2, Hosts: make([]string, 8)}, out: newOutCredit(1 << 20)}
+	n := &node{me: 1, boot: wire.Bootstrap{Fanout: 2, Hosts: make([]string, 8)}, out: newOutCredit(1 << 20)}
 	n.out.inflight = 1000
 	n.kids = &spawner{me: 1, boot: n.boot, links: map[int]*ctl.Link{3: l1}}
 	if err := n.ackBatch(body); err != nil {
@@ -68,13 +69,13 @@ func TestAckQueuesCombine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest, _, body, err = header(f.Payload)
-	if err != nil || f.Type != tBatch || dest != 3 {
+	dest, _, body, err = wire.Header(f.Payload)
+	if err != nil || f.Type != wire.TBatch || dest != 3 {
 		t.Fatalf("vertex 1 passed on a frame of type %d to %d (%v)", f.Type, dest, err)
 	}
 	var got []int
-	if _, err := decodeBatchOf(body, ackDownAllowed, func(_ uint8, p []byte) {
-		d, _, _, _ := header(p)
+	if _, err := wire.DecodeBatchOf(body, wire.AckDownAllowed, func(_ uint8, p []byte) {
+		d, _, _, _ := wire.Header(p)
 		got = append(got, int(d))
 	}); err != nil {
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func TestAckQueuesCombine(t *testing.T) {
 		t.Errorf("vertex 1 passed on acknowledgements for %v, want [3 7 8]", got)
 	}
 	// A batch of another kind from the parent is refused.
-	if err := n.ackBatch(encodeBatch([]queued{{tOutput, frame(1, 0, nil)}})); err == nil {
+	if err := n.ackBatch(wire.EncodeBatch([]wire.Queued{{Typ: wire.TOutput, P: wire.Frame(1, 0, nil)}})); err == nil {
 		t.Error("a batch of output from the parent was taken")
 	}
 }
@@ -106,7 +107,7 @@ func TestOutFlowAcksByHop(t *testing.T) {
 	}, func(daemon.Event) {})
 	f.hop = func(v int) int { return 1 } // every vertex below the launcher's child 1
 	for v := 1; v <= 4; v++ {
-		f.push(outKey{iof.Source{Rank: v}, iof.Stdout}, outRun{v: v, p: []byte("a line\n")})
+		f.push(wire.OutKey{Src: iof.Source{Rank: v}, St: iof.Stdout}, outRun{v: v, p: []byte("a line\n")})
 	}
 	close(gate) // the writes wait until all four are queued
 	f.wait()
@@ -120,8 +121,8 @@ func TestOutFlowAcksByHop(t *testing.T) {
 	mu.Lock()
 	got = nil
 	mu.Unlock()
-	f.push(outKey{iof.Source{Rank: 1}, iof.Stdout}, outRun{v: 1, p: make([]byte, 1<<10)})
-	f.push(outKey{iof.Source{Rank: 2}, iof.Stdout}, outRun{v: 2, p: []byte("x\n")})
+	f.push(wire.OutKey{Src: iof.Source{Rank: 1}, St: iof.Stdout}, outRun{v: 1, p: make([]byte, 1<<10)})
+	f.push(wire.OutKey{Src: iof.Source{Rank: 2}, St: iof.Stdout}, outRun{v: 2, p: []byte("x\n")})
 	f.wait()
 	mu.Lock()
 	defer mu.Unlock()

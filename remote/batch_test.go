@@ -1,67 +1,14 @@
 package remote
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
+	"prun/remote/wire"
 	"testing"
 	"time"
 
 	"prun/ctl"
 	"prun/iof"
 )
-
-func TestBatchRoundTrip(t *testing.T) {
-	in := []queued{
-		{tOutput, outputFrame(3, iof.Source{Rank: 1}, iof.Stdout, []byte("a line\n"), false)},
-		{tEvent, frame(toLauncher, 3, []byte(`{"Kind":1}`))},
-		{tEnd, frame(toLauncher, 3, nil)},
-	}
-	var out []queued
-	k, err := decodeBatch(encodeBatch(in), func(typ uint8, p []byte) { out = append(out, queued{typ, p}) })
-	if err != nil || k != len(in) || len(out) != len(in) {
-		t.Fatalf("%d frames back (%d counted), %v", len(out), k, err)
-	}
-	for i := range in {
-		if out[i].typ != in[i].typ || !bytes.Equal(out[i].p, in[i].p) {
-			t.Errorf("frame %d came back as %d %q, want %d %q", i, out[i].typ, out[i].p, in[i].typ, in[i].p)
-		}
-	}
-
-	// Nothing of a malformed batch is handled.
-	good := encodeBatch(in)
-	for name, b := range map[string][]byte{
-		"empty":        nil,
-		"cut header":   good[:3],
-		"cut frame":    good[:len(good)-1],
-		"huge length":  append([]byte{tOutput}, binary.BigEndian.AppendUint32(nil, 1<<31)...),
-		"a collective": encodeBatch([]queued{{tOutput, []byte("12345678")}, {tColl, []byte("12345678")}}),
-		"a batch":      encodeBatch([]queued{{tBatch, good}}),
-		"a hello":      encodeBatch([]queued{{tHello, frame(toLauncher, 1, []byte("{}"))}}),
-	} {
-		n := 0
-		if _, err := decodeBatch(b, func(uint8, []byte) { n++ }); err == nil || n > 0 {
-			t.Errorf("%s: %v, %d frames handled; want an error and none", name, err, n)
-		}
-	}
-}
-
-func FuzzDecodeBatch(f *testing.F) {
-	f.Add(encodeBatch([]queued{{tOutput, []byte("12345678abc")}, {tEvent, []byte("12345678{}")}}))
-	f.Add([]byte{tOutput, 0, 0, 0, 1})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		total := 0
-		k, err := decodeBatch(b, func(typ uint8, p []byte) {
-			if !batchable(typ) {
-				t.Fatalf("type %d handed on", typ)
-			}
-			total += 5 + len(p)
-		})
-		if err == nil && (total != len(b) || k == 0) {
-			t.Fatalf("%d frames of %d bytes from a batch of %d", k, total, len(b))
-		}
-	})
-}
 
 // upLink is a daemon's upward queue on a real link, and the parent's end.
 func upLink(t *testing.T) (*upQueue, *ctl.Link) {
@@ -88,9 +35,9 @@ func TestUpQueue(t *testing.T) {
 
 	// A lone line goes alone, and at once.
 	start := time.Now()
-	u.Send(tOutput, outputFrame(1, iof.Source{}, iof.Stdout, []byte("hello\n"), false))
+	u.Send(wire.TOutput, wire.OutputFrame(1, iof.Source{}, iof.Stdout, []byte("hello\n"), false))
 	f, err := parent.Recv()
-	if err != nil || f.Type != tOutput {
+	if err != nil || f.Type != wire.TOutput {
 		t.Fatalf("got %d, %v; want the output frame itself", f.Type, err)
 	}
 	t.Logf("a lone line took %v", time.Since(start))
@@ -104,11 +51,11 @@ func TestUpQueue(t *testing.T) {
 		for s := range senders {
 			go func() {
 				for i := range each {
-					typ := tOutput
+					typ := wire.TOutput
 					if s == 0 && i == each/2 {
-						typ = tColl
+						typ = wire.TColl
 					}
-					u.Send(typ, frame(toLauncher, uint32(s), fmt.Appendf(nil, "%d", i)))
+					u.Send(typ, wire.Frame(wire.ToLauncher, uint32(s), fmt.Appendf(nil, "%d", i)))
 				}
 			}()
 		}
@@ -117,13 +64,13 @@ func TestUpQueue(t *testing.T) {
 	frames, msgs := 0, 0
 	take := func(typ uint8, p []byte) {
 		msgs++
-		_, src, body, _ := header(p)
+		_, src, body, _ := wire.Header(p)
 		var i int
 		fmt.Sscanf(string(body), "%d", &i)
 		if i != next[src] {
 			t.Fatalf("sender %d: message %d after %d", src, i, next[src]-1)
 		}
-		if (typ == tColl) != (src == 0 && i == each/2) {
+		if (typ == wire.TColl) != (src == 0 && i == each/2) {
 			t.Fatalf("sender %d, message %d: type %d", src, i, typ)
 		}
 		next[src]++
@@ -134,8 +81,8 @@ func TestUpQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		frames++
-		if f.Type == tBatch {
-			if _, err := decodeBatch(f.Payload, take); err != nil {
+		if f.Type == wire.TBatch {
+			if _, err := wire.DecodeBatch(f.Payload, take); err != nil {
 				t.Fatal(err)
 			}
 		} else {
@@ -152,7 +99,7 @@ func TestUpQueue(t *testing.T) {
 	parent.Close()
 	u.l.Close()
 	u.drain(time.Second)
-	if err := u.Send(tOutput, frame(toLauncher, 1, nil)); err == nil {
+	if err := u.Send(wire.TOutput, wire.Frame(wire.ToLauncher, 1, nil)); err == nil {
 		t.Error("a Send after the link closed succeeded")
 	}
 }

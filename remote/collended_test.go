@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"prun/remote/wire"
 	"testing"
 	"time"
 
@@ -18,9 +19,9 @@ import (
 // forgetting the job forgets its ended ranks.
 func TestCollectivesProcEnded(t *testing.T) {
 	var sent []string
-	cs := newCollectives(1, 2, func(key string, _ *coll, _ []byte) { sent = append(sent, key) })
+	cs := wire.NewCollectives(1, 2, func(key string, _ *wire.Coll, _ []byte) { sent = append(sent, key) })
 	gone := pmixsrv.Proc{Nspace: "a", Rank: 70}
-	grp, des := GroupConstruct+"g", daemon.GroupDestructKind+"g"
+	grp, des := wire.GroupConstruct+"g", daemon.GroupDestructKind+"g"
 	pa := []pmixsrv.Proc{{Nspace: "a", Rank: 1}, gone}
 	errs := map[string]error{}
 	done := func(what string) func([]byte, error) {
@@ -32,16 +33,16 @@ func TestCollectivesProcEnded(t *testing.T) {
 		}
 	}
 	// Vertex 1 and its child 3 (where rank 70 runs) take part.
-	cs.contribute(1, collKey(grp, pa), grp, pa, []int{1, 3}, nil, done("construct"))
-	cs.contribute(1, collKey("pmix", pa), "pmix", pa, []int{1, 3}, nil, done("fence"))
+	cs.Contribute(1, wire.CollKey(grp, pa), grp, pa, []int{1, 3}, nil, done("construct"))
+	cs.Contribute(1, wire.CollKey("pmix", pa), "pmix", pa, []int{1, 3}, nil, done("fence"))
 	// One whose contributions all came: sent up, waiting for the result.
 	other := []pmixsrv.Proc{{Nspace: "a", Rank: 1}, gone, {Nspace: "a", Rank: 2}}
-	cs.contribute(1, collKey(des, other), des, other, []int{1}, nil, done("sent"))
+	cs.Contribute(1, wire.CollKey(des, other), des, other, []int{1}, nil, done("sent"))
 	if len(sent) != 1 {
 		t.Fatalf("sent up %v", sent)
 	}
-	cs.procEnded(gone)
-	var abort *statusError
+	cs.ProcEnded(gone)
+	var abort *wire.StatusError
 	if err := errs["construct"]; !errors.As(err, &abort) || !errors.Is(err, pmixsrv.GroupConstructAbort) ||
 		abort.Error() != "group g: rank 70 of job a ended without taking part in its construct" {
 		t.Errorf("construct: %v", err)
@@ -53,54 +54,33 @@ func TestCollectivesProcEnded(t *testing.T) {
 		t.Errorf("an operation sent up failed: %v", errs["sent"])
 	}
 	// Later ones fail at once: the same members, the whole namespace.
-	cs.contribute(1, collKey(des, pa), des, pa, []int{1, 3}, nil, done("later"))
+	cs.Contribute(1, wire.CollKey(des, pa), des, pa, []int{1, 3}, nil, done("later"))
 	if err := errs["later"]; !errors.Is(err, pmixsrv.GroupConstructAbort) {
 		t.Errorf("a later destruct: %v", err)
 	}
 	whole := []pmixsrv.Proc{{Nspace: "a", Rank: pmixsrv.RankWildcard}}
-	cs.contribute(1, collKey(grp, whole), grp, whole, []int{1, 3}, nil, done("whole"))
+	cs.Contribute(1, wire.CollKey(grp, whole), grp, whole, []int{1, 3}, nil, done("whole"))
 	if err := errs["whole"]; err == nil || err.Error() != "group g: rank 70 of job a ended without taking part in its construct" {
 		t.Errorf("a later group of the namespace: %v", err)
 	}
 	// A pending one that a later contribution finds ended fails whole.
 	pb := []pmixsrv.Proc{{Nspace: "b", Rank: 0}, {Nspace: "b", Rank: 1}}
-	cs.contribute(1, collKey(grp, pb), grp, pb, []int{1, 3}, nil, done("b-mine"))
-	cs.ended["b"] = &rankSet{}
-	cs.ended["b"].add(1)
-	cs.contribute(3, collKey(grp, pb), grp, pb, []int{1, 3}, nil, done("b-child"))
+	cs.Contribute(1, wire.CollKey(grp, pb), grp, pb, []int{1, 3}, nil, done("b-mine"))
+	cs.Ended["b"] = &wire.RankSet{}
+	cs.Ended["b"].Add(1)
+	cs.Contribute(3, wire.CollKey(grp, pb), grp, pb, []int{1, 3}, nil, done("b-child"))
 	if !errors.Is(errs["b-mine"], pmixsrv.GroupConstructAbort) || !errors.Is(errs["b-child"], pmixsrv.GroupConstructAbort) {
 		t.Errorf("pending, then a contribution after the end: %v, %v", errs["b-mine"], errs["b-child"])
 	}
-	if len(cs.pending) != 2 { // the fence and the sent destruct
-		t.Errorf("%d pending, want 2", len(cs.pending))
+	if len(cs.Pending) != 2 { // the fence and the sent destruct
+		t.Errorf("%d pending, want 2", len(cs.Pending))
 	}
-	cs.forget("a")
-	cs.forget("b")
-	if len(cs.ended) != 0 {
-		t.Errorf("ended after forget: %v", cs.ended)
+	cs.Forget("a")
+	cs.Forget("b")
+	if len(cs.Ended) != 0 {
+		t.Errorf("ended after forget: %v", cs.Ended)
 	}
-	cs.contribute(1, collKey(grp, whole), grp, whole, []int{1, 3}, nil, func(_ []byte, err error) { t.Errorf("after forget: %v", err) })
-}
-
-func TestRankSet(t *testing.T) {
-	var s rankSet
-	for _, r := range []pmixsrv.Rank{0, 63, 64, 1000, 1000, maxEndedRank, pmixsrv.RankWildcard} {
-		s.add(r)
-	}
-	for r, want := range map[pmixsrv.Rank]bool{0: true, 1: false, 63: true, 64: true, 65: false, 1000: true, 5000: false,
-		maxEndedRank: false, pmixsrv.RankWildcard: false} {
-		if s.has(r) != want {
-			t.Errorf("has(%d) = %v", r, !want)
-		}
-	}
-	if len(s.bits) != 16 || s.first() != 0 {
-		t.Errorf("%d words, first %d", len(s.bits), s.first())
-	}
-	s = rankSet{}
-	s.add(130)
-	if s.first() != 130 {
-		t.Errorf("first %d, want 130", s.first())
-	}
+	cs.Contribute(1, wire.CollKey(grp, whole), grp, whole, []int{1, 3}, nil, func(_ []byte, err error) { t.Errorf("after forget: %v", err) })
 }
 
 // A relay reads, of the events it passes up, those that begin as a
@@ -125,11 +105,11 @@ func TestCollectivesDestructTimeout(t *testing.T) {
 	said := make(chan error, 2)
 	root.TimedOut = func(err error) { said <- err }
 	root.attach([]string{"h1", "h2"}, 1, func(uint8, any) {})
-	cs := newCollectives(1, 1, func(string, *coll, []byte) { t.Error("sent up") })
-	cs.expire = func(key string, c *coll, missing []int) { root.timedOut(key, c.kind, c.gen, missing) }
+	cs := wire.NewCollectives(1, 1, func(string, *wire.Coll, []byte) { t.Error("sent up") })
+	cs.Expire = func(key string, c *wire.Coll, missing []int) { root.timedOut(key, c.Kind, c.Gen, missing) }
 	procs := []pmixsrv.Proc{{Nspace: "j", Rank: pmixsrv.RankWildcard}}
 	kind := daemon.GroupDestructKind + "dt"
-	cs.contribute(1, collKey(kind, procs), kind, procs, []int{1, 2}, timeoutRecord(50*time.Millisecond), func([]byte, error) {})
+	cs.Contribute(1, wire.CollKey(kind, procs), kind, procs, []int{1, 2}, timeoutRecord(50*time.Millisecond), func([]byte, error) {})
 	select {
 	case err := <-said:
 		if !errors.Is(err, pmixsrv.ErrTimeout) || err.Error() != "group dt: destruct timed out (PMIX_TIMEOUT) waiting for members on h2" {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"prun/remote/wire"
 	"strings"
 	"sync"
 	"testing"
@@ -32,31 +33,31 @@ func TestCollectivesTimeout(t *testing.T) {
 	const n, k = 3, 1
 	hosts := []string{"h1", "h2", "h3"}
 	procs := []pmixsrv.Proc{{Nspace: "j", Rank: pmixsrv.RankWildcard}}
-	kind := GroupConstruct + "late"
-	key := collKey(kind, procs)
+	kind := wire.GroupConstruct + "late"
+	key := wire.CollKey(kind, procs)
 	verts := []int{1, 2, 3}
 	root := NewRoot()
-	cs := make([]*collectives, n+1)
+	cs := make([]*wire.Collectives, n+1)
 	cs[0] = root.cs
 	var mu sync.Mutex
 	var said []error
 	root.TimedOut = func(err error) { mu.Lock(); said = append(said, err); mu.Unlock() }
 	root.attach(hosts, k, func(typ uint8, m any) {
-		f := m.(*collFail)
+		f := m.(*wire.CollFail)
 		for v := 1; v <= n; v++ { // a broadcast: parents first
-			cs[v].timedOut(f.Coll, f.Gen, f.collErr())
+			cs[v].TimedOut(f.Coll, f.Gen, f.CollErr())
 		}
 	})
 	for v := 1; v <= n; v++ {
-		cs[v] = newCollectives(v, k, func(key string, c *coll, data []byte) {
+		cs[v] = wire.NewCollectives(v, k, func(key string, c *wire.Coll, data []byte) {
 			p := ctl.Parent(v, k)
-			cs[p].contribute(v, key, c.kind, c.procs, c.verts, data, func(all []byte, err error) { cs[v].result(key, all, err) })
+			cs[p].Contribute(v, key, c.Kind, c.Procs, c.Verts, data, func(all []byte, err error) { cs[v].Result(key, all, err) })
 		})
-		cs[v].expire = func(key string, c *coll, missing []int) { root.timedOut(key, c.kind, c.gen, missing) }
+		cs[v].Expire = func(key string, c *wire.Coll, missing []int) { root.timedOut(key, c.Kind, c.Gen, missing) }
 	}
 	errs := make(chan error, 8)
 	for _, v := range []int{1, 2} {
-		cs[v].contribute(v, key, kind, procs, verts, timeoutRecord(50*time.Millisecond), func(_ []byte, err error) { errs <- err })
+		cs[v].Contribute(v, key, kind, procs, verts, timeoutRecord(50*time.Millisecond), func(_ []byte, err error) { errs <- err })
 	}
 	for range 2 {
 		select {
@@ -77,11 +78,11 @@ func TestCollectivesTimeout(t *testing.T) {
 	}
 	mu.Unlock()
 	for v := 0; v <= n; v++ {
-		if len(cs[v].pending) != 0 {
-			t.Errorf("vertex %d still has %d pending", v, len(cs[v].pending))
+		if len(cs[v].Pending) != 0 {
+			t.Errorf("vertex %d still has %d pending", v, len(cs[v].Pending))
 		}
 	}
-	if !cs[1].stale(key, 0) || cs[1].stale(key, 1) {
+	if !cs[1].Stale(key, 0) || cs[1].Stale(key, 1) {
 		t.Errorf("vertex 1: generation 0 should be stale, 1 current")
 	}
 
@@ -89,7 +90,7 @@ func TestCollectivesTimeout(t *testing.T) {
 	// result for all.
 	res := make(chan string, 8)
 	for _, v := range []int{3, 2, 1} {
-		cs[v].contribute(v, key, kind, procs, verts, []byte{0, 0, 0, 1, 0}, func(all []byte, err error) {
+		cs[v].Contribute(v, key, kind, procs, verts, []byte{0, 0, 0, 1, 0}, func(all []byte, err error) {
 			res <- fmt.Sprint(all, err)
 		})
 	}

@@ -3,6 +3,7 @@ package remote
 import (
 	"crypto/rand"
 	"net"
+	"prun/remote/wire"
 	"strconv"
 	"sync"
 	"testing"
@@ -93,8 +94,8 @@ func TestDialParentPrefersFirst(t *testing.T) {
 	secret := make([]byte, ctl.SecretSize)
 	rand.Read(secret)
 	ips := []string{"127.0.0.1", "127.0.0.2"}
-	boot := func(port int) Bootstrap {
-		return Bootstrap{Secret: secret, ParentPort: port, ParentAddrs: ips, ConnectTimeout: 5 * time.Second}
+	boot := func(port int) wire.Bootstrap {
+		return wire.Bootstrap{Secret: secret, ParentPort: port, ParentAddrs: ips, ConnectTimeout: 5 * time.Second}
 	}
 
 	t.Run("busy", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"prun/remote/wire"
 	"sync"
 	"time"
 )
@@ -22,8 +23,8 @@ import (
 // helloState combines a vertex's subtree's hellos.
 type helloState struct {
 	mu      sync.Mutex
-	own     *hello
-	got     []hello      // the subtree's, in the order they came, each its own first
+	own     *wire.Hello
+	got     []wire.Hello // the subtree's, in the order they came, each its own first
 	waiting map[int]bool // children that have not answered
 	now     bool         // a failure: send as soon as the own hello is ready
 	sent    bool
@@ -42,10 +43,10 @@ func (n *node) expectHellos(kids []int) {
 
 // ownHello is this daemon's hello, ready: it goes up with its subtree's
 // now, or when the children answered, or after helloWait.
-func (n *node) ownHello(hi *hello) {
+func (n *node) ownHello(hi *wire.Hello) {
 	if n.kids == nil {
 		// A leaf: its hello alone, as every daemon's was.
-		n.sendUp(tHello, hi)
+		n.sendUp(wire.THello, hi)
 		n.helloDone()
 		return
 	}
@@ -53,29 +54,29 @@ func (n *node) ownHello(hi *hello) {
 	h.mu.Lock()
 	h.own = hi
 	h.mu.Unlock()
-	time.AfterFunc(n.boot.helloWait(), n.sendHellos)
+	time.AfterFunc(n.boot.HelloWait(), n.sendHellos)
 	n.maybeSendHellos()
 }
 
 // childHello takes a hello (tHello, tHellos) that came from below, if this
 // vertex's own has not gone up yet; false: it goes up as it is.
 func (n *node) childHello(typ uint8, p []byte) bool {
-	_, src, body, err := header(p)
+	_, src, body, err := wire.Header(p)
 	if err != nil {
 		return false
 	}
-	var hs []hello
+	var hs []wire.Hello
 	switch typ {
-	case tHello:
-		var m hello
-		if decode(body, &m) != nil {
+	case wire.THello:
+		var m wire.Hello
+		if wire.Decode(body, &m) != nil {
 			return false // the launcher says what is wrong with it
 		}
 		m.Vertex = int(src)
-		hs = []hello{m}
-	case tHellos:
-		var m subtreeHellos
-		if decode(body, &m) != nil {
+		hs = []wire.Hello{m}
+	case wire.THellos:
+		var m wire.SubtreeHellos
+		if wire.Decode(body, &m) != nil {
 			return false
 		}
 		hs = m.Hellos
@@ -136,11 +137,11 @@ func (n *node) sendHellos() {
 	h.sent = true
 	own := *h.own
 	own.Vertex = n.me
-	all := append([]hello{own}, h.got...)
+	all := append([]wire.Hello{own}, h.got...)
 	h.got, h.waiting = nil, nil
 	h.mu.Unlock()
-	for _, m := range combineHellos(all) {
-		n.sendUp(tHellos, m)
+	for _, m := range wire.CombineHellos(all) {
+		n.sendUp(wire.THellos, m)
 	}
 	n.helloDone()
 }

@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"fmt"
+	"prun/remote/wire"
 	"testing"
 
 	"prun/ctl"
@@ -18,9 +19,9 @@ func TestCombineHellos(t *testing.T) {
 	for v := 1; v <= n; v++ {
 		hosts[v-1] = fmt.Sprintf("node%03d", v)
 	}
-	var hs []hello
+	var hs []wire.Hello
 	for _, v := range ctl.Subtree(1, k, n)[1:] {
-		h := hello{Vertex: v, Host: hosts[v-1], Pid: v, Topo: "pack:1 core:4 pu:2"}
+		h := wire.Hello{Vertex: v, Host: hosts[v-1], Pid: v, Topo: "pack:1 core:4 pu:2"}
 		switch {
 		case v%7 == 0:
 			h.Topo = "pack:2 core:8 pu:2"
@@ -33,9 +34,9 @@ func TestCombineHellos(t *testing.T) {
 		}
 		hs = append(hs, h)
 	}
-	own := hello{Vertex: 1, Host: hosts[0], Pid: 1, Topo: "pack:1 core:4 pu:2"}
-	in := append([]hello{own}, hs...)
-	msgs := combineHellos(in)
+	own := wire.Hello{Vertex: 1, Host: hosts[0], Pid: 1, Topo: "pack:1 core:4 pu:2"}
+	in := append([]wire.Hello{own}, hs...)
+	msgs := wire.CombineHellos(in)
 	if len(msgs) < 2 {
 		t.Errorf("%d messages, want the XML spread over several", len(msgs))
 	}
@@ -43,19 +44,19 @@ func TestCombineHellos(t *testing.T) {
 		t.Errorf("the first message starts with %+v, want vertex 1's own hello with its topology", msgs[0].Hellos[0])
 	}
 
-	tr := &Tree{cfg: Config{Hosts: hosts, Fanout: k}, hellos: map[int]*hello{}, ready: make(chan struct{})}
+	tr := &Tree{cfg: Config{Hosts: hosts, Fanout: k}, hellos: map[int]*wire.Hello{}, ready: make(chan struct{})}
 	total := 0
 	for i, m := range msgs {
-		b, err := encode(m)
+		b, err := wire.Encode(m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		total += len(b)
-		if len(b) > helloBudget+200<<10 || len(b) > ctl.MaxFrame {
+		if len(b) > wire.HelloBudget+200<<10 || len(b) > ctl.MaxFrame {
 			t.Errorf("message %d: %d bytes", i, len(b))
 		}
-		var back subtreeHellos
-		if err := decode(b, &back); err != nil {
+		var back wire.SubtreeHellos
+		if err := wire.Decode(b, &back); err != nil {
 			t.Fatal(err)
 		}
 		for j := range back.Hellos {
@@ -86,10 +87,10 @@ func TestCombineHellos(t *testing.T) {
 
 	// A hello may name only the topology of one the launcher has from the
 	// same link.
-	tr2 := &Tree{cfg: Config{Hosts: hosts, Fanout: 2}, hellos: map[int]*hello{}, ready: make(chan struct{})}
-	tr2.hellos[2] = &hello{Topo: "x"} // vertex 0's other child
+	tr2 := &Tree{cfg: Config{Hosts: hosts, Fanout: 2}, hellos: map[int]*wire.Hello{}, ready: make(chan struct{})}
+	tr2.hellos[2] = &wire.Hello{Topo: "x"} // vertex 0's other child
 	for _, c := range []struct{ src, v, of int }{{1, 3, 9}, {1, 3, 2}, {1, 3, n + 5}, {1, 4, -1}} {
-		if err := tr2.hello(c.src, c.v, &hello{TopoOf: c.of}); err == nil {
+		if err := tr2.hello(c.src, c.v, &wire.Hello{TopoOf: c.of}); err == nil {
 			t.Errorf("a hello of vertex %d over vertex %d's link naming vertex %d's topology was taken", c.v, c.src, c.of)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"prun/remote/wire"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -75,22 +76,22 @@ func linkAuthFailure(t *testing.T, bad int) {
 	}
 	defer child.Close()
 	parentEnd := <-ln.Links()
-	wire := <-toParent
+	onWire := <-toParent
 
 	lost := make(chan error, 1)
-	s := newSpawner(0, Bootstrap{Fanout: 32, Hosts: []string{"prun-h1"}}, ln, func(uint8, []byte) {},
+	s := newSpawner(0, wire.Bootstrap{Fanout: 32, Hosts: []string{"prun-h1"}}, ln, func(uint8, []byte) {},
 		func(v int, err error) { lost <- err })
 	capture.Store(true)
 	go s.serveLink(parentEnd, 1)
-	for i, typ := range []uint8{tHello, tEvent}[:bad+1] {
-		if err := child.Send(typ, frame(toLauncher, 1, []byte(`{}`))); err != nil {
+	for i, typ := range []uint8{wire.THello, wire.TEvent}[:bad+1] {
+		if err := child.Send(typ, wire.Frame(wire.ToLauncher, 1, []byte(`{}`))); err != nil {
 			t.Fatal(err)
 		}
 		f := <-frames
 		if i == bad {
 			f[len(f)/2] ^= 1
 		}
-		wire.Write(f)
+		onWire.Write(f)
 	}
 	select {
 	case err := <-lost:
@@ -125,7 +126,7 @@ func TestDialParentVersion(t *testing.T) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	start := time.Now()
-	_, err = dialParent(Bootstrap{Secret: secret, ParentPort: port, ParentAddrs: []string{"127.0.0.1", "127.0.0.2"}, ConnectTimeout: 5 * time.Second})
+	_, err = dialParent(wire.Bootstrap{Secret: secret, ParentPort: port, ParentAddrs: []string{"127.0.0.1", "127.0.0.2"}, ConnectTimeout: 5 * time.Second})
 	var ve *ctl.VersionError
 	if !errors.As(err, &ve) {
 		t.Fatalf("dialParent to a parent of wire version %d: %v, want a VersionError", ctl.WireVersion+1, err)

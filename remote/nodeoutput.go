@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"prun/remote/wire"
 	"sync"
 )
 
@@ -9,12 +10,12 @@ import (
 // to print.
 type outCredit struct {
 	window
-	mid     map[outKey]bool // the stream's last run sent ended mid-line
-	granted map[outKey]bool // ... and the launcher printed a piece of it
+	mid     map[wire.OutKey]bool // the stream's last run sent ended mid-line
+	granted map[wire.OutKey]bool // ... and the launcher printed a piece of it
 }
 
 func newOutCredit(limit int) *outCredit {
-	c := &outCredit{window: window{limit: limit}, mid: map[outKey]bool{}, granted: map[outKey]bool{}}
+	c := &outCredit{window: window{limit: limit}, mid: map[wire.OutKey]bool{}, granted: map[wire.OutKey]bool{}}
 	c.cond = sync.NewCond(&c.mu)
 	return c
 }
@@ -24,7 +25,7 @@ func newOutCredit(limit int) *outCredit {
 // whether this run ends mid-line (before it leaves: the grant its partial
 // run earns may come back before the send returns). It reports false when
 // the link is gone: the run is dropped.
-func (c *outCredit) acquire(k outKey, n int, partial bool) bool {
+func (c *outCredit) acquire(k wire.OutKey, n int, partial bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for !c.dead && c.inflight > 0 && c.inflight+n > c.limit && !(c.mid[k] && c.granted[k]) {
@@ -44,7 +45,7 @@ func (c *outCredit) acquire(k outKey, n int, partial bool) bool {
 }
 
 // ack takes an acknowledgement from the launcher.
-func (c *outCredit) ack(n int, k outKey, grant bool) {
+func (c *outCredit) ack(n int, k wire.OutKey, grant bool) {
 	c.mu.Lock()
 	c.inflight = max(c.inflight-n, 0)
 	if grant && c.mid[k] {

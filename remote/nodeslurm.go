@@ -3,6 +3,7 @@ package remote
 import (
 	"fmt"
 	"os"
+	"prun/remote/wire"
 	"strings"
 	"syscall"
 	"time"
@@ -28,7 +29,7 @@ func (n *node) slurmSignals() {
 	go func() {
 		sig := (<-k.C).(syscall.Signal)
 		why := fmt.Sprintf("%s (%s: scancel, the job's time limit or a failed node)", slurmEndedStep, unix.SignalName(sig))
-		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: why})
+		n.sendUp(wire.TFailed, &wire.NodeErr{Host: n.host, Err: why})
 		close(n.slurmTerm)
 		n.end(why)
 	}()
@@ -51,8 +52,8 @@ func (n *node) holdSlurmKill(ev daemon.Event) {
 // vertex by its Slurm node name, drops every SLURM_* variable of the step
 // but its node's own, and appends these to b.Env after the job's (Serve
 // sets b.Env's variables in order: the node's win).
-func slurmDaemonEnv(b *Bootstrap) error {
-	b.hint = os.Getenv("SLURM_LAUNCH_NODE_IPADDR") // the launcher's node, as SSH_CONNECTION says for SSH
+func slurmDaemonEnv(b *wire.Bootstrap) error {
+	b.Hint = os.Getenv("SLURM_LAUNCH_NODE_IPADDR") // the launcher's node, as SSH_CONNECTION says for SSH
 	name := os.Getenv("SLURMD_NODENAME")
 	if name == "" {
 		name, _ = os.Hostname()

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"prun/remote/wire"
 	"sync"
 
 	"prun/daemon"
@@ -75,7 +76,7 @@ type outFlow struct {
 	event func(daemon.Event)
 
 	mu      sync.Mutex
-	streams map[outKey]*outStream
+	streams map[wire.OutKey]*outStream
 	nodes   []outNode // by vertex-1
 	queued  int
 	idle    *sync.Cond    // queued fell to 0
@@ -84,14 +85,14 @@ type outFlow struct {
 }
 
 func newOutFlow(nodes, window int, sink iof.Sink, ack func([]outAck), event func(daemon.Event)) *outFlow {
-	f := &outFlow{window: window, sink: sink, ack: ack, event: event, streams: map[outKey]*outStream{},
+	f := &outFlow{window: window, sink: sink, ack: ack, event: event, streams: map[wire.OutKey]*outStream{},
 		nodes: make([]outNode, nodes), hops: map[int]int{}, pend: map[int][]int{}}
 	f.idle = sync.NewCond(&f.mu)
 	return f
 }
 
 // push queues a run of node v (it takes p), or a stream's end.
-func (f *outFlow) push(k outKey, r outRun) {
+func (f *outFlow) push(k wire.OutKey, r outRun) {
 	f.mu.Lock()
 	s := f.streams[k]
 	if s == nil {
@@ -125,7 +126,7 @@ func (f *outFlow) pushEvent(v int, ev daemon.Event) {
 }
 
 // write hands stream k's runs to the sink in order until the queue is empty.
-func (f *outFlow) write(k outKey, s *outStream) {
+func (f *outFlow) write(k wire.OutKey, s *outStream) {
 	for {
 		f.mu.Lock()
 		if len(s.runs) == 0 {
@@ -142,14 +143,14 @@ func (f *outFlow) write(k outKey, s *outStream) {
 		switch {
 		case r.info != nil:
 			if is, ok := f.sink.(iof.InfoSink); ok {
-				is.SetSourceInfo(k.src, r.info.host, r.info.pid)
+				is.SetSourceInfo(k.Src, r.info.host, r.info.pid)
 			}
 		case r.end:
 			if e, ok := f.sink.(iof.Ender); ok {
-				e.End(k.src, k.st)
+				e.End(k.Src, k.St)
 			}
 		default:
-			f.sink.Write(k.src, k.st, r.p, r.partial)
+			f.sink.Write(k.Src, k.St, r.p, r.partial)
 		}
 
 		f.mu.Lock()
@@ -174,7 +175,7 @@ func (f *outFlow) write(k outKey, s *outStream) {
 		f.hops[hop]--
 		var acks []outAck
 		if n.unacked >= f.window/4 || r.partial {
-			acks = append(acks, outAck{r.v, encodeOutAck(n.unacked, k, r.partial)})
+			acks = append(acks, outAck{r.v, wire.EncodeOutAck(n.unacked, k, r.partial)})
 			n.unacked = 0
 		} else if n.unacked > 0 && !n.deferred {
 			n.deferred = true
@@ -186,7 +187,7 @@ func (f *outFlow) write(k outKey, s *outStream) {
 				m := &f.nodes[w-1]
 				m.deferred = false
 				if m.unacked > 0 {
-					acks = append(acks, outAck{w, encodeOutAck(m.unacked, outKey{}, false)})
+					acks = append(acks, outAck{w, wire.EncodeOutAck(m.unacked, wire.OutKey{}, false)})
 					m.unacked = 0
 				}
 			}

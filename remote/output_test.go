@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"prun/remote/wire"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,7 @@ type linkSink struct {
 }
 
 func (s linkSink) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
-	k := outKey{src, st}
+	k := wire.OutKey{Src: src, St: st}
 	if !s.c.acquire(k, len(p), partial) {
 		return
 	}
@@ -31,7 +32,7 @@ func (s linkSink) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
 }
 
 func (s linkSink) End(src iof.Source, st iof.Stream) {
-	s.link <- func() { s.f.push(outKey{src, st}, outRun{v: 1, end: true}) }
+	s.link <- func() { s.f.push(wire.OutKey{Src: src, St: st}, outRun{v: 1, end: true}) }
 }
 
 // Two ranks of one node write lines longer than iof's buffer at once, to a
@@ -48,7 +49,7 @@ func TestOutputFlowLongLines(t *testing.T) {
 	var f *outFlow
 	f = newOutFlow(1, 64<<10, w, func(acks []outAck) {
 		for _, a := range acks {
-			n, k, grant, err := decodeOutAck(a.body, 1<<40)
+			n, k, grant, err := wire.DecodeOutAck(a.body, 1<<40)
 			if err != nil {
 				t.Error(err)
 			}

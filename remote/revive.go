@@ -3,6 +3,7 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"prun/remote/wire"
 	"slices"
 	"strings"
 	"time"
@@ -56,7 +57,7 @@ const reviveWait = 2 * time.Minute
 // hosts back, and why others are not (nil: all are). A host below a lost one
 // comes back with the topmost lost vertex above it.
 func (t *Tree) Revive(host string) (back []string, err error) {
-	if t.cfg.Agent == AgentSlurm {
+	if t.cfg.Agent == wire.AgentSlurm {
 		return nil, errors.New("the daemons are one Slurm step: a node that left it comes back only with a new DVM (prun dvm stop, then start)")
 	}
 	fanout, n := t.cfg.Fanout, len(t.cfg.Hosts)
@@ -95,7 +96,7 @@ func (t *Tree) Revive(host string) (back []string, err error) {
 		r.left[w] = true
 		t.revival[w] = r
 		delete(t.hellos, w)
-		t.preload[w-1] = newWindow(preloadWindow)
+		t.preload[w-1] = newWindow(wire.PreloadWindow)
 		for k := range t.stdin {
 			if k.v == w {
 				delete(t.stdin, k) // killed with the loss
@@ -105,7 +106,7 @@ func (t *Tree) Revive(host string) (back []string, err error) {
 	t.mu.Unlock()
 	if p := ctl.Parent(u, fanout); p == 0 {
 		t.kids.relaunch(u)
-	} else if body, err := encode(&respawn{Vertex: u}); err != nil || t.kids.send(p, tRespawn, frame(uint32(p), toLauncher, body)) != nil {
+	} else if body, err := wire.Encode(&wire.Respawn{Vertex: u}); err != nil || t.kids.send(p, wire.TRespawn, wire.Frame(uint32(p), wire.ToLauncher, body)) != nil {
 		t.nodeFailed(t.cfg.Hosts[u-1], fmt.Errorf("cannot ask %s's daemon to start it again", t.cfg.Hosts[p-1]))
 	}
 	select {
@@ -137,10 +138,10 @@ func (t *Tree) Revive(host string) (back []string, err error) {
 		t.failCollectives(down, errors.New("lost still"))
 	}
 	if backVerts := vertsOf(verts, lost); len(backVerts) > 0 {
-		if body, err := encode(&collRevive{Verts: packVerts(backVerts)}); err == nil {
-			t.kids.broadcast(tCollRevive, frame(toBroadcast, toLauncher, body))
+		if body, err := wire.Encode(&wire.CollRevive{Verts: wire.PackVerts(backVerts)}); err == nil {
+			t.kids.broadcast(wire.TCollRevive, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
 		}
-		t.root.cs.revive(backVerts)
+		t.root.cs.Revive(backVerts)
 	}
 	if len(errs) > 0 {
 		var msgs []string

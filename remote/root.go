@@ -2,6 +2,7 @@ package remote
 
 import (
 	"fmt"
+	"prun/remote/wire"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +14,7 @@ import (
 // combination along the tree, where each completes (Finish) and where their
 // failures are decided. Without remote nodes it is the only vertex.
 type Root struct {
-	cs *collectives
+	cs *wire.Collectives
 	// Finish completes a collective from every contribution (combined in
 	// vertex order); nil: the result is that combination (an allgather).
 	// It runs once per collective, on whichever goroutine brought its last
@@ -33,13 +34,13 @@ type Root struct {
 // jobs share it).
 func NewRoot() *Root {
 	r := &Root{verts: map[string]int{}}
-	r.cs = newCollectives(0, 1, nil)
-	r.cs.expire = func(key string, c *coll, missing []int) { r.timedOut(key, c.kind, c.gen, missing) }
-	r.cs.finish = func(c *coll, all []byte) ([]byte, error) {
+	r.cs = wire.NewCollectives(0, 1, nil)
+	r.cs.Expire = func(key string, c *wire.Coll, missing []int) { r.timedOut(key, c.Kind, c.Gen, missing) }
+	r.cs.Finish = func(c *wire.Coll, all []byte) ([]byte, error) {
 		if r.Finish == nil {
 			return all, nil
 		}
-		return r.Finish(c.kind, c.procs, all)
+		return r.Finish(c.Kind, c.Procs, all)
 	}
 	return r
 }
@@ -53,9 +54,9 @@ func (r *Root) attach(hosts []string, fanout int, down func(typ uint8, m any)) {
 		r.verts[h] = i + 1
 	}
 	r.down = down
-	r.cs.mu.Lock()
-	r.cs.fanout = fanout
-	r.cs.mu.Unlock()
+	r.cs.Mu.Lock()
+	r.cs.Fanout = fanout
+	r.cs.Mu.Unlock()
 }
 
 // Contribute is the launcher's own node's contribution to a collective
@@ -70,7 +71,7 @@ func (r *Root) Contribute(kind string, procs []pmixsrv.Proc, nodes []string, dat
 	r.mu.Unlock()
 	slices.Sort(verts)
 	verts = slices.Compact(verts)
-	r.cs.contribute(0, collKey(kind, procs), kind, procs, verts, data, done)
+	r.cs.Contribute(0, wire.CollKey(kind, procs), kind, procs, verts, data, done)
 }
 
 // FailProc fails, everywhere, the collectives that fail on a
@@ -81,9 +82,9 @@ func (r *Root) FailProc(p pmixsrv.Proc, err error) {
 	down := r.down
 	r.mu.Unlock()
 	if down != nil {
-		down(tCollFail, &collFail{Procs: []pmixsrv.Proc{p}, status: statusOf(err)})
+		down(wire.TCollFail, &wire.CollFail{Procs: []pmixsrv.Proc{p}, Status: wire.StatusOf(err)})
 	}
-	r.cs.failProc(p, err)
+	r.cs.FailProc(p, err)
 }
 
 // timedOut decides that collective key (a group construct or destruct), of failure
@@ -106,28 +107,28 @@ func (r *Root) timedOut(key, kind string, gen uint64, missing []int) {
 	}
 	down := r.down
 	r.mu.Unlock()
-	op, group := groupOp(kind)
+	op, group := wire.GroupOp(kind)
 	where := strings.Join(names, ", ")
 	if len(names) > 1 {
 		where = "one or more of " + where
 	}
-	err := &statusError{fmt.Sprintf("group %s: %s timed out (PMIX_TIMEOUT) waiting for members on %s", group, op, where),
-		pmixsrv.ErrTimeout}
-	if !r.cs.timedOut(key, gen+1, err) {
+	err := wire.NewStatusError(fmt.Sprintf("group %s: %s timed out (PMIX_TIMEOUT) waiting for members on %s", group, op, where),
+		pmixsrv.ErrTimeout)
+	if !r.cs.TimedOut(key, gen+1, err) {
 		return
 	}
 	if r.TimedOut != nil {
 		r.TimedOut(err)
 	}
 	if down != nil {
-		down(tCollFail, &collFail{Coll: key, Gen: gen + 1, status: statusOf(err)})
+		down(wire.TCollFail, &wire.CollFail{Coll: key, Gen: gen + 1, Status: wire.StatusOf(err)})
 	}
 }
 
 // Ended tells the root that rank p ended (however: a normal end too). The
 // launcher hears of every end, as every vertex on its way does: the group
 // operations naming p that wait here fail, and later ones (see rankSet).
-func (r *Root) Ended(p pmixsrv.Proc) { r.cs.procEnded(p) }
+func (r *Root) Ended(p pmixsrv.Proc) { r.cs.ProcEnded(p) }
 
 // Forget drops what the root keeps of a namespace that is over.
-func (r *Root) Forget(nspace string) { r.cs.forget(nspace) }
+func (r *Root) Forget(nspace string) { r.cs.Forget(nspace) }

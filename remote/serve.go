@@ -12,6 +12,7 @@ import (
 	"os"
 	"prun/internal/jsonbytes"
 	"prun/internal/trace"
+	"prun/remote/wire"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,7 +65,7 @@ type serving struct {
 	logf    func(format string, a ...any)
 	ready   <-chan prep
 	sess    *sessiondir.Dir // taken from ready: removed at the end
-	b       Bootstrap
+	b       wire.Bootstrap
 	n       *node
 	overSSH bool // the link runs over the SSH session's stdin and stdout
 	undo    []func()
@@ -116,9 +117,9 @@ func (s *serving) readBootstrap() int {
 		s.logf("no bootstrap on stdin: %v", err)
 		return 1
 	}
-	var b Bootstrap
+	var b wire.Bootstrap
 	err = json.Unmarshal(line, &b)
-	if err == nil && b.Agent == AgentSlurm {
+	if err == nil && b.Agent == wire.AgentSlurm {
 		if err := slurmDaemonEnv(&b); err != nil {
 			s.logf("%v", err)
 			return 1
@@ -129,7 +130,7 @@ func (s *serving) readBootstrap() int {
 		return 1
 	}
 	if b.OutWindow <= 0 {
-		b.OutWindow = outWindow(len(b.Hosts))
+		b.OutWindow = wire.OutWindow(len(b.Hosts))
 	}
 	s.b = b
 	s.n = newNode(b)
@@ -144,23 +145,25 @@ func (s *serving) readBootstrap() int {
 
 // newNode is the daemon's vertex of the tree, before any link: its
 // children's replies read its gatherer.
-func newNode(b Bootstrap) *node {
+func newNode(b wire.Bootstrap) *node {
 	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
 	n.gather = n.newGatherer()
-	n.coll = newCollectives(n.me, b.Fanout, func(key string, c *coll, data []byte) {
-		n.up.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Procs: c.procs, Verts: packVerts(c.verts), Gen: c.gen}, data)))
+	n.coll = wire.NewCollectives(n.me, b.Fanout, func(key string, c *wire.Coll, data []byte) {
+		n.up.Send(wire.TColl, wire.Frame(wire.ToLauncher, uint32(n.me), wire.EncodeColl(&wire.CollUp{Coll: key, Kind: c.Kind, Procs: c.Procs, Verts: wire.PackVerts(c.Verts), Gen: c.Gen}, data)))
 	})
-	n.coll.expire = func(key string, c *coll, missing []int) {
-		n.up.Send(tColl, frame(toLauncher, uint32(n.me), encodeColl(&collUp{Coll: key, Kind: c.kind, Expired: true, Gen: c.gen, Missing: missing}, nil)))
+	n.coll.Expire = func(key string, c *wire.Coll, missing []int) {
+		n.up.Send(wire.TColl, wire.Frame(wire.ToLauncher, uint32(n.me), wire.EncodeColl(&wire.CollUp{Coll: key, Kind: c.Kind, Expired: true, Gen: c.Gen, Missing: missing}, nil)))
 	}
-	if b.Agent == AgentSlurm {
+	if b.Agent == wire.AgentSlurm {
 		n.slurmTerm = make(chan struct{})
 	}
 	n.stdin.ack = func(ns string, k int) {
-		n.up.Send(tStdinAck, frame(toLauncher, uint32(n.me), append(appendStream(nil, ns), encodeAck(k)...)))
+		n.up.Send(wire.TStdinAck, wire.Frame(wire.ToLauncher, uint32(n.me), append(wire.AppendStream(nil, ns), wire.EncodeAck(k)...)))
 	}
-	n.stdin.done = func(ns string) { n.up.Send(tStdinDone, frame(toLauncher, uint32(n.me), appendStream(nil, ns))) }
+	n.stdin.done = func(ns string) {
+		n.up.Send(wire.TStdinDone, wire.Frame(wire.ToLauncher, uint32(n.me), wire.AppendStream(nil, ns)))
+	}
 	return n
 }
 
@@ -169,7 +172,7 @@ func newNode(b Bootstrap) *node {
 func (s *serving) linkParent() int {
 	n, b := s.n, s.b
 	parent, err := dialParent(b)
-	if err != nil && b.Agent == AgentSlurm {
+	if err != nil && b.Agent == wire.AgentSlurm {
 		// Several daemons share the step's stdout: no link can run over it.
 		s.logf("%s: cannot connect to the launcher: %v", n.host, err)
 		return 1
@@ -223,7 +226,7 @@ func (s *serving) startChildren() int {
 		ln, err = ctl.ListenOn(hosts, b.Ports, b.Secret)
 	}
 	if err != nil {
-		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot listen for its children: " + err.Error()})
+		n.sendUp(wire.TFailed, &wire.NodeErr{Host: n.host, Err: "cannot listen for its children: " + err.Error()})
 		return 1
 	}
 	cb := b
@@ -249,11 +252,11 @@ func (s *serving) startChildren() int {
 // up (events seen on the way).
 func (n *node) fromChild(typ uint8, p []byte) {
 	switch typ {
-	case tHello, tHellos:
+	case wire.THello, wire.THellos:
 		if n.childHello(typ, p) {
 			return // it goes up with this daemon's own (hello.go)
 		}
-	case tFailed:
+	case wire.TFailed:
 		n.helloNow() // a failure below goes up at once
 	}
 	// The parent takes a link only with its child's own hello
@@ -262,18 +265,18 @@ func (n *node) fromChild(typ uint8, p []byte) {
 	// parent's PMIx server) waits for it.
 	<-n.helloSent
 	switch typ {
-	case tColl:
+	case wire.TColl:
 		n.childColl(p) // combined here, not relayed
 		return
-	case tGathered:
-		if _, src, body, err := header(p); err == nil {
-			n.gather.answered(int(src), body) // combined here, not relayed
+	case wire.TGathered:
+		if _, src, body, err := wire.Header(p); err == nil {
+			n.gather.Answered(int(src), body) // combined here, not relayed
 		}
 		return
-	case tClosed:
+	case wire.TClosed:
 		n.childClosed(p) // counted here, not relayed
 		return
-	case tEvent:
+	case wire.TEvent:
 		n.childEvent(p) // and relayed
 	}
 	n.up.Send(typ, p)
@@ -284,7 +287,7 @@ func (n *node) childFailed(v int, err error) {
 	n.helloFailure(v)
 	<-n.helloSent
 	n.closeGone(v)
-	n.sendUp(tFailed, &nodeErr{Host: n.boot.Hosts[v-1], Err: err.Error()})
+	n.sendUp(wire.TFailed, &wire.NodeErr{Host: n.boot.Hosts[v-1], Err: err.Error()})
 }
 
 // startDaemon takes the session directory and topology readied meanwhile,
@@ -295,7 +298,7 @@ func (s *serving) startDaemon() int {
 	pre := <-s.ready
 	trace.Mark("session dir and topology")
 	if pre.sessErr != nil {
-		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: pre.sessErr.Error()})
+		n.sendUp(wire.TFailed, &wire.NodeErr{Host: n.host, Err: pre.sessErr.Error()})
 		return 1
 	}
 	s.sess = pre.sess
@@ -315,12 +318,12 @@ func (s *serving) startDaemon() int {
 			return daemon.JobIO{Stdin: n.stdin.get(nspace), BaseEnv: slices.Clone(env)}
 		}}, n)
 	if err != nil {
-		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
+		n.sendUp(wire.TFailed, &wire.NodeErr{Host: n.host, Err: "cannot start the PMIx server: " + err.Error()})
 		return 1
 	}
 	n.d, n.topo = d, topo
 	trace.Mark("pmix server up")
-	hi := &hello{Host: n.host, Pid: os.Getpid()}
+	hi := &wire.Hello{Host: n.host, Pid: os.Getpid()}
 	if topoErr == nil {
 		hi.Topo = topo.Synthetic()
 	}
@@ -337,13 +340,13 @@ func (s *serving) startDaemon() int {
 func (s *serving) serve() int {
 	n := s.n
 	go n.readParent()
-	if s.b.Agent == AgentSlurm {
+	if s.b.Agent == wire.AgentSlurm {
 		n.slurmSignals()
 	}
 	why := <-n.gone
 	n.out.kill()
-	n.calls.fail(errors.New(n.host + ": daemon ending"))
-	n.coll.failAll(errors.New(n.host + ": daemon ending"))
+	n.calls.Fail(errors.New(n.host + ": daemon ending"))
+	n.coll.FailAll(errors.New(n.host + ": daemon ending"))
 	closed := n.closed.Load()
 	n.closeDaemon()
 	if !closed {
@@ -359,11 +362,11 @@ const overSSHMarker = "prun-ctl-over-ssh-v1\n"
 
 // linkOverSSH makes the session's stdio (stdin after the bootstrap) the
 // link to the parent.
-func linkOverSSH(stdin *bufio.Reader, b Bootstrap) (*ctl.Link, error) {
+func linkOverSSH(stdin *bufio.Reader, b wire.Bootstrap) (*ctl.Link, error) {
 	if _, err := os.Stdout.WriteString(overSSHMarker); err != nil {
 		return nil, err
 	}
-	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, uint32(b.Vertex), b.connectTimeout())
+	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, uint32(b.Vertex), b.ConnectWait())
 }
 
 type closers []io.Closer
@@ -392,12 +395,12 @@ const dialHeadStart = time.Second
 // A connection that fails the handshake gives way to the next address, but
 // for a parent of another wire version (ctl.VersionError): the parent's prun
 // is another, at every address.
-func dialParent(b Bootstrap) (*ctl.Link, error) {
+func dialParent(b wire.Bootstrap) (*ctl.Link, error) {
 	var addrs []string
 	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 && b.IfInclude == "" {
 		addrs = append(addrs, f[0])
-	} else if b.hint != "" && b.IfInclude == "" && slices.Contains(b.ParentAddrs, b.hint) {
-		addrs = append(addrs, b.hint)
+	} else if b.Hint != "" && b.IfInclude == "" && slices.Contains(b.ParentAddrs, b.Hint) {
+		addrs = append(addrs, b.Hint)
 	}
 	for _, a := range b.ParentAddrs {
 		if len(addrs) == 0 || a != addrs[0] {
@@ -407,7 +410,7 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("no address to try")
 	}
-	timeout := b.connectTimeout()
+	timeout := b.ConnectWait()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // the connects still under way give up
 	type result struct {
@@ -473,7 +476,7 @@ func dialParent(b Bootstrap) (*ctl.Link, error) {
 // node is a remote daemon's side of the control plane; it is the
 // daemon.Upstream of the node's Daemon.
 type node struct {
-	boot      Bootstrap
+	boot      wire.Bootstrap
 	slurmTerm chan struct{} // closed when Slurm signalled the step (AgentSlurm only)
 	me        int
 	host      string
@@ -482,11 +485,11 @@ type node struct {
 	kids      *spawner
 	d         *daemon.Daemon
 	topo      *topology.Topology
-	calls     calls
-	coll      *collectives // the collectives pending at this vertex (coll.go)
-	gather    *gatherer    // the gathers pending at this vertex (gather.go)
-	stdin     stdinStreams // each job's stdin, by namespace
-	out       *outCredit   // the output window (output.go)
+	calls     wire.Calls
+	coll      *wire.Collectives // the collectives pending at this vertex (coll.go)
+	gather    *wire.Gatherer    // the gathers pending at this vertex (gather.go)
+	stdin     stdinStreams      // each job's stdin, by namespace
+	out       *outCredit        // the output window (output.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
 	hellos    helloState    // its subtree's hellos, combined (hello.go)
@@ -518,22 +521,22 @@ func (n *node) closeDaemon() {
 // sendUp sends m (a body of this package's message types; nil: none) to
 // the launcher.
 func (n *node) sendUp(typ uint8, m any) error {
-	b, err := encode(m)
+	b, err := wire.Encode(m)
 	if err != nil {
 		return err
 	}
-	return n.up.Send(typ, frame(toLauncher, uint32(n.me), b))
+	return n.up.Send(typ, wire.Frame(wire.ToLauncher, uint32(n.me), b))
 }
 
 // askUp sends a request to the launcher; done gets the answer, or the
 // link's failure.
-func askUp[A any](n *node, typ uint8, req idSetter, done func(A, error)) {
-	ask(&n.calls, req, func() error { return n.sendUp(typ, req) }, done)
+func askUp[A any](n *node, typ uint8, req wire.IdSetter, done func(A, error)) {
+	wire.Ask(&n.calls, req, func() error { return n.sendUp(typ, req) }, done)
 }
 
 // replyUp answers the launcher's request id.
 func replyUp[A any](n *node, id uint64, a A, err error) {
-	n.up.Send(tReply, frame(toLauncher, uint32(n.me), encodeReply(id, a, err)))
+	n.up.Send(wire.TReply, wire.Frame(wire.ToLauncher, uint32(n.me), wire.EncodeReply(id, a, err)))
 }
 
 // readParent handles what comes down: messages for this node, for every
@@ -550,18 +553,18 @@ func (n *node) readParent() {
 				if p := ctl.Parent(n.me, n.boot.Fanout); p != 0 {
 					why = fmt.Sprintf("no heartbeat from %s's daemon for %v", n.boot.Hosts[p-1], silent.After)
 				}
-				n.sendUp(tGaveUp, &nodeErr{Host: n.host, Err: why})
+				n.sendUp(wire.TGaveUp, &wire.NodeErr{Host: n.host, Err: why})
 			}
 			n.end("lost the link to the launcher: " + err.Error())
 			return
 		}
-		dest, _, body, err := header(f.Payload)
+		dest, _, body, err := wire.Header(f.Payload)
 		if err != nil {
 			continue
 		}
 		switch {
-		case dest == toBroadcast:
-			if f.Type == tCollFail {
+		case dest == wire.ToBroadcast:
+			if f.Type == wire.TCollFail {
 				// Failed here before below: a member that hears of a timeout
 				// may construct again at once, and its next contribution must
 				// not find the failed collective still pending above it.
@@ -584,28 +587,28 @@ func (n *node) readParent() {
 			continue
 		}
 		switch f.Type {
-		case tStdin:
-			ns, p, err := splitStream(body)
+		case wire.TStdin:
+			ns, p, err := wire.SplitStream(body)
 			if err != nil {
 				n.end(err.Error())
 				return
 			}
 			n.stdin.write(ns, p)
 			continue
-		case tPreload:
+		case wire.TPreload:
 			if err := n.receivePreload(body); err != nil {
 				n.end(err.Error())
 				return
 			}
 			continue
-		case tBatch: // acknowledgements of output, for this subtree (ackdown.go)
+		case wire.TBatch: // acknowledgements of output, for this subtree (ackdown.go)
 			if err := n.ackBatch(body); err != nil {
 				n.end(err.Error())
 				return
 			}
 			continue
-		case tOutputAck:
-			k, key, grant, err := decodeOutAck(body, 1<<40)
+		case wire.TOutputAck:
+			k, key, grant, err := wire.DecodeOutAck(body, 1<<40)
 			if err != nil {
 				n.end(err.Error())
 				return
@@ -625,51 +628,51 @@ func (n *node) readParent() {
 // handle handles a message for this daemon; an error is one it cannot read.
 func (n *node) handle(typ uint8, body []byte) error {
 	switch typ {
-	case tReply:
-		n.calls.answered(body)
-	case tLaunch:
+	case wire.TReply:
+		n.calls.Answered(body)
+	case wire.TLaunch:
 		n.launch(body)
-	case tSignal:
-		return on(body, func(m *signal) {
+	case wire.TSignal:
+		return wire.On(body, func(m *wire.Signal) {
 			n.d.Signal(m.Nspace, m.Ranks, syscall.Signal(m.Sig))
 		})
-	case tForget:
-		return on(body, func(m *forget) {
+	case wire.TForget:
+		return wire.On(body, func(m *wire.Forget) {
 			n.stdin.drop(m.Nspace)
-			n.coll.forget(m.Nspace)
+			n.coll.Forget(m.Nspace)
 			go n.d.Forget(m.Nspace) // it waits for the job's ranks to be reaped
 		})
-	case tServeDmodex:
-		return on(body, func(m *dmodexReq) {
+	case wire.TServeDmodex:
+		return wire.On(body, func(m *wire.DmodexReq) {
 			n.d.ServeDirectModex(m.Proc, func(data []byte, err error) { replyUp(n, m.ID, data, err) })
 		})
-	case tDeliver:
-		return on(body, n.deliver)
-	case tGather:
-		return on(body, n.gatherHere)
-	case tInspect:
-		return on(body, func(m *inspectReq) {
+	case wire.TDeliver:
+		return wire.On(body, n.deliver)
+	case wire.TGather:
+		return wire.On(body, n.gatherHere)
+	case wire.TInspect:
+		return wire.On(body, func(m *wire.InspectReq) {
 			replyUp(n, m.ID, n.d.Inspect(m.Nspace, m.Stacks), nil)
 		})
-	case tSuspend, tResume:
-		n.suspend(typ == tSuspend)
-	case tCollDone:
+	case wire.TSuspend, wire.TResume:
+		n.suspend(typ == wire.TSuspend)
+	case wire.TCollDone:
 		return n.collDone(body)
-	case tCollFail:
-		return on(body, n.collFail)
-	case tRespawn:
-		return on(body, func(m *respawn) {
+	case wire.TCollFail:
+		return wire.On(body, n.collFail)
+	case wire.TRespawn:
+		return wire.On(body, func(m *wire.Respawn) {
 			if n.kids != nil && ctl.Parent(m.Vertex, n.boot.Fanout) == n.me {
 				n.kids.relaunch(m.Vertex)
 			}
 		})
-	case tCollRevive:
-		return on(body, func(m *collRevive) {
-			if back, err := unpackVerts(m.Verts, len(n.boot.Hosts)); err == nil {
-				n.coll.revive(back)
+	case wire.TCollRevive:
+		return wire.On(body, func(m *wire.CollRevive) {
+			if back, err := wire.UnpackVerts(m.Verts, len(n.boot.Hosts)); err == nil {
+				n.coll.Revive(back)
 			}
 		})
-	case tClose:
+	case wire.TClose:
 		n.closeNow()
 	}
 	return nil
@@ -680,7 +683,7 @@ func (n *node) launch(body []byte) {
 	trace.Mark("launch")
 	var p daemon.Plan
 	if err := json.Unmarshal(body, &p); err != nil {
-		n.sendUp(tFailed, &nodeErr{Host: n.host, Err: "bad launch plan: " + err.Error()})
+		n.sendUp(wire.TFailed, &wire.NodeErr{Host: n.host, Err: "bad launch plan: " + err.Error()})
 		return
 	}
 	for i := range p.Map.Nodes {
@@ -695,7 +698,7 @@ func (n *node) launch(body []byte) {
 }
 
 // deliver hands an event to the node's PMIx server, unless raised here.
-func (n *node) deliver(m *notify) {
+func (n *node) deliver(m *wire.Notify) {
 	if m.Skip == n.host {
 		return // raised here, and delivered here then
 	}
@@ -719,28 +722,28 @@ func (n *node) suspend(stop bool) {
 
 // collDone is a collective's result, on its way down.
 func (n *node) collDone(body []byte) error {
-	var m collResult
-	data, err := decodeColl(body, &m)
+	var m wire.CollResult
+	data, err := wire.DecodeColl(body, &m)
 	if err != nil {
 		return err
 	}
-	n.coll.result(m.Coll, data, m.collErr())
+	n.coll.Result(m.Coll, data, m.CollErr())
 	return nil
 }
 
 // collFail fails collectives: one that timed out, those of lost nodes, or
 // those of a dead process (a group member).
-func (n *node) collFail(m *collFail) {
+func (n *node) collFail(m *wire.CollFail) {
 	if m.Coll != "" {
-		n.coll.timedOut(m.Coll, m.Gen, m.collErr())
+		n.coll.TimedOut(m.Coll, m.Gen, m.CollErr())
 	}
 	for _, p := range m.Procs {
-		n.coll.failProc(p, m.collErr())
+		n.coll.FailProc(p, m.CollErr())
 	}
 	if len(m.Verts) > 0 {
-		lost, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+		lost, err := wire.UnpackVerts(m.Verts, len(n.boot.Hosts))
 		if err == nil {
-			n.coll.fail(lost, m.collErr())
+			n.coll.Fail(lost, m.CollErr())
 		}
 	}
 }
@@ -752,7 +755,7 @@ func (n *node) closeNow() {
 	n.closed.Store(true)
 	n.closeDaemon()
 	n.closedHere()
-	if n.boot.Agent == AgentSlurm {
+	if n.boot.Agent == wire.AgentSlurm {
 		// A daemon of the Slurm step (a leaf: every daemon is the
 		// launcher's child) has answered: it ends now rather than when
 		// the launcher closes its link, so that Slurm's record of the
@@ -780,26 +783,28 @@ func (n *node) launchFailed(p *daemon.Plan, err error) {
 // with it the rank's iof reader and, once its pipe is full, the rank, while
 // the launcher has a window's worth of this node's output to print.
 func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
-	if !n.out.acquire(outKey{src, st}, len(p), partial) {
+	if !n.out.acquire(wire.OutKey{Src: src, St: st}, len(p), partial) {
 		return // the link is gone: so is whoever would print this
 	}
-	if n.up.Send(tOutput, outputFrame(uint32(n.me), src, st, p, partial)) != nil {
+	if n.up.Send(wire.TOutput, wire.OutputFrame(uint32(n.me), src, st, p, partial)) != nil {
 		n.out.kill() // the link died with it (ctl: whole frames or none)
 	}
 }
 
 func (n *node) SetSourceInfo(src iof.Source, host string, pid int) {
-	n.sendUp(tSourceInfo, &rankSource{Src: src, Host: host, Pid: pid})
+	n.sendUp(wire.TSourceInfo, &wire.RankSource{Src: src, Host: host, Pid: pid})
 }
 
-func (n *node) End(src iof.Source, st iof.Stream) { n.sendUp(tEnd, &streamEnd{Src: src, Stream: st}) }
+func (n *node) End(src iof.Source, st iof.Stream) {
+	n.sendUp(wire.TEnd, &wire.StreamEnd{Src: src, Stream: st})
+}
 
 func (n *node) Event(ev daemon.Event) {
 	n.holdSlurmKill(ev)
 	if ev.Kind == daemon.ProcExited {
-		n.coll.procEnded(pmixsrv.Proc{Nspace: ev.Nspace, Rank: pmixsrv.Rank(ev.Rank)})
+		n.coll.ProcEnded(pmixsrv.Proc{Nspace: ev.Nspace, Rank: pmixsrv.Rank(ev.Rank)})
 	}
-	n.sendUp(tEvent, &ev)
+	n.sendUp(wire.TEvent, &ev)
 }
 
 // exitedPrefix begins the body of a ProcExited event, as encoding/json
@@ -810,7 +815,7 @@ var exitedPrefix = fmt.Appendf(nil, `{"Kind":%d,`, daemon.ProcExited)
 // childEvent sees a rank's end pass up from a child's subtree: the group
 // operations waiting here for it fail (coll.go, rankSet).
 func (n *node) childEvent(p []byte) {
-	_, _, body, err := header(p)
+	_, _, body, err := wire.Header(p)
 	if err != nil || !bytes.HasPrefix(body, exitedPrefix) {
 		return
 	}
@@ -819,7 +824,7 @@ func (n *node) childEvent(p []byte) {
 		Rank   int
 	}
 	if json.Unmarshal(body, &ev) == nil && ev.Rank >= 0 {
-		n.coll.procEnded(pmixsrv.Proc{Nspace: ev.Nspace, Rank: pmixsrv.Rank(ev.Rank)})
+		n.coll.ProcEnded(pmixsrv.Proc{Nspace: ev.Nspace, Rank: pmixsrv.Rank(ev.Rank)})
 	}
 }
 
@@ -841,7 +846,7 @@ func (n *node) fence(kind string, procs []pmixsrv.Proc, data []byte, done func([
 			time.AfterFunc(time.Duration(tries+1)*10*time.Millisecond, func() { n.fence(kind, procs, data, done, tries+1) })
 			return
 		}
-		askUp(n, tFence, &fenceReq{Kind: kind, Procs: procs, Data: data}, done)
+		askUp(n, wire.TFence, &wire.FenceReq{Kind: kind, Procs: procs, Data: data}, done)
 		return
 	}
 	verts := make([]int, 0, len(names))
@@ -850,7 +855,7 @@ func (n *node) fence(kind string, procs []pmixsrv.Proc, data []byte, done func([
 	}
 	slices.Sort(verts)
 	verts = slices.Compact(verts)
-	n.coll.contribute(n.me, collKey(kind, procs), kind, procs, verts, data, done)
+	n.coll.Contribute(n.me, wire.CollKey(kind, procs), kind, procs, verts, data, done)
 }
 
 // vertex is the vertex of the node named name: the launcher's (0) when no
@@ -867,73 +872,73 @@ func (n *node) vertex(name string) int {
 
 // childColl is a child's combined contribution to a collective.
 func (n *node) childColl(p []byte) {
-	_, src, body, err := header(p)
+	_, src, body, err := wire.Header(p)
 	v := int(src)
 	if err != nil || v < 1 || v > len(n.boot.Hosts) || ctl.Parent(v, n.boot.Fanout) != n.me {
 		return
 	}
-	var m collUp
-	data, err := decodeColl(body, &m)
+	var m wire.CollUp
+	data, err := wire.DecodeColl(body, &m)
 	if err != nil {
 		return
 	}
 	if m.Expired {
 		// A timeout below: the launcher decides.
-		n.up.Send(tColl, p)
+		n.up.Send(wire.TColl, p)
 		return
 	}
-	if n.coll.stale(m.Coll, m.Gen) {
+	if n.coll.Stale(m.Coll, m.Gen) {
 		return
 	}
 	done := func(res []byte, err error) {
-		n.kids.send(v, tCollDone, frame(uint32(v), uint32(n.me), encodeColl(&collResult{Coll: m.Coll, status: statusOf(err)}, res)))
+		n.kids.send(v, wire.TCollDone, wire.Frame(uint32(v), uint32(n.me), wire.EncodeColl(&wire.CollResult{Coll: m.Coll, Status: wire.StatusOf(err)}, res)))
 	}
-	verts, err := unpackVerts(m.Verts, len(n.boot.Hosts))
+	verts, err := wire.UnpackVerts(m.Verts, len(n.boot.Hosts))
 	if err != nil {
 		done(nil, err)
 		return
 	}
-	n.coll.contribute(v, m.Coll, m.Kind, m.Procs, verts, data, done)
+	n.coll.Contribute(v, m.Coll, m.Kind, m.Procs, verts, data, done)
 }
 
 func (n *node) DirectModex(_ string, target pmixsrv.Proc, done func([]byte, error)) {
-	askUp(n, tDmodex, &dmodexReq{Proc: target}, done)
+	askUp(n, wire.TDmodex, &wire.DmodexReq{Proc: target}, done)
 }
 
 func (n *node) NotifyEvent(_ string, code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) {
-	n.sendUp(tNotify, &notify{Status: code, Source: source, Range: rng, Info: info})
+	n.sendUp(wire.TNotify, &wire.Notify{Status: code, Source: source, Range: rng, Info: info})
 }
 
 func (n *node) JobControl(req pmixsrv.Proc, targets []pmixsrv.Proc, sig syscall.Signal, done func(error)) {
-	askUp(n, tJobControl, &jobControlReq{Requester: req, Targets: targets, Sig: int(sig)}, func(_ none, err error) { done(err) })
+	askUp(n, wire.TJobControl, &wire.JobControlReq{Requester: req, Targets: targets, Sig: int(sig)}, func(_ wire.None, err error) { done(err) })
 }
 
 func (n *node) Spawn(req daemon.SpawnRequest) {
-	askUp(n, tSpawn, &spawnReq{Parent: req.Parent, Apps: req.Apps, Preput: req.Preput}, req.Done)
+	askUp(n, wire.TSpawn, &wire.SpawnReq{Parent: req.Parent, Apps: req.Apps, Preput: req.Preput}, req.Done)
 }
 
 func (n *node) Names() daemon.NameService { return nodeNames{n} }
 
 func (n *node) Namespaces(done func([]string)) {
-	askUp(n, tNamespaces, &request{}, func(ns []string, _ error) { done(ns) })
+	askUp(n, wire.TNamespaces, &wire.Request{}, func(ns []string, _ error) { done(ns) })
 }
 
 func (n *node) ProcTable(nspace string, done func([]pmixsrv.ProcInfo, error)) {
-	askUp(n, tProcTable, &nspaceReq{Nspace: nspace}, done)
+	askUp(n, wire.TProcTable, &wire.NspaceReq{Nspace: nspace}, done)
 }
 
 type nodeNames struct{ n *node }
 
 func (x nodeNames) Publish(entries []names.Entry, done func(error)) {
-	askUp(x.n, tPublish, &publishReq{Entries: entries}, func(_ none, err error) { done(err) })
+	askUp(x.n, wire.TPublish, &wire.PublishReq{Entries: entries}, func(_ wire.None, err error) { done(err) })
 }
 
 func (x nodeNames) Lookup(keys []string, wait bool, timeout time.Duration, done func([]names.Entry, error)) {
-	askUp(x.n, tLookup, &lookupReq{Keys: keys, Wait: wait, Timeout: timeout}, func(es entries, err error) { done(es, err) })
+	askUp(x.n, wire.TLookup, &wire.LookupReq{Keys: keys, Wait: wait, Timeout: timeout}, func(es wire.Entries, err error) { done(es, err) })
 }
 
 func (x nodeNames) Unpublish(pub string, keys []string, done func(error)) {
-	askUp(x.n, tUnpublish, &unpublishReq{Publisher: jsonbytes.String(pub), Keys: keys}, func(_ none, err error) { done(err) })
+	askUp(x.n, wire.TUnpublish, &wire.UnpublishReq{Publisher: jsonbytes.String(pub), Keys: keys}, func(_ wire.None, err error) { done(err) })
 }
 
 // closeState combines the answers to the closing broadcast: a daemon
@@ -981,12 +986,12 @@ func (n *node) closedHere() {
 
 // childClosed is a child's answer for its subtree.
 func (n *node) childClosed(p []byte) {
-	_, src, body, err := header(p)
+	_, src, body, err := wire.Header(p)
 	if err != nil {
 		return
 	}
-	var m closed
-	if err := decode(body, &m); err != nil {
+	var m wire.Closed
+	if err := wire.Decode(body, &m); err != nil {
 		return
 	}
 	c := &n.closing
@@ -1030,5 +1035,5 @@ func (n *node) answerClose(deadline bool) {
 	c.sent = true
 	count := c.count
 	c.mu.Unlock()
-	n.sendUp(tClosed, &closed{Host: n.host, Count: count})
+	n.sendUp(wire.TClosed, &wire.Closed{Host: n.host, Count: count})
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"prun/remote/wire"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,16 +39,16 @@ func ChooseAgent(want, rshCmd string, env []string) (string, error) {
 	switch want {
 	case "", "auto":
 		if inAlloc && rshCmd == "" {
-			return AgentSlurm, nil
+			return wire.AgentSlurm, nil
 		}
-		return AgentSSH, nil
-	case AgentSlurm:
+		return wire.AgentSSH, nil
+	case wire.AgentSlurm:
 		if !inAlloc {
 			return "", errors.New("-launcher slurm: not inside a Slurm allocation (no SLURM_JOB_ID and SLURM_JOB_NODELIST)")
 		}
-		return AgentSlurm, nil
+		return wire.AgentSlurm, nil
 	}
-	return AgentSSH, nil
+	return wire.AgentSSH, nil
 }
 
 // srunArgs is the step that starts one daemon on each of hosts: one task

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"os"
+	"prun/remote/wire"
 	"slices"
 	"strings"
 	"testing"
@@ -25,13 +26,13 @@ func TestSlurmDaemonEnv(t *testing.T) {
 		"SLURM_NODEID": "1", "SLURM_CPUS_ON_NODE": "2", "SLURM_NNODES": "2", "SLURM_LAUNCH_NODE_IPADDR": "10.0.0.1"} {
 		t.Setenv(k, v)
 	}
-	b := Bootstrap{Hosts: []string{"n2", "n3"}, Env: []string{"OMPI_MCA_x=1", "SLURM_JOB_NAME=job.sh", "SLURM_NODELIST=n[1-3]",
+	b := wire.Bootstrap{Hosts: []string{"n2", "n3"}, Env: []string{"OMPI_MCA_x=1", "SLURM_JOB_NAME=job.sh", "SLURM_NODELIST=n[1-3]",
 		"SLURM_NNODES=3", "SLURM_NODEID=0"}}
 	if err := slurmDaemonEnv(&b); err != nil {
 		t.Fatal(err)
 	}
-	if b.Vertex != 2 || b.hint != "10.0.0.1" {
-		t.Errorf("vertex %d hint %q, want 2 and 10.0.0.1", b.Vertex, b.hint)
+	if b.Vertex != 2 || b.Hint != "10.0.0.1" {
+		t.Errorf("vertex %d hint %q, want 2 and 10.0.0.1", b.Vertex, b.Hint)
 	}
 	for _, k := range []string{"SLURM_JOB_NAME", "SLURM_STEP_ID", "SLURM_NNODES", "SLURM_NODEID", "SLURM_CPUS_ON_NODE"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -45,7 +46,7 @@ func TestSlurmDaemonEnv(t *testing.T) {
 	if tail != "SLURM_CPUS_ON_NODE=2 SLURM_NODEID=2" {
 		t.Errorf("the node's own variables after the job's: %q", tail)
 	}
-	b = Bootstrap{Hosts: []string{"n1"}}
+	b = wire.Bootstrap{Hosts: []string{"n1"}}
 	if err := slurmDaemonEnv(&b); err == nil || !strings.Contains(err.Error(), "this node (n3) is not among the daemons' hosts") {
 		t.Errorf("a node not in the list: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"prun/remote/wire"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +35,7 @@ var CleanupArgs = []string{"daemon", "--cleanup"}
 // send. The launcher and every daemon with children run one.
 type spawner struct {
 	me   int
-	boot Bootstrap // the template of the children's bootstraps
+	boot wire.Bootstrap // the template of the children's bootstraps
 	ln   *ctl.Listener
 	// up takes every frame a child sends (the child's hello first).
 	up func(typ uint8, payload []byte)
@@ -78,7 +79,7 @@ func (s *spawner) localIP() net.IP {
 // (a slot is held until the session is open, not for the daemon's life).
 const maxParallelStarts = 32
 
-func newSpawner(me int, boot Bootstrap, ln *ctl.Listener, up func(uint8, []byte), failed func(int, error)) *spawner {
+func newSpawner(me int, boot wire.Bootstrap, ln *ctl.Listener, up func(uint8, []byte), failed func(int, error)) *spawner {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &spawner{me: me, boot: boot, ln: ln, up: up, failed: failed, ctx: ctx, cancel: cancel,
 		links: map[int]*ctl.Link{}, sessions: map[int]*rsh.Session{}, gen: map[int]int{}}
@@ -103,7 +104,7 @@ func (s *spawner) start() {
 		return
 	}
 	go s.accept()
-	if s.boot.Agent == AgentSlurm {
+	if s.boot.Agent == wire.AgentSlurm {
 		s.startStep(kids, s.env)
 		return
 	}
@@ -167,7 +168,7 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 		return
 	}
 	host := s.host(v)
-	lg := b.login(v)
+	lg := b.Login(v)
 	argv, opts := daemonCommand(b.Exe), rsh.Options{Home: b.Home, Command: b.Rsh, ConnectTimeout: b.ConnectTimeout,
 		User: lg.User, Port: lg.Port}
 	if sendCopy {
@@ -383,8 +384,8 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 		}
 		return
 	}
-	_, src, _, err := header(f.Payload)
-	ok := child && err == nil && (f.Type == tHello || f.Type == tHellos) && int(src) == v
+	_, src, _, err := wire.Header(f.Payload)
+	ok := child && err == nil && (f.Type == wire.THello || f.Type == wire.THellos) && int(src) == v
 	s.mu.Lock()
 	if ok && (s.links[v] != nil || s.closing) {
 		ok = false
@@ -422,8 +423,8 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 			s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %w", err)))
 			return
 		}
-		if f.Type == tBatch {
-			k, err := decodeBatch(f.Payload, s.up)
+		if f.Type == wire.TBatch {
+			k, err := wire.DecodeBatch(f.Payload, s.up)
 			if err != nil {
 				s.failAt(v, g, err) // the stream from below cannot be trusted past it
 				l.Close()

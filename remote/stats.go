@@ -233,10 +233,10 @@ func (t *Tree) Stats() Stats {
 	s.Children = len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts)))
 	s.Depth = Depth(len(t.cfg.Hosts), t.cfg.Fanout)
 	if g := t.gather; g != nil {
-		g.mu.Lock()
-		s.Gathers, s.MaxGatherMsgsIn = g.runs, g.maxIn
-		g.mu.Unlock()
-		s.GatherMsgsIn, s.GatherMsgsOut = int(g.in.Load()), int(g.out.Load())
+		g.Mu.Lock()
+		s.Gathers, s.MaxGatherMsgsIn = g.Runs, g.MaxIn
+		g.Mu.Unlock()
+		s.GatherMsgsIn, s.GatherMsgsOut = int(g.In.Load()), int(g.Out.Load())
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"io"
+	"prun/remote/wire"
 	"sync"
 )
 
@@ -76,7 +77,7 @@ func (s *stdinPipe) Read(p []byte) (int, error) {
 	}
 	s.unacked += k
 	var ack int
-	if s.unacked >= stdinAckEvery || len(s.chunks) == 0 {
+	if s.unacked >= wire.StdinAckEvery || len(s.chunks) == 0 {
 		ack, s.unacked = s.unacked, 0
 	}
 	f := s.ack

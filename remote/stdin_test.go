@@ -1,9 +1,9 @@
 package remote
 
 import (
-	"bytes"
 	"fmt"
 	"io"
+	"prun/remote/wire"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,8 +12,8 @@ import (
 )
 
 func TestWindowBlocksUntilAcknowledged(t *testing.T) {
-	w := newWindow(stdinWindow)
-	if err := w.acquire(stdinWindow); err != nil {
+	w := newWindow(wire.StdinWindow)
+	if err := w.acquire(wire.StdinWindow); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
@@ -23,13 +23,13 @@ func TestWindowBlocksUntilAcknowledged(t *testing.T) {
 		t.Fatalf("acquire past a full window returned %v at once", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	w.release(stdinAckEvery)
+	w.release(wire.StdinAckEvery)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
 	// A chunk larger than the window goes alone.
-	w2 := newWindow(stdinWindow)
-	if err := w2.acquire(2 * stdinWindow); err != nil {
+	w2 := newWindow(wire.StdinWindow)
+	if err := w2.acquire(2 * wire.StdinWindow); err != nil {
 		t.Fatal(err)
 	}
 	// A lost node wakes its waiter with an error.
@@ -60,23 +60,12 @@ func TestStdinPipeAcknowledgesWhatWasRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a := acked.Load(); int(a) > total || total-int(a) > stdinAckEvery {
+		if a := acked.Load(); int(a) > total || total-int(a) > wire.StdinAckEvery {
 			t.Fatalf("after reading %d bytes, %d acknowledged", total, a)
 		}
 	}
 	if total != 3*len(chunk) || acked.Load() != int64(total) {
 		t.Fatalf("read %d, acknowledged %d; want %d both", total, acked.Load(), 3*len(chunk))
-	}
-}
-
-func TestDecodeAckRejectsGarbage(t *testing.T) {
-	for _, b := range [][]byte{nil, {1, 2, 3}, encodeAck(stdinWindow + 1)} {
-		if _, err := decodeAck(b, stdinWindow); err == nil {
-			t.Errorf("decodeAck(%x) accepted", b)
-		}
-	}
-	if n, err := decodeAck(encodeAck(12345), stdinWindow); err != nil || n != 12345 {
-		t.Errorf("decodeAck round trip: %d, %v", n, err)
 	}
 }
 
@@ -96,35 +85,6 @@ func TestStdinPipeStopReading(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d chunks kept after StopReading", n)
 	}
-}
-
-func TestStdinStreamFrame(t *testing.T) {
-	for _, ns := range []string{"", "prun.1.s7.1", strings.Repeat("n", 300)} {
-		b := append(appendStream(nil, ns), "data"...)
-		got, rest, err := splitStream(b)
-		if err != nil || got != ns || string(rest) != "data" {
-			t.Errorf("%q: %q %q %v", ns, got, rest, err)
-		}
-	}
-	for _, bad := range [][]byte{nil, {0}, {0, 3, 'a'}} {
-		if _, _, err := splitStream(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-func FuzzSplitStream(f *testing.F) {
-	f.Add(append(appendStream(nil, "prun.1.s1.1"), "x"...))
-	f.Add([]byte{0, 9})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ns, rest, err := splitStream(b)
-		if err != nil {
-			return
-		}
-		if again := append(appendStream(nil, ns), rest...); !bytes.Equal(again, b) {
-			t.Errorf("%q: read back as %q", b, again)
-		}
-	})
 }
 
 // Each job reads its own stream: one's end of input is not another's; a

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"prun/remote/wire"
 	"slices"
 	"strings"
 	"sync"
@@ -31,12 +32,12 @@ import (
 
 // Config says where and how to start daemons.
 type Config struct {
-	Hosts          []string // the remote nodes, as the user named them
-	Logins         []Login  // each host's user and SSH port (empty: defaults for all)
-	Exe            string   // prun's path on the nodes
-	CopyExe        bool     // send a copy where Exe is missing (see copy.go)
-	Home           string   // for SSH settings ($HOME/.ssh)
-	Rsh            string   // --rsh: an external remote shell command
+	Hosts          []string     // the remote nodes, as the user named them
+	Logins         []wire.Login // each host's user and SSH port (empty: defaults for all)
+	Exe            string       // prun's path on the nodes
+	CopyExe        bool         // send a copy where Exe is missing (see copy.go)
+	Home           string       // for SSH settings ($HOME/.ssh)
+	Rsh            string       // --rsh: an external remote shell command
 	ConnectTimeout time.Duration
 	Fanout         int      // children per vertex
 	IfInclude      string   // the control network (CIDR or interface)
@@ -68,12 +69,12 @@ type Tree struct {
 	kids  *spawner
 	up    daemon.Upstream
 	lost  func(host string, err error)
-	calls calls
+	calls wire.Calls
 
 	vertex map[string]int // by host name, the first vertex of the name (set at Start)
 
 	mu      sync.Mutex
-	hellos  map[int]*hello
+	hellos  map[int]*wire.Hello
 	ready   chan struct{} // closed when every daemon said hello
 	started bool          // ... it is: a failure now is a node lost, not the start's
 	failure chan error
@@ -101,9 +102,9 @@ type Tree struct {
 	// out queues the nodes' output for the Writer (output.go).
 	out *outFlow
 
-	stats  stats     // the launcher's structural counters (stats.go)
-	gather *gatherer // the launcher's gathers (gather.go)
-	root   *Root     // the collectives' vertex 0 (coll.go)
+	stats  stats          // the launcher's structural counters (stats.go)
+	gather *wire.Gatherer // the launcher's gathers (gather.go)
+	root   *Root          // the collectives' vertex 0 (coll.go)
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -114,9 +115,9 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		cfg.Fanout = DefaultFanout
 	}
 	agent := ""
-	if cfg.Agent == AgentSlurm {
+	if cfg.Agent == wire.AgentSlurm {
 		// One step starts every daemon: all are the launcher's children.
-		agent, cfg.Fanout, cfg.CopyExe = AgentSlurm, max(1, len(cfg.Hosts)), false
+		agent, cfg.Fanout, cfg.CopyExe = wire.AgentSlurm, max(1, len(cfg.Hosts)), false
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 5 * time.Second
@@ -137,7 +138,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		return nil, fmt.Errorf("control plane: %v", err)
 	}
 	advertise := ln.Hosts()
-	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*hello{}, ready: make(chan struct{}),
+	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*wire.Hello{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{}, revival: map[int]*revival{},
 		stdin: map[stdinKey]*window{}, preload: make([]*window, len(cfg.Hosts)), root: cfg.Root}
 	t.vertex = make(map[string]int, len(cfg.Hosts))
@@ -148,44 +149,44 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		t.root = NewRoot()
 	}
 	for i := range t.preload {
-		t.preload[i] = newWindow(preloadWindow)
+		t.preload[i] = newWindow(wire.PreloadWindow)
 	}
-	outWin := outWindow(len(cfg.Hosts))
+	outWin := wire.OutWindow(len(cfg.Hosts))
 	acks := &ackQueues{fanout: cfg.Fanout, send: func(dest int, typ uint8, p []byte) error { return t.kids.send(dest, typ, p) },
-		count: t.stats.acks, q: map[int][]queued{}, busy: map[int]bool{}}
+		count: t.stats.acks, q: map[int][]wire.Queued{}, busy: map[int]bool{}}
 	t.out = newOutFlow(len(cfg.Hosts), outWin, up, acks.push, up.Event)
 	t.out.hop = func(v int) int { return ctl.NextHop(0, v, cfg.Fanout) }
-	boot := Bootstrap{Secret: secret, Hosts: cfg.Hosts, Logins: cfg.Logins, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
+	boot := wire.Bootstrap{Secret: secret, Hosts: cfg.Hosts, Logins: cfg.Logins, Fanout: cfg.Fanout, ParentPort: ln.Addr().(*net.TCPAddr).Port,
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
-	if agent == AgentSlurm {
+	if agent == wire.AgentSlurm {
 		boot.Env = append(slices.Clip(cfg.Env), slurmJobEnv(cfg.LaunchEnv)...)
 	}
 	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.gather = t.newGatherer()
 	t.kids.sent = func(typ uint8, n int) {
 		switch typ {
-		case tCollDone: // counted by collOut
-		case tLaunch:
+		case wire.TCollDone: // counted by collOut
+		case wire.TLaunch:
 			t.stats.launch(n)
 		default:
 			t.stats.frame(false, n)
 		}
 	}
 	t.kids.recvd = func(typ uint8, n, msgs int) {
-		if typ != tColl { // counted by collIn
+		if typ != wire.TColl { // counted by collIn
 			t.stats.frame(true, n)
 		}
-		if typ == tBatch {
+		if typ == wire.TBatch {
 			t.stats.batched(msgs)
 		}
 
 	}
 	t.kids.env = cfg.LaunchEnv
 	t.root.attach(cfg.Hosts, cfg.Fanout, func(typ uint8, m any) {
-		body, err := encode(m)
+		body, err := wire.Encode(m)
 		if err == nil {
-			t.kids.broadcast(typ, frame(toBroadcast, toLauncher, body))
+			t.kids.broadcast(typ, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
 		}
 	})
 	t.kids.start()
@@ -254,7 +255,7 @@ func (t *Tree) nodeFailed(host string, err error) {
 	if !strings.HasPrefix(err.Error(), host+": ") && !strings.HasPrefix(err.Error(), label+": ") {
 		err = fmt.Errorf("%s: %w", label, err)
 	}
-	t.calls.fail(err)
+	t.calls.Fail(err)
 	switch {
 	case closing:
 	case !started:
@@ -335,22 +336,22 @@ func (t *Tree) Node(host string) *Node {
 
 // send sends m (a body of this package's message types) to vertex v.
 func (t *Tree) send(v int, typ uint8, m any) error {
-	b, err := encode(m)
+	b, err := wire.Encode(m)
 	if err != nil {
 		return err
 	}
-	return t.kids.send(v, typ, frame(uint32(v), toLauncher, b))
+	return t.kids.send(v, typ, wire.Frame(uint32(v), wire.ToLauncher, b))
 }
 
 // askNode sends a request to vertex v; done gets the answer, or the
 // failure of the link.
-func askNode[A any](t *Tree, v int, typ uint8, req idSetter, done func(A, error)) {
-	ask(&t.calls, req, func() error { return t.send(v, typ, req) }, done)
+func askNode[A any](t *Tree, v int, typ uint8, req wire.IdSetter, done func(A, error)) {
+	wire.Ask(&t.calls, req, func() error { return t.send(v, typ, req) }, done)
 }
 
 // answer answers vertex v's request id.
 func answer[A any](t *Tree, v int, id uint64, a A, err error) {
-	t.kids.send(v, tReply, frame(uint32(v), toLauncher, encodeReply(id, a, err)))
+	t.kids.send(v, wire.TReply, wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeReply(id, a, err)))
 }
 
 // Launch hands the node a plan; failures come back as events. Every
@@ -375,7 +376,7 @@ func (n *Node) Launch(p *daemon.Plan) error {
 	if err != nil {
 		return err
 	}
-	t.kids.broadcast(tLaunch, frame(toBroadcast, toLauncher, b))
+	t.kids.broadcast(wire.TLaunch, wire.Frame(wire.ToBroadcast, wire.ToLauncher, b))
 	return nil
 }
 
@@ -407,11 +408,11 @@ func (t *Tree) Signal(nspace string, ranks []int, sig syscall.Signal, hosts []st
 }
 
 func (t *Tree) signal(nspace string, ranks []int, sig syscall.Signal, verts []int) {
-	body, err := encode(&signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
+	body, err := wire.Encode(&wire.Signal{Nspace: nspace, Ranks: ranks, Sig: int(sig)})
 	if err != nil {
 		return
 	}
-	t.stats.signal(t.toVertices(tSignal, body, verts))
+	t.stats.signal(t.toVertices(wire.TSignal, body, verts))
 }
 
 // DeliverEvent hands a PMIx event to the servers of the nodes hosts, but
@@ -420,15 +421,15 @@ func (t *Tree) signal(nspace string, ranks []int, sig syscall.Signal, verts []in
 // for every node (a job's end) cost the launcher a frame per node.
 func (t *Tree) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info,
 	hosts []string, skip string) {
-	t.deliverEvent(&notify{Status: code, Source: source, Range: rng, Info: info, Skip: skip}, t.vertices(hosts))
+	t.deliverEvent(&wire.Notify{Status: code, Source: source, Range: rng, Info: info, Skip: skip}, t.vertices(hosts))
 }
 
-func (t *Tree) deliverEvent(m *notify, verts []int) {
-	body, err := encode(m)
+func (t *Tree) deliverEvent(m *wire.Notify, verts []int) {
+	body, err := wire.Encode(m)
 	if err != nil {
 		return
 	}
-	t.stats.event(t.toVertices(tDeliver, body, verts))
+	t.stats.event(t.toVertices(wire.TDeliver, body, verts))
 }
 
 // vertices are the vertices of hosts (the first of a name's, as Node's).
@@ -450,11 +451,11 @@ func (t *Tree) vertices(hosts []string) []int {
 // the plan, before the close.
 func (t *Tree) toVertices(typ uint8, body []byte, verts []int) int {
 	if len(verts) > len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts))) {
-		return t.kids.broadcast(typ, frame(toBroadcast, toLauncher, body))
+		return t.kids.broadcast(typ, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
 	}
 	frames := 0
 	for _, v := range verts {
-		if t.kids.send(v, typ, frame(uint32(v), toLauncher, body)) == nil {
+		if t.kids.send(v, typ, wire.Frame(uint32(v), wire.ToLauncher, body)) == nil {
 			frames++
 		}
 	}
@@ -481,26 +482,26 @@ func (t *Tree) forget(nspace string, verts []int) {
 	for _, v := range verts {
 		t.dropWindow(v, nspace) // a fan-out still sending to the job gives up
 	}
-	body, err := encode(&forget{Nspace: nspace})
+	body, err := wire.Encode(&wire.Forget{Nspace: nspace})
 	if err != nil {
 		return
 	}
-	t.stats.forget(t.toVertices(tForget, body, verts))
+	t.stats.forget(t.toVertices(wire.TForget, body, verts))
 }
 
 func (n *Node) ServeDirectModex(target pmixsrv.Proc, done func([]byte, error)) {
-	askNode(n.t, n.v, tServeDmodex, &dmodexReq{Proc: target}, done)
+	askNode(n.t, n.v, wire.TServeDmodex, &wire.DmodexReq{Proc: target}, done)
 }
 
 func (n *Node) DeliverEvent(code pmixsrv.Status, source pmixsrv.Proc, rng pmixsrv.DataRange, info []pmixsrv.Info) error {
-	n.t.deliverEvent(&notify{Status: code, Source: source, Range: rng, Info: info}, []int{n.v})
+	n.t.deliverEvent(&wire.Notify{Status: code, Source: source, Range: rng, Info: info}, []int{n.v})
 	return nil
 }
 
 // Inspect asks the node for its ranks' states, waiting a bounded time.
 func (n *Node) Inspect(nspace string, stacks bool) []daemon.RankState {
 	ch := make(chan []daemon.RankState, 1)
-	askNode(n.t, n.v, tInspect, &inspectReq{Nspace: nspace, Stacks: stacks}, func(st []daemon.RankState, _ error) { ch <- st })
+	askNode(n.t, n.v, wire.TInspect, &wire.InspectReq{Nspace: nspace, Stacks: stacks}, func(st []daemon.RankState, _ error) { ch <- st })
 	select {
 	case st := <-ch:
 		return st
@@ -529,7 +530,7 @@ func (n *Node) Stdin(nspace string, p []byte) error {
 		n.t.dropWindow(n.v, nspace)
 		return fmt.Errorf("%s: %w", n.t.cfg.Hosts[n.v-1], err)
 	}
-	return n.t.kids.send(n.v, tStdin, frame(uint32(n.v), toLauncher, append(appendStream(nil, nspace), p...)))
+	return n.t.kids.send(n.v, wire.TStdin, wire.Frame(uint32(n.v), wire.ToLauncher, append(wire.AppendStream(nil, nspace), p...)))
 }
 
 // stdinKey names a stdin window: a node's (vertex) stream (namespace).
@@ -547,7 +548,7 @@ func (t *Tree) window(v int, nspace string, create bool) *window {
 	k := stdinKey{v, nspace}
 	w := t.stdin[k]
 	if w == nil && create {
-		w = newWindow(stdinWindow)
+		w = newWindow(wire.StdinWindow)
 		if t.down[v] || t.closing {
 			w.kill()
 		}
@@ -591,7 +592,7 @@ func (t *Tree) Close() error {
 		t.mu.Unlock()
 		// One broadcast; the answers combine along the tree (each daemon
 		// answers for its subtree once its children have: serve.go).
-		t.kids.broadcast(tClose, frame(toBroadcast, toLauncher, nil))
+		t.kids.broadcast(wire.TClose, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
 		deadline := time.After(5 * time.Second)
 	wait:
 		for got := 0; got < live; {
@@ -632,7 +633,7 @@ func (g *GaveUp) Error() string { return "its daemon gave up: " + g.Why }
 // its heartbeats (and it theirs) until Resume. Called before the launcher
 // stops itself; the frames are in the kernel by then.
 func (t *Tree) Suspend() {
-	t.kids.broadcast(tSuspend, frame(toBroadcast, toLauncher, nil))
+	t.kids.broadcast(wire.TSuspend, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
 	for _, l := range t.links() {
 		l.Suspend()
 	}
@@ -643,7 +644,7 @@ func (t *Tree) Resume() {
 	for _, l := range t.links() {
 		l.Resume()
 	}
-	t.kids.broadcast(tResume, frame(toBroadcast, toLauncher, nil))
+	t.kids.broadcast(wire.TResume, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
 }
 
 // links are the launcher's links to its children.
@@ -659,24 +660,24 @@ func (t *Tree) links() []*ctl.Link {
 
 // dispatch handles a frame from below.
 func (t *Tree) dispatch(typ uint8, payload []byte) {
-	_, src, body, err := header(payload)
+	_, src, body, err := wire.Header(payload)
 	v := int(src)
 	if err != nil || v < 1 || v > len(t.cfg.Hosts) {
 		return
 	}
 	host := t.cfg.Hosts[v-1]
 	switch typ {
-	case tOutput:
+	case wire.TOutput:
 		// Queued, never written here: this goroutine reads the link.
-		if s, st, p, partial, err := decodeOutput(body); err == nil {
-			t.out.push(outKey{s, st}, outRun{v: v, p: p, partial: partial})
+		if s, st, p, partial, err := wire.DecodeOutput(body); err == nil {
+			t.out.push(wire.OutKey{Src: s, St: st}, outRun{v: v, p: p, partial: partial})
 		}
 		return
-	case tStdinAck:
-		ns, ack, err := splitStream(body)
+	case wire.TStdinAck:
+		ns, ack, err := wire.SplitStream(body)
 		k := 0
 		if err == nil {
-			k, err = decodeAck(ack, stdinWindow)
+			k, err = wire.DecodeAck(ack, wire.StdinWindow)
 		}
 		if err != nil {
 			t.nodeFailed(host, err)
@@ -684,21 +685,21 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 			w.release(k)
 		}
 		return
-	case tPreloadAck:
-		if k, err := decodeAck(body, preloadChunk); err == nil {
+	case wire.TPreloadAck:
+		if k, err := wire.DecodeAck(body, wire.PreloadChunk); err == nil {
 			t.preload[v-1].release(k)
 		} else {
 			t.nodeFailed(host, err)
 		}
 		return
-	case tGathered:
-		if err := t.gather.answered(v, body); err != nil {
+	case wire.TGathered:
+		if err := t.gather.Answered(v, body); err != nil {
 			t.nodeFailed(host, err)
 		}
 		return
-	case tStdinDone:
+	case wire.TStdinDone:
 		// The stdin fan-out drops the node's stream.
-		if ns, _, err := splitStream(body); err == nil {
+		if ns, _, err := wire.SplitStream(body); err == nil {
 			if w := t.window(v, ns, false); w != nil {
 				w.kill()
 			}
@@ -714,50 +715,50 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 // cannot read.
 func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) error {
 	switch typ {
-	case tHello:
-		var m hello
-		if err := decode(body, &m); err != nil {
+	case wire.THello:
+		var m wire.Hello
+		if err := wire.Decode(body, &m); err != nil {
 			return err
 		}
 		return t.hello(v, v, &m)
-	case tHellos:
+	case wire.THellos:
 		return t.subtreeHellos(v, body)
-	case tFailed, tGaveUp:
-		return on(body, func(m *nodeErr) { t.failed(v, host, typ == tGaveUp, m) })
-	case tSourceInfo:
-		return on(body, func(m *rankSource) {
+	case wire.TFailed, wire.TGaveUp:
+		return wire.On(body, func(m *wire.NodeErr) { t.failed(v, host, typ == wire.TGaveUp, m) })
+	case wire.TSourceInfo:
+		return wire.On(body, func(m *wire.RankSource) {
 			// Queued too: the Writer's lock may be held by a write to a stalled
 			// stdout. Before the source's runs on both streams (applying it
 			// twice changes nothing).
 			info := &sourceInfo{m.Host, m.Pid}
 			for _, st := range []iof.Stream{iof.Stdout, iof.Stderr} {
-				t.out.push(outKey{m.Src, st}, outRun{v: v, info: info})
+				t.out.push(wire.OutKey{Src: m.Src, St: st}, outRun{v: v, info: info})
 			}
 		})
-	case tEnd:
-		return on(body, func(m *streamEnd) {
-			t.out.push(outKey{m.Src, m.Stream}, outRun{v: v, end: true}) // after the stream's runs
+	case wire.TEnd:
+		return wire.On(body, func(m *wire.StreamEnd) {
+			t.out.push(wire.OutKey{Src: m.Src, St: m.Stream}, outRun{v: v, end: true}) // after the stream's runs
 		})
-	case tEvent:
-		return on(body, func(ev *daemon.Event) { t.out.pushEvent(v, *ev) })
-	case tFence:
+	case wire.TEvent:
+		return wire.On(body, func(ev *daemon.Event) { t.out.pushEvent(v, *ev) })
+	case wire.TFence:
 		// A collective whose participants the daemon could not resolve (a
 		// namespace it has no plan of): the launcher says why it fails.
-		return on(body, func(m *fenceReq) {
+		return wire.On(body, func(m *wire.FenceReq) {
 			var err error = pmixsrv.ErrBadParam
 			if u, ok := t.up.(unresolved); ok {
 				err = u.Unresolved(m.Kind, m.Procs)
 			}
 			answer(t, v, m.ID, []byte(nil), err)
 		})
-	case tColl:
+	case wire.TColl:
 		return t.collUp(v, size, body)
-	case tDmodex, tNotify, tJobControl, tSpawn, tPublish, tLookup, tUnpublish, tNamespaces, tProcTable:
+	case wire.TDmodex, wire.TNotify, wire.TJobControl, wire.TSpawn, wire.TPublish, wire.TLookup, wire.TUnpublish, wire.TNamespaces, wire.TProcTable:
 		return t.request(v, host, typ, body)
-	case tClosed:
-		return on(body, t.closeAnswer)
-	case tReply:
-		t.calls.answered(body)
+	case wire.TClosed:
+		return wire.On(body, t.closeAnswer)
+	case wire.TReply:
+		t.calls.Answered(body)
 	}
 	return nil
 }
@@ -765,13 +766,13 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 // subtreeHellos: a subtree's hellos, combined on the way (hello.go): each
 // of a vertex of the subtree of the daemon that sent them.
 func (t *Tree) subtreeHellos(v int, body []byte) error {
-	var m subtreeHellos
-	if err := decode(body, &m); err != nil {
+	var m wire.SubtreeHellos
+	if err := wire.Decode(body, &m); err != nil {
 		return err
 	}
 	for i := range m.Hellos {
-		if w := m.Hellos[i].Vertex; w < 1 || w > len(t.cfg.Hosts) || !inSubtree(w, v, t.cfg.Fanout) {
-			return errHelloOutside
+		if w := m.Hellos[i].Vertex; w < 1 || w > len(t.cfg.Hosts) || !wire.InSubtree(w, v, t.cfg.Fanout) {
+			return wire.ErrHelloOutside
 		}
 	}
 	for i := range m.Hellos {
@@ -784,7 +785,7 @@ func (t *Tree) subtreeHellos(v int, body []byte) error {
 
 // failed: a node failed (to start, or its link), or a daemon gave up on
 // its parent (gaveUp).
-func (t *Tree) failed(v int, host string, gaveUp bool, m *nodeErr) {
+func (t *Tree) failed(v int, host string, gaveUp bool, m *wire.NodeErr) {
 	switch {
 	case gaveUp:
 		t.nodeFailed(host, &GaveUp{Why: m.Err})
@@ -801,8 +802,8 @@ func (t *Tree) failed(v int, host string, gaveUp bool, m *nodeErr) {
 // collUp: a child's subtree's combined contribution, to the launcher's
 // vertex of the combination.
 func (t *Tree) collUp(v, size int, body []byte) error {
-	var m collUp
-	data, err := decodeColl(body, &m)
+	var m wire.CollUp
+	data, err := wire.DecodeColl(body, &m)
 	if err != nil {
 		return err
 	}
@@ -811,21 +812,21 @@ func (t *Tree) collUp(v, size int, body []byte) error {
 		t.root.timedOut(key, m.Kind, m.Gen, m.Missing)
 		return nil
 	}
-	if t.root.cs.stale(key, m.Gen) {
+	if t.root.cs.Stale(key, m.Gen) {
 		return nil
 	}
 	t.stats.collIn(key, size)
 	done := func(res []byte, err error) {
-		b := frame(uint32(v), toLauncher, encodeColl(&collResult{Coll: key, status: statusOf(err)}, res))
+		b := wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeColl(&wire.CollResult{Coll: key, Status: wire.StatusOf(err)}, res))
 		t.stats.collOut(key, len(b), err != nil)
-		t.kids.send(v, tCollDone, b)
+		t.kids.send(v, wire.TCollDone, b)
 	}
-	verts, err := unpackVerts(m.Verts, len(t.cfg.Hosts))
+	verts, err := wire.UnpackVerts(m.Verts, len(t.cfg.Hosts))
 	if err != nil {
 		done(nil, err)
 		return nil
 	}
-	t.root.cs.contribute(v, key, m.Kind, m.Procs, verts, data, done)
+	t.root.cs.Contribute(v, key, m.Kind, m.Procs, verts, data, done)
 	return nil
 }
 
@@ -834,42 +835,42 @@ func (t *Tree) collUp(v, size int, body []byte) error {
 func (t *Tree) request(v int, host string, typ uint8, body []byte) error {
 	up := t.up
 	switch typ {
-	case tDmodex:
-		return on(body, func(m *dmodexReq) {
+	case wire.TDmodex:
+		return wire.On(body, func(m *wire.DmodexReq) {
 			up.DirectModex(host, m.Proc, func(data []byte, err error) { answer(t, v, m.ID, data, err) })
 		})
-	case tNotify:
-		return on(body, func(m *notify) {
+	case wire.TNotify:
+		return wire.On(body, func(m *wire.Notify) {
 			up.NotifyEvent(host, m.Status, m.Source, m.Range, m.Info)
 		})
-	case tJobControl:
-		return on(body, func(m *jobControlReq) {
-			up.JobControl(m.Requester, m.Targets, syscall.Signal(m.Sig), func(err error) { answer(t, v, m.ID, none{}, err) })
+	case wire.TJobControl:
+		return wire.On(body, func(m *wire.JobControlReq) {
+			up.JobControl(m.Requester, m.Targets, syscall.Signal(m.Sig), func(err error) { answer(t, v, m.ID, wire.None{}, err) })
 		})
-	case tSpawn:
-		return on(body, func(m *spawnReq) {
+	case wire.TSpawn:
+		return wire.On(body, func(m *wire.SpawnReq) {
 			up.Spawn(daemon.SpawnRequest{Parent: m.Parent, Apps: m.Apps, Preput: m.Preput, Done: func(ns string, err error) {
 				answer(t, v, m.ID, ns, err)
 			}})
 		})
-	case tPublish:
-		return on(body, func(m *publishReq) {
-			up.Names().Publish(m.Entries, func(err error) { answer(t, v, m.ID, none{}, err) })
+	case wire.TPublish:
+		return wire.On(body, func(m *wire.PublishReq) {
+			up.Names().Publish(m.Entries, func(err error) { answer(t, v, m.ID, wire.None{}, err) })
 		})
-	case tLookup:
-		return on(body, func(m *lookupReq) {
-			up.Names().Lookup(m.Keys, m.Wait, m.Timeout, func(e []names.Entry, err error) { answer(t, v, m.ID, entries(e), err) })
+	case wire.TLookup:
+		return wire.On(body, func(m *wire.LookupReq) {
+			up.Names().Lookup(m.Keys, m.Wait, m.Timeout, func(e []names.Entry, err error) { answer(t, v, m.ID, wire.Entries(e), err) })
 		})
-	case tUnpublish:
-		return on(body, func(m *unpublishReq) {
-			up.Names().Unpublish(string(m.Publisher), m.Keys, func(err error) { answer(t, v, m.ID, none{}, err) })
+	case wire.TUnpublish:
+		return wire.On(body, func(m *wire.UnpublishReq) {
+			up.Names().Unpublish(string(m.Publisher), m.Keys, func(err error) { answer(t, v, m.ID, wire.None{}, err) })
 		})
-	case tNamespaces:
-		return on(body, func(m *request) {
+	case wire.TNamespaces:
+		return wire.On(body, func(m *wire.Request) {
 			up.Namespaces(func(ns []string) { answer(t, v, m.ID, ns, nil) })
 		})
-	case tProcTable:
-		return on(body, func(m *nspaceReq) {
+	case wire.TProcTable:
+		return wire.On(body, func(m *wire.NspaceReq) {
 			up.ProcTable(m.Nspace, func(pt []pmixsrv.ProcInfo, err error) { answer(t, v, m.ID, pt, err) })
 		})
 	}
@@ -877,7 +878,7 @@ func (t *Tree) request(v int, host string, typ uint8, body []byte) error {
 }
 
 // closeAnswer: a subtree's answer to the closing broadcast.
-func (t *Tree) closeAnswer(m *closed) {
+func (t *Tree) closeAnswer(m *wire.Closed) {
 	t.mu.Lock()
 	answered := t.closeAnswers
 	t.mu.Unlock()
@@ -891,7 +892,7 @@ func (t *Tree) closeAnswer(m *closed) {
 
 // hello records vertex v's hello, which came over the link of vertex src;
 // the start is over when every daemon's is in.
-func (t *Tree) hello(src, v int, m *hello) error {
+func (t *Tree) hello(src, v int, m *wire.Hello) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.hellos[v] != nil {
@@ -900,8 +901,8 @@ func (t *Tree) hello(src, v int, m *hello) error {
 	if w := m.TopoOf; w != 0 {
 		// Sent before over the same link: recorded already.
 		ref := t.hellos[w]
-		if w < 1 || w > len(t.cfg.Hosts) || !inSubtree(w, src, t.cfg.Fanout) || ref == nil {
-			return errHelloTopo
+		if w < 1 || w > len(t.cfg.Hosts) || !wire.InSubtree(w, src, t.cfg.Fanout) || ref == nil {
+			return wire.ErrHelloTopo
 		}
 		m.Topo, m.TopoXML, m.TopoOf = ref.Topo, ref.TopoXML, 0
 	}
@@ -941,7 +942,7 @@ func (t *Tree) failCollectives(lost []int, cause error) {
 	}
 	slices.Sort(lost)
 	err := fmt.Errorf("a collective failed: %v: %w", cause, pmixsrv.ErrUnreach)
-	body, _ := encode(&collFail{Verts: packVerts(lost), status: statusOf(err)}) // numbers and words: it encodes
-	t.kids.broadcast(tCollFail, frame(toBroadcast, toLauncher, body))
-	t.root.cs.fail(lost, err)
+	body, _ := wire.Encode(&wire.CollFail{Verts: wire.PackVerts(lost), Status: wire.StatusOf(err)}) // numbers and words: it encodes
+	t.kids.broadcast(wire.TCollFail, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
+	t.root.cs.Fail(lost, err)
 }

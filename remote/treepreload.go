@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"prun/remote/wire"
 	"sort"
 
 	"prun/daemon"
@@ -70,7 +71,7 @@ func (t *Tree) sendFile(f daemon.File, to []int) (string, error) {
 	}
 	defer r.Close()
 	h := sha256.New()
-	buf := make([]byte, preloadChunk)
+	buf := make([]byte, wire.PreloadChunk)
 	var off int64
 	for {
 		k, err := io.ReadFull(r, buf)
@@ -84,7 +85,7 @@ func (t *Tree) sendFile(f daemon.File, to []int) (string, error) {
 				if err := t.preload[v-1].acquire(k); err != nil {
 					return "", fmt.Errorf("%s: %w", t.cfg.Hosts[v-1], err)
 				}
-				if err := t.kids.send(v, tPreload, frame(uint32(v), toLauncher, encodeChunk(f.ID, off, buf[:k]))); err != nil {
+				if err := t.kids.send(v, wire.TPreload, wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeChunk(f.ID, off, buf[:k]))); err != nil {
 					return "", fmt.Errorf("%s: %w", t.cfg.Hosts[v-1], err)
 				}
 			}

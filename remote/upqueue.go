@@ -2,6 +2,7 @@ package remote
 
 import (
 	"errors"
+	"prun/remote/wire"
 	"sync"
 	"time"
 
@@ -34,7 +35,7 @@ type upQueue struct {
 	l       *ctl.Link
 	mu      sync.Mutex
 	cond    sync.Cond // the queue changed (senders wait for room, the writer for frames)
-	q       []queued
+	q       []wire.Queued
 	bytes   int
 	writing bool  // the writer holds frames it took
 	err     error // the link failed: later Sends fail with it
@@ -67,7 +68,7 @@ func (u *upQueue) Send(typ uint8, payload []byte) error {
 	if u.err != nil {
 		return u.err
 	}
-	u.q = append(u.q, queued{typ, payload})
+	u.q = append(u.q, wire.Queued{Typ: typ, P: payload})
 	u.bytes += len(payload)
 	u.cond.Broadcast()
 	return nil
@@ -87,10 +88,10 @@ func (u *upQueue) write() {
 			u.mu.Unlock()
 			return
 		}
-		k, size := 1, len(u.q[0].p)
-		if batchable(u.q[0].typ) {
-			for k < len(u.q) && batchable(u.q[k].typ) && size+5+len(u.q[k].p) <= batchMax {
-				size += 5 + len(u.q[k].p)
+		k, size := 1, len(u.q[0].P)
+		if wire.Batchable(u.q[0].Typ) {
+			for k < len(u.q) && wire.Batchable(u.q[k].Typ) && size+5+len(u.q[k].P) <= wire.BatchMax {
+				size += 5 + len(u.q[k].P)
 				k++
 			}
 		}
@@ -100,16 +101,16 @@ func (u *upQueue) write() {
 			u.q = nil // let the taken frames' array go with them
 		}
 		for _, f := range fs {
-			u.bytes -= len(f.p)
+			u.bytes -= len(f.P)
 		}
 		u.writing = true
 		u.cond.Broadcast()
 		u.mu.Unlock()
 		var err error
 		if len(fs) == 1 {
-			err = u.l.Send(fs[0].typ, fs[0].p)
+			err = u.l.Send(fs[0].Typ, fs[0].P)
 		} else {
-			err = u.l.Send(tBatch, encodeBatch(fs))
+			err = u.l.Send(wire.TBatch, wire.EncodeBatch(fs))
 		}
 		if err != nil {
 			u.fail(err)

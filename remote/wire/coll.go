@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"encoding/binary"
@@ -36,7 +36,7 @@ import (
 // passes the result on.
 
 // collKey is a collective's key.
-func collKey(kind string, procs []pmixsrv.Proc) string {
+func CollKey(kind string, procs []pmixsrv.Proc) string {
 	s := make([]string, len(procs))
 	for i, p := range procs {
 		s[i] = p.String()
@@ -46,10 +46,10 @@ func collKey(kind string, procs []pmixsrv.Proc) string {
 }
 
 // coll is one collective pending at a vertex.
-type coll struct {
-	kind   string
-	procs  []pmixsrv.Proc
-	verts  []int        // the participants' vertices (0: the launcher's node)
+type Coll struct {
+	Kind   string
+	Procs  []pmixsrv.Proc
+	Verts  []int        // the participants' vertices (0: the launcher's node)
 	expect map[int]bool // the contributors: this vertex, children
 	data   map[int][]byte
 	dones  []func([]byte, error)
@@ -57,32 +57,32 @@ type coll struct {
 	sent   bool  // combined and sent up: waiting for the result
 	// A group construct or destruct with PMIX_TIMEOUT: gen is the key's failure
 	// generation when it began here (failGen), timer reports its expiry.
-	gen     uint64
+	Gen     uint64
 	timer   *time.Timer
 	expired bool // reported (a daemon) or failed (the root)
 }
 
 // collectives are the collectives pending at one vertex.
-type collectives struct {
-	me, fanout int
+type Collectives struct {
+	me, Fanout int
 	// up sends a combined contribution to the parent (a daemon's vertex);
 	// finish completes it (the launcher's: up is nil).
-	up     func(key string, c *coll, data []byte)
-	finish func(c *coll, all []byte) ([]byte, error)
+	up     func(key string, c *Coll, data []byte)
+	Finish func(c *Coll, all []byte) ([]byte, error)
 
 	// expire reports a timed-out collective (key, its generation, the
 	// participants' vertices whose contributions did not come) to whoever
 	// decides: a daemon sends it up, the root decides (Root.timedOut).
-	expire func(key string, c *coll, missing []int)
+	Expire func(key string, c *Coll, missing []int)
 
-	mu      sync.Mutex
-	pending map[string]*coll
+	Mu      sync.Mutex
+	Pending map[string]*Coll
 	lost    map[int]error          // vertices the launcher declared lost
 	dead    map[pmixsrv.Proc]error // processes the launcher declared dead (failsOnDeath kinds)
 	// ended are, per namespace, the ranks whose end (any end, exit 0
 	// included) passed this vertex on its way to the launcher (procEnded):
 	// a group operation naming one cannot complete.
-	ended map[string]*rankSet
+	Ended map[string]*RankSet
 	// failGen counts, per key, the timeouts the root decided: at the root,
 	// those it decided; at a daemon, the last one that came down. A
 	// collective begun after a timeout came down is a new one: a stale
@@ -90,9 +90,9 @@ type collectives struct {
 	failGen map[string]uint64
 }
 
-func newCollectives(me, fanout int, up func(string, *coll, []byte)) *collectives {
-	return &collectives{me: me, fanout: fanout, up: up, pending: map[string]*coll{}, lost: map[int]error{},
-		dead: map[pmixsrv.Proc]error{}, failGen: map[string]uint64{}, ended: map[string]*rankSet{}}
+func NewCollectives(me, fanout int, up func(string, *Coll, []byte)) *Collectives {
+	return &Collectives{me: me, Fanout: fanout, up: up, Pending: map[string]*Coll{}, lost: map[int]error{},
+		dead: map[pmixsrv.Proc]error{}, failGen: map[string]uint64{}, Ended: map[string]*RankSet{}}
 }
 
 // GroupConstruct is the kind prefix of a PMIx group's construction (the
@@ -118,7 +118,7 @@ func involves(procs []pmixsrv.Proc, p pmixsrv.Proc) bool {
 
 // deadIn is the error of a dead participant of a collective of kind among
 // procs, if any (cs.mu held).
-func (cs *collectives) deadIn(kind string, procs []pmixsrv.Proc) error {
+func (cs *Collectives) deadIn(kind string, procs []pmixsrv.Proc) error {
 	if len(cs.dead) == 0 || !failsOnDeath(kind) {
 		return nil
 	}
@@ -147,33 +147,33 @@ func contributors(me, fanout int, verts []int) map[int]bool {
 
 // contribute adds from's contribution (me's own node, or a child's
 // combined one); done gets the result or the collective's failure.
-func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Proc, verts []int, data []byte, done func([]byte, error)) {
-	cs.mu.Lock()
+func (cs *Collectives) Contribute(from int, key, kind string, procs []pmixsrv.Proc, verts []int, data []byte, done func([]byte, error)) {
+	cs.Mu.Lock()
 	for _, w := range verts {
 		if err := cs.lost[w]; err != nil {
-			cs.mu.Unlock()
+			cs.Mu.Unlock()
 			done(nil, err)
 			return
 		}
 	}
 	if err := cs.deadIn(kind, procs); err != nil {
-		cs.mu.Unlock()
+		cs.Mu.Unlock()
 		done(nil, err)
 		return
 	}
-	c := cs.pending[key]
+	c := cs.Pending[key]
 	if c == nil || !c.sent {
 		if err := cs.endedIn(kind, procs); err != nil {
-			cs.mu.Unlock()
+			cs.Mu.Unlock()
 			done(nil, err)
 			cs.failPending(key, c, err)
 			return
 		}
 	}
 	if c == nil {
-		c = &coll{kind: kind, procs: procs, verts: verts, expect: contributors(cs.me, cs.fanout, verts), data: map[int][]byte{},
-			gen: cs.failGen[key]}
-		cs.pending[key] = c
+		c = &Coll{Kind: kind, Procs: procs, Verts: verts, expect: contributors(cs.me, cs.Fanout, verts), data: map[int][]byte{},
+			Gen: cs.failGen[key]}
+		cs.Pending[key] = c
 	}
 	var bad error
 	switch {
@@ -183,7 +183,7 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 		bad = fmt.Errorf("%s: a contribution from vertex %d, which takes no part", kind, from)
 	}
 	if bad != nil {
-		cs.mu.Unlock()
+		cs.Mu.Unlock()
 		done(nil, bad)
 		return
 	}
@@ -194,19 +194,19 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 	c.dones = append(c.dones, done)
 	c.froms = append(c.froms, from)
 	if len(c.data) < len(c.expect) {
-		if c.timer == nil && cs.expire != nil && failsOnDeath(kind) { // a group's construct or destruct
+		if c.timer == nil && cs.Expire != nil && failsOnDeath(kind) { // a group's construct or destruct
 			if d := daemon.GroupTimeoutOf(data); d > 0 {
 				c.timer = time.AfterFunc(d, func() { cs.timeout(key, c) })
 			}
 		}
-		cs.mu.Unlock()
+		cs.Mu.Unlock()
 		return
 	}
 	if c.expired {
 		// Reported timed out: the launcher fails it (every report is
 		// answered so); what came late must not go up as a contribution
 		// to the next construct of the key.
-		cs.mu.Unlock()
+		cs.Mu.Unlock()
 		return
 	}
 	c.sent = true
@@ -214,10 +214,10 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 		c.timer.Stop()
 	}
 	all := combine(c.data)
-	cs.mu.Unlock()
-	if cs.finish != nil {
-		res, err := cs.finish(c, all)
-		cs.result(key, res, err)
+	cs.Mu.Unlock()
+	if cs.Finish != nil {
+		res, err := cs.Finish(c, all)
+		cs.Result(key, res, err)
 		return
 	}
 	cs.up(key, c, all)
@@ -225,20 +225,20 @@ func (cs *collectives) contribute(from int, key, kind string, procs []pmixsrv.Pr
 
 // timeout reports that collective c (key) is still waiting for a
 // contributor when its PMIX_TIMEOUT passed: the root decides its failure.
-func (cs *collectives) timeout(key string, c *coll) {
-	cs.mu.Lock()
-	if cs.pending[key] != c || c.sent || c.expired {
-		cs.mu.Unlock()
+func (cs *Collectives) timeout(key string, c *Coll) {
+	cs.Mu.Lock()
+	if cs.Pending[key] != c || c.sent || c.expired {
+		cs.Mu.Unlock()
 		return
 	}
 	c.expired = true
 	// The participants' vertices whose contributions would come through a
 	// contributor that did not: the late members are on one or more.
 	var missing []int
-	for _, w := range c.verts {
+	for _, w := range c.Verts {
 		hop := w
 		if w != cs.me {
-			if hop = ctl.NextHop(cs.me, w, cs.fanout); hop <= 0 {
+			if hop = ctl.NextHop(cs.me, w, cs.Fanout); hop <= 0 {
 				continue
 			}
 		}
@@ -246,16 +246,16 @@ func (cs *collectives) timeout(key string, c *coll) {
 			missing = append(missing, w)
 		}
 	}
-	cs.mu.Unlock()
-	cs.expire(key, c, missing)
+	cs.Mu.Unlock()
+	cs.Expire(key, c, missing)
 }
 
 // stale says whether a child's contribution of failure generation gen to
 // collective key belongs to one that timed out: the failure came down
 // here before it came up, and the child forgot it too.
-func (cs *collectives) stale(key string, gen uint64) bool {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
+func (cs *Collectives) Stale(key string, gen uint64) bool {
+	cs.Mu.Lock()
+	defer cs.Mu.Unlock()
 	return gen < cs.failGen[key]
 }
 
@@ -263,23 +263,23 @@ func (cs *collectives) stale(key string, gen uint64) bool {
 // failed with err (a timeout), and fails this node's own contributions to
 // it; the other vertices' hear it from the root too. It reports whether
 // this is news (not a repeat of a failure already seen).
-func (cs *collectives) timedOut(key string, gen uint64, err error) bool {
-	cs.mu.Lock()
+func (cs *Collectives) TimedOut(key string, gen uint64, err error) bool {
+	cs.Mu.Lock()
 	if cs.failGen[key] >= gen {
-		cs.mu.Unlock()
+		cs.Mu.Unlock()
 		return false
 	}
 	cs.failGen[key] = gen
-	c := cs.pending[key]
-	if c == nil || c.gen >= gen {
-		cs.mu.Unlock()
+	c := cs.Pending[key]
+	if c == nil || c.Gen >= gen {
+		cs.Mu.Unlock()
 		return true
 	}
-	delete(cs.pending, key)
+	delete(cs.Pending, key)
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	cs.mu.Unlock()
+	cs.Mu.Unlock()
 	for i, d := range c.dones {
 		if c.froms[i] == cs.me {
 			d(nil, err)
@@ -307,11 +307,11 @@ func combine(data map[int][]byte) []byte {
 }
 
 // result completes the collective key with what came down (or its failure).
-func (cs *collectives) result(key string, data []byte, err error) {
-	cs.mu.Lock()
-	c := cs.pending[key]
-	delete(cs.pending, key)
-	cs.mu.Unlock()
+func (cs *Collectives) Result(key string, data []byte, err error) {
+	cs.Mu.Lock()
+	c := cs.Pending[key]
+	delete(cs.Pending, key)
+	cs.Mu.Unlock()
 	if c == nil {
 		return
 	}
@@ -322,25 +322,25 @@ func (cs *collectives) result(key string, data []byte, err error) {
 
 // fail ends, with err, every pending collective in which a vertex of lost
 // takes part, and any later one.
-func (cs *collectives) fail(lost []int, err error) {
-	cs.mu.Lock()
+func (cs *Collectives) Fail(lost []int, err error) {
+	cs.Mu.Lock()
 	for _, w := range lost {
 		if cs.lost[w] == nil {
 			cs.lost[w] = err
 		}
 	}
-	failed := cs.take(func(c *coll) bool {
-		return slices.ContainsFunc(c.verts, func(w int) bool { return cs.lost[w] != nil })
+	failed := cs.take(func(c *Coll) bool {
+		return slices.ContainsFunc(c.Verts, func(w int) bool { return cs.lost[w] != nil })
 	})
-	cs.mu.Unlock()
-	end(failed, func(*coll) error { return err })
+	cs.Mu.Unlock()
+	end(failed, func(*Coll) error { return err })
 }
 
 // revive forgets that the vertices back were lost: collectives with
 // them go on (a persistent runtime brought their nodes back: revive.go).
-func (cs *collectives) revive(back []int) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
+func (cs *Collectives) Revive(back []int) {
+	cs.Mu.Lock()
+	defer cs.Mu.Unlock()
 	for _, w := range back {
 		delete(cs.lost, w)
 	}
@@ -348,12 +348,12 @@ func (cs *collectives) revive(back []int) {
 
 // take takes the pending collectives match selects out, their timers
 // stopped (cs.mu held).
-func (cs *collectives) take(match func(*coll) bool) []*coll {
-	var taken []*coll
-	for key, c := range cs.pending {
+func (cs *Collectives) take(match func(*Coll) bool) []*Coll {
+	var taken []*Coll
+	for key, c := range cs.Pending {
 		if match(c) {
 			taken = append(taken, c)
-			delete(cs.pending, key)
+			delete(cs.Pending, key)
 			if c.timer != nil {
 				c.timer.Stop()
 			}
@@ -363,7 +363,7 @@ func (cs *collectives) take(match func(*coll) bool) []*coll {
 }
 
 // end fails every contribution to the collectives cs, each with its err.
-func end(cs []*coll, err func(*coll) error) {
+func end(cs []*Coll, err func(*Coll) error) {
 	for _, c := range cs {
 		e := err(c)
 		for _, d := range c.dones {
@@ -374,14 +374,14 @@ func end(cs []*coll, err func(*coll) error) {
 
 // failProc ends, with err, every pending collective of a kind that fails
 // on a participant's death in which p takes part, and any later one.
-func (cs *collectives) failProc(p pmixsrv.Proc, err error) {
-	cs.mu.Lock()
+func (cs *Collectives) FailProc(p pmixsrv.Proc, err error) {
+	cs.Mu.Lock()
 	if cs.dead[p] == nil {
 		cs.dead[p] = err
 	}
-	failed := cs.take(func(c *coll) bool { return failsOnDeath(c.kind) && involves(c.procs, p) })
-	cs.mu.Unlock()
-	end(failed, func(*coll) error { return err })
+	failed := cs.take(func(c *Coll) bool { return failsOnDeath(c.Kind) && involves(c.Procs, p) })
+	cs.Mu.Unlock()
+	end(failed, func(*Coll) error { return err })
 }
 
 // A member that ends normally (exit 0) without taking part in a group
@@ -398,30 +398,30 @@ func (cs *collectives) failProc(p pmixsrv.Proc, err error) {
 // pass a vertex before its node's contribution does.
 
 // rankSet is a set of a job's ranks, a bit each.
-type rankSet struct{ bits []uint64 }
+type RankSet struct{ Bits []uint64 }
 
 // maxEndedRank bounds the ranks recorded (a bit each): a job's ranks are
 // far fewer; a rank beyond it is not remembered.
-const maxEndedRank = 1 << 26
+const MaxEndedRank = 1 << 26
 
-func (s *rankSet) add(r pmixsrv.Rank) {
-	if r >= maxEndedRank {
+func (s *RankSet) Add(r pmixsrv.Rank) {
+	if r >= MaxEndedRank {
 		return
 	}
-	if i := int(r / 64); i >= len(s.bits) {
-		s.bits = append(s.bits, make([]uint64, i+1-len(s.bits))...)
+	if i := int(r / 64); i >= len(s.Bits) {
+		s.Bits = append(s.Bits, make([]uint64, i+1-len(s.Bits))...)
 	}
-	s.bits[r/64] |= 1 << (r % 64)
+	s.Bits[r/64] |= 1 << (r % 64)
 }
 
-func (s *rankSet) has(r pmixsrv.Rank) bool {
+func (s *RankSet) Has(r pmixsrv.Rank) bool {
 	i := int(r / 64)
-	return i < len(s.bits) && s.bits[i]&(1<<(r%64)) != 0
+	return i < len(s.Bits) && s.Bits[i]&(1<<(r%64)) != 0
 }
 
 // first is the set's lowest rank (the set is not empty).
-func (s *rankSet) first() pmixsrv.Rank {
-	for i, w := range s.bits {
+func (s *RankSet) First() pmixsrv.Rank {
+	for i, w := range s.Bits {
 		if w != 0 {
 			return pmixsrv.Rank(i*64 + bits.TrailingZeros64(w))
 		}
@@ -431,7 +431,7 @@ func (s *rankSet) first() pmixsrv.Rank {
 
 // groupOp is the operation ("construct", "destruct") and the group of a
 // group collective's kind.
-func groupOp(kind string) (op, group string) {
+func GroupOp(kind string) (op, group string) {
 	if g, ok := strings.CutPrefix(kind, daemon.GroupDestructKind); ok {
 		return "destruct", g
 	}
@@ -441,24 +441,24 @@ func groupOp(kind string) (op, group string) {
 // endedErr is the failure of a group operation of kind whose member p
 // ended without taking part: the status of a member's death.
 func endedErr(kind string, p pmixsrv.Proc) error {
-	op, group := groupOp(kind)
-	return &statusError{fmt.Sprintf("group %s: rank %d of job %s ended without taking part in its %s", group, p.Rank, p.Nspace, op),
+	op, group := GroupOp(kind)
+	return &StatusError{fmt.Sprintf("group %s: rank %d of job %s ended without taking part in its %s", group, p.Rank, p.Nspace, op),
 		pmixsrv.GroupConstructAbort}
 }
 
 // endedIn is the failure of a group operation of kind among procs, one of
 // whom ended, if any (cs.mu held).
-func (cs *collectives) endedIn(kind string, procs []pmixsrv.Proc) error {
-	if len(cs.ended) == 0 || !failsOnDeath(kind) {
+func (cs *Collectives) endedIn(kind string, procs []pmixsrv.Proc) error {
+	if len(cs.Ended) == 0 || !failsOnDeath(kind) {
 		return nil
 	}
 	for _, q := range procs {
-		s := cs.ended[q.Nspace]
+		s := cs.Ended[q.Nspace]
 		switch {
 		case s == nil:
 		case q.Rank == pmixsrv.RankWildcard:
-			return endedErr(kind, pmixsrv.Proc{Nspace: q.Nspace, Rank: s.first()})
-		case s.has(q.Rank):
+			return endedErr(kind, pmixsrv.Proc{Nspace: q.Nspace, Rank: s.First()})
+		case s.Has(q.Rank):
 			return endedErr(kind, q)
 		}
 	}
@@ -467,41 +467,41 @@ func (cs *collectives) endedIn(kind string, procs []pmixsrv.Proc) error {
 
 // failPending fails collective key, c if still pending (not sent up), with
 // err: every contribution it holds (cs.mu not held).
-func (cs *collectives) failPending(key string, c *coll, err error) {
+func (cs *Collectives) failPending(key string, c *Coll, err error) {
 	if c == nil {
 		return
 	}
-	cs.mu.Lock()
-	if cs.pending[key] != c || c.sent {
-		cs.mu.Unlock()
+	cs.Mu.Lock()
+	if cs.Pending[key] != c || c.sent {
+		cs.Mu.Unlock()
 		return
 	}
-	failed := cs.take(func(x *coll) bool { return x == c })
-	cs.mu.Unlock()
-	end(failed, func(*coll) error { return err })
+	failed := cs.take(func(x *Coll) bool { return x == c })
+	cs.Mu.Unlock()
+	end(failed, func(*Coll) error { return err })
 }
 
 // procEnded records that rank p ended, its end on its way to the launcher
 // through this vertex, and fails the group operations naming it that wait
 // here for contributions (see rankSet).
-func (cs *collectives) procEnded(p pmixsrv.Proc) {
-	cs.mu.Lock()
-	s := cs.ended[p.Nspace]
+func (cs *Collectives) ProcEnded(p pmixsrv.Proc) {
+	cs.Mu.Lock()
+	s := cs.Ended[p.Nspace]
 	if s == nil {
-		s = &rankSet{}
-		cs.ended[p.Nspace] = s
+		s = &RankSet{}
+		cs.Ended[p.Nspace] = s
 	}
-	s.add(p.Rank)
-	failed := cs.take(func(c *coll) bool { return !c.sent && failsOnDeath(c.kind) && involves(c.procs, p) })
-	cs.mu.Unlock()
-	end(failed, func(c *coll) error { return endedErr(c.kind, p) })
+	s.Add(p.Rank)
+	failed := cs.take(func(c *Coll) bool { return !c.sent && failsOnDeath(c.Kind) && involves(c.Procs, p) })
+	cs.Mu.Unlock()
+	end(failed, func(c *Coll) error { return endedErr(c.Kind, p) })
 }
 
 // forget drops the dead and ended processes of a namespace that is over.
-func (cs *collectives) forget(nspace string) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	delete(cs.ended, nspace)
+func (cs *Collectives) Forget(nspace string) {
+	cs.Mu.Lock()
+	defer cs.Mu.Unlock()
+	delete(cs.Ended, nspace)
 	for p := range cs.dead {
 		if p.Nspace == nspace {
 			delete(cs.dead, p)
@@ -510,11 +510,11 @@ func (cs *collectives) forget(nspace string) {
 }
 
 // failAll ends every pending collective: the daemon is ending.
-func (cs *collectives) failAll(err error) {
-	cs.mu.Lock()
-	pending := cs.pending
-	cs.pending = map[string]*coll{}
-	cs.mu.Unlock()
+func (cs *Collectives) FailAll(err error) {
+	cs.Mu.Lock()
+	pending := cs.Pending
+	cs.Pending = map[string]*Coll{}
+	cs.Mu.Unlock()
 	for _, c := range pending {
 		for _, d := range c.dones {
 			d(nil, err)
@@ -524,7 +524,7 @@ func (cs *collectives) failAll(err error) {
 
 // packVerts writes sorted, distinct vertices as ranges (first, last pairs):
 // a job's nodes are mostly consecutive vertices.
-func packVerts(vs []int) []int {
+func PackVerts(vs []int) []int {
 	var out []int
 	for i := 0; i < len(vs); {
 		j := i
@@ -538,7 +538,7 @@ func packVerts(vs []int) []int {
 }
 
 // unpackVerts reads packVerts' ranges; n bounds the vertices (1..n, and 0).
-func unpackVerts(rs []int, n int) ([]int, error) {
+func UnpackVerts(rs []int, n int) ([]int, error) {
 	if len(rs)%2 != 0 {
 		return nil, errors.New("odd vertex ranges")
 	}
@@ -556,7 +556,7 @@ func unpackVerts(rs []int, n int) ([]int, error) {
 }
 
 // collUp is a subtree's combined contribution to a collective (tColl).
-type collUp struct {
+type CollUp struct {
 	Coll  string         `json:",omitzero"` // its key (collKey)
 	Kind  string         `json:",omitzero"`
 	Procs []pmixsrv.Proc `json:",omitzero"`
@@ -573,54 +573,57 @@ type collUp struct {
 
 // collResult is a collective's result, to a child that contributed
 // (tCollDone): its data, or why it failed.
-type collResult struct {
+type CollResult struct {
 	Coll string `json:",omitzero"`
-	status
+	Status
 }
 
 // collFail is nodes lost, or a process dead (a group member): the
 // collectives they take part in fail (tCollFail).
-type collFail struct {
+type CollFail struct {
 	Verts []int          `json:",omitzero"` // as ranges (packVerts)
 	Procs []pmixsrv.Proc `json:",omitzero"` // dead processes (failsOnDeath kinds)
 	// Coll: one collective that timed out (its key), failure generation Gen.
 	Coll string `json:",omitzero"`
 	Gen  uint64 `json:",omitzero"`
-	status
+	Status
 }
 
 // collErr is the error a collective's result carries: the PMIx status with
 // the launcher's words (which name the lost node).
-func (s status) collErr() error {
+func (s Status) CollErr() error {
 	if s.Code != 0 && s.Err != "" {
-		return &statusError{s.Err, pmixsrv.Status(s.Code)}
+		return &StatusError{s.Err, pmixsrv.Status(s.Code)}
 	}
 	return s.err()
 }
 
 // statusError is a PMIx status with the words that came with it.
-type statusError struct {
+type StatusError struct {
 	text string
 	st   pmixsrv.Status
 }
 
-func (e *statusError) Error() string { return e.text }
-func (e *statusError) Unwrap() error { return e.st }
+// NewStatusError is an error of that text that unwraps to st.
+func NewStatusError(text string, st pmixsrv.Status) *StatusError { return &StatusError{text, st} }
+
+func (e *StatusError) Error() string { return e.text }
+func (e *StatusError) Unwrap() error { return e.st }
 
 // Collective frames carry their data as bytes, not JSON: a fence's result
 // is every participant's data (an allgather), and base64 inside JSON, at
 // every vertex it passes, cost most of a large fence's time. The body is
 // the JSON header's length (4 bytes), the header (collUp or collResult),
 // then the data.
-func encodeColl(hdr any, data []byte) []byte {
-	h, _ := encode(hdr) // headers hold strings and numbers only: they encode
+func EncodeColl(hdr any, data []byte) []byte {
+	h, _ := Encode(hdr) // headers hold strings and numbers only: they encode
 	b := make([]byte, 4, 4+len(h)+len(data))
 	binary.BigEndian.PutUint32(b, uint32(len(h)))
 	return append(append(b, h...), data...)
 }
 
 // decodeColl reads a collective frame's header into hdr and returns its data.
-func decodeColl(body []byte, hdr any) ([]byte, error) {
+func DecodeColl(body []byte, hdr any) ([]byte, error) {
 	if len(body) < 4 {
 		return nil, errors.New("short collective message")
 	}
@@ -628,7 +631,7 @@ func decodeColl(body []byte, hdr any) ([]byte, error) {
 	if uint64(n) > uint64(len(body)-4) {
 		return nil, errors.New("bad collective message header")
 	}
-	if err := decode(body[4:4+n], hdr); err != nil {
+	if err := Decode(body[4:4+n], hdr); err != nil {
 		return nil, err
 	}
 	return body[4+n:], nil

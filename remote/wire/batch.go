@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"encoding/binary"
@@ -13,9 +13,9 @@ import (
 // that go with it, events, and the acknowledgements of what came down.
 // Hellos (a link's first frame is one), collectives (counted per message),
 // requests and replies go alone.
-func batchable(typ uint8) bool {
+func Batchable(typ uint8) bool {
 	switch typ {
-	case tOutput, tSourceInfo, tEnd, tEvent, tNotify, tStdinAck, tStdinDone, tPreloadAck:
+	case TOutput, TSourceInfo, TEnd, TEvent, TNotify, TStdinAck, TStdinDone, TPreloadAck:
 		return true
 	}
 	return false
@@ -23,19 +23,19 @@ func batchable(typ uint8) bool {
 
 // batchMax bounds a batch's payload: a frame larger than this goes alone,
 // and a batch ends before a frame that would take it past.
-const batchMax = 1 << 20
+const BatchMax = 1 << 20
 
 // encodeBatch makes a batch's body.
-func encodeBatch(fs []queued) []byte {
+func EncodeBatch(fs []Queued) []byte {
 	n := 0
 	for _, f := range fs {
-		n += 5 + len(f.p)
+		n += 5 + len(f.P)
 	}
 	b := make([]byte, 0, n)
 	for _, f := range fs {
-		b = append(b, f.typ)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(f.p)))
-		b = append(b, f.p...)
+		b = append(b, f.Typ)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(f.P)))
+		b = append(b, f.P...)
 	}
 	return b
 }
@@ -43,13 +43,13 @@ func encodeBatch(fs []queued) []byte {
 // decodeBatch hands each frame of a batch to f, in order, after checking
 // the whole batch: nothing of a malformed one is handled. The payloads are
 // slices of b.
-func decodeBatch(b []byte, f func(typ uint8, p []byte)) (int, error) {
-	return decodeBatchOf(b, batchable, f)
+func DecodeBatch(b []byte, f func(typ uint8, p []byte)) (int, error) {
+	return DecodeBatchOf(b, Batchable, f)
 }
 
 // decodeBatchOf is decodeBatch for a batch of the kinds ok allows.
-func decodeBatchOf(b []byte, ok func(uint8) bool, f func(typ uint8, p []byte)) (int, error) {
-	var fs []queued
+func DecodeBatchOf(b []byte, ok func(uint8) bool, f func(typ uint8, p []byte)) (int, error) {
+	var fs []Queued
 	for rest := b; len(rest) > 0; {
 		if len(rest) < 5 {
 			return 0, errors.New("bad batch: a frame's header is cut")
@@ -61,41 +61,41 @@ func decodeBatchOf(b []byte, ok func(uint8) bool, f func(typ uint8, p []byte)) (
 		if uint64(n) > uint64(len(rest)-5) {
 			return 0, errors.New("bad batch: a frame is cut")
 		}
-		fs = append(fs, queued{typ, rest[5 : 5+n : 5+n]})
+		fs = append(fs, Queued{typ, rest[5 : 5+n : 5+n]})
 		rest = rest[5+n:]
 	}
 	if len(fs) == 0 {
 		return 0, errors.New("bad batch: empty")
 	}
 	for _, q := range fs {
-		f(q.typ, q.p)
+		f(q.Typ, q.P)
 	}
 	return len(fs), nil
 }
 
 // queued is a frame waiting on an upQueue.
-type queued struct {
-	typ uint8
-	p   []byte
+type Queued struct {
+	Typ uint8
+	P   []byte
 }
 
 // ackDownAllowed are the kinds a batch from the parent may carry.
-func ackDownAllowed(typ uint8) bool { return typ == tOutputAck }
+func AckDownAllowed(typ uint8) bool { return typ == TOutputAck }
 
 // sendDown sends frames fs, each routed through child hop, as one frame
 // when they are several (batchMax bounds each).
-func sendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []queued) (frames int) {
+func SendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []Queued) (frames int) {
 	for ; len(fs) > 0; frames++ {
-		k, size := 1, len(fs[0].p)
-		for k < len(fs) && size+5+len(fs[k].p) <= batchMax {
-			size += 5 + len(fs[k].p)
+		k, size := 1, len(fs[0].P)
+		for k < len(fs) && size+5+len(fs[k].P) <= BatchMax {
+			size += 5 + len(fs[k].P)
 			k++
 		}
 		if k == 1 {
-			dest, _, _, _ := header(fs[0].p)
-			send(int(dest), fs[0].typ, fs[0].p)
+			dest, _, _, _ := Header(fs[0].P)
+			send(int(dest), fs[0].Typ, fs[0].P)
 		} else {
-			send(hop, tBatch, frame(uint32(hop), src, encodeBatch(fs[:k])))
+			send(hop, TBatch, Frame(uint32(hop), src, EncodeBatch(fs[:k])))
 		}
 		fs = fs[k:]
 	}

@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"encoding/binary"
@@ -19,55 +19,55 @@ import (
 // body of each is named beside it: a struct of this file (JSON, leaving
 // out empty fields), a binary body, or none.
 const (
-	tHello       uint8 = iota + 1 // up: a daemon is ready (hello)
-	tFailed                       // up: a node could not be started, or its link was lost (nodeErr)
-	tOutput                       // up: a run of a rank's output (binary: encodeOutput)
-	tSourceInfo                   // up: where a rank runs (rankSource)
-	tEnd                          // up: a rank's stream ended (streamEnd)
-	tEvent                        // up: a daemon.Event
-	tFence                        // up, replied: a collective the daemon could not place (fenceReq; reply: data)
-	tDmodex                       // up, replied: a rank's data from its node (dmodexReq; reply: data)
-	tNotify                       // up: a PMIx event to deliver (notify)
-	tJobControl                   // up, replied: signal ranks (jobControlReq)
-	tSpawn                        // up, replied: start a job (spawnReq; reply: its namespace)
-	tPublish                      // up, replied: publish names (publishReq)
-	tLookup                       // up, replied: look names up (lookupReq; reply: entries)
-	tUnpublish                    // up, replied: unpublish names (unpublishReq)
-	tNamespaces                   // up, replied: the running namespaces (request; reply: names)
-	tProcTable                    // up, replied: a namespace's processes (nspaceReq; reply: proc table)
-	tReply                        // either way: the answer to a request (encodeReply)
-	tLaunch                       // down (broadcast): a daemon.Plan
-	tSignal                       // down: signal ranks (signal)
-	tServeDmodex                  // down, replied: this node's rank's data (dmodexReq; reply: data)
-	tDeliver                      // down: deliver a PMIx event to local ranks (notify)
-	tInspect                      // down, replied: the ranks' states (inspectReq; reply: states)
-	tClose                        // down (broadcast): end (no body); answered by tClosed
-	tStdin                        // down: the launcher's stdin for a job's ranks here (binary: stdin.go)
-	tStdinAck                     // up: stdin bytes a job's ranks here took (binary: stdin.go)
-	tStdinDone                    // up: no rank of a job here reads stdin any more (binary: stdin.go)
-	tPreload                      // down: a chunk of what the next plan preloads (binary)
-	tPreloadAck                   // up: preload bytes this node has written (binary)
-	tOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary; output.go)
-	tSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats (no body)
-	tResume                       // down (broadcast): the launcher is back; expect heartbeats (no body)
-	tGaveUp                       // up: a daemon's last word: its parent fell silent (nodeErr)
-	tColl                         // up: a subtree's combined contribution to a collective (collUp; coll.go)
-	tCollDone                     // down: a collective's result, to a child that contributed (collResult)
-	tCollFail                     // down (broadcast): nodes lost; their collectives fail (collFail)
-	tClosed                       // up: a subtree closed, the closing broadcast's answer (closed)
-	tForget                       // down: a persistent runtime's job is over: drop it (forget)
-	tHellos                       // up: a subtree's hellos, its root's first: one start-up message per vertex (subtreeHellos)
-	tBatch                        // up: frames a vertex had queued, sent as one (binary: batch.go)
-	tRespawn                      // down: start your child's daemon again, a lost one's (respawn; revive.go)
-	tCollRevive                   // down (broadcast): lost nodes are back; their collectives go on (collRevive; revive.go)
-	tGather                       // down, to one vertex: gather its subtree's part of an answer (gatherReq; gather.go)
-	tGathered                     // up, to the asking vertex: a subtree's part, combined (gatherReply; gather.go)
+	THello       uint8 = iota + 1 // up: a daemon is ready (hello)
+	TFailed                       // up: a node could not be started, or its link was lost (nodeErr)
+	TOutput                       // up: a run of a rank's output (binary: encodeOutput)
+	TSourceInfo                   // up: where a rank runs (rankSource)
+	TEnd                          // up: a rank's stream ended (streamEnd)
+	TEvent                        // up: a daemon.Event
+	TFence                        // up, replied: a collective the daemon could not place (fenceReq; reply: data)
+	TDmodex                       // up, replied: a rank's data from its node (dmodexReq; reply: data)
+	TNotify                       // up: a PMIx event to deliver (notify)
+	TJobControl                   // up, replied: signal ranks (jobControlReq)
+	TSpawn                        // up, replied: start a job (spawnReq; reply: its namespace)
+	TPublish                      // up, replied: publish names (publishReq)
+	TLookup                       // up, replied: look names up (lookupReq; reply: entries)
+	TUnpublish                    // up, replied: unpublish names (unpublishReq)
+	TNamespaces                   // up, replied: the running namespaces (request; reply: names)
+	TProcTable                    // up, replied: a namespace's processes (nspaceReq; reply: proc table)
+	TReply                        // either way: the answer to a request (encodeReply)
+	TLaunch                       // down (broadcast): a daemon.Plan
+	TSignal                       // down: signal ranks (signal)
+	TServeDmodex                  // down, replied: this node's rank's data (dmodexReq; reply: data)
+	TDeliver                      // down: deliver a PMIx event to local ranks (notify)
+	TInspect                      // down, replied: the ranks' states (inspectReq; reply: states)
+	TClose                        // down (broadcast): end (no body); answered by tClosed
+	TStdin                        // down: the launcher's stdin for a job's ranks here (binary: stdin.go)
+	TStdinAck                     // up: stdin bytes a job's ranks here took (binary: stdin.go)
+	TStdinDone                    // up: no rank of a job here reads stdin any more (binary: stdin.go)
+	TPreload                      // down: a chunk of what the next plan preloads (binary)
+	TPreloadAck                   // up: preload bytes this node has written (binary)
+	TOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary; output.go)
+	TSuspend                      // down (broadcast): the launcher stops (Ctrl-Z); expect no heartbeats (no body)
+	TResume                       // down (broadcast): the launcher is back; expect heartbeats (no body)
+	TGaveUp                       // up: a daemon's last word: its parent fell silent (nodeErr)
+	TColl                         // up: a subtree's combined contribution to a collective (collUp; coll.go)
+	TCollDone                     // down: a collective's result, to a child that contributed (collResult)
+	TCollFail                     // down (broadcast): nodes lost; their collectives fail (collFail)
+	TClosed                       // up: a subtree closed, the closing broadcast's answer (closed)
+	TForget                       // down: a persistent runtime's job is over: drop it (forget)
+	THellos                       // up: a subtree's hellos, its root's first: one start-up message per vertex (subtreeHellos)
+	TBatch                        // up: frames a vertex had queued, sent as one (binary: batch.go)
+	TRespawn                      // down: start your child's daemon again, a lost one's (respawn; revive.go)
+	TCollRevive                   // down (broadcast): lost nodes are back; their collectives go on (collRevive; revive.go)
+	TGather                       // down, to one vertex: gather its subtree's part of an answer (gatherReq; gather.go)
+	TGathered                     // up, to the asking vertex: a subtree's part, combined (gatherReply; gather.go)
 )
 
 // Vertex addresses in a frame's routing header.
 const (
-	toLauncher  = 0
-	toBroadcast = 0xffffffff
+	ToLauncher  = 0
+	ToBroadcast = 0xffffffff
 )
 
 // Message bodies, one type per kind. They travel as JSON: encoding/gob
@@ -75,7 +75,7 @@ const (
 // included.
 
 // hello is a daemon's first word: it is up, and its node's topology.
-type hello struct {
+type Hello struct {
 	Vertex  int    `json:",omitzero"` // in a subtreeHellos (alone, the frame's source says it)
 	Host    string `json:",omitzero"`
 	Pid     int    `json:",omitzero"`
@@ -86,31 +86,31 @@ type hello struct {
 
 // subtreeHellos is the first word of a daemon with children: its own hello
 // and those of its subtree that came in time (hello.go), its own first.
-type subtreeHellos struct {
-	Hellos []hello `json:",omitzero"`
+type SubtreeHellos struct {
+	Hellos []Hello `json:",omitzero"`
 }
 
 // nodeErr is a node's failure (tFailed) or its daemon's last word (tGaveUp).
-type nodeErr struct {
+type NodeErr struct {
 	Host string `json:",omitzero"`
 	Err  string `json:",omitzero"`
 }
 
 // rankSource is where a rank's output comes from.
-type rankSource struct {
+type RankSource struct {
 	Src  iof.Source `json:",omitzero"`
 	Host string     `json:",omitzero"`
 	Pid  int        `json:",omitzero"`
 }
 
 // streamEnd is a rank's stream closed: its runs have all been sent.
-type streamEnd struct {
+type StreamEnd struct {
 	Src    iof.Source `json:",omitzero"`
 	Stream iof.Stream `json:",omitzero"`
 }
 
 // notify is a PMIx event: raised by a rank (up), or to deliver (down).
-type notify struct {
+type Notify struct {
 	Status pmixsrv.Status    `json:",omitzero"`
 	Source pmixsrv.Proc      `json:",omitzero"`
 	Range  pmixsrv.DataRange `json:",omitzero"`
@@ -119,29 +119,29 @@ type notify struct {
 }
 
 // signal signals ranks of a job on one node.
-type signal struct {
+type Signal struct {
 	Nspace string `json:",omitzero"`
 	Ranks  []int  `json:",omitzero"`
 	Sig    int    `json:",omitzero"`
 }
 
 // forget drops a job that is over.
-type forget struct {
+type Forget struct {
 	Nspace string `json:",omitzero"`
 }
 
 // respawn asks a daemon to start the daemon of its child Vertex again.
-type respawn struct {
+type Respawn struct {
 	Vertex int `json:",omitzero"`
 }
 
 // collRevive: the nodes of Verts (as ranges: packVerts) are back.
-type collRevive struct {
+type CollRevive struct {
 	Verts []int `json:",omitzero"`
 }
 
 // closed is a subtree's answer to the closing broadcast.
-type closed struct {
+type Closed struct {
 	Host  string `json:",omitzero"`
 	Count int    `json:",omitzero"` // the subtree's daemons that closed
 }
@@ -150,80 +150,80 @@ type closed struct {
 
 // request is a request's id, and the whole of a request that asks nothing
 // more (tNamespaces).
-type request struct {
+type Request struct {
 	ID uint64 `json:",omitzero"`
 }
 
-func (r *request) setID(id uint64) { r.ID = id }
+func (r *Request) SetID(id uint64) { r.ID = id }
 
-type fenceReq struct {
-	request
+type FenceReq struct {
+	Request
 	Kind  string         `json:",omitzero"`
 	Procs []pmixsrv.Proc `json:",omitzero"`
 	Data  []byte         `json:",omitzero"`
 }
 
-type dmodexReq struct {
-	request
+type DmodexReq struct {
+	Request
 	Proc pmixsrv.Proc `json:",omitzero"`
 }
 
-type jobControlReq struct {
-	request
+type JobControlReq struct {
+	Request
 	Requester pmixsrv.Proc   `json:",omitzero"`
 	Targets   []pmixsrv.Proc `json:",omitzero"`
 	Sig       int            `json:",omitzero"`
 }
 
-type spawnReq struct {
-	request
+type SpawnReq struct {
+	Request
 	Parent pmixsrv.Proc      `json:",omitzero"`
 	Apps   []daemon.SpawnApp `json:",omitzero"`
 	Preput jsonbytes.Pairs   `json:",omitzero"` // the user's bytes (jsonbytes), as are the names' below
 }
 
-type publishReq struct {
-	request
-	Entries entries `json:",omitzero"`
+type PublishReq struct {
+	Request
+	Entries Entries `json:",omitzero"`
 }
 
-type lookupReq struct {
-	request
+type LookupReq struct {
+	Request
 	Keys    jsonbytes.Strings `json:",omitzero"`
 	Wait    bool              `json:",omitzero"`
 	Timeout time.Duration     `json:",omitzero"`
 }
 
-type unpublishReq struct {
-	request
+type UnpublishReq struct {
+	Request
 	Publisher jsonbytes.String  `json:",omitzero"`
 	Keys      jsonbytes.Strings `json:",omitzero"`
 }
 
 // nspaceReq asks about one namespace (tProcTable).
-type nspaceReq struct {
-	request
+type NspaceReq struct {
+	Request
 	Nspace string `json:",omitzero"`
 }
 
-type inspectReq struct {
-	request
+type InspectReq struct {
+	Request
 	Nspace string `json:",omitzero"`
 	Stacks bool   `json:",omitzero"` // wait for the ranks' stacks
 }
 
 // status is an error that travels: a PMIx status keeps its code (Code,
 // with the words in Err), any other error its words.
-type status struct {
+type Status struct {
 	Err  string `json:",omitzero"`
 	Code int32  `json:",omitzero"` // a pmixsrv.Status
 }
 
-func statusOf(err error) status {
+func StatusOf(err error) Status {
 	if err == nil {
-		return status{}
+		return Status{}
 	}
-	s := status{Err: err.Error()}
+	s := Status{Err: err.Error()}
 	var st pmixsrv.Status
 	if errors.As(err, &st) {
 		s.Code = int32(st)
@@ -232,7 +232,7 @@ func statusOf(err error) status {
 }
 
 // err is the error s carries.
-func (s status) err() error {
+func (s Status) err() error {
 	switch {
 	case s.Code != 0:
 		return pmixsrv.Status(s.Code)
@@ -243,11 +243,11 @@ func (s status) err() error {
 }
 
 // none is the answer of a request answered by its error alone.
-type none = struct{}
+type None = struct{}
 
 // reply is the answer to a request: an error, or the answer A.
 type reply[A any] struct {
-	status
+	Status
 	Name   string `json:",omitzero"` // the name service's error, which callers tell apart (nameKind)
 	Answer A      `json:",omitzero"`
 }
@@ -255,11 +255,11 @@ type reply[A any] struct {
 // encodeReply makes the body of the answer to request id: the id (8 bytes,
 // read before the answer's type is known), then the reply. An answer that
 // cannot travel becomes its error.
-func encodeReply[A any](id uint64, a A, err error) []byte {
-	r := reply[A]{status: statusOf(err), Name: nameKind(err), Answer: a}
+func EncodeReply[A any](id uint64, a A, err error) []byte {
+	r := reply[A]{Status: StatusOf(err), Name: nameKind(err), Answer: a}
 	b, merr := json.Marshal(&r)
 	if merr != nil {
-		b, _ = json.Marshal(&reply[struct{}]{status: status{Err: "cannot encode message: " + merr.Error()}})
+		b, _ = json.Marshal(&reply[struct{}]{Status: Status{Err: "cannot encode message: " + merr.Error()}})
 	}
 	out := make([]byte, 8, 8+len(b))
 	binary.BigEndian.PutUint64(out, id)
@@ -267,7 +267,7 @@ func encodeReply[A any](id uint64, a A, err error) []byte {
 }
 
 // decodeReply reads a reply's answer (the body after its id).
-func decodeReply[A any](body []byte) (A, error) {
+func DecodeReply[A any](body []byte) (A, error) {
 	var r reply[A]
 	if err := json.Unmarshal(body, &r); err != nil {
 		return r.Answer, fmt.Errorf("bad reply: %v", err)
@@ -279,7 +279,7 @@ func decodeReply[A any](body []byte) (A, error) {
 }
 
 // replyID splits a reply's body.
-func replyID(body []byte) (uint64, []byte, error) {
+func ReplyID(body []byte) (uint64, []byte, error) {
 	if len(body) < 8 {
 		return 0, nil, errors.New("short reply")
 	}
@@ -308,7 +308,7 @@ func nameKind(err error) string {
 }
 
 // entries are published names; their values keep their types.
-type entries []names.Entry
+type Entries []names.Entry
 
 type entry struct {
 	Key       jsonbytes.String
@@ -317,7 +317,7 @@ type entry struct {
 	FirstRead bool             `json:",omitzero"`
 }
 
-func (es entries) MarshalJSON() ([]byte, error) {
+func (es Entries) MarshalJSON() ([]byte, error) {
 	w := make([]entry, len(es))
 	for i, e := range es {
 		v, err := pmixsrv.MarshalValue(e.Value)
@@ -329,12 +329,12 @@ func (es entries) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-func (es *entries) UnmarshalJSON(b []byte) error {
+func (es *Entries) UnmarshalJSON(b []byte) error {
 	var w []entry
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	out := make(entries, len(w))
+	out := make(Entries, len(w))
 	for i, e := range w {
 		v, err := pmixsrv.UnmarshalValue(e.Value)
 		if err != nil {
@@ -347,14 +347,14 @@ func (es *entries) UnmarshalJSON(b []byte) error {
 }
 
 // frame is a routed frame: dest and src vertices, then the body.
-func frame(dest, src uint32, body []byte) []byte {
+func Frame(dest, src uint32, body []byte) []byte {
 	b := make([]byte, 8, 8+len(body))
 	binary.BigEndian.PutUint32(b, dest)
 	binary.BigEndian.PutUint32(b[4:], src)
 	return append(b, body...)
 }
 
-func header(p []byte) (dest, src uint32, body []byte, err error) {
+func Header(p []byte) (dest, src uint32, body []byte, err error) {
 	if len(p) < 8 {
 		return 0, 0, nil, errors.New("frame without a routing header")
 	}
@@ -363,7 +363,7 @@ func header(p []byte) (dest, src uint32, body []byte, err error) {
 
 // encode makes a message's body (nil: none). Only a value that cannot
 // travel fails: a request fails its call with it (calls.call).
-func encode(m any) ([]byte, error) {
+func Encode(m any) ([]byte, error) {
 	if m == nil {
 		return nil, nil
 	}
@@ -375,7 +375,7 @@ func encode(m any) ([]byte, error) {
 }
 
 // decode reads a message's body into m.
-func decode(body []byte, m any) error {
+func Decode(body []byte, m any) error {
 	if err := json.Unmarshal(body, m); err != nil {
 		return fmt.Errorf("bad message: %v", err)
 	}
@@ -384,7 +384,7 @@ func decode(body []byte, m any) error {
 
 // Output runs are the bulk of the traffic: a binary body, no JSON.
 // job, app, rank (int32 each), stream, partial, then the bytes.
-func encodeOutput(src iof.Source, st iof.Stream, p []byte, partial bool) []byte {
+func EncodeOutput(src iof.Source, st iof.Stream, p []byte, partial bool) []byte {
 	b := make([]byte, 14, 14+len(p))
 	binary.BigEndian.PutUint32(b, uint32(src.Job))
 	binary.BigEndian.PutUint32(b[4:], uint32(src.App))
@@ -396,7 +396,7 @@ func encodeOutput(src iof.Source, st iof.Stream, p []byte, partial bool) []byte 
 	return append(b, p...)
 }
 
-func decodeOutput(b []byte) (iof.Source, iof.Stream, []byte, bool, error) {
+func DecodeOutput(b []byte) (iof.Source, iof.Stream, []byte, bool, error) {
 	if len(b) < 14 {
 		return iof.Source{}, 0, nil, false, errors.New("short output message")
 	}
@@ -406,18 +406,18 @@ func decodeOutput(b []byte) (iof.Source, iof.Stream, []byte, bool, error) {
 }
 
 // idSetter is a request: calls.call numbers it.
-type idSetter interface{ setID(uint64) }
+type IdSetter interface{ SetID(uint64) }
 
 // calls matches replies to requests. When the link goes, every pending
 // request fails: no caller waits for ever on a lost node.
-type calls struct {
+type Calls struct {
 	mu   sync.Mutex
 	next uint64
 	m    map[uint64]func([]byte, error)
 	dead error
 }
 
-func (c *calls) add(f func([]byte, error)) (uint64, bool) {
+func (c *Calls) Add(f func([]byte, error)) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead != nil {
@@ -433,13 +433,13 @@ func (c *calls) add(f func([]byte, error)) (uint64, bool) {
 
 // call numbers req and sends it with send; answer gets the reply's body,
 // or the failure of the link or of the send.
-func (c *calls) call(req idSetter, send func() error, answer func([]byte, error)) {
-	id, ok := c.add(answer)
+func (c *Calls) call(req IdSetter, send func() error, answer func([]byte, error)) {
+	id, ok := c.Add(answer)
 	if !ok {
 		answer(nil, c.err())
 		return
 	}
-	req.setID(id)
+	req.SetID(id)
 	if err := send(); err != nil {
 		if f := c.take(id); f != nil {
 			f(nil, err)
@@ -448,8 +448,8 @@ func (c *calls) call(req idSetter, send func() error, answer func([]byte, error)
 }
 
 // answered hands a reply (a tReply body) to its caller.
-func (c *calls) answered(body []byte) {
-	id, b, err := replyID(body)
+func (c *Calls) Answered(body []byte) {
+	id, b, err := ReplyID(body)
 	if err != nil {
 		return
 	}
@@ -459,17 +459,17 @@ func (c *calls) answered(body []byte) {
 }
 
 // ask sends req (with send) and hands done the answer, an A.
-func ask[A any](c *calls, req idSetter, send func() error, done func(A, error)) {
+func Ask[A any](c *Calls, req IdSetter, send func() error, done func(A, error)) {
 	c.call(req, send, func(body []byte, err error) {
 		var a A
 		if err == nil {
-			a, err = decodeReply[A](body)
+			a, err = DecodeReply[A](body)
 		}
 		done(a, err)
 	})
 }
 
-func (c *calls) take(id uint64) func([]byte, error) {
+func (c *Calls) take(id uint64) func([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.m[id]
@@ -478,7 +478,7 @@ func (c *calls) take(id uint64) func([]byte, error) {
 }
 
 // fail ends every pending request, and any later one, with err.
-func (c *calls) fail(err error) {
+func (c *Calls) Fail(err error) {
 	c.mu.Lock()
 	pending := c.m
 	c.m = nil
@@ -491,16 +491,16 @@ func (c *calls) fail(err error) {
 	}
 }
 
-func (c *calls) err() error {
+func (c *Calls) err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dead
 }
 
 // on decodes body as an M and hands it to f.
-func on[M any](body []byte, f func(*M)) error {
+func On[M any](body []byte, f func(*M)) error {
 	var m M
-	if err := decode(body, &m); err != nil {
+	if err := Decode(body, &m); err != nil {
 		return err
 	}
 	f(&m)

@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"time"
@@ -37,7 +37,7 @@ type Bootstrap struct {
 	// back on for its link).
 	Agent string `json:",omitempty"`
 
-	hint string // the parent's likely address, tried first (not sent)
+	Hint string // the parent's likely address, tried first (not sent)
 }
 
 // Login is how a node is logged in to, beyond its name: the host list's
@@ -49,7 +49,7 @@ type Login struct {
 }
 
 // login is vertex v's Login.
-func (b Bootstrap) login(v int) Login {
+func (b Bootstrap) Login(v int) Login {
 	if v-1 < len(b.Logins) {
 		return b.Logins[v-1]
 	}
@@ -57,7 +57,7 @@ func (b Bootstrap) login(v int) Login {
 }
 
 // connectTimeout bounds a daemon's connection to its parent.
-func (b Bootstrap) connectTimeout() time.Duration {
+func (b Bootstrap) ConnectWait() time.Duration {
 	if b.ConnectTimeout > 0 {
 		return b.ConnectTimeout
 	}
@@ -68,7 +68,7 @@ func (b Bootstrap) connectTimeout() time.Duration {
 // It must end well before its parent's watch of it (ConnectTimeout + 10 s
 // from its session's start), which it does by the 10 s less the daemon's
 // own start.
-func (b Bootstrap) helloWait() time.Duration { return b.connectTimeout() }
+func (b Bootstrap) HelloWait() time.Duration { return b.ConnectWait() }
 
 // Launch agents: how a vertex starts its children's daemons.
 const (

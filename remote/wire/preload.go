@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"encoding/binary"
@@ -12,17 +12,17 @@ import (
 // disk take them (a program of any size, never whole in memory). A chunk's
 // body: the file's number in the plan, the offset, the bytes.
 const (
-	preloadChunk  = 256 << 10
-	preloadWindow = 4 << 20
+	PreloadChunk  = 256 << 10
+	PreloadWindow = 4 << 20
 )
 
-func encodeChunk(id int, off int64, p []byte) []byte {
+func EncodeChunk(id int, off int64, p []byte) []byte {
 	b := make([]byte, 0, 12+len(p))
 	b = binary.BigEndian.AppendUint32(b, uint32(id))
 	b = binary.BigEndian.AppendUint64(b, uint64(off))
 	return append(b, p...)
 }
-func decodeChunk(b []byte) (id int, off int64, p []byte, err error) {
+func DecodeChunk(b []byte) (id int, off int64, p []byte, err error) {
 	if len(b) < 12 {
 		return 0, 0, nil, errors.New("short preload chunk")
 	}

@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"encoding/json"

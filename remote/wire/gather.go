@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"context"
@@ -28,12 +28,12 @@ import (
 
 // Gather operations.
 const (
-	gatherRanks  = "ranks"
-	gatherStacks = "stacks"
+	GatherRanks  = "ranks"
+	GatherStacks = "stacks"
 )
 
 // gatherReq asks a vertex for its subtree's part (tGather, point to point).
-type gatherReq struct {
+type GatherReq struct {
 	ID      uint64        `json:",omitzero"` // the asking vertex's number for it
 	Op      string        `json:",omitzero"` // gatherRanks or gatherStacks
 	Nspace  string        `json:",omitzero"`
@@ -43,7 +43,7 @@ type gatherReq struct {
 }
 
 // gatherReply is a subtree's part (tGathered, up to the asking vertex).
-type gatherReply struct {
+type GatherReply struct {
 	ID      uint64          `json:",omitzero"`
 	Ranks   []sample.Rank   `json:",omitzero"`
 	Tree    *stacktree.Tree `json:",omitzero"`
@@ -66,46 +66,46 @@ func hopMargin(wait time.Duration) time.Duration {
 
 // gatherer runs the gathers of one vertex: its pending requests to its
 // children, by number.
-type gatherer struct {
-	me     int
-	fanout int
-	hosts  []string
-	send   func(v int, body []byte) error // a tGather to child v
+type Gatherer struct {
+	Me     int
+	Fanout int
+	Hosts  []string
+	Send   func(v int, body []byte) error // a tGather to child v
 	// own is the vertex's own daemon's part (nil: none, the launcher's,
 	// whose own node the launcher adds itself).
-	own func(ctx context.Context, req *gatherReq) gatherReply
+	Own func(ctx context.Context, req *GatherReq) GatherReply
 
-	mu      sync.Mutex
+	Mu      sync.Mutex
 	next    uint64
 	pending map[uint64]*pendingGather
-	runs    int // gathers run here
-	maxIn   int // the most replies one took
+	Runs    int // gathers run here
+	MaxIn   int // the most replies one took
 
 	// Counted for the benchmark: replies from children handled, requests
 	// sent to children.
-	in, out atomic.Int64
+	In, Out atomic.Int64
 }
 
 type pendingGather struct {
 	got  int          // replies taken
 	left map[int]bool // children yet to reply
-	res  gatherReply
+	res  GatherReply
 	done chan struct{} // closed when left empties
 }
 
 // run gathers req's answer from the subtree below this vertex (its own
 // daemon's part included), skipping the children down says are lost.
-func (g *gatherer) run(ctx context.Context, req gatherReq, down func(v int) bool) gatherReply {
-	kids := ctl.Children(g.me, g.fanout, len(g.hosts))
+func (g *Gatherer) Run(ctx context.Context, req GatherReq, down func(v int) bool) GatherReply {
+	kids := ctl.Children(g.Me, g.Fanout, len(g.Hosts))
 	inner := req.Wait - hopMargin(req.Wait)
 	if inner <= 0 {
 		inner = req.Wait / 2
 	}
 	p := &pendingGather{left: map[int]bool{}, done: make(chan struct{})}
-	if req.Op == gatherStacks {
+	if req.Op == GatherStacks {
 		p.res.Tree = stacktree.New()
 	}
-	g.mu.Lock()
+	g.Mu.Lock()
 	if g.pending == nil {
 		g.pending = map[uint64]*pendingGather{}
 	}
@@ -118,19 +118,19 @@ func (g *gatherer) run(ctx context.Context, req gatherReq, down func(v int) bool
 	if len(kids) == 0 {
 		close(p.done) // a leaf waits for nobody
 	}
-	g.mu.Unlock()
+	g.Mu.Unlock()
 	defer func() {
-		g.mu.Lock()
+		g.Mu.Lock()
 		delete(g.pending, id) // a reply later than this is dropped
-		g.mu.Unlock()
+		g.Mu.Unlock()
 	}()
 	sub := req
 	sub.ID, sub.Wait = id, inner
-	body, err := encode(&sub)
+	body, err := Encode(&sub)
 	for _, k := range kids {
 		if err == nil && (down == nil || !down(k)) {
-			if err = g.send(k, body); err == nil {
-				g.out.Add(1)
+			if err = g.Send(k, body); err == nil {
+				g.Out.Add(1)
 				continue
 			}
 		}
@@ -142,11 +142,11 @@ func (g *gatherer) run(ctx context.Context, req gatherReq, down func(v int) bool
 	}
 	wctx, cancel := context.WithTimeout(ctx, inner)
 	defer cancel()
-	if g.own != nil {
-		part := g.own(wctx, &req)
-		g.mu.Lock()
+	if g.Own != nil {
+		part := g.Own(wctx, &req)
+		g.Mu.Lock()
 		p.res.merge(&part)
-		g.mu.Unlock()
+		g.Mu.Unlock()
 	}
 	t := time.NewTimer(req.Wait)
 	defer t.Stop()
@@ -155,14 +155,14 @@ func (g *gatherer) run(ctx context.Context, req gatherReq, down func(v int) bool
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.Mu.Lock()
+	defer g.Mu.Unlock()
 	for k := range p.left {
 		p.res.Missing = append(p.res.Missing, fmt.Sprintf("%s: no answer within %v", g.subtreeName(k), req.Wait.Round(time.Millisecond)))
 	}
 	p.left = nil
-	g.runs++
-	g.maxIn = max(g.maxIn, p.got)
+	g.Runs++
+	g.MaxIn = max(g.MaxIn, p.got)
 	res := p.res
 	if res.Tree != nil {
 		res.Tree.Finish()
@@ -171,23 +171,23 @@ func (g *gatherer) run(ctx context.Context, req gatherReq, down func(v int) bool
 }
 
 // subtreeName names child v's subtree: its host, with how many below it.
-func (g *gatherer) subtreeName(v int) string {
-	n := len(ctl.Subtree(v, g.fanout, len(g.hosts)))
+func (g *Gatherer) subtreeName(v int) string {
+	n := len(ctl.Subtree(v, g.Fanout, len(g.Hosts)))
 	if n > 1 {
-		return fmt.Sprintf("%s (and %d daemons below it)", g.hosts[v-1], n-1)
+		return fmt.Sprintf("%s (and %d daemons below it)", g.Hosts[v-1], n-1)
 	}
-	return g.hosts[v-1]
+	return g.Hosts[v-1]
 }
 
 // answered takes child from's reply (a tGathered body).
-func (g *gatherer) answered(from int, body []byte) error {
-	var m gatherReply
-	if err := decode(body, &m); err != nil {
+func (g *Gatherer) Answered(from int, body []byte) error {
+	var m GatherReply
+	if err := Decode(body, &m); err != nil {
 		return err
 	}
-	g.in.Add(1)
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.In.Add(1)
+	g.Mu.Lock()
+	defer g.Mu.Unlock()
 	if p := g.pending[m.ID]; p != nil && p.left[from] {
 		p.got++
 		g.settleLocked(p, from, &m, "")
@@ -195,13 +195,13 @@ func (g *gatherer) answered(from int, body []byte) error {
 	return nil
 }
 
-func (g *gatherer) settle(p *pendingGather, k int, part *gatherReply, missing string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+func (g *Gatherer) settle(p *pendingGather, k int, part *GatherReply, missing string) {
+	g.Mu.Lock()
+	defer g.Mu.Unlock()
 	g.settleLocked(p, k, part, missing)
 }
 
-func (g *gatherer) settleLocked(p *pendingGather, k int, part *gatherReply, missing string) {
+func (g *Gatherer) settleLocked(p *pendingGather, k int, part *GatherReply, missing string) {
 	if !p.left[k] {
 		return
 	}
@@ -218,7 +218,7 @@ func (g *gatherer) settleLocked(p *pendingGather, k int, part *gatherReply, miss
 }
 
 // merge adds a part: samples concatenated, trees merged, the missing kept.
-func (r *gatherReply) merge(o *gatherReply) {
+func (r *GatherReply) merge(o *GatherReply) {
 	r.Ranks = append(r.Ranks, o.Ranks...)
 	if o.Tree != nil {
 		if r.Tree == nil {

@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"context"
@@ -17,18 +17,18 @@ import (
 // frames' place: the JSON bodies travel as they would on the links. Each
 // daemon's own part is one rank (its vertex) waiting in a barrier, but
 // lone, which computes; silent never answers its parent.
-func simGather(n, k, lone, silent int) *gatherer {
+func simGather(n, k, lone, silent int) *Gatherer {
 	hosts := make([]string, n)
 	for i := range hosts {
 		hosts[i] = fmt.Sprintf("h%03d", i+1)
 	}
-	gs := make([]*gatherer, n+1)
+	gs := make([]*Gatherer, n+1)
 	for v := 0; v <= n; v++ {
-		g := &gatherer{me: v, fanout: k, hosts: hosts}
+		g := &Gatherer{Me: v, Fanout: k, Hosts: hosts}
 		if v > 0 {
-			g.own = func(ctx context.Context, req *gatherReq) gatherReply {
-				if req.Op == gatherRanks {
-					return gatherReply{Ranks: []sample.Rank{{Rank: v, Host: hosts[v-1], State: "running"}}}
+			g.Own = func(ctx context.Context, req *GatherReq) GatherReply {
+				if req.Op == GatherRanks {
+					return GatherReply{Ranks: []sample.Rank{{Rank: v, Host: hosts[v-1], State: "running"}}}
 				}
 				t := stacktree.New()
 				inner := "MPI_Barrier"
@@ -37,26 +37,26 @@ func simGather(n, k, lone, silent int) *gatherer {
 				}
 				t.Add(v, []stacktree.Thread{{Frames: []stacktree.Frame{{Func: inner}, {Func: "main"}}}})
 				t.Finish()
-				return gatherReply{Tree: t}
+				return GatherReply{Tree: t}
 			}
 		}
 		gs[v] = g
 	}
 	for v := 0; v <= n; v++ {
 		me := v
-		gs[v].send = func(child int, body []byte) error {
+		gs[v].Send = func(child int, body []byte) error {
 			go func() {
-				var req gatherReq
-				if decode(body, &req) != nil {
+				var req GatherReq
+				if Decode(body, &req) != nil {
 					return
 				}
-				res := gs[child].run(context.Background(), req, nil)
+				res := gs[child].Run(context.Background(), req, nil)
 				res.ID = req.ID
 				if child == silent {
 					return
 				}
-				b, _ := encode(&res)
-				gs[me].answered(child, b)
+				b, _ := Encode(&res)
+				gs[me].Answered(child, b)
 			}()
 			return nil
 		}
@@ -71,14 +71,14 @@ func TestGatherTree(t *testing.T) {
 	const n, k, lone = 64, 4, 37
 	root := simGather(n, k, lone, -1)
 	kids := len(ctl.Children(0, k, n))
-	res := root.run(context.Background(), gatherReq{Op: gatherRanks, Wait: 5 * time.Second}, nil)
+	res := root.Run(context.Background(), GatherReq{Op: GatherRanks, Wait: 5 * time.Second}, nil)
 	if len(res.Ranks) != n || len(res.Missing) != 0 {
 		t.Fatalf("ranks: %d samples, missing %v", len(res.Ranks), res.Missing)
 	}
-	if in, out := root.in.Load(), root.out.Load(); in != int64(kids) || out != int64(kids) || root.maxIn != kids {
+	if in, out := root.In.Load(), root.Out.Load(); in != int64(kids) || out != int64(kids) || root.MaxIn != kids {
 		t.Errorf("the launcher handled %d replies and sent %d requests, want %d each (its children)", in, out, kids)
 	}
-	res = root.run(context.Background(), gatherReq{Op: gatherStacks, Wait: 5 * time.Second}, nil)
+	res = root.Run(context.Background(), GatherReq{Op: GatherStacks, Wait: 5 * time.Second}, nil)
 	tr := res.Tree
 	if len(tr.Root.Children) != 1 || tr.Root.Ranks.Len() != n {
 		t.Fatalf("tree:\n%s", tr.Text(stacktree.Options{}))
@@ -96,7 +96,7 @@ func TestGatherSilentChild(t *testing.T) {
 	const n, k, silent = 20, 4, 2 // vertex 2's subtree: 2, 9-12
 	root := simGather(n, k, -1, silent)
 	start := time.Now()
-	res := root.run(context.Background(), gatherReq{Op: gatherRanks, Wait: time.Second}, nil)
+	res := root.Run(context.Background(), GatherReq{Op: GatherRanks, Wait: time.Second}, nil)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("took %v, want about the 1 s wait", took)
 	}
@@ -108,7 +108,7 @@ func TestGatherSilentChild(t *testing.T) {
 	}
 	// A lost child is named at once, without waiting.
 	start = time.Now()
-	res = root.run(context.Background(), gatherReq{Op: gatherRanks, Wait: 5 * time.Second}, func(v int) bool { return v == silent })
+	res = root.Run(context.Background(), GatherReq{Op: GatherRanks, Wait: 5 * time.Second}, func(v int) bool { return v == silent })
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("with the silent child known lost, took %v", took)
 	}

@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"errors"
@@ -9,16 +9,16 @@ import (
 // helloBudget bounds a combined start-up message: hellos that would take
 // it past go in the next one. A node's topology may be its hwloc XML (an
 // asymmetric node's: tens of KiB), and a frame may not exceed ctl.MaxFrame.
-const helloBudget = 4 << 20
+const HelloBudget = 4 << 20
 
 // combineHellos makes a vertex's start-up messages of its subtree's hellos
 // (its own first; hs is not changed): a topology that a hello before it on
 // this link carried (alike nodes: most of them) goes as that hello's vertex
 // (TopoOf) instead of again, and a message ends before a hello that would
 // take it past helloBudget.
-func combineHellos(hs []hello) []*subtreeHellos {
+func CombineHellos(hs []Hello) []*SubtreeHellos {
 	seen := map[string]int{}
-	out := []*subtreeHellos{{}}
+	out := []*SubtreeHellos{{}}
 	size := 0
 	for _, h := range hs {
 		if h.TopoOf == 0 && (h.Topo != "" || len(h.TopoXML) > 0) {
@@ -31,8 +31,8 @@ func combineHellos(hs []hello) []*subtreeHellos {
 		}
 		n := 64 + len(h.Host) + len(h.Topo) + len(h.TopoXML)*4/3 // JSON, base64
 		cur := out[len(out)-1]
-		if len(cur.Hellos) > 0 && size+n > helloBudget {
-			cur = &subtreeHellos{}
+		if len(cur.Hellos) > 0 && size+n > HelloBudget {
+			cur = &SubtreeHellos{}
 			out = append(out, cur)
 			size = 0
 		}
@@ -46,12 +46,12 @@ func combineHellos(hs []hello) []*subtreeHellos {
 // link it came over; errHelloTopo one that names the topology of a hello
 // that did not come before it.
 var (
-	errHelloOutside = errors.New("a hello of a node outside its subtree")
-	errHelloTopo    = errors.New("a hello naming the topology of a hello not received")
+	ErrHelloOutside = errors.New("a hello of a node outside its subtree")
+	ErrHelloTopo    = errors.New("a hello naming the topology of a hello not received")
 )
 
 // inSubtree says whether vertex w is v or below it.
-func inSubtree(w, v, fanout int) bool {
+func InSubtree(w, v, fanout int) bool {
 	for ; w > v; w = ctl.Parent(w, fanout) {
 	}
 	return w == v

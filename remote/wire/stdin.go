@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"encoding/binary"
@@ -12,14 +12,14 @@ import (
 // that does not read thus holds up the launcher's reading, as a pipe would,
 // instead of its node buffering the whole input.
 const (
-	stdinWindow   = 1 << 20
-	stdinAckEvery = 64 << 10
+	StdinWindow   = 1 << 20
+	StdinAckEvery = 64 << 10
 )
 
-func encodeAck(n int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
+func EncodeAck(n int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
 
 // decodeAck reads an acknowledgement of at most limit bytes.
-func decodeAck(b []byte, limit int) (int, error) {
+func DecodeAck(b []byte, limit int) (int, error) {
 	if len(b) != 8 {
 		return 0, errors.New("bad acknowledgement")
 	}
@@ -31,13 +31,13 @@ func decodeAck(b []byte, limit int) (int, error) {
 }
 
 // appendStream starts a stdin frame's body with its stream's name.
-func appendStream(b []byte, nspace string) []byte {
+func AppendStream(b []byte, nspace string) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(nspace)))
 	return append(b, nspace...)
 }
 
 // splitStream reads a stdin frame's stream name and returns the rest.
-func splitStream(body []byte) (nspace string, rest []byte, err error) {
+func SplitStream(body []byte) (nspace string, rest []byte, err error) {
 	if len(body) < 2 {
 		return "", nil, errors.New("bad stdin frame")
 	}

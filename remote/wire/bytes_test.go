@@ -1,4 +1,4 @@
-package remote
+package wire
 
 import (
 	"encoding/json"
@@ -25,20 +25,20 @@ func allBytes() string {
 func TestMessagesBytes(t *testing.T) {
 	x := "x\xffy" + allBytes()
 	for _, in := range []any{
-		&spawnReq{request: request{ID: 1}, Preput: [][2]string{{"k\xff", x}},
+		&SpawnReq{Request: Request{ID: 1}, Preput: [][2]string{{"k\xff", x}},
 			Apps: []daemon.SpawnApp{{Cmd: "/c\xff", Argv: []string{"c", x}, Env: []string{"V=" + x}, Cwd: "/\xe9", NP: 2}}},
-		&unpublishReq{request: request{ID: 2}, Publisher: "a:\xfe", Keys: []string{x, "plain"}},
-		&lookupReq{request: request{ID: 3}, Keys: []string{x}},
-		&publishReq{Entries: []names.Entry{{Key: x, Value: x, Publisher: "p\xff"}}},
-		&notify{Info: []pmixsrv.Info{{Key: "k\xff", Value: x}, {Key: "n", Value: uint32(5)}}},
+		&UnpublishReq{Request: Request{ID: 2}, Publisher: "a:\xfe", Keys: []string{x, "plain"}},
+		&LookupReq{Request: Request{ID: 3}, Keys: []string{x}},
+		&PublishReq{Entries: []names.Entry{{Key: x, Value: x, Publisher: "p\xff"}}},
+		&Notify{Info: []pmixsrv.Info{{Key: "k\xff", Value: x}, {Key: "n", Value: uint32(5)}}},
 		&daemon.Event{Kind: daemon.ProcAborted, Rank: 1, Msg: "abort " + x},
 	} {
-		b, err := encode(in)
+		b, err := Encode(in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out := reflect.New(reflect.TypeOf(in).Elem()).Interface()
-		if err := decode(b, out); err != nil {
+		if err := Decode(b, out); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(in, out) {
@@ -46,8 +46,8 @@ func TestMessagesBytes(t *testing.T) {
 		}
 	}
 	table := []pmixsrv.ProcInfo{{Proc: pmixsrv.Proc{Nspace: "n", Rank: 1}, Host: "h", Exe: "/\xff", Pid: 3}}
-	_, rb, _ := replyID(encodeReply(1, table, nil))
-	if back, err := decodeReply[[]pmixsrv.ProcInfo](rb); err != nil || !reflect.DeepEqual(back, table) {
+	_, rb, _ := ReplyID(EncodeReply(1, table, nil))
+	if back, err := DecodeReply[[]pmixsrv.ProcInfo](rb); err != nil || !reflect.DeepEqual(back, table) {
 		t.Errorf("proc table came back as %+v, %v", back, err)
 	}
 
