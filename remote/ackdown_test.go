@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"prun/remote/spawn"
 	"prun/remote/wire"
 	"sync"
 	"testing"
@@ -58,7 +59,7 @@ func TestAckQueuesCombine(t *testing.T) {
 	defer l3.Close()
 	n := &node{me: 1, boot: wire.Bootstrap{Fanout: 2, Hosts: make([]string, 8)}, out: newOutCredit(1 << 20)}
 	n.out.inflight = 1000
-	n.kids = &spawner{me: 1, boot: n.boot, links: map[int]*ctl.Link{3: l1}}
+	n.kids = &spawn.Spawner{Me: 1, Boot: n.boot, Links: map[int]*ctl.Link{3: l1}}
 	if err := n.ackBatch(body); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"prun/remote/spawn"
 	"prun/remote/wire"
 	"strconv"
 	"strings"
@@ -79,10 +80,10 @@ func linkAuthFailure(t *testing.T, bad int) {
 	onWire := <-toParent
 
 	lost := make(chan error, 1)
-	s := newSpawner(0, wire.Bootstrap{Fanout: 32, Hosts: []string{"prun-h1"}}, ln, func(uint8, []byte) {},
+	s := spawn.NewSpawner(0, wire.Bootstrap{Fanout: 32, Hosts: []string{"prun-h1"}}, ln, func(uint8, []byte) {},
 		func(v int, err error) { lost <- err })
 	capture.Store(true)
-	go s.serveLink(parentEnd, 1)
+	go s.ServeLink(parentEnd, 1)
 	for i, typ := range []uint8{wire.THello, wire.TEvent}[:bad+1] {
 		if err := child.Send(typ, wire.Frame(wire.ToLauncher, 1, []byte(`{}`))); err != nil {
 			t.Fatal(err)

@@ -34,7 +34,7 @@ func (n *node) ackBatch(body []byte) error {
 	}
 	if n.kids != nil {
 		for hop, fs := range down {
-			wire.SendDown(n.kids.send, hop, wire.ToLauncher, fs)
+			wire.SendDown(n.kids.Send, hop, wire.ToLauncher, fs)
 		}
 	}
 	return nil

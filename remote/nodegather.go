@@ -42,6 +42,6 @@ func (n *node) ownPart(ctx context.Context, req *wire.GatherReq) wire.GatherRepl
 func (n *node) newGatherer() *wire.Gatherer {
 	return &wire.Gatherer{Me: n.me, Fanout: n.boot.Fanout, Hosts: n.boot.Hosts, Own: n.ownPart,
 		Send: func(v int, body []byte) error {
-			return n.kids.send(v, wire.TGather, wire.Frame(uint32(v), uint32(n.me), body))
+			return n.kids.Send(v, wire.TGather, wire.Frame(uint32(v), uint32(n.me), body))
 		}}
 }

@@ -3,6 +3,7 @@ package remote
 import (
 	"fmt"
 	"os"
+	"prun/remote/spawn"
 	"prun/remote/wire"
 	"strings"
 	"syscall"
@@ -28,7 +29,7 @@ func (n *node) slurmSignals() {
 	}
 	go func() {
 		sig := (<-k.C).(syscall.Signal)
-		why := fmt.Sprintf("%s (%s: scancel, the job's time limit or a failed node)", slurmEndedStep, unix.SignalName(sig))
+		why := fmt.Sprintf("%s (%s: scancel, the job's time limit or a failed node)", spawn.SlurmEndedStep, unix.SignalName(sig))
 		n.sendUp(wire.TFailed, &wire.NodeErr{Host: n.host, Err: why})
 		close(n.slurmTerm)
 		n.end(why)
@@ -69,7 +70,7 @@ func slurmDaemonEnv(b *wire.Bootstrap) error {
 		if !strings.HasPrefix(k, "SLURM_") {
 			continue
 		}
-		if slurmNodeVar(k) && k != "SLURM_NODEID" { // the step's node ids count the step's nodes
+		if spawn.SlurmNodeVar(k) && k != "SLURM_NODEID" { // the step's node ids count the step's nodes
 			own = append(own, kv)
 		}
 		os.Unsetenv(k)

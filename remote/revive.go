@@ -105,8 +105,8 @@ func (t *Tree) Revive(host string) (back []string, err error) {
 	}
 	t.mu.Unlock()
 	if p := ctl.Parent(u, fanout); p == 0 {
-		t.kids.relaunch(u)
-	} else if body, err := wire.Encode(&wire.Respawn{Vertex: u}); err != nil || t.kids.send(p, wire.TRespawn, wire.Frame(uint32(p), wire.ToLauncher, body)) != nil {
+		t.kids.Relaunch(u)
+	} else if body, err := wire.Encode(&wire.Respawn{Vertex: u}); err != nil || t.kids.Send(p, wire.TRespawn, wire.Frame(uint32(p), wire.ToLauncher, body)) != nil {
 		t.nodeFailed(t.cfg.Hosts[u-1], fmt.Errorf("cannot ask %s's daemon to start it again", t.cfg.Hosts[p-1]))
 	}
 	select {
@@ -139,7 +139,7 @@ func (t *Tree) Revive(host string) (back []string, err error) {
 	}
 	if backVerts := vertsOf(verts, lost); len(backVerts) > 0 {
 		if body, err := wire.Encode(&wire.CollRevive{Verts: wire.PackVerts(backVerts)}); err == nil {
-			t.kids.broadcast(wire.TCollRevive, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
+			t.kids.Broadcast(wire.TCollRevive, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
 		}
 		t.root.cs.Revive(backVerts)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"prun/internal/jsonbytes"
 	"prun/internal/trace"
+	"prun/remote/spawn"
 	"prun/remote/wire"
 	"slices"
 	"strconv"
@@ -89,7 +90,7 @@ func (s *serving) unwind() {
 // startDaemon, then serve until the end), each a method of its own; a
 // phase that fails says why and returns the exit status.
 func Serve(stdin io.Reader, stderr io.Writer) int {
-	lockCopyDir()
+	spawn.LockCopyDir()
 	s := &serving{stdin: bufio.NewReader(stdin), ready: startPrep()}
 	s.logf = func(format string, a ...any) { fmt.Fprintf(stderr, "prun daemon: "+format+"\n", a...) }
 	defer s.unwind()
@@ -220,7 +221,7 @@ func (s *serving) startChildren() int {
 	if len(ctl.Children(n.me, b.Fanout, len(b.Hosts))) == 0 {
 		return 0
 	}
-	hosts, err := listenAddrs(b.IfInclude)
+	hosts, err := spawn.ListenAddrs(b.IfInclude)
 	var ln *ctl.Listener
 	if err == nil {
 		ln, err = ctl.ListenOn(hosts, b.Ports, b.Secret)
@@ -232,17 +233,17 @@ func (s *serving) startChildren() int {
 	cb := b
 	cb.ParentPort = ln.Addr().(*net.TCPAddr).Port
 	cb.ParentAddrs = ln.Hosts()
-	n.kids = newSpawner(n.me, cb, ln, n.fromChild, n.childFailed)
-	n.expectHellos(n.kids.children())
-	n.kids.start()
+	n.kids = spawn.NewSpawner(n.me, cb, ln, n.fromChild, n.childFailed)
+	n.expectHellos(n.kids.Children())
+	n.kids.Start()
 	s.defer_(rsh.Shutdown) // after the sessions' close below: prun-ssh goes before this daemon
 	// Its children's sessions end before it does: they end as the
 	// children see their links close, and the launcher, which waits
 	// for its own sessions, then ends after the whole tree (and no
 	// session's process is left to whoever reaps orphans).
 	s.defer_(func() {
-		n.kids.close()
-		n.kids.waitSessions(3 * time.Second)
+		n.kids.Close()
+		n.kids.WaitSessions(3 * time.Second)
 	})
 	return 0
 }
@@ -305,9 +306,9 @@ func (s *serving) startDaemon() int {
 	s.defer_(func() { s.sess.Remove() })
 	var network *daemon.Network
 	if a, ok := n.parent.LocalAddr().(*net.TCPAddr); ok {
-		network, _ = NetworkOf(a.IP)
+		network, _ = spawn.NetworkOf(a.IP)
 	} else if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 {
-		network, _ = NetworkOf(net.ParseIP(f[2])) // the address the SSH session reached
+		network, _ = spawn.NetworkOf(net.ParseIP(f[2])) // the address the SSH session reached
 	}
 	topo, xml, topoErr := pre.topo, pre.xml, pre.topoErr
 	// The ranks' environment is the session's, taken before the PMIx
@@ -355,15 +356,10 @@ func (s *serving) serve() int {
 	return 0
 }
 
-// overSSHMarker, a line on a daemon's standard output, says that the
-// control link follows on the session's standard input and output. What a
-// login shell may print before it is skipped.
-const overSSHMarker = "prun-ctl-over-ssh-v1\n"
-
 // linkOverSSH makes the session's stdio (stdin after the bootstrap) the
 // link to the parent.
 func linkOverSSH(stdin *bufio.Reader, b wire.Bootstrap) (*ctl.Link, error) {
-	if _, err := os.Stdout.WriteString(overSSHMarker); err != nil {
+	if _, err := os.Stdout.WriteString(spawn.OverSSHMarker); err != nil {
 		return nil, err
 	}
 	return ctl.DialStream(stdin, os.Stdout, closers{os.Stdin, os.Stdout}, b.Secret, uint32(b.Vertex), b.ConnectWait())
@@ -482,7 +478,7 @@ type node struct {
 	host      string
 	parent    *ctl.Link
 	up        *upQueue // what goes to the parent, batched (batch.go)
-	kids      *spawner
+	kids      *spawn.Spawner
 	d         *daemon.Daemon
 	topo      *topology.Topology
 	calls     wire.Calls
@@ -573,16 +569,16 @@ func (n *node) readParent() {
 					return
 				}
 				if n.kids != nil {
-					n.kids.broadcast(f.Type, f.Payload)
+					n.kids.Broadcast(f.Type, f.Payload)
 				}
 				continue
 			}
 			if n.kids != nil {
-				n.kids.broadcast(f.Type, f.Payload)
+				n.kids.Broadcast(f.Type, f.Payload)
 			}
 		case int(dest) != n.me:
 			if n.kids != nil {
-				n.kids.send(int(dest), f.Type, f.Payload)
+				n.kids.Send(int(dest), f.Type, f.Payload)
 			}
 			continue
 		}
@@ -663,7 +659,7 @@ func (n *node) handle(typ uint8, body []byte) error {
 	case wire.TRespawn:
 		return wire.On(body, func(m *wire.Respawn) {
 			if n.kids != nil && ctl.Parent(m.Vertex, n.boot.Fanout) == n.me {
-				n.kids.relaunch(m.Vertex)
+				n.kids.Relaunch(m.Vertex)
 			}
 		})
 	case wire.TCollRevive:
@@ -891,7 +887,7 @@ func (n *node) childColl(p []byte) {
 		return
 	}
 	done := func(res []byte, err error) {
-		n.kids.send(v, wire.TCollDone, wire.Frame(uint32(v), uint32(n.me), wire.EncodeColl(&wire.CollResult{Coll: m.Coll, Status: wire.StatusOf(err)}, res)))
+		n.kids.Send(v, wire.TCollDone, wire.Frame(uint32(v), uint32(n.me), wire.EncodeColl(&wire.CollResult{Coll: m.Coll, Status: wire.StatusOf(err)}, res)))
 	}
 	verts, err := wire.UnpackVerts(m.Verts, len(n.boot.Hosts))
 	if err != nil {
@@ -967,11 +963,11 @@ func (n *node) closedHere() {
 	c.count++
 	c.waiting = map[int]bool{}
 	if n.kids != nil {
-		n.kids.mu.Lock()
-		for v := range n.kids.links {
+		n.kids.Mu.Lock()
+		for v := range n.kids.Links {
 			c.waiting[v] = true
 		}
-		n.kids.mu.Unlock()
+		n.kids.Mu.Unlock()
 	}
 	for v, k := range c.early {
 		if c.waiting[v] {

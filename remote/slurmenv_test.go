@@ -2,6 +2,7 @@ package remote
 
 import (
 	"os"
+	"prun/remote/spawn"
 	"prun/remote/wire"
 	"slices"
 	"strings"
@@ -9,7 +10,7 @@ import (
 )
 
 func TestSlurmJobEnv(t *testing.T) {
-	got := slurmJobEnv([]string{"HOME=/root", "SLURM_JOB_ID=7", "SLURM_NODELIST=n[1-3]", "SLURM_PROCID=0", "SLURM_LOCALID=0",
+	got := spawn.SlurmJobEnv([]string{"HOME=/root", "SLURM_JOB_ID=7", "SLURM_NODELIST=n[1-3]", "SLURM_PROCID=0", "SLURM_LOCALID=0",
 		"SLURM_TASK_PID=99", "SLURM_GTIDS=0", "SLURM_NODEID=0", "SLURM_CPUS_ON_NODE=2", "SLURM_TOPOLOGY_ADDR=n1",
 		"SLURM_TASKS_PER_NODE=2(x3)", "SLURMD_NODENAME=n1"})
 	want := []string{"SLURM_JOB_ID=7", "SLURM_NODELIST=n[1-3]", "SLURM_TASKS_PER_NODE=2(x3)"}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"prun/remote/spawn"
 	"prun/remote/wire"
 	"slices"
 	"strings"
@@ -66,7 +67,7 @@ const DefaultFanout = 32
 // Tree is the launcher's side of the daemons.
 type Tree struct {
 	cfg   Config
-	kids  *spawner
+	kids  *spawn.Spawner
 	up    daemon.Upstream
 	lost  func(host string, err error)
 	calls wire.Calls
@@ -129,7 +130,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := listenAddrs(cfg.IfInclude)
+	hosts, err := spawn.ListenAddrs(cfg.IfInclude)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		t.preload[i] = newWindow(wire.PreloadWindow)
 	}
 	outWin := wire.OutWindow(len(cfg.Hosts))
-	acks := &ackQueues{fanout: cfg.Fanout, send: func(dest int, typ uint8, p []byte) error { return t.kids.send(dest, typ, p) },
+	acks := &ackQueues{fanout: cfg.Fanout, send: func(dest int, typ uint8, p []byte) error { return t.kids.Send(dest, typ, p) },
 		count: t.stats.acks, q: map[int][]wire.Queued{}, busy: map[int]bool{}}
 	t.out = newOutFlow(len(cfg.Hosts), outWin, up, acks.push, up.Event)
 	t.out.hop = func(v int) int { return ctl.NextHop(0, v, cfg.Fanout) }
@@ -160,11 +161,11 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		ParentAddrs: advertise, Exe: cfg.Exe, CopyExe: cfg.CopyExe, Home: cfg.Home, Rsh: cfg.Rsh, ConnectTimeout: cfg.ConnectTimeout,
 		IfInclude: cfg.IfInclude, Ports: cfg.Ports, Env: cfg.Env, OutWindow: outWin, Agent: agent}
 	if agent == wire.AgentSlurm {
-		boot.Env = append(slices.Clip(cfg.Env), slurmJobEnv(cfg.LaunchEnv)...)
+		boot.Env = append(slices.Clip(cfg.Env), spawn.SlurmJobEnv(cfg.LaunchEnv)...)
 	}
-	t.kids = newSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
+	t.kids = spawn.NewSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.gather = t.newGatherer()
-	t.kids.sent = func(typ uint8, n int) {
+	t.kids.Sent = func(typ uint8, n int) {
 		switch typ {
 		case wire.TCollDone: // counted by collOut
 		case wire.TLaunch:
@@ -173,7 +174,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 			t.stats.frame(false, n)
 		}
 	}
-	t.kids.recvd = func(typ uint8, n, msgs int) {
+	t.kids.Recvd = func(typ uint8, n, msgs int) {
 		if typ != wire.TColl { // counted by collIn
 			t.stats.frame(true, n)
 		}
@@ -182,14 +183,14 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		}
 
 	}
-	t.kids.env = cfg.LaunchEnv
+	t.kids.Env = cfg.LaunchEnv
 	t.root.attach(cfg.Hosts, cfg.Fanout, func(typ uint8, m any) {
 		body, err := wire.Encode(m)
 		if err == nil {
-			t.kids.broadcast(typ, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
+			t.kids.Broadcast(typ, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
 		}
 	})
-	t.kids.start()
+	t.kids.Start()
 	select {
 	case <-t.ready:
 		return t, nil
@@ -312,11 +313,11 @@ func (t *Tree) Topology(host string) *topology.Topology {
 // LocalNetwork is the launcher's side of the control network: the network
 // of the address its daemons reached it at.
 func (t *Tree) LocalNetwork() *daemon.Network {
-	ip := t.kids.localIP()
+	ip := t.kids.LocalIP()
 	if ip == nil {
 		return nil
 	}
-	n, _ := NetworkOf(ip)
+	n, _ := spawn.NetworkOf(ip)
 	return n
 }
 
@@ -340,7 +341,7 @@ func (t *Tree) send(v int, typ uint8, m any) error {
 	if err != nil {
 		return err
 	}
-	return t.kids.send(v, typ, wire.Frame(uint32(v), wire.ToLauncher, b))
+	return t.kids.Send(v, typ, wire.Frame(uint32(v), wire.ToLauncher, b))
 }
 
 // askNode sends a request to vertex v; done gets the answer, or the
@@ -351,7 +352,7 @@ func askNode[A any](t *Tree, v int, typ uint8, req wire.IdSetter, done func(A, e
 
 // answer answers vertex v's request id.
 func answer[A any](t *Tree, v int, id uint64, a A, err error) {
-	t.kids.send(v, wire.TReply, wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeReply(id, a, err)))
+	t.kids.Send(v, wire.TReply, wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeReply(id, a, err)))
 }
 
 // Launch hands the node a plan; failures come back as events. Every
@@ -376,7 +377,7 @@ func (n *Node) Launch(p *daemon.Plan) error {
 	if err != nil {
 		return err
 	}
-	t.kids.broadcast(wire.TLaunch, wire.Frame(wire.ToBroadcast, wire.ToLauncher, b))
+	t.kids.Broadcast(wire.TLaunch, wire.Frame(wire.ToBroadcast, wire.ToLauncher, b))
 	return nil
 }
 
@@ -451,11 +452,11 @@ func (t *Tree) vertices(hosts []string) []int {
 // the plan, before the close.
 func (t *Tree) toVertices(typ uint8, body []byte, verts []int) int {
 	if len(verts) > len(ctl.Children(0, t.cfg.Fanout, len(t.cfg.Hosts))) {
-		return t.kids.broadcast(typ, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
+		return t.kids.Broadcast(typ, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
 	}
 	frames := 0
 	for _, v := range verts {
-		if t.kids.send(v, typ, wire.Frame(uint32(v), wire.ToLauncher, body)) == nil {
+		if t.kids.Send(v, typ, wire.Frame(uint32(v), wire.ToLauncher, body)) == nil {
 			frames++
 		}
 	}
@@ -530,7 +531,7 @@ func (n *Node) Stdin(nspace string, p []byte) error {
 		n.t.dropWindow(n.v, nspace)
 		return fmt.Errorf("%s: %w", n.t.cfg.Hosts[n.v-1], err)
 	}
-	return n.t.kids.send(n.v, wire.TStdin, wire.Frame(uint32(n.v), wire.ToLauncher, append(wire.AppendStream(nil, nspace), p...)))
+	return n.t.kids.Send(n.v, wire.TStdin, wire.Frame(uint32(n.v), wire.ToLauncher, append(wire.AppendStream(nil, nspace), p...)))
 }
 
 // stdinKey names a stdin window: a node's (vertex) stream (namespace).
@@ -592,7 +593,7 @@ func (t *Tree) Close() error {
 		t.mu.Unlock()
 		// One broadcast; the answers combine along the tree (each daemon
 		// answers for its subtree once its children have: serve.go).
-		t.kids.broadcast(wire.TClose, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
+		t.kids.Broadcast(wire.TClose, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
 		deadline := time.After(5 * time.Second)
 	wait:
 		for got := 0; got < live; {
@@ -611,14 +612,14 @@ func (t *Tree) Close() error {
 	}
 	t.StopPreload()
 	t.mu.Unlock()
-	t.kids.close()
+	t.kids.Close()
 	// What the nodes sent is printed before the launcher closes its Writer
 	// (normally it was: each NodeJobDone waited for it).
 	t.out.wait()
-	t.kids.waitSessions(3 * time.Second)
+	t.kids.WaitSessions(3 * time.Second)
 	rsh.Shutdown() // prun-ssh, with what is left of the sessions
 	if os.Getenv("PRUN_DEBUG_REMOTE") == "1" {
-		t.kids.dumpStderr(os.Stderr)
+		t.kids.DumpStderr(os.Stderr)
 	}
 	return nil
 }
@@ -633,7 +634,7 @@ func (g *GaveUp) Error() string { return "its daemon gave up: " + g.Why }
 // its heartbeats (and it theirs) until Resume. Called before the launcher
 // stops itself; the frames are in the kernel by then.
 func (t *Tree) Suspend() {
-	t.kids.broadcast(wire.TSuspend, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
+	t.kids.Broadcast(wire.TSuspend, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
 	for _, l := range t.links() {
 		l.Suspend()
 	}
@@ -644,15 +645,15 @@ func (t *Tree) Resume() {
 	for _, l := range t.links() {
 		l.Resume()
 	}
-	t.kids.broadcast(wire.TResume, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
+	t.kids.Broadcast(wire.TResume, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
 }
 
 // links are the launcher's links to its children.
 func (t *Tree) links() []*ctl.Link {
-	t.kids.mu.Lock()
-	defer t.kids.mu.Unlock()
-	ls := make([]*ctl.Link, 0, len(t.kids.links))
-	for _, l := range t.kids.links {
+	t.kids.Mu.Lock()
+	defer t.kids.Mu.Unlock()
+	ls := make([]*ctl.Link, 0, len(t.kids.Links))
+	for _, l := range t.kids.Links {
 		ls = append(ls, l)
 	}
 	return ls
@@ -789,11 +790,11 @@ func (t *Tree) failed(v int, host string, gaveUp bool, m *wire.NodeErr) {
 	switch {
 	case gaveUp:
 		t.nodeFailed(host, &GaveUp{Why: m.Err})
-	case strings.HasPrefix(m.Err, slurmEndedStep) && t.kids.slurmStep():
+	case strings.HasPrefix(m.Err, spawn.SlurmEndedStep) && t.kids.SlurmStep():
 		// Slurm's word on why (a failed node, scancel, the time limit),
 		// asked on the link's reader: the ranks' deaths by the same
 		// SIGTERM, which follow on this link, must not be news first.
-		t.kids.slurmFail(v, errors.New(m.Err))
+		t.kids.SlurmFail(v, errors.New(m.Err))
 	default:
 		t.nodeFailed(m.Host, errors.New(m.Err))
 	}
@@ -819,7 +820,7 @@ func (t *Tree) collUp(v, size int, body []byte) error {
 	done := func(res []byte, err error) {
 		b := wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeColl(&wire.CollResult{Coll: key, Status: wire.StatusOf(err)}, res))
 		t.stats.collOut(key, len(b), err != nil)
-		t.kids.send(v, wire.TCollDone, b)
+		t.kids.Send(v, wire.TCollDone, b)
 	}
 	verts, err := wire.UnpackVerts(m.Verts, len(t.cfg.Hosts))
 	if err != nil {
@@ -943,6 +944,6 @@ func (t *Tree) failCollectives(lost []int, cause error) {
 	slices.Sort(lost)
 	err := fmt.Errorf("a collective failed: %v: %w", cause, pmixsrv.ErrUnreach)
 	body, _ := wire.Encode(&wire.CollFail{Verts: wire.PackVerts(lost), Status: wire.StatusOf(err)}) // numbers and words: it encodes
-	t.kids.broadcast(wire.TCollFail, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
+	t.kids.Broadcast(wire.TCollFail, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
 	t.root.cs.Fail(lost, err)
 }

@@ -11,7 +11,7 @@ import (
 func (t *Tree) newGatherer() *wire.Gatherer {
 	return &wire.Gatherer{Me: 0, Fanout: t.cfg.Fanout, Hosts: t.cfg.Hosts,
 		Send: func(v int, body []byte) error {
-			return t.kids.send(v, wire.TGather, wire.Frame(uint32(v), wire.ToLauncher, body))
+			return t.kids.Send(v, wire.TGather, wire.Frame(uint32(v), wire.ToLauncher, body))
 		}}
 }
 func (t *Tree) isDown(v int) bool {

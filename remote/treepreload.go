@@ -85,7 +85,7 @@ func (t *Tree) sendFile(f daemon.File, to []int) (string, error) {
 				if err := t.preload[v-1].acquire(k); err != nil {
 					return "", fmt.Errorf("%s: %w", t.cfg.Hosts[v-1], err)
 				}
-				if err := t.kids.send(v, wire.TPreload, wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeChunk(f.ID, off, buf[:k]))); err != nil {
+				if err := t.kids.Send(v, wire.TPreload, wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeChunk(f.ID, off, buf[:k]))); err != nil {
 					return "", fmt.Errorf("%s: %w", t.cfg.Hosts[v-1], err)
 				}
 			}

@@ -6,10 +6,10 @@ package remote
 // ends a step's daemons only with their job, and no other step could
 // start them again in an allocation that is over.
 func (t *Tree) SlurmStepEnded() <-chan struct{} {
-	t.kids.mu.Lock()
-	defer t.kids.mu.Unlock()
-	if t.kids.step == nil {
+	t.kids.Mu.Lock()
+	defer t.kids.Mu.Unlock()
+	if t.kids.Step == nil {
 		return nil
 	}
-	return t.kids.step.ended
+	return t.kids.Step.Ended
 }

@@ -1,4 +1,4 @@
-package remote
+package spawn
 
 import (
 	"fmt"
@@ -86,7 +86,7 @@ func copyFailure(exe string, code int, stderr string) string {
 
 // lockCopyDir holds the lock of the copy directory prun runs from, if it
 // runs from one, until the process exits.
-func lockCopyDir() {
+func LockCopyDir() {
 	exe, err := os.Executable()
 	if err != nil || !strings.HasPrefix(filepath.Base(filepath.Dir(exe)), copyPrefix) {
 		return

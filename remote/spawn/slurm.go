@@ -1,4 +1,4 @@
-package remote
+package spawn
 
 import (
 	"bytes"
@@ -72,7 +72,7 @@ type step struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	out    tailFile // srun's stdout and stderr
-	ended  chan struct{}
+	Ended  chan struct{}
 	err    error // after ended: how srun exited
 	closed sync.Once
 
@@ -84,13 +84,13 @@ type step struct {
 }
 
 // slurmEndedStep starts a daemon's word that Slurm signalled its step.
-const slurmEndedStep = "Slurm ended the daemons' step"
+const SlurmEndedStep = "Slurm ended the daemons' step"
 
 // slurmStep says whether this vertex's children run as a Slurm step.
-func (s *spawner) slurmStep() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.step != nil
+func (s *Spawner) SlurmStep() bool {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	return s.Step != nil
 }
 
 // slurmFail reports child v lost, in a Slurm step, with Slurm's own word
@@ -99,16 +99,16 @@ func (s *spawner) slurmStep() bool {
 // declared failed and the job's state (NODE_FAIL, CANCELLED, TIMEOUT),
 // so that prun's exit says "node failure" and which node, rather than
 // the daemon that happened to hear Slurm's SIGTERM first.
-func (s *spawner) slurmFail(v int, err error) {
-	s.mu.Lock()
-	st := s.step
-	s.mu.Unlock()
+func (s *Spawner) SlurmFail(v int, err error) {
+	s.Mu.Lock()
+	st := s.Step
+	s.Mu.Unlock()
 	if st == nil {
 		s.fail(v, err)
 		return
 	}
 	st.asked.Do(func() {
-		st.verdictHost, st.verdict = askSlurm(s.env, s.boot.Hosts)
+		st.verdictHost, st.verdict = askSlurm(s.Env, s.Boot.Hosts)
 	})
 	if st.verdict == "" {
 		s.fail(v, err)
@@ -121,7 +121,7 @@ func (s *spawner) slurmFail(v int, err error) {
 	// prun named prun-s1, not the failed prun-s2. sync.Once makes the
 	// others wait until it is queued.)
 	if st.verdictHost != "" {
-		for i, h := range s.boot.Hosts {
+		for i, h := range s.Boot.Hosts {
 			if h == st.verdictHost && i+1 != v {
 				st.named.Do(func() { s.fail(i+1, errors.New(st.verdict)) })
 			}
@@ -177,7 +177,7 @@ func askSlurm(env []string, hosts []string) (host, verdict string) {
 			verdict += "; job " + job + " " + st
 		}
 	case st != "" && st != "RUNNING":
-		verdict = fmt.Sprintf("%s: Slurm's job %s is %s", slurmEndedStep, job, st)
+		verdict = fmt.Sprintf("%s: Slurm's job %s is %s", SlurmEndedStep, job, st)
 		if reason != "" && reason != "None" {
 			verdict += " (" + reason + ")"
 		}
@@ -240,8 +240,8 @@ func slurmQuery(env []string, name string, args ...string) (string, error) {
 // closes and their links to the launcher go; srun then ends with its step.
 // srun's output therefore goes to a memory file, which no death of the
 // launcher makes fail, not to a pipe.
-func (s *spawner) startStep(kids []int, env []string) {
-	b := s.boot
+func (s *Spawner) startStep(kids []int, env []string) {
+	b := s.Boot
 	b.Vertex = 0
 	line, err := json.Marshal(b)
 	if err != nil {
@@ -262,7 +262,7 @@ func (s *spawner) startStep(kids []int, env []string) {
 		s.failAll(kids, fmt.Errorf("srun's output: %v", err))
 		return
 	}
-	st := &step{ended: make(chan struct{}), out: tailFile{out}}
+	st := &step{Ended: make(chan struct{}), out: tailFile{out}}
 	cmd := exec.Command(srun, srunArgs(hosts, daemonCommand(b.Exe))...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
@@ -283,16 +283,16 @@ func (s *spawner) startStep(kids []int, env []string) {
 	go func() {
 		st.err = cmd.Wait()
 		trace.Mark("srun exited")
-		close(st.ended)
+		close(st.Ended)
 	}()
-	s.mu.Lock()
-	s.step = st
-	s.mu.Unlock()
+	s.Mu.Lock()
+	s.Step = st
+	s.Mu.Unlock()
 	st.stdin.Write(append(line, '\n')) // the pipe holds it: srun reads it once the step runs
 	trace.Mark("srun started")
 	go func() {
 		select {
-		case <-st.ended:
+		case <-st.Ended:
 		case <-s.ctx.Done():
 			return
 		}
@@ -300,23 +300,23 @@ func (s *spawner) startStep(kids []int, env []string) {
 		// lost, a daemon that could not start).
 		why := st.reason()
 		for _, v := range kids {
-			s.slurmFail(v, fmt.Errorf("%s", why))
+			s.SlurmFail(v, fmt.Errorf("%s", why))
 		}
 	}()
 	go func() {
 		wait := b.ConnectTimeout + 10*time.Second
 		select {
-		case <-st.ended:
+		case <-st.Ended:
 		case <-s.ctx.Done():
 		case <-time.After(wait):
-			s.mu.Lock()
+			s.Mu.Lock()
 			var missing []int
 			for _, v := range kids {
-				if s.links[v] == nil {
+				if s.Links[v] == nil {
 					missing = append(missing, v)
 				}
 			}
-			s.mu.Unlock()
+			s.Mu.Unlock()
 			for _, v := range missing {
 				s.fail(v, fmt.Errorf("the daemon (Slurm step of srun) did not connect back to port %d of %s within %v: %s",
 					b.ParentPort, strings.Join(b.ParentAddrs, ", "), wait, st.out.last()))
@@ -325,7 +325,7 @@ func (s *spawner) startStep(kids []int, env []string) {
 	}()
 }
 
-func (s *spawner) failAll(kids []int, err error) {
+func (s *Spawner) failAll(kids []int, err error) {
 	for _, v := range kids {
 		s.fail(v, err)
 	}
@@ -352,15 +352,15 @@ func (st *step) reason() string {
 
 // stepReason adds the step's end to a lost link's error when the step
 // ended too (the link usually goes first): what Slurm did is the news.
-func (s *spawner) stepReason(err error) error {
-	s.mu.Lock()
-	st := s.step
-	s.mu.Unlock()
+func (s *Spawner) stepReason(err error) error {
+	s.Mu.Lock()
+	st := s.Step
+	s.Mu.Unlock()
 	if st == nil {
 		return err
 	}
 	select {
-	case <-st.ended:
+	case <-st.Ended:
 	case <-time.After(2 * time.Second):
 		return err
 	}
@@ -375,11 +375,11 @@ func (st *step) close(grace time.Duration) {
 		st.stdin.Close()
 		go func() {
 			select {
-			case <-st.ended:
+			case <-st.Ended:
 			case <-time.After(grace):
 				st.cmd.Process.Signal(syscall.SIGTERM)
 				select {
-				case <-st.ended:
+				case <-st.Ended:
 				case <-time.After(grace):
 					st.cmd.Process.Kill()
 				}
@@ -447,7 +447,7 @@ func (t tailFile) last() string {
 //   - the rest: the job's, sent in the bootstrap (slurmJobEnv).
 
 // slurmNodeVar names the variables that describe the node a process runs on.
-func slurmNodeVar(k string) bool {
+func SlurmNodeVar(k string) bool {
 	switch k {
 	case "SLURM_NODEID", "SLURM_CPUS_ON_NODE", "SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN":
 		return true
@@ -458,11 +458,11 @@ func slurmNodeVar(k string) bool {
 // slurmJobEnv is what of the launcher's environment describes its Slurm
 // job for the ranks of other nodes: its SLURM_* variables less the node's
 // own and a task's identity.
-func slurmJobEnv(env []string) []string {
+func SlurmJobEnv(env []string) []string {
 	var out []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SLURM_") && !slurmNodeVar(k) && daemon.Inherited(kv) {
+		if strings.HasPrefix(k, "SLURM_") && !SlurmNodeVar(k) && daemon.Inherited(kv) {
 			out = append(out, kv)
 		}
 	}

@@ -1,4 +1,4 @@
-package remote
+package spawn
 
 import (
 	"bufio"
@@ -33,25 +33,25 @@ var CleanupArgs = []string{"daemon", "--cleanup"}
 
 // spawner starts the daemons of one vertex's children and relays what they
 // send. The launcher and every daemon with children run one.
-type spawner struct {
-	me   int
-	boot wire.Bootstrap // the template of the children's bootstraps
+type Spawner struct {
+	Me   int
+	Boot wire.Bootstrap // the template of the children's bootstraps
 	ln   *ctl.Listener
 	// up takes every frame a child sends (the child's hello first).
 	up func(typ uint8, payload []byte)
 	// failed reports a child that could not start, or whose link is gone.
 	failed func(vertex int, err error)
 	// sent, if set, counts each frame sent to a child (the launcher's Stats).
-	sent func(typ uint8, n int)
+	Sent func(typ uint8, n int)
 	// recvd, if set, counts each frame read from a child: its type, its
 	// payload's size and the messages it carried (a batch's, or 1).
-	recvd func(typ uint8, n, msgs int)
+	Recvd func(typ uint8, n, msgs int)
 
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	links    map[int]*ctl.Link
+	Mu       sync.Mutex
+	Links    map[int]*ctl.Link
 	sessions map[int]*rsh.Session
 	// gen counts each child's launches (relaunch): what an earlier one
 	// reports (its session's end, its link's) is stale once the child was
@@ -65,13 +65,13 @@ type spawner struct {
 	running int
 	stopped *sync.Cond // running fell
 	local   net.IP     // this end's address of the first child link
-	step    *step      // the Slurm step of the children's daemons (AgentSlurm)
-	env     []string
+	Step    *step      // the Slurm step of the children's daemons (AgentSlurm)
+	Env     []string
 }
 
-func (s *spawner) localIP() net.IP {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Spawner) LocalIP() net.IP {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	return s.local
 }
 
@@ -79,33 +79,33 @@ func (s *spawner) localIP() net.IP {
 // (a slot is held until the session is open, not for the daemon's life).
 const maxParallelStarts = 32
 
-func newSpawner(me int, boot wire.Bootstrap, ln *ctl.Listener, up func(uint8, []byte), failed func(int, error)) *spawner {
+func NewSpawner(me int, boot wire.Bootstrap, ln *ctl.Listener, up func(uint8, []byte), failed func(int, error)) *Spawner {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &spawner{me: me, boot: boot, ln: ln, up: up, failed: failed, ctx: ctx, cancel: cancel,
-		links: map[int]*ctl.Link{}, sessions: map[int]*rsh.Session{}, gen: map[int]int{}}
-	s.stopped = sync.NewCond(&s.mu)
+	s := &Spawner{Me: me, Boot: boot, ln: ln, up: up, failed: failed, ctx: ctx, cancel: cancel,
+		Links: map[int]*ctl.Link{}, sessions: map[int]*rsh.Session{}, gen: map[int]int{}}
+	s.stopped = sync.NewCond(&s.Mu)
 	return s
 }
 
 // commandEnded counts a remote command that ended or did not start.
-func (s *spawner) commandEnded() {
-	s.mu.Lock()
+func (s *Spawner) commandEnded() {
+	s.Mu.Lock()
 	s.running--
 	s.stopped.Broadcast()
-	s.mu.Unlock()
+	s.Mu.Unlock()
 }
 
-func (s *spawner) children() []int { return ctl.Children(s.me, s.boot.Fanout, len(s.boot.Hosts)) }
+func (s *Spawner) Children() []int { return ctl.Children(s.Me, s.Boot.Fanout, len(s.Boot.Hosts)) }
 
 // start launches every child and accepts their links.
-func (s *spawner) start() {
-	kids := s.children()
+func (s *Spawner) Start() {
+	kids := s.Children()
 	if len(kids) == 0 {
 		return
 	}
 	go s.accept()
-	if s.boot.Agent == wire.AgentSlurm {
-		s.startStep(kids, s.env)
+	if s.Boot.Agent == wire.AgentSlurm {
+		s.startStep(kids, s.Env)
 		return
 	}
 	sem := make(chan struct{}, maxParallelStarts)
@@ -117,7 +117,7 @@ func (s *spawner) start() {
 	}
 }
 
-func (s *spawner) host(v int) string { return s.boot.Hosts[v-1] }
+func (s *Spawner) host(v int) string { return s.Boot.Hosts[v-1] }
 
 // daemonCommand runs exe as the daemon; a daemon that did not end cleanly
 // (SIGKILL too) is followed by a cleanup: the node's stale session
@@ -149,10 +149,10 @@ const closeStdio = "exec </dev/null >/dev/null 3>&-"
 // this process's binary sent ahead of the bootstrap (see copy.go). opened,
 // if not nil, is called once the session is open or failed to: launch
 // itself returns only when the daemon ends or failed to link.
-func (s *spawner) launch(v int, sendCopy bool, opened func()) {
-	s.mu.Lock()
+func (s *Spawner) launch(v int, sendCopy bool, opened func()) {
+	s.Mu.Lock()
 	g := s.gen[v]
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	var once sync.Once
 	isOpen := func() {
 		if opened != nil {
@@ -160,7 +160,7 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 		}
 	}
 	defer isOpen()
-	b := s.boot
+	b := s.Boot
 	b.Vertex = v
 	line, err := json.Marshal(b)
 	if err != nil {
@@ -187,13 +187,13 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 		}
 		argv, opts.StdinHead = copyCommand(len(img), len(helper)), append(img[:len(img):len(img)], helper...)
 	}
-	s.mu.Lock()
+	s.Mu.Lock()
 	if s.closing {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return
 	}
 	s.running++
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	trace.Mark("ssh %s", host)
 	sess, err := rsh.Start(s.ctx, host, argv, append(line, '\n'), opts)
 	trace.Mark("ssh %s started", host)
@@ -207,14 +207,14 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 		sess.Wait()
 		s.commandEnded()
 	}()
-	s.mu.Lock()
+	s.Mu.Lock()
 	if s.closing || s.gen[v] != g { // closing, or started again meanwhile (relaunch)
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		sess.Close()
 		return
 	}
 	s.sessions[v] = sess
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	go s.watchStdout(v, g, sess)
 	// A daemon that does not connect back in time is as lost as one that
 	// exited: say which, with what it printed.
@@ -222,9 +222,9 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 	go func() {
 		code, err := sess.Wait()
 		close(ended)
-		s.mu.Lock()
-		closing, linked := s.closing, s.links[v] != nil
-		s.mu.Unlock()
+		s.Mu.Lock()
+		closing, linked := s.closing, s.Links[v] != nil
+		s.Mu.Unlock()
 		if closing {
 			return
 		}
@@ -248,9 +248,9 @@ func (s *spawner) launch(v int, sendCopy bool, opened func()) {
 	case <-ended:
 	case <-s.ctx.Done():
 	case <-time.After(wait):
-		s.mu.Lock()
-		linked := s.links[v] != nil
-		s.mu.Unlock()
+		s.Mu.Lock()
+		linked := s.Links[v] != nil
+		s.Mu.Unlock()
 		if !linked {
 			s.failAt(v, g, fmt.Errorf("the daemon started but did not connect back to port %d of %s within %v (firewall? try --if-include)",
 				b.ParentPort, strings.Join(b.ParentAddrs, ", "), wait))
@@ -289,9 +289,9 @@ func lastLine(s string) string {
 
 // accept takes the children's links: the first frame of each must be the
 // hello (or a subtree's hellos) of a child not yet linked.
-func (s *spawner) accept() {
+func (s *Spawner) accept() {
 	for l := range s.ln.Links() {
-		go s.serveLink(l, 0)
+		go s.ServeLink(l, 0)
 	}
 }
 
@@ -299,17 +299,17 @@ func (s *spawner) accept() {
 // runtime's `prun dvm add`): its link and session, a lost daemon's, are let
 // go, and what they report from now on is stale. The new daemon starts its
 // own children, as at the start.
-func (s *spawner) relaunch(v int) {
-	s.mu.Lock()
+func (s *Spawner) Relaunch(v int) {
+	s.Mu.Lock()
 	if s.closing {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return
 	}
 	s.gen[v]++
-	l, sess := s.links[v], s.sessions[v]
-	delete(s.links, v)
+	l, sess := s.Links[v], s.sessions[v]
+	delete(s.Links, v)
 	delete(s.sessions, v)
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if l != nil {
 		l.Close()
 	}
@@ -325,10 +325,10 @@ func (s *spawner) relaunch(v int) {
 // daemon's link that ended (not one that fell silent) is most often a
 // daemon that did, and its status says more than the link's end (killed
 // by SIGKILL, not EOF).
-func (s *spawner) sessionEnds(v int, d time.Duration) bool {
-	s.mu.Lock()
+func (s *Spawner) sessionEnds(v int, d time.Duration) bool {
+	s.Mu.Lock()
 	sess := s.sessions[v]
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if sess == nil {
 		return false
 	}
@@ -346,14 +346,14 @@ func (s *spawner) sessionEnds(v int, d time.Duration) bool {
 }
 
 // current says whether g is child v's latest launch.
-func (s *spawner) current(v, g int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Spawner) current(v, g int) bool {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	return s.gen[v] == g
 }
 
 // failAt reports child v failed, unless launch g of it is not the latest.
-func (s *spawner) failAt(v, g int, err error) {
+func (s *Spawner) failAt(v, g int, err error) {
 	if s.current(v, g) {
 		s.fail(v, err)
 	}
@@ -362,10 +362,10 @@ func (s *spawner) failAt(v, g int, err error) {
 // serveLink takes a child's link: the vertex its handshake proved must be
 // a child not yet linked (want, when not 0), and its first frame that
 // child's hello; then it relays what comes up.
-func (s *spawner) serveLink(l *ctl.Link, want int) {
-	l.SetSilence(ctl.Silence(len(s.boot.Hosts)))
+func (s *Spawner) ServeLink(l *ctl.Link, want int) {
+	l.SetSilence(ctl.Silence(len(s.Boot.Hosts)))
 	v := int(l.Peer())
-	child := ctl.Parent(v, s.boot.Fanout) == s.me && v >= 1 && v <= len(s.boot.Hosts) && (want == 0 || v == want)
+	child := ctl.Parent(v, s.Boot.Fanout) == s.Me && v >= 1 && v <= len(s.Boot.Hosts) && (want == 0 || v == want)
 	f, err := l.Recv()
 	if err != nil {
 		l.Close()
@@ -375,9 +375,9 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 		// link close. A link that closes unheard is one of a daemon's
 		// spare connections (dialParent).
 		if errors.Is(err, ctl.ErrFrameAuth) && child {
-			s.mu.Lock()
-			linked := s.links[v] != nil
-			s.mu.Unlock()
+			s.Mu.Lock()
+			linked := s.Links[v] != nil
+			s.Mu.Unlock()
 			if !linked {
 				s.fail(v, fmt.Errorf("lost the connection to its daemon: %w", err))
 			}
@@ -386,33 +386,33 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 	}
 	_, src, _, err := wire.Header(f.Payload)
 	ok := child && err == nil && (f.Type == wire.THello || f.Type == wire.THellos) && int(src) == v
-	s.mu.Lock()
-	if ok && (s.links[v] != nil || s.closing) {
+	s.Mu.Lock()
+	if ok && (s.Links[v] != nil || s.closing) {
 		ok = false
 	}
 	g := s.gen[v]
 	if ok {
-		s.links[v] = l
+		s.Links[v] = l
 		if a, isTCP := l.LocalAddr().(*net.TCPAddr); isTCP && s.local == nil {
 			s.local = a.IP
 		}
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if !ok {
 		l.Close()
 		return
 	}
 	trace.Mark("%s linked", s.host(v))
-	if s.recvd != nil {
-		s.recvd(f.Type, len(f.Payload), 1)
+	if s.Recvd != nil {
+		s.Recvd(f.Type, len(f.Payload), 1)
 	}
 	s.up(f.Type, f.Payload)
 	for {
 		f, err := l.Recv()
 		if err != nil {
-			s.mu.Lock()
+			s.Mu.Lock()
 			closing := s.closing
-			s.mu.Unlock()
+			s.Mu.Unlock()
 			// A frame that failed authentication is reported as such at once
 			// (the daemon ends when its link does: its status would hide why).
 			var silent *ctl.SilentError
@@ -420,7 +420,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 			if closing || !s.current(v, g) || !auth && !errors.As(err, &silent) && s.sessionEnds(v, time.Second) {
 				return // a daemon that ended: its command's end says how (launch)
 			}
-			s.slurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %w", err)))
+			s.SlurmFail(v, s.stepReason(fmt.Errorf("lost the connection to its daemon: %w", err)))
 			return
 		}
 		if f.Type == wire.TBatch {
@@ -430,13 +430,13 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 				l.Close()
 				return
 			}
-			if s.recvd != nil {
-				s.recvd(f.Type, len(f.Payload), k)
+			if s.Recvd != nil {
+				s.Recvd(f.Type, len(f.Payload), k)
 			}
 			continue
 		}
-		if s.recvd != nil {
-			s.recvd(f.Type, len(f.Payload), 1)
+		if s.Recvd != nil {
+			s.Recvd(f.Type, len(f.Payload), 1)
 		}
 		s.up(f.Type, f.Payload)
 	}
@@ -445,7 +445,7 @@ func (s *spawner) serveLink(l *ctl.Link, want int) {
 // watchStdout reads a daemon session's standard output: nothing, unless the
 // daemon could not connect back and runs its link over the session
 // (overSSHMarker), which then becomes v's link.
-func (s *spawner) watchStdout(v, g int, sess *rsh.Session) {
+func (s *Spawner) watchStdout(v, g int, sess *rsh.Session) {
 	out := bufio.NewReader(sess.Stdout())
 	for {
 		line, err := out.ReadSlice('\n')
@@ -455,56 +455,56 @@ func (s *spawner) watchStdout(v, g int, sess *rsh.Session) {
 		if err != nil {
 			return // the session ended
 		}
-		if strings.HasSuffix(string(line), overSSHMarker) { // after output without a newline, too
+		if strings.HasSuffix(string(line), OverSSHMarker) { // after output without a newline, too
 			break
 		}
 	}
-	l, err := ctl.AcceptStream(out, sess.Stdin(), sess, s.boot.Secret, ctl.HandshakeTimeout)
+	l, err := ctl.AcceptStream(out, sess.Stdin(), sess, s.Boot.Secret, ctl.HandshakeTimeout)
 	if err != nil {
 		s.failAt(v, g, fmt.Errorf("its daemon could not connect back, and the control link over SSH failed: %v", err))
 		sess.Close()
 		return
 	}
-	s.serveLink(l, v)
+	s.ServeLink(l, v)
 	io.Copy(io.Discard, out)
 }
 
-func (s *spawner) fail(v int, err error) {
-	s.mu.Lock()
+func (s *Spawner) fail(v int, err error) {
+	s.Mu.Lock()
 	closing := s.closing
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if !closing {
 		s.failed(v, err)
 	}
 }
 
 // send passes a frame down towards vertex dest (a descendant).
-func (s *spawner) send(dest int, typ uint8, payload []byte) error {
-	hop := ctl.NextHop(s.me, dest, s.boot.Fanout)
-	s.mu.Lock()
-	l := s.links[hop]
-	s.mu.Unlock()
+func (s *Spawner) Send(dest int, typ uint8, payload []byte) error {
+	hop := ctl.NextHop(s.Me, dest, s.Boot.Fanout)
+	s.Mu.Lock()
+	l := s.Links[hop]
+	s.Mu.Unlock()
 	if l == nil {
 		return fmt.Errorf("no link towards %s", s.host(dest))
 	}
-	if s.sent != nil {
-		s.sent(typ, len(payload))
+	if s.Sent != nil {
+		s.Sent(typ, len(payload))
 	}
 	return l.Send(typ, payload)
 }
 
 // broadcast passes a frame to every linked child; it returns how many it
 // wrote to.
-func (s *spawner) broadcast(typ uint8, payload []byte) int {
-	s.mu.Lock()
-	links := make([]*ctl.Link, 0, len(s.links))
-	for _, l := range s.links {
+func (s *Spawner) Broadcast(typ uint8, payload []byte) int {
+	s.Mu.Lock()
+	links := make([]*ctl.Link, 0, len(s.Links))
+	for _, l := range s.Links {
 		links = append(links, l)
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	for _, l := range links {
-		if s.sent != nil {
-			s.sent(typ, len(payload))
+		if s.Sent != nil {
+			s.Sent(typ, len(payload))
 		}
 		l.Send(typ, payload)
 	}
@@ -513,11 +513,11 @@ func (s *spawner) broadcast(typ uint8, payload []byte) int {
 
 // close drops every child: their links and sessions close, and each child
 // daemon, losing its parent, tears itself and its own subtree down.
-func (s *spawner) close() {
-	s.mu.Lock()
+func (s *Spawner) Close() {
+	s.Mu.Lock()
 	s.closing = true
-	links, sessions, st := s.links, s.sessions, s.step
-	s.mu.Unlock()
+	links, sessions, st := s.Links, s.sessions, s.Step
+	s.Mu.Unlock()
 	if st != nil {
 		st.close(3 * time.Second)
 	}
@@ -534,28 +534,28 @@ func (s *spawner) close() {
 
 // waitSessions waits, at most until deadline, for the children's remote
 // commands to end.
-func (s *spawner) waitSessions(d time.Duration) {
+func (s *Spawner) WaitSessions(d time.Duration) {
 	done := make(chan struct{})
 	go func() {
-		s.mu.Lock()
+		s.Mu.Lock()
 		for s.running > 0 {
 			s.stopped.Wait()
 		}
-		st := s.step
-		s.mu.Unlock()
+		st := s.Step
+		s.Mu.Unlock()
 		if st != nil {
-			<-st.ended
+			<-st.Ended
 		}
 		close(done)
 	}()
-	s.mu.Lock()
-	if s.step != nil {
+	s.Mu.Lock()
+	if s.Step != nil {
 		// srun's end is Slurm's record of the step's end, and srun must
 		// not be left to a subreaper: wait past close's SIGTERM (grace)
 		// and SIGKILL (twice the grace) to it, on a busy machine.
 		d = max(d, 8*time.Second)
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	select {
 	case <-done:
 	case <-time.After(d):
@@ -564,11 +564,11 @@ func (s *spawner) waitSessions(d time.Duration) {
 
 // dumpStderr writes what the children's daemons wrote to stderr (debugging:
 // PRUN_DEBUG_REMOTE=1).
-func (s *spawner) dumpStderr(w io.Writer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.step != nil {
-		for _, l := range strings.Split(strings.TrimSpace(s.step.out.String()), "\n") {
+func (s *Spawner) DumpStderr(w io.Writer) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.Step != nil {
+		for _, l := range strings.Split(strings.TrimSpace(s.Step.out.String()), "\n") {
 			fmt.Fprintf(w, "[srun] %s\n", l)
 		}
 	}
@@ -586,7 +586,7 @@ func (s *spawner) dumpStderr(w io.Writer) {
 // network's address, else every address of this node's but loopback and
 // link-local ones (children try the one their SSH connection came from
 // first), else, on a node that has no other, its loopback ones.
-func listenAddrs(ifInclude string) ([]string, error) {
+func ListenAddrs(ifInclude string) ([]string, error) {
 	if ifInclude != "" {
 		ip, err := ChooseIP(ifInclude)
 		if err != nil {
@@ -672,3 +672,8 @@ func NetworkOf(ip net.IP) (*daemon.Network, bool) {
 	}
 	return nil, false
 }
+
+// overSSHMarker, a line on a daemon's standard output, says that the
+// control link follows on the session's standard input and output. What a
+// login shell may print before it is skipped.
+const OverSSHMarker = "prun-ctl-over-ssh-v1\n"
