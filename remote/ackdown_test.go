@@ -58,13 +58,13 @@ func TestAckQueuesCombine(t *testing.T) {
 	defer l1.Close()
 	defer l3.Close()
 	n := &node{me: 1, boot: wire.Bootstrap{Fanout: 2, Hosts: make([]string, 8)}, out: newOutCredit(1 << 20)}
-	n.out.inflight = 1000
+	n.out.Inflight = 1000
 	n.kids = &spawn.Spawner{Me: 1, Boot: n.boot, Links: map[int]*ctl.Link{3: l1}}
 	if err := n.ackBatch(body); err != nil {
 		t.Fatal(err)
 	}
-	if n.out.inflight != 900 {
-		t.Errorf("vertex 1 took %d bytes of acknowledgements, want 100", 1000-n.out.inflight)
+	if n.out.Inflight != 900 {
+		t.Errorf("vertex 1 took %d bytes of acknowledgements, want 100", 1000-n.out.Inflight)
 	}
 	f, err := l3.Recv()
 	if err != nil {

@@ -5,18 +5,18 @@ import (
 	"sync"
 )
 
-// outCredit is a daemon's side of its output window: a window (stdin.go)
+// outCredit is a daemon's side of its output window: a window (wire/window.go)
 // whose waits also let a stream go on with a line the launcher has begun
 // to print.
 type outCredit struct {
-	window
+	wire.Window
 	mid     map[wire.OutKey]bool // the stream's last run sent ended mid-line
 	granted map[wire.OutKey]bool // ... and the launcher printed a piece of it
 }
 
 func newOutCredit(limit int) *outCredit {
-	c := &outCredit{window: window{limit: limit}, mid: map[wire.OutKey]bool{}, granted: map[wire.OutKey]bool{}}
-	c.cond = sync.NewCond(&c.mu)
+	c := &outCredit{Window: wire.Window{Limit: limit}, mid: map[wire.OutKey]bool{}, granted: map[wire.OutKey]bool{}}
+	c.Cond = sync.NewCond(&c.Mu)
 	return c
 }
 
@@ -26,12 +26,12 @@ func newOutCredit(limit int) *outCredit {
 // run earns may come back before the send returns). It reports false when
 // the link is gone: the run is dropped.
 func (c *outCredit) acquire(k wire.OutKey, n int, partial bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for !c.dead && c.inflight > 0 && c.inflight+n > c.limit && !(c.mid[k] && c.granted[k]) {
-		c.cond.Wait()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	for !c.Dead && c.Inflight > 0 && c.Inflight+n > c.Limit && !(c.mid[k] && c.granted[k]) {
+		c.Cond.Wait()
 	}
-	if c.dead {
+	if c.Dead {
 		return false
 	}
 	delete(c.granted, k)
@@ -40,17 +40,17 @@ func (c *outCredit) acquire(k wire.OutKey, n int, partial bool) bool {
 	} else {
 		delete(c.mid, k)
 	}
-	c.inflight += n
+	c.Inflight += n
 	return true
 }
 
 // ack takes an acknowledgement from the launcher.
 func (c *outCredit) ack(n int, k wire.OutKey, grant bool) {
-	c.mu.Lock()
-	c.inflight = max(c.inflight-n, 0)
+	c.Mu.Lock()
+	c.Inflight = max(c.Inflight-n, 0)
 	if grant && c.mid[k] {
 		c.granted[k] = true
 	}
-	c.cond.Broadcast()
-	c.mu.Unlock()
+	c.Cond.Broadcast()
+	c.Mu.Unlock()
 }

@@ -96,7 +96,7 @@ func (t *Tree) Revive(host string) (back []string, err error) {
 		r.left[w] = true
 		t.revival[w] = r
 		delete(t.hellos, w)
-		t.preload[w-1] = newWindow(wire.PreloadWindow)
+		t.preload[w-1] = wire.NewWindow(wire.PreloadWindow)
 		for k := range t.stdin {
 			if k.v == w {
 				delete(t.stdin, k) // killed with the loss

@@ -203,7 +203,7 @@ func (s *serving) linkParent() int {
 	s.defer_(func() { n.up.drain(ctl.Silence(len(b.Hosts))) })
 	// Output waiting for credit gives up when the link goes: nothing will
 	// acknowledge it (and the ranks must not hang on their pipes).
-	go func() { <-parent.Done(); n.out.kill() }()
+	go func() { <-parent.Done(); n.out.Kill() }()
 	if !s.overSSH {
 		// EOF on stdin: the SSH session, hence the launcher (or our parent), is gone.
 		go func() {
@@ -345,7 +345,7 @@ func (s *serving) serve() int {
 		n.slurmSignals()
 	}
 	why := <-n.gone
-	n.out.kill()
+	n.out.Kill()
 	n.calls.Fail(errors.New(n.host + ": daemon ending"))
 	n.coll.FailAll(errors.New(n.host + ": daemon ending"))
 	closed := n.closed.Load()
@@ -783,7 +783,7 @@ func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
 		return // the link is gone: so is whoever would print this
 	}
 	if n.up.Send(wire.TOutput, wire.OutputFrame(uint32(n.me), src, st, p, partial)) != nil {
-		n.out.kill() // the link died with it (ctl: whole frames or none)
+		n.out.Kill() // the link died with it (ctl: whole frames or none)
 	}
 }
 

@@ -12,31 +12,31 @@ import (
 )
 
 func TestWindowBlocksUntilAcknowledged(t *testing.T) {
-	w := newWindow(wire.StdinWindow)
-	if err := w.acquire(wire.StdinWindow); err != nil {
+	w := wire.NewWindow(wire.StdinWindow)
+	if err := w.Acquire(wire.StdinWindow); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
-	go func() { got <- w.acquire(1) }()
+	go func() { got <- w.Acquire(1) }()
 	select {
 	case err := <-got:
 		t.Fatalf("acquire past a full window returned %v at once", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	w.release(wire.StdinAckEvery)
+	w.Release(wire.StdinAckEvery)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
 	// A chunk larger than the window goes alone.
-	w2 := newWindow(wire.StdinWindow)
-	if err := w2.acquire(2 * wire.StdinWindow); err != nil {
+	w2 := wire.NewWindow(wire.StdinWindow)
+	if err := w2.Acquire(2 * wire.StdinWindow); err != nil {
 		t.Fatal(err)
 	}
 	// A lost node wakes its waiter with an error.
-	go func() { got <- w2.acquire(1) }()
+	go func() { got <- w2.Acquire(1) }()
 	time.Sleep(10 * time.Millisecond)
-	w2.kill()
-	if err := <-got; err != errNodeGone {
+	w2.Kill()
+	if err := <-got; err != wire.ErrNodeGone {
 		t.Fatalf("acquire on a killed window: %v, want errNodeGone", err)
 	}
 }

@@ -98,8 +98,8 @@ type Tree struct {
 	// The stdin windows, per vertex and stream (stdin.go), made as a
 	// stream's first chunk goes, dropped at its end (t.mu); the preload
 	// windows, per vertex (index v-1).
-	stdin   map[stdinKey]*window
-	preload []*window
+	stdin   map[stdinKey]*wire.Window
+	preload []*wire.Window
 	// out queues the nodes' output for the Writer (output.go).
 	out *outFlow
 
@@ -141,7 +141,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	advertise := ln.Hosts()
 	t := &Tree{cfg: cfg, up: up, lost: lost, hellos: map[int]*wire.Hello{}, ready: make(chan struct{}),
 		failure: make(chan error, 1), down: map[int]bool{}, revival: map[int]*revival{},
-		stdin: map[stdinKey]*window{}, preload: make([]*window, len(cfg.Hosts)), root: cfg.Root}
+		stdin: map[stdinKey]*wire.Window{}, preload: make([]*wire.Window, len(cfg.Hosts)), root: cfg.Root}
 	t.vertex = make(map[string]int, len(cfg.Hosts))
 	for v := len(cfg.Hosts); v >= 1; v-- { // the first of a name wins
 		t.vertex[cfg.Hosts[v-1]] = v
@@ -150,7 +150,7 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		t.root = NewRoot()
 	}
 	for i := range t.preload {
-		t.preload[i] = newWindow(wire.PreloadWindow)
+		t.preload[i] = wire.NewWindow(wire.PreloadWindow)
 	}
 	outWin := wire.OutWindow(len(cfg.Hosts))
 	acks := &ackQueues{fanout: cfg.Fanout, send: func(dest int, typ uint8, p []byte) error { return t.kids.Send(dest, typ, p) },
@@ -240,10 +240,10 @@ func (t *Tree) nodeFailed(host string, err error) {
 				lostVerts = append(lostVerts, w)
 				for k, win := range t.stdin {
 					if k.v == w {
-						win.kill()
+						win.Kill()
 					}
 				}
-				t.preload[w-1].kill()
+				t.preload[w-1].Kill()
 				if w != v+1 {
 					cut = append(cut, t.cfg.Hosts[w-1])
 				}
@@ -522,12 +522,12 @@ func (n *Node) OpenStdin(nspace string) { n.t.window(n.v, nspace, true) }
 func (n *Node) Stdin(nspace string, p []byte) error {
 	w := n.t.window(n.v, nspace, false)
 	if w == nil {
-		return fmt.Errorf("%s: %w", n.t.cfg.Hosts[n.v-1], errNodeGone)
+		return fmt.Errorf("%s: %w", n.t.cfg.Hosts[n.v-1], wire.ErrNodeGone)
 	}
 	if len(p) == 0 {
 		defer n.t.dropWindow(n.v, nspace) // the stream's end
 	}
-	if err := w.acquire(len(p)); err != nil {
+	if err := w.Acquire(len(p)); err != nil {
 		n.t.dropWindow(n.v, nspace)
 		return fmt.Errorf("%s: %w", n.t.cfg.Hosts[n.v-1], err)
 	}
@@ -543,15 +543,15 @@ type stdinKey struct {
 // window is the stdin window of vertex v's stream nspace (nil: none);
 // make makes it if it is not there (dead if the node is, or the tree
 // closes).
-func (t *Tree) window(v int, nspace string, create bool) *window {
+func (t *Tree) window(v int, nspace string, create bool) *wire.Window {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := stdinKey{v, nspace}
 	w := t.stdin[k]
 	if w == nil && create {
-		w = newWindow(wire.StdinWindow)
+		w = wire.NewWindow(wire.StdinWindow)
 		if t.down[v] || t.closing {
-			w.kill()
+			w.Kill()
 		}
 		t.stdin[k] = w
 	}
@@ -566,7 +566,7 @@ func (t *Tree) dropWindow(v int, nspace string) {
 	delete(t.stdin, k)
 	t.mu.Unlock()
 	if w != nil {
-		w.kill()
+		w.Kill()
 	}
 }
 
@@ -608,7 +608,7 @@ func (t *Tree) Close() error {
 	t.mu.Lock()
 	t.closing = true
 	for _, w := range t.stdin {
-		w.kill() // a stdin fan-out still waiting on a node gives up
+		w.Kill() // a stdin fan-out still waiting on a node gives up
 	}
 	t.StopPreload()
 	t.mu.Unlock()
@@ -683,12 +683,12 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		if err != nil {
 			t.nodeFailed(host, err)
 		} else if w := t.window(v, ns, false); w != nil {
-			w.release(k)
+			w.Release(k)
 		}
 		return
 	case wire.TPreloadAck:
 		if k, err := wire.DecodeAck(body, wire.PreloadChunk); err == nil {
-			t.preload[v-1].release(k)
+			t.preload[v-1].Release(k)
 		} else {
 			t.nodeFailed(host, err)
 		}
@@ -702,7 +702,7 @@ func (t *Tree) dispatch(typ uint8, payload []byte) {
 		// The stdin fan-out drops the node's stream.
 		if ns, _, err := wire.SplitStream(body); err == nil {
 			if w := t.window(v, ns, false); w != nil {
-				w.kill()
+				w.Kill()
 			}
 		}
 		return

@@ -61,7 +61,7 @@ func (t *Tree) Preload(p *daemon.Plan) (map[int]string, error) {
 // the launch is given up.
 func (t *Tree) StopPreload() {
 	for _, w := range t.preload {
-		w.kill()
+		w.Kill()
 	}
 }
 func (t *Tree) sendFile(f daemon.File, to []int) (string, error) {
@@ -82,7 +82,7 @@ func (t *Tree) sendFile(f daemon.File, to []int) (string, error) {
 		// An empty file still sends one chunk, which makes it there.
 		if k > 0 || off == 0 {
 			for _, v := range to {
-				if err := t.preload[v-1].acquire(k); err != nil {
+				if err := t.preload[v-1].Acquire(k); err != nil {
 					return "", fmt.Errorf("%s: %w", t.cfg.Hosts[v-1], err)
 				}
 				if err := t.kids.Send(v, wire.TPreload, wire.Frame(uint32(v), wire.ToLauncher, wire.EncodeChunk(f.ID, off, buf[:k]))); err != nil {
