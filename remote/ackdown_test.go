@@ -1,16 +1,12 @@
 package remote
 
 import (
-	"prun/remote/spawn"
 	"prun/remote/wire"
 	"sync"
 	"testing"
-	"time"
 
 	"prun/daemon"
 	"prun/iof"
-
-	"prun/ctl"
 )
 
 // The acknowledgements to a child's subtree go as one frame to the
@@ -38,56 +34,12 @@ func TestAckQueuesCombine(t *testing.T) {
 		t.Fatalf("vertex 1's subtree's acknowledgements went in %d frames (the last to %d, type %d); counted %d acks in %d frames",
 			len(out), out[len(out)-1].dest, out[len(out)-1].typ, acks, frames)
 	}
-	dest, _, body, err := wire.Header(out[1].p)
+	dest, _, _, err := wire.Header(out[1].p)
 	if err != nil || dest != 1 {
 		t.Fatalf("the batch's header: %d, %v", dest, err)
 	}
 
-	// Vertex 1 takes its own and passes 3's subtree's on as one frame.
-	secret, _ := ctl.NewSecret()
-	ln, err := ctl.ListenOn([]string{"127.0.0.1"}, nil, secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	l1, err := ctl.Dial(ln.Addr().String(), secret, 1, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l3 := <-ln.Links()
-	defer l1.Close()
-	defer l3.Close()
-	n := &node{me: 1, boot: wire.Bootstrap{Fanout: 2, Hosts: make([]string, 8)}, out: newOutCredit(1 << 20)}
-	n.out.Inflight = 1000
-	n.kids = &spawn.Spawner{Me: 1, Boot: n.boot, Links: map[int]*ctl.Link{3: l1}}
-	if err := n.ackBatch(body); err != nil {
-		t.Fatal(err)
-	}
-	if n.out.Inflight != 900 {
-		t.Errorf("vertex 1 took %d bytes of acknowledgements, want 100", 1000-n.out.Inflight)
-	}
-	f, err := l3.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dest, _, body, err = wire.Header(f.Payload)
-	if err != nil || f.Type != wire.TBatch || dest != 3 {
-		t.Fatalf("vertex 1 passed on a frame of type %d to %d (%v)", f.Type, dest, err)
-	}
-	var got []int
-	if _, err := wire.DecodeBatchOf(body, wire.AckDownAllowed, func(_ uint8, p []byte) {
-		d, _, _, _ := wire.Header(p)
-		got = append(got, int(d))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 3 || got[0] != 3 || got[1] != 7 || got[2] != 8 {
-		t.Errorf("vertex 1 passed on acknowledgements for %v, want [3 7 8]", got)
-	}
-	// A batch of another kind from the parent is refused.
-	if err := n.ackBatch(wire.EncodeBatch([]wire.Queued{{Typ: wire.TOutput, P: wire.Frame(1, 0, nil)}})); err == nil {
-		t.Error("a batch of output from the parent was taken")
-	}
+	// Vertex 1's part: nodeside's TestAckBatchPassesOn.
 }
 
 // The launcher acknowledges the runs of a relay's subtree together once it

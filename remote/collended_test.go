@@ -1,8 +1,6 @@
 package remote
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"prun/remote/wire"
 	"testing"
@@ -81,20 +79,6 @@ func TestCollectivesProcEnded(t *testing.T) {
 		t.Errorf("ended after forget: %v", cs.Ended)
 	}
 	cs.Contribute(1, wire.CollKey(grp, whole), grp, whole, []int{1, 3}, nil, func(_ []byte, err error) { t.Errorf("after forget: %v", err) })
-}
-
-// A relay reads, of the events it passes up, those that begin as a
-// ProcExited event's body does (exitedPrefix), and only those.
-func TestExitedPrefix(t *testing.T) {
-	for k := daemon.ProcStarted; k <= daemon.Refused; k++ {
-		b, err := json.Marshal(&daemon.Event{Kind: k, Nspace: "j", Rank: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := bytes.HasPrefix(b, exitedPrefix); got != (k == daemon.ProcExited) {
-			t.Errorf("kind %d (%s): prefix %v", k, b, got)
-		}
-	}
 }
 
 // A group destruct with PMIX_TIMEOUT (its contribution carries it as a

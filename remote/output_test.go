@@ -17,14 +17,14 @@ import (
 // linkSink is a daemon's side of the output flow over a simulated link (a
 // channel read by one goroutine, as a link's reader): what node.Write does.
 type linkSink struct {
-	c    *outCredit
+	c    *wire.OutCredit
 	link chan func()
 	f    *outFlow
 }
 
 func (s linkSink) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
 	k := wire.OutKey{Src: src, St: st}
-	if !s.c.acquire(k, len(p), partial) {
+	if !s.c.Acquire(k, len(p), partial) {
 		return
 	}
 	p = append([]byte(nil), p...)
@@ -44,7 +44,7 @@ func (s linkSink) End(src iof.Source, st iof.Stream) {
 func TestOutputFlowLongLines(t *testing.T) {
 	var out bytes.Buffer
 	w := iof.NewWriter(&out, io.Discard, iof.Options{HoldTimeout: -1})
-	c := newOutCredit(64 << 10)
+	c := wire.NewOutCredit(64 << 10)
 	events := make(chan daemon.Event, 1)
 	var f *outFlow
 	f = newOutFlow(1, 64<<10, w, func(acks []outAck) {
@@ -53,7 +53,7 @@ func TestOutputFlowLongLines(t *testing.T) {
 			if err != nil {
 				t.Error(err)
 			}
-			c.ack(n, k, grant)
+			c.Ack(n, k, grant)
 		}
 	}, func(ev daemon.Event) { events <- ev })
 	link := make(chan func(), 1024)

@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"prun/remote/nodeside"
 
 	"prun/cli"
 	"prun/dvm"
@@ -36,7 +37,7 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == remote.DaemonArgs[0] {
 		switch os.Args[2] {
 		case remote.DaemonArgs[1]:
-			os.Exit(remote.Serve(os.Stdin, os.Stderr))
+			os.Exit(nodeside.Serve(os.Stdin, os.Stderr))
 		case remote.CleanupArgs[1]:
 			sessiondir.CleanStale(os.TempDir())
 			os.Exit(0)

@@ -52,3 +52,53 @@ func (w *Window) Kill() {
 	w.Cond.Broadcast()
 	w.Mu.Unlock()
 }
+
+// OutCredit is a daemon's side of its output window: a window (above)
+// whose waits also let a stream go on with a line the launcher has begun
+// to print.
+type OutCredit struct {
+	Window
+	mid     map[OutKey]bool // the stream's last run sent ended mid-line
+	granted map[OutKey]bool // ... and the launcher printed a piece of it
+}
+
+func NewOutCredit(limit int) *OutCredit {
+	c := &OutCredit{Window: Window{Limit: limit}, mid: map[OutKey]bool{}, granted: map[OutKey]bool{}}
+	c.Cond = sync.NewCond(&c.Mu)
+	return c
+}
+
+// acquire waits until n more bytes of stream k may go (a run larger than
+// the window goes alone; a granted continuation goes at once), and records
+// whether this run ends mid-line (before it leaves: the grant its partial
+// run earns may come back before the send returns). It reports false when
+// the link is gone: the run is dropped.
+func (c *OutCredit) Acquire(k OutKey, n int, partial bool) bool {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	for !c.Dead && c.Inflight > 0 && c.Inflight+n > c.Limit && !(c.mid[k] && c.granted[k]) {
+		c.Cond.Wait()
+	}
+	if c.Dead {
+		return false
+	}
+	delete(c.granted, k)
+	if partial {
+		c.mid[k] = true
+	} else {
+		delete(c.mid, k)
+	}
+	c.Inflight += n
+	return true
+}
+
+// ack takes an acknowledgement from the launcher.
+func (c *OutCredit) Ack(n int, k OutKey, grant bool) {
+	c.Mu.Lock()
+	c.Inflight = max(c.Inflight-n, 0)
+	if grant && c.mid[k] {
+		c.granted[k] = true
+	}
+	c.Cond.Broadcast()
+	c.Mu.Unlock()
+}

@@ -1,4 +1,4 @@
-package remote
+package nodeside
 
 import (
 	"prun/ctl"
@@ -30,7 +30,7 @@ func (n *node) ackBatch(body []byte) error {
 		if err != nil {
 			return err
 		}
-		n.out.ack(k, key, grant)
+		n.out.Ack(k, key, grant)
 	}
 	if n.kids != nil {
 		for hop, fs := range down {

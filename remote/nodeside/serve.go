@@ -1,4 +1,4 @@
-package remote
+package nodeside
 
 import (
 	"bufio"
@@ -147,7 +147,7 @@ func (s *serving) readBootstrap() int {
 // newNode is the daemon's vertex of the tree, before any link: its
 // children's replies read its gatherer.
 func newNode(b wire.Bootstrap) *node {
-	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: newOutCredit(b.OutWindow),
+	n := &node{boot: b, me: b.Vertex, host: b.Hosts[b.Vertex-1], gone: make(chan string, 4), out: wire.NewOutCredit(b.OutWindow),
 		helloSent: make(chan struct{})}
 	n.gather = n.newGatherer()
 	n.coll = wire.NewCollectives(n.me, b.Fanout, func(key string, c *wire.Coll, data []byte) {
@@ -485,7 +485,7 @@ type node struct {
 	coll      *wire.Collectives // the collectives pending at this vertex (coll.go)
 	gather    *wire.Gatherer    // the gathers pending at this vertex (gather.go)
 	stdin     stdinStreams      // each job's stdin, by namespace
-	out       *outCredit        // the output window (output.go)
+	out       *wire.OutCredit   // the output window (output.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
 	hellos    helloState    // its subtree's hellos, combined (hello.go)
@@ -609,7 +609,7 @@ func (n *node) readParent() {
 				n.end(err.Error())
 				return
 			}
-			n.out.ack(k, key, grant)
+			n.out.Ack(k, key, grant)
 			continue
 		}
 		if err := n.handle(f.Type, body); err != nil {
@@ -779,7 +779,7 @@ func (n *node) launchFailed(p *daemon.Plan, err error) {
 // with it the rank's iof reader and, once its pipe is full, the rank, while
 // the launcher has a window's worth of this node's output to print.
 func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
-	if !n.out.acquire(wire.OutKey{Src: src, St: st}, len(p), partial) {
+	if !n.out.Acquire(wire.OutKey{Src: src, St: st}, len(p), partial) {
 		return // the link is gone: so is whoever would print this
 	}
 	if n.up.Send(wire.TOutput, wire.OutputFrame(uint32(n.me), src, st, p, partial)) != nil {

@@ -1,4 +1,4 @@
-package remote
+package nodeside
 
 import (
 	"prun/remote/wire"
