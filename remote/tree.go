@@ -161,6 +161,21 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 	}
 	t.kids = spawn.NewSpawner(0, boot, ln, t.dispatch, func(v int, err error) { t.nodeFailed(cfg.Hosts[v-1], err) })
 	t.gather = t.newGatherer()
+	t.countFrames()
+	t.kids.Env = cfg.LaunchEnv
+	t.root.attach(cfg.Hosts, cfg.Fanout, func(typ uint8, m any) {
+		body, err := wire.Encode(m)
+		if err == nil {
+			t.kids.Broadcast(typ, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
+		}
+	})
+	t.kids.Start()
+	return t.awaitHellos(ctx)
+}
+
+// countFrames has the spawner count what goes through the launcher's links
+// (stats.go).
+func (t *Tree) countFrames() {
 	t.kids.Sent = func(typ uint8, n int) {
 		switch typ {
 		case wire.TCollDone: // counted by collOut
@@ -177,16 +192,14 @@ func Start(ctx context.Context, cfg Config, up daemon.Upstream, lost func(host s
 		if typ == wire.TBatch {
 			t.stats.batched(msgs)
 		}
-
 	}
-	t.kids.Env = cfg.LaunchEnv
-	t.root.attach(cfg.Hosts, cfg.Fanout, func(typ uint8, m any) {
-		body, err := wire.Encode(m)
-		if err == nil {
-			t.kids.Broadcast(typ, wire.Frame(wire.ToBroadcast, wire.ToLauncher, body))
-		}
-	})
-	t.kids.Start()
+}
+
+// awaitHellos waits for every daemon's hello, the first failure, the
+// caller's cancel or the start's timeout; but for the hellos it closes the
+// tree.
+func (t *Tree) awaitHellos(ctx context.Context) (*Tree, error) {
+	cfg := t.cfg
 	select {
 	case <-t.ready:
 		return t, nil

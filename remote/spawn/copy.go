@@ -84,7 +84,7 @@ func copyFailure(exe string, code int, stderr string) string {
 	return exitReason(exe, code, nil, stderr)
 }
 
-// lockCopyDir holds the lock of the copy directory prun runs from, if it
+// LockCopyDir holds the lock of the copy directory prun runs from, if it
 // runs from one, until the process exits.
 func LockCopyDir() {
 	exe, err := os.Executable()

@@ -83,17 +83,17 @@ type step struct {
 	named       sync.Once // verdictHost reported lost, by the first other node's report; the others wait for it
 }
 
-// slurmEndedStep starts a daemon's word that Slurm signalled its step.
+// SlurmEndedStep starts a daemon's word that Slurm signalled its step.
 const SlurmEndedStep = "Slurm ended the daemons' step"
 
-// slurmStep says whether this vertex's children run as a Slurm step.
+// SlurmStep says whether this vertex's children run as a Slurm step.
 func (s *Spawner) SlurmStep() bool {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	return s.Step != nil
 }
 
-// slurmFail reports child v lost, in a Slurm step, with Slurm's own word
+// SlurmFail reports child v lost, in a Slurm step, with Slurm's own word
 // on the job where it has one: the first report asks slurmctld (every
 // other waits for that answer), and all of them then name the node Slurm
 // declared failed and the job's state (NODE_FAIL, CANCELLED, TIMEOUT),
@@ -446,7 +446,7 @@ func (t tailFile) last() string {
 //     them on every node, prun's own included);
 //   - the rest: the job's, sent in the bootstrap (slurmJobEnv).
 
-// slurmNodeVar names the variables that describe the node a process runs on.
+// SlurmNodeVar names the variables that describe the node a process runs on.
 func SlurmNodeVar(k string) bool {
 	switch k {
 	case "SLURM_NODEID", "SLURM_CPUS_ON_NODE", "SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN":
@@ -455,7 +455,7 @@ func SlurmNodeVar(k string) bool {
 	return false
 }
 
-// slurmJobEnv is what of the launcher's environment describes its Slurm
+// SlurmJobEnv is what of the launcher's environment describes its Slurm
 // job for the ranks of other nodes: its SLURM_* variables less the node's
 // own and a task's identity.
 func SlurmJobEnv(env []string) []string {

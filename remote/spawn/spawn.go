@@ -31,7 +31,7 @@ var DaemonArgs = []string{"daemon", "--ctl"}
 // kill what their jobs left) after a daemon that could not do it itself.
 var CleanupArgs = []string{"daemon", "--cleanup"}
 
-// spawner starts the daemons of one vertex's children and relays what they
+// Spawner starts the daemons of one vertex's children and relays what they
 // send. The launcher and every daemon with children run one.
 type Spawner struct {
 	Me   int
@@ -41,9 +41,9 @@ type Spawner struct {
 	up func(typ uint8, payload []byte)
 	// failed reports a child that could not start, or whose link is gone.
 	failed func(vertex int, err error)
-	// sent, if set, counts each frame sent to a child (the launcher's Stats).
+	// Sent, if set, counts each frame sent to a child (the launcher's Stats).
 	Sent func(typ uint8, n int)
-	// recvd, if set, counts each frame read from a child: its type, its
+	// Recvd, if set, counts each frame read from a child: its type, its
 	// payload's size and the messages it carried (a batch's, or 1).
 	Recvd func(typ uint8, n, msgs int)
 
@@ -97,7 +97,7 @@ func (s *Spawner) commandEnded() {
 
 func (s *Spawner) Children() []int { return ctl.Children(s.Me, s.Boot.Fanout, len(s.Boot.Hosts)) }
 
-// start launches every child and accepts their links.
+// Start launches every child and accepts their links.
 func (s *Spawner) Start() {
 	kids := s.Children()
 	if len(kids) == 0 {
@@ -145,6 +145,23 @@ const (
 // closeStdio lets go of the session's stdin and stdout in a shell script.
 const closeStdio = "exec </dev/null >/dev/null 3>&-"
 
+// copyArgs is the command that stores and runs the binary sent ahead of
+// the bootstrap (copy.go), and what it sends: prun's binary, and prun-ssh's
+// for a daemon that starts others over the built-in SSH.
+func copyArgs(b wire.Bootstrap, v int) ([]string, []byte, error) {
+	img, err := selfImage()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s not found there, and prun cannot read its own binary to send it: %v", b.Exe, err)
+	}
+	var helper []byte
+	if b.Rsh == "" && len(ctl.Children(v, b.Fanout, len(b.Hosts))) > 0 {
+		if helper, err = helperImage(); err != nil {
+			return nil, nil, fmt.Errorf("%s not found there, and prun cannot read %s to send it: %v", b.Exe, rsh.HelperName, err)
+		}
+	}
+	return copyCommand(len(img), len(helper)), append(img[:len(img):len(img)], helper...), nil
+}
+
 // launch starts v's daemon: from the configured path, or from a copy of
 // this process's binary sent ahead of the bootstrap (see copy.go). opened,
 // if not nil, is called once the session is open or failed to: launch
@@ -172,20 +189,10 @@ func (s *Spawner) launch(v int, sendCopy bool, opened func()) {
 	argv, opts := daemonCommand(b.Exe), rsh.Options{Home: b.Home, Command: b.Rsh, ConnectTimeout: b.ConnectTimeout,
 		User: lg.User, Port: lg.Port}
 	if sendCopy {
-		img, err := selfImage()
-		if err != nil {
-			s.failAt(v, g, fmt.Errorf("%s not found there, and prun cannot read its own binary to send it: %v", b.Exe, err))
+		if argv, opts.StdinHead, err = copyArgs(b, v); err != nil {
+			s.failAt(v, g, err)
 			return
 		}
-		// A daemon that starts others over the built-in SSH needs prun-ssh.
-		var helper []byte
-		if b.Rsh == "" && len(ctl.Children(v, b.Fanout, len(b.Hosts))) > 0 {
-			if helper, err = helperImage(); err != nil {
-				s.failAt(v, g, fmt.Errorf("%s not found there, and prun cannot read %s to send it: %v", b.Exe, rsh.HelperName, err))
-				return
-			}
-		}
-		argv, opts.StdinHead = copyCommand(len(img), len(helper)), append(img[:len(img):len(img)], helper...)
 	}
 	s.Mu.Lock()
 	if s.closing {
@@ -295,7 +302,7 @@ func (s *Spawner) accept() {
 	}
 }
 
-// relaunch starts child v's daemon again, in its place (the persistent
+// Relaunch starts child v's daemon again, in its place (the persistent
 // runtime's `prun dvm add`): its link and session, a lost daemon's, are let
 // go, and what they report from now on is stale. The new daemon starts its
 // own children, as at the start.
@@ -359,7 +366,7 @@ func (s *Spawner) failAt(v, g int, err error) {
 	}
 }
 
-// serveLink takes a child's link: the vertex its handshake proved must be
+// ServeLink takes a child's link: the vertex its handshake proved must be
 // a child not yet linked (want, when not 0), and its first frame that
 // child's hello; then it relays what comes up.
 func (s *Spawner) ServeLink(l *ctl.Link, want int) {
@@ -478,7 +485,7 @@ func (s *Spawner) fail(v int, err error) {
 	}
 }
 
-// send passes a frame down towards vertex dest (a descendant).
+// Send passes a frame down towards vertex dest (a descendant).
 func (s *Spawner) Send(dest int, typ uint8, payload []byte) error {
 	hop := ctl.NextHop(s.Me, dest, s.Boot.Fanout)
 	s.Mu.Lock()
@@ -493,7 +500,7 @@ func (s *Spawner) Send(dest int, typ uint8, payload []byte) error {
 	return l.Send(typ, payload)
 }
 
-// broadcast passes a frame to every linked child; it returns how many it
+// Broadcast passes a frame to every linked child; it returns how many it
 // wrote to.
 func (s *Spawner) Broadcast(typ uint8, payload []byte) int {
 	s.Mu.Lock()
@@ -511,7 +518,7 @@ func (s *Spawner) Broadcast(typ uint8, payload []byte) int {
 	return len(links)
 }
 
-// close drops every child: their links and sessions close, and each child
+// Close drops every child: their links and sessions close, and each child
 // daemon, losing its parent, tears itself and its own subtree down.
 func (s *Spawner) Close() {
 	s.Mu.Lock()
@@ -532,7 +539,7 @@ func (s *Spawner) Close() {
 	trace.Mark("links closed")
 }
 
-// waitSessions waits, at most until deadline, for the children's remote
+// WaitSessions waits, at most until deadline, for the children's remote
 // commands to end.
 func (s *Spawner) WaitSessions(d time.Duration) {
 	done := make(chan struct{})
@@ -562,7 +569,7 @@ func (s *Spawner) WaitSessions(d time.Duration) {
 	}
 }
 
-// dumpStderr writes what the children's daemons wrote to stderr (debugging:
+// DumpStderr writes what the children's daemons wrote to stderr (debugging:
 // PRUN_DEBUG_REMOTE=1).
 func (s *Spawner) DumpStderr(w io.Writer) {
 	s.Mu.Lock()
@@ -581,7 +588,7 @@ func (s *Spawner) DumpStderr(w io.Writer) {
 	}
 }
 
-// listenAddrs picks the addresses a vertex listens on, which are the ones
+// ListenAddrs picks the addresses a vertex listens on, which are the ones
 // it tells its children (ctl.ListenOn: no wildcard bind): the --if-include
 // network's address, else every address of this node's but loopback and
 // link-local ones (children try the one their SSH connection came from
@@ -673,7 +680,7 @@ func NetworkOf(ip net.IP) (*daemon.Network, bool) {
 	return nil, false
 }
 
-// overSSHMarker, a line on a daemon's standard output, says that the
+// OverSSHMarker, a line on a daemon's standard output, says that the
 // control link follows on the session's standard input and output. What a
 // login shell may print before it is skipped.
 const OverSSHMarker = "prun-ctl-over-ssh-v1\n"

@@ -9,7 +9,7 @@ import (
 // A batch's body: for each frame, its type (1 byte), its payload's length
 // (4 bytes, big-endian), its payload (with its routing header).
 
-// batchable are the kinds that travel in batches: output and the messages
+// Batchable are the kinds that travel in batches: output and the messages
 // that go with it, events, and the acknowledgements of what came down.
 // Hellos (a link's first frame is one), collectives (counted per message),
 // requests and replies go alone.
@@ -21,11 +21,11 @@ func Batchable(typ uint8) bool {
 	return false
 }
 
-// batchMax bounds a batch's payload: a frame larger than this goes alone,
+// BatchMax bounds a batch's payload: a frame larger than this goes alone,
 // and a batch ends before a frame that would take it past.
 const BatchMax = 1 << 20
 
-// encodeBatch makes a batch's body.
+// EncodeBatch makes a batch's body.
 func EncodeBatch(fs []Queued) []byte {
 	n := 0
 	for _, f := range fs {
@@ -40,14 +40,14 @@ func EncodeBatch(fs []Queued) []byte {
 	return b
 }
 
-// decodeBatch hands each frame of a batch to f, in order, after checking
+// DecodeBatch hands each frame of a batch to f, in order, after checking
 // the whole batch: nothing of a malformed one is handled. The payloads are
 // slices of b.
 func DecodeBatch(b []byte, f func(typ uint8, p []byte)) (int, error) {
 	return DecodeBatchOf(b, Batchable, f)
 }
 
-// decodeBatchOf is decodeBatch for a batch of the kinds ok allows.
+// DecodeBatchOf is decodeBatch for a batch of the kinds ok allows.
 func DecodeBatchOf(b []byte, ok func(uint8) bool, f func(typ uint8, p []byte)) (int, error) {
 	var fs []Queued
 	for rest := b; len(rest) > 0; {
@@ -73,16 +73,16 @@ func DecodeBatchOf(b []byte, ok func(uint8) bool, f func(typ uint8, p []byte)) (
 	return len(fs), nil
 }
 
-// queued is a frame waiting on an upQueue.
+// Queued is a frame waiting on an upQueue.
 type Queued struct {
 	Typ uint8
 	P   []byte
 }
 
-// ackDownAllowed are the kinds a batch from the parent may carry.
+// AckDownAllowed are the kinds a batch from the parent may carry.
 func AckDownAllowed(typ uint8) bool { return typ == TOutputAck }
 
-// sendDown sends frames fs, each routed through child hop, as one frame
+// SendDown sends frames fs, each routed through child hop, as one frame
 // when they are several (batchMax bounds each).
 func SendDown(send func(int, uint8, []byte) error, hop int, src uint32, fs []Queued) (frames int) {
 	for ; len(fs) > 0; frames++ {

@@ -48,7 +48,7 @@ type Login struct {
 	Port int    `json:",omitzero"`
 }
 
-// login is vertex v's Login.
+// Login is vertex v's Login.
 func (b Bootstrap) Login(v int) Login {
 	if v-1 < len(b.Logins) {
 		return b.Logins[v-1]
@@ -64,7 +64,7 @@ func (b Bootstrap) ConnectWait() time.Duration {
 	return 5 * time.Second
 }
 
-// helloWait bounds a vertex's wait for its children's hellos, from its own.
+// HelloWait bounds a vertex's wait for its children's hellos, from its own.
 // It must end well before its parent's watch of it (ConnectTimeout + 10 s
 // from its session's start), which it does by the 10 s less the daemon's
 // own start.

@@ -35,7 +35,7 @@ import (
 // between it and the launcher, and each vertex forgets the key before it
 // passes the result on.
 
-// collKey is a collective's key.
+// CollKey is a collective's key.
 func CollKey(kind string, procs []pmixsrv.Proc) string {
 	s := make([]string, len(procs))
 	for i, p := range procs {
@@ -45,7 +45,7 @@ func CollKey(kind string, procs []pmixsrv.Proc) string {
 	return kind + "|" + strings.Join(s, ",")
 }
 
-// coll is one collective pending at a vertex.
+// Coll is one collective pending at a vertex.
 type Coll struct {
 	Kind   string
 	Procs  []pmixsrv.Proc
@@ -62,7 +62,7 @@ type Coll struct {
 	expired bool // reported (a daemon) or failed (the root)
 }
 
-// collectives are the collectives pending at one vertex.
+// Collectives are the collectives pending at one vertex.
 type Collectives struct {
 	me, Fanout int
 	// up sends a combined contribution to the parent (a daemon's vertex);
@@ -70,7 +70,7 @@ type Collectives struct {
 	up     func(key string, c *Coll, data []byte)
 	Finish func(c *Coll, all []byte) ([]byte, error)
 
-	// expire reports a timed-out collective (key, its generation, the
+	// Expire reports a timed-out collective (key, its generation, the
 	// participants' vertices whose contributions did not come) to whoever
 	// decides: a daemon sends it up, the root decides (Root.timedOut).
 	Expire func(key string, c *Coll, missing []int)
@@ -79,7 +79,7 @@ type Collectives struct {
 	Pending map[string]*Coll
 	lost    map[int]error          // vertices the launcher declared lost
 	dead    map[pmixsrv.Proc]error // processes the launcher declared dead (failsOnDeath kinds)
-	// ended are, per namespace, the ranks whose end (any end, exit 0
+	// Ended are, per namespace, the ranks whose end (any end, exit 0
 	// included) passed this vertex on its way to the launcher (procEnded):
 	// a group operation naming one cannot complete.
 	Ended map[string]*RankSet
@@ -145,7 +145,7 @@ func contributors(me, fanout int, verts []int) map[int]bool {
 	return out
 }
 
-// contribute adds from's contribution (me's own node, or a child's
+// Contribute adds from's contribution (me's own node, or a child's
 // combined one); done gets the result or the collective's failure.
 func (cs *Collectives) Contribute(from int, key, kind string, procs []pmixsrv.Proc, verts []int, data []byte, done func([]byte, error)) {
 	cs.Mu.Lock()
@@ -250,7 +250,7 @@ func (cs *Collectives) timeout(key string, c *Coll) {
 	cs.Expire(key, c, missing)
 }
 
-// stale says whether a child's contribution of failure generation gen to
+// Stale says whether a child's contribution of failure generation gen to
 // collective key belongs to one that timed out: the failure came down
 // here before it came up, and the child forgot it too.
 func (cs *Collectives) Stale(key string, gen uint64) bool {
@@ -259,7 +259,7 @@ func (cs *Collectives) Stale(key string, gen uint64) bool {
 	return gen < cs.failGen[key]
 }
 
-// timedOut drops collective key of generation below gen, which the root
+// TimedOut drops collective key of generation below gen, which the root
 // failed with err (a timeout), and fails this node's own contributions to
 // it; the other vertices' hear it from the root too. It reports whether
 // this is news (not a repeat of a failure already seen).
@@ -306,7 +306,7 @@ func combine(data map[int][]byte) []byte {
 	return all
 }
 
-// result completes the collective key with what came down (or its failure).
+// Result completes the collective key with what came down (or its failure).
 func (cs *Collectives) Result(key string, data []byte, err error) {
 	cs.Mu.Lock()
 	c := cs.Pending[key]
@@ -320,7 +320,7 @@ func (cs *Collectives) Result(key string, data []byte, err error) {
 	}
 }
 
-// fail ends, with err, every pending collective in which a vertex of lost
+// Fail ends, with err, every pending collective in which a vertex of lost
 // takes part, and any later one.
 func (cs *Collectives) Fail(lost []int, err error) {
 	cs.Mu.Lock()
@@ -336,7 +336,7 @@ func (cs *Collectives) Fail(lost []int, err error) {
 	end(failed, func(*Coll) error { return err })
 }
 
-// revive forgets that the vertices back were lost: collectives with
+// Revive forgets that the vertices back were lost: collectives with
 // them go on (a persistent runtime brought their nodes back: revive.go).
 func (cs *Collectives) Revive(back []int) {
 	cs.Mu.Lock()
@@ -372,7 +372,7 @@ func end(cs []*Coll, err func(*Coll) error) {
 	}
 }
 
-// failProc ends, with err, every pending collective of a kind that fails
+// FailProc ends, with err, every pending collective of a kind that fails
 // on a participant's death in which p takes part, and any later one.
 func (cs *Collectives) FailProc(p pmixsrv.Proc, err error) {
 	cs.Mu.Lock()
@@ -397,10 +397,10 @@ func (cs *Collectives) FailProc(p pmixsrv.Proc, err error) {
 // operation and ended before it completed may fail it too: its end can
 // pass a vertex before its node's contribution does.
 
-// rankSet is a set of a job's ranks, a bit each.
+// RankSet is a set of a job's ranks, a bit each.
 type RankSet struct{ Bits []uint64 }
 
-// maxEndedRank bounds the ranks recorded (a bit each): a job's ranks are
+// MaxEndedRank bounds the ranks recorded (a bit each): a job's ranks are
 // far fewer; a rank beyond it is not remembered.
 const MaxEndedRank = 1 << 26
 
@@ -419,7 +419,7 @@ func (s *RankSet) Has(r pmixsrv.Rank) bool {
 	return i < len(s.Bits) && s.Bits[i]&(1<<(r%64)) != 0
 }
 
-// first is the set's lowest rank (the set is not empty).
+// First is the set's lowest rank (the set is not empty).
 func (s *RankSet) First() pmixsrv.Rank {
 	for i, w := range s.Bits {
 		if w != 0 {
@@ -429,7 +429,7 @@ func (s *RankSet) First() pmixsrv.Rank {
 	return 0
 }
 
-// groupOp is the operation ("construct", "destruct") and the group of a
+// GroupOp is the operation ("construct", "destruct") and the group of a
 // group collective's kind.
 func GroupOp(kind string) (op, group string) {
 	if g, ok := strings.CutPrefix(kind, daemon.GroupDestructKind); ok {
@@ -481,7 +481,7 @@ func (cs *Collectives) failPending(key string, c *Coll, err error) {
 	end(failed, func(*Coll) error { return err })
 }
 
-// procEnded records that rank p ended, its end on its way to the launcher
+// ProcEnded records that rank p ended, its end on its way to the launcher
 // through this vertex, and fails the group operations naming it that wait
 // here for contributions (see rankSet).
 func (cs *Collectives) ProcEnded(p pmixsrv.Proc) {
@@ -497,7 +497,7 @@ func (cs *Collectives) ProcEnded(p pmixsrv.Proc) {
 	end(failed, func(c *Coll) error { return endedErr(c.Kind, p) })
 }
 
-// forget drops the dead and ended processes of a namespace that is over.
+// Forget drops the dead and ended processes of a namespace that is over.
 func (cs *Collectives) Forget(nspace string) {
 	cs.Mu.Lock()
 	defer cs.Mu.Unlock()
@@ -509,7 +509,7 @@ func (cs *Collectives) Forget(nspace string) {
 	}
 }
 
-// failAll ends every pending collective: the daemon is ending.
+// FailAll ends every pending collective: the daemon is ending.
 func (cs *Collectives) FailAll(err error) {
 	cs.Mu.Lock()
 	pending := cs.Pending
@@ -522,7 +522,7 @@ func (cs *Collectives) FailAll(err error) {
 	}
 }
 
-// packVerts writes sorted, distinct vertices as ranges (first, last pairs):
+// PackVerts writes sorted, distinct vertices as ranges (first, last pairs):
 // a job's nodes are mostly consecutive vertices.
 func PackVerts(vs []int) []int {
 	var out []int
@@ -537,7 +537,7 @@ func PackVerts(vs []int) []int {
 	return out
 }
 
-// unpackVerts reads packVerts' ranges; n bounds the vertices (1..n, and 0).
+// UnpackVerts reads packVerts' ranges; n bounds the vertices (1..n, and 0).
 func UnpackVerts(rs []int, n int) ([]int, error) {
 	if len(rs)%2 != 0 {
 		return nil, errors.New("odd vertex ranges")
@@ -555,7 +555,7 @@ func UnpackVerts(rs []int, n int) ([]int, error) {
 	return out, nil
 }
 
-// collUp is a subtree's combined contribution to a collective (tColl).
+// CollUp is a subtree's combined contribution to a collective (tColl).
 type CollUp struct {
 	Coll  string         `json:",omitzero"` // its key (collKey)
 	Kind  string         `json:",omitzero"`
@@ -571,14 +571,14 @@ type CollUp struct {
 	Missing []int  `json:",omitzero"`
 }
 
-// collResult is a collective's result, to a child that contributed
+// CollResult is a collective's result, to a child that contributed
 // (tCollDone): its data, or why it failed.
 type CollResult struct {
 	Coll string `json:",omitzero"`
 	Status
 }
 
-// collFail is nodes lost, or a process dead (a group member): the
+// CollFail is nodes lost, or a process dead (a group member): the
 // collectives they take part in fail (tCollFail).
 type CollFail struct {
 	Verts []int          `json:",omitzero"` // as ranges (packVerts)
@@ -589,7 +589,7 @@ type CollFail struct {
 	Status
 }
 
-// collErr is the error a collective's result carries: the PMIx status with
+// CollErr is the error a collective's result carries: the PMIx status with
 // the launcher's words (which name the lost node).
 func (s Status) CollErr() error {
 	if s.Code != 0 && s.Err != "" {
@@ -598,7 +598,7 @@ func (s Status) CollErr() error {
 	return s.err()
 }
 
-// statusError is a PMIx status with the words that came with it.
+// StatusError is a PMIx status with the words that came with it.
 type StatusError struct {
 	text string
 	st   pmixsrv.Status
@@ -622,7 +622,7 @@ func EncodeColl(hdr any, data []byte) []byte {
 	return append(append(b, h...), data...)
 }
 
-// decodeColl reads a collective frame's header into hdr and returns its data.
+// DecodeColl reads a collective frame's header into hdr and returns its data.
 func DecodeColl(body []byte, hdr any) ([]byte, error) {
 	if len(body) < 4 {
 		return nil, errors.New("short collective message")

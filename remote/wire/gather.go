@@ -32,7 +32,7 @@ const (
 	GatherStacks = "stacks"
 )
 
-// gatherReq asks a vertex for its subtree's part (tGather, point to point).
+// GatherReq asks a vertex for its subtree's part (tGather, point to point).
 type GatherReq struct {
 	ID      uint64        `json:",omitzero"` // the asking vertex's number for it
 	Op      string        `json:",omitzero"` // gatherRanks or gatherStacks
@@ -42,7 +42,7 @@ type GatherReq struct {
 	PerRank time.Duration `json:",omitzero"` // stacks: each debugger's bound
 }
 
-// gatherReply is a subtree's part (tGathered, up to the asking vertex).
+// GatherReply is a subtree's part (tGathered, up to the asking vertex).
 type GatherReply struct {
 	ID      uint64          `json:",omitzero"`
 	Ranks   []sample.Rank   `json:",omitzero"`
@@ -64,14 +64,14 @@ func hopMargin(wait time.Duration) time.Duration {
 	return max(wait/10, 200*time.Millisecond)
 }
 
-// gatherer runs the gathers of one vertex: its pending requests to its
+// Gatherer runs the gathers of one vertex: its pending requests to its
 // children, by number.
 type Gatherer struct {
 	Me     int
 	Fanout int
 	Hosts  []string
 	Send   func(v int, body []byte) error // a tGather to child v
-	// own is the vertex's own daemon's part (nil: none, the launcher's,
+	// Own is the vertex's own daemon's part (nil: none, the launcher's,
 	// whose own node the launcher adds itself).
 	Own func(ctx context.Context, req *GatherReq) GatherReply
 
@@ -93,7 +93,7 @@ type pendingGather struct {
 	done chan struct{} // closed when left empties
 }
 
-// run gathers req's answer from the subtree below this vertex (its own
+// Run gathers req's answer from the subtree below this vertex (its own
 // daemon's part included), skipping the children down says are lost.
 func (g *Gatherer) Run(ctx context.Context, req GatherReq, down func(v int) bool) GatherReply {
 	kids := ctl.Children(g.Me, g.Fanout, len(g.Hosts))
@@ -179,7 +179,7 @@ func (g *Gatherer) subtreeName(v int) string {
 	return g.Hosts[v-1]
 }
 
-// answered takes child from's reply (a tGathered body).
+// Answered takes child from's reply (a tGathered body).
 func (g *Gatherer) Answered(from int, body []byte) error {
 	var m GatherReply
 	if err := Decode(body, &m); err != nil {

@@ -6,12 +6,12 @@ import (
 	"prun/ctl"
 )
 
-// helloBudget bounds a combined start-up message: hellos that would take
+// HelloBudget bounds a combined start-up message: hellos that would take
 // it past go in the next one. A node's topology may be its hwloc XML (an
 // asymmetric node's: tens of KiB), and a frame may not exceed ctl.MaxFrame.
 const HelloBudget = 4 << 20
 
-// combineHellos makes a vertex's start-up messages of its subtree's hellos
+// CombineHellos makes a vertex's start-up messages of its subtree's hellos
 // (its own first; hs is not changed): a topology that a hello before it on
 // this link carried (alike nodes: most of them) goes as that hello's vertex
 // (TopoOf) instead of again, and a message ends before a hello that would
@@ -50,7 +50,7 @@ var (
 	ErrHelloTopo    = errors.New("a hello naming the topology of a hello not received")
 )
 
-// inSubtree says whether vertex w is v or below it.
+// InSubtree says whether vertex w is v or below it.
 func InSubtree(w, v, fanout int) bool {
 	for ; w > v; w = ctl.Parent(w, fanout) {
 	}

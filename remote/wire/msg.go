@@ -74,7 +74,7 @@ const (
 // would cost every start of prun its initialisation, a one-node job's
 // included.
 
-// hello is a daemon's first word: it is up, and its node's topology.
+// Hello is a daemon's first word: it is up, and its node's topology.
 type Hello struct {
 	Vertex  int    `json:",omitzero"` // in a subtreeHellos (alone, the frame's source says it)
 	Host    string `json:",omitzero"`
@@ -84,32 +84,32 @@ type Hello struct {
 	TopoOf  int    `json:",omitzero"` // ... the vertex of a hello sent before this one over the same link, whose topology this node shares
 }
 
-// subtreeHellos is the first word of a daemon with children: its own hello
+// SubtreeHellos is the first word of a daemon with children: its own hello
 // and those of its subtree that came in time (hello.go), its own first.
 type SubtreeHellos struct {
 	Hellos []Hello `json:",omitzero"`
 }
 
-// nodeErr is a node's failure (tFailed) or its daemon's last word (tGaveUp).
+// NodeErr is a node's failure (tFailed) or its daemon's last word (tGaveUp).
 type NodeErr struct {
 	Host string `json:",omitzero"`
 	Err  string `json:",omitzero"`
 }
 
-// rankSource is where a rank's output comes from.
+// RankSource is where a rank's output comes from.
 type RankSource struct {
 	Src  iof.Source `json:",omitzero"`
 	Host string     `json:",omitzero"`
 	Pid  int        `json:",omitzero"`
 }
 
-// streamEnd is a rank's stream closed: its runs have all been sent.
+// StreamEnd is a rank's stream closed: its runs have all been sent.
 type StreamEnd struct {
 	Src    iof.Source `json:",omitzero"`
 	Stream iof.Stream `json:",omitzero"`
 }
 
-// notify is a PMIx event: raised by a rank (up), or to deliver (down).
+// Notify is a PMIx event: raised by a rank (up), or to deliver (down).
 type Notify struct {
 	Status pmixsrv.Status    `json:",omitzero"`
 	Source pmixsrv.Proc      `json:",omitzero"`
@@ -118,29 +118,29 @@ type Notify struct {
 	Skip   string            `json:",omitzero"` // a node that does not deliver it (where it was raised)
 }
 
-// signal signals ranks of a job on one node.
+// Signal signals ranks of a job on one node.
 type Signal struct {
 	Nspace string `json:",omitzero"`
 	Ranks  []int  `json:",omitzero"`
 	Sig    int    `json:",omitzero"`
 }
 
-// forget drops a job that is over.
+// Forget drops a job that is over.
 type Forget struct {
 	Nspace string `json:",omitzero"`
 }
 
-// respawn asks a daemon to start the daemon of its child Vertex again.
+// Respawn asks a daemon to start the daemon of its child Vertex again.
 type Respawn struct {
 	Vertex int `json:",omitzero"`
 }
 
-// collRevive: the nodes of Verts (as ranges: packVerts) are back.
+// CollRevive: the nodes of Verts (as ranges: packVerts) are back.
 type CollRevive struct {
 	Verts []int `json:",omitzero"`
 }
 
-// closed is a subtree's answer to the closing broadcast.
+// Closed is a subtree's answer to the closing broadcast.
 type Closed struct {
 	Host  string `json:",omitzero"`
 	Count int    `json:",omitzero"` // the subtree's daemons that closed
@@ -148,7 +148,7 @@ type Closed struct {
 
 // Requests: each carries the id its reply answers (set by calls.call).
 
-// request is a request's id, and the whole of a request that asks nothing
+// Request is a request's id, and the whole of a request that asks nothing
 // more (tNamespaces).
 type Request struct {
 	ID uint64 `json:",omitzero"`
@@ -200,7 +200,7 @@ type UnpublishReq struct {
 	Keys      jsonbytes.Strings `json:",omitzero"`
 }
 
-// nspaceReq asks about one namespace (tProcTable).
+// NspaceReq asks about one namespace (tProcTable).
 type NspaceReq struct {
 	Request
 	Nspace string `json:",omitzero"`
@@ -212,7 +212,7 @@ type InspectReq struct {
 	Stacks bool   `json:",omitzero"` // wait for the ranks' stacks
 }
 
-// status is an error that travels: a PMIx status keeps its code (Code,
+// Status is an error that travels: a PMIx status keeps its code (Code,
 // with the words in Err), any other error its words.
 type Status struct {
 	Err  string `json:",omitzero"`
@@ -242,7 +242,7 @@ func (s Status) err() error {
 	return nil
 }
 
-// none is the answer of a request answered by its error alone.
+// None is the answer of a request answered by its error alone.
 type None = struct{}
 
 // reply is the answer to a request: an error, or the answer A.
@@ -252,7 +252,7 @@ type reply[A any] struct {
 	Answer A      `json:",omitzero"`
 }
 
-// encodeReply makes the body of the answer to request id: the id (8 bytes,
+// EncodeReply makes the body of the answer to request id: the id (8 bytes,
 // read before the answer's type is known), then the reply. An answer that
 // cannot travel becomes its error.
 func EncodeReply[A any](id uint64, a A, err error) []byte {
@@ -266,7 +266,7 @@ func EncodeReply[A any](id uint64, a A, err error) []byte {
 	return append(out, b...)
 }
 
-// decodeReply reads a reply's answer (the body after its id).
+// DecodeReply reads a reply's answer (the body after its id).
 func DecodeReply[A any](body []byte) (A, error) {
 	var r reply[A]
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -278,7 +278,7 @@ func DecodeReply[A any](body []byte) (A, error) {
 	return r.Answer, r.err()
 }
 
-// replyID splits a reply's body.
+// ReplyID splits a reply's body.
 func ReplyID(body []byte) (uint64, []byte, error) {
 	if len(body) < 8 {
 		return 0, nil, errors.New("short reply")
@@ -307,7 +307,7 @@ func nameKind(err error) string {
 	return ""
 }
 
-// entries are published names; their values keep their types.
+// Entries are published names; their values keep their types.
 type Entries []names.Entry
 
 type entry struct {
@@ -346,7 +346,7 @@ func (es *Entries) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// frame is a routed frame: dest and src vertices, then the body.
+// Frame is a routed frame: dest and src vertices, then the body.
 func Frame(dest, src uint32, body []byte) []byte {
 	b := make([]byte, 8, 8+len(body))
 	binary.BigEndian.PutUint32(b, dest)
@@ -361,7 +361,7 @@ func Header(p []byte) (dest, src uint32, body []byte, err error) {
 	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), p[8:], nil
 }
 
-// encode makes a message's body (nil: none). Only a value that cannot
+// Encode makes a message's body (nil: none). Only a value that cannot
 // travel fails: a request fails its call with it (calls.call).
 func Encode(m any) ([]byte, error) {
 	if m == nil {
@@ -374,7 +374,7 @@ func Encode(m any) ([]byte, error) {
 	return b, nil
 }
 
-// decode reads a message's body into m.
+// Decode reads a message's body into m.
 func Decode(body []byte, m any) error {
 	if err := json.Unmarshal(body, m); err != nil {
 		return fmt.Errorf("bad message: %v", err)
@@ -405,10 +405,10 @@ func DecodeOutput(b []byte) (iof.Source, iof.Stream, []byte, bool, error) {
 	return src, iof.Stream(b[12]), b[14:], b[13] == 1, nil
 }
 
-// idSetter is a request: calls.call numbers it.
+// IdSetter is a request: calls.call numbers it.
 type IdSetter interface{ SetID(uint64) }
 
-// calls matches replies to requests. When the link goes, every pending
+// Calls matches replies to requests. When the link goes, every pending
 // request fails: no caller waits for ever on a lost node.
 type Calls struct {
 	mu   sync.Mutex
@@ -447,7 +447,7 @@ func (c *Calls) call(req IdSetter, send func() error, answer func([]byte, error)
 	}
 }
 
-// answered hands a reply (a tReply body) to its caller.
+// Answered hands a reply (a tReply body) to its caller.
 func (c *Calls) Answered(body []byte) {
 	id, b, err := ReplyID(body)
 	if err != nil {
@@ -458,7 +458,7 @@ func (c *Calls) Answered(body []byte) {
 	}
 }
 
-// ask sends req (with send) and hands done the answer, an A.
+// Ask sends req (with send) and hands done the answer, an A.
 func Ask[A any](c *Calls, req IdSetter, send func() error, done func(A, error)) {
 	c.call(req, send, func(body []byte, err error) {
 		var a A
@@ -477,7 +477,7 @@ func (c *Calls) take(id uint64) func([]byte, error) {
 	return f
 }
 
-// fail ends every pending request, and any later one, with err.
+// Fail ends every pending request, and any later one, with err.
 func (c *Calls) Fail(err error) {
 	c.mu.Lock()
 	pending := c.m
@@ -497,7 +497,7 @@ func (c *Calls) err() error {
 	return c.dead
 }
 
-// on decodes body as an M and hands it to f.
+// On decodes body as an M and hands it to f.
 func On[M any](body []byte, f func(*M)) error {
 	var m M
 	if err := Decode(body, &m); err != nil {

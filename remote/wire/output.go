@@ -7,19 +7,19 @@ import (
 	"prun/iof"
 )
 
-// outWindow is the window of each of n nodes: 64 MiB over all the nodes,
+// OutWindow is the window of each of n nodes: 64 MiB over all the nodes,
 // but at least a reader's largest run (iof's 256 KiB) and at most 2 MiB.
 func OutWindow(n int) int {
 	return min(max(64<<20/max(n, 1), 256<<10), 2<<20)
 }
 
-// outKey is one stream of one rank.
+// OutKey is one stream of one rank.
 type OutKey struct {
 	Src iof.Source
 	St  iof.Stream
 }
 
-// outputFrame is frame(toLauncher, me, encodeOutput(...)) with one copy
+// OutputFrame is frame(toLauncher, me, encodeOutput(...)) with one copy
 // of p instead of two: output is the bulk of the traffic.
 func OutputFrame(me uint32, src iof.Source, st iof.Stream, p []byte, partial bool) []byte {
 	b := make([]byte, 8, 8+14+len(p))
@@ -28,7 +28,7 @@ func OutputFrame(me uint32, src iof.Source, st iof.Stream, p []byte, partial boo
 	return append(append(b, EncodeOutput(src, st, nil, partial)...), p...)
 }
 
-// encodeOutAck is an acknowledgement of n bytes, with a grant for the
+// EncodeOutAck is an acknowledgement of n bytes, with a grant for the
 // stream k when grant is set.
 func EncodeOutAck(n int, k OutKey, grant bool) []byte {
 	b := binary.BigEndian.AppendUint64(nil, uint64(n))

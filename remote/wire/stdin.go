@@ -18,7 +18,7 @@ const (
 
 func EncodeAck(n int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
 
-// decodeAck reads an acknowledgement of at most limit bytes.
+// DecodeAck reads an acknowledgement of at most limit bytes.
 func DecodeAck(b []byte, limit int) (int, error) {
 	if len(b) != 8 {
 		return 0, errors.New("bad acknowledgement")
@@ -30,13 +30,13 @@ func DecodeAck(b []byte, limit int) (int, error) {
 	return int(n), nil
 }
 
-// appendStream starts a stdin frame's body with its stream's name.
+// AppendStream starts a stdin frame's body with its stream's name.
 func AppendStream(b []byte, nspace string) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(nspace)))
 	return append(b, nspace...)
 }
 
-// splitStream reads a stdin frame's stream name and returns the rest.
+// SplitStream reads a stdin frame's stream name and returns the rest.
 func SplitStream(body []byte) (nspace string, rest []byte, err error) {
 	if len(body) < 2 {
 		return "", nil, errors.New("bad stdin frame")

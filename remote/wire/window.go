@@ -7,7 +7,7 @@ import (
 
 var ErrNodeGone = errors.New("the node is gone")
 
-// window is the count of the bytes of one stream the other end has not
+// Window is the count of the bytes of one stream the other end has not
 // acknowledged yet: the launcher's for a node's stdin and preloads, a
 // daemon's for its ranks' output (outCredit).
 type Window struct {
@@ -24,7 +24,7 @@ func NewWindow(limit int) *Window {
 	return w
 }
 
-// acquire waits until n more bytes fit (a chunk larger than the window goes
+// Acquire waits until n more bytes fit (a chunk larger than the window goes
 // alone), or the node is gone.
 func (w *Window) Acquire(n int) error {
 	w.Mu.Lock()
@@ -45,7 +45,7 @@ func (w *Window) Release(n int) {
 	w.Mu.Unlock()
 }
 
-// kill wakes every waiter for good: the node is lost or closing.
+// Kill wakes every waiter for good: the node is lost or closing.
 func (w *Window) Kill() {
 	w.Mu.Lock()
 	w.Dead = true
@@ -68,7 +68,7 @@ func NewOutCredit(limit int) *OutCredit {
 	return c
 }
 
-// acquire waits until n more bytes of stream k may go (a run larger than
+// Acquire waits until n more bytes of stream k may go (a run larger than
 // the window goes alone; a granted continuation goes at once), and records
 // whether this run ends mid-line (before it leaves: the grant its partial
 // run earns may come back before the send returns). It reports false when
@@ -92,7 +92,7 @@ func (c *OutCredit) Acquire(k OutKey, n int, partial bool) bool {
 	return true
 }
 
-// ack takes an acknowledgement from the launcher.
+// Ack takes an acknowledgement from the launcher.
 func (c *OutCredit) Ack(n int, k OutKey, grant bool) {
 	c.Mu.Lock()
 	c.Inflight = max(c.Inflight-n, 0)
