@@ -101,7 +101,7 @@ func Inherited(kv string) bool {
 		"OMPI_UNIVERSE_SIZE=", "OMPI_FIRST_RANKS=", "OMPI_APP_CTX_NUM_PROCS=", "OMPI_NUM_APP_CTX=",
 		"MPI_LOCALNRANKS=", "MPI_LOCALRANKID=",
 		// A Slurm task's identity (prun's own, in a batch step or an srun
-		// step): a rank is no Slurm task (remote/slurm.go).
+		// step): a rank is no Slurm task (remote/spawn/slurm.go).
 		"SLURM_PROCID=", "SLURM_LOCALID=", "SLURM_TASK_PID=", "SLURM_GTIDS="} {
 		if strings.HasPrefix(kv, pre) {
 			return strings.HasPrefix(kv, "PMIX_MCA_") // user tuning of PMIx stays

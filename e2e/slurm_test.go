@@ -245,7 +245,7 @@ func (x *slurmTest) testSlurmPrunKilled(t *testing.T) {
 	// prun's own death (SIGKILL) inside a longer allocation: the
 	// daemons see their links close and end, killing their ranks and
 	// removing their session directories (srun, were it signalled, would
-	// SIGKILL them first: remote.startStep), srun ends with its step,
+	// SIGKILL them first: spawn.Spawner.startStep), srun ends with its step,
 	// and Slurm shows the step gone, while the allocation lives on.
 	script := fmt.Sprintf("%s -n 6 sleep 300; echo prun=$?; exec sleep 60", prunBin)
 	// prun cannot reap its srun nor remove its own session directory:

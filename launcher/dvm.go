@@ -617,7 +617,7 @@ var _ rte = (*DVM)(nil)
 
 // routeStdin gives a submission's job the submitter's stdin, terminal and
 // environment on this node, and its stdin on the other nodes whose ranks
-// read it, as a stream of the job's own on each (remote/stdin.go), read by
+// read it, as a stream of the job's own on each (remote/nodeside/stdin.go), read by
 // a fan-out as a standalone launch's is. Only a job whose stdin goes to
 // this node alone gets a terminal.
 func (d *DVM) routeStdin(r *run, s *startup) {

@@ -120,7 +120,7 @@ func (t *Tree) handle(v int, host string, typ uint8, size int, body []byte) erro
 	return nil
 }
 
-// subtreeHellos: a subtree's hellos, combined on the way (hello.go): each
+// subtreeHellos: a subtree's hellos, combined on the way (remote/nodeside/hello.go): each
 // of a vertex of the subtree of the daemon that sent them.
 func (t *Tree) subtreeHellos(v int, body []byte) error {
 	var m wire.SubtreeHellos

@@ -9,7 +9,7 @@ import (
 )
 
 // Ranks' output comes up the tree with end-to-end flow control, the mirror
-// of stdin's (stdin.go). A daemon sends its ranks' runs only within a window
+// of stdin's (node.go, remote/nodeside/stdin.go). A daemon sends its ranks' runs only within a window
 // of bytes the launcher has not acknowledged; the launcher's link readers
 // never wait on prun's stdout: they queue each run, per rank and stream, and
 // a writer per stream hands the runs to the iof Writer in order, then

@@ -32,7 +32,7 @@ type Config struct {
 	Hosts          []string     // the remote nodes, as the user named them
 	Logins         []wire.Login // each host's user and SSH port (empty: defaults for all)
 	Exe            string       // prun's path on the nodes
-	CopyExe        bool         // send a copy where Exe is missing (see copy.go)
+	CopyExe        bool         // send a copy where Exe is missing (see remote/spawn/copy.go)
 	Home           string       // for SSH settings ($HOME/.ssh)
 	Rsh            string       // --rsh: an external remote shell command
 	ConnectTimeout time.Duration
@@ -51,7 +51,7 @@ type Config struct {
 	// SLURM_* variables).
 	Agent     string
 	LaunchEnv []string
-	// Root is the launcher's vertex of the collectives (coll.go), shared
+	// Root is the launcher's vertex of the collectives (root.go), shared
 	// with its own node; nil: a root of the tree's own.
 	Root *Root
 }
@@ -91,7 +91,7 @@ type Tree struct {
 
 	closeAnswers chan int // daemons that answered the closing broadcast, a subtree at a time (tClosed)
 
-	// The stdin windows, per vertex and stream (stdin.go), made as a
+	// The stdin windows, per vertex and stream (node.go), made as a
 	// stream's first chunk goes, dropped at its end (t.mu); the preload
 	// windows, per vertex (index v-1).
 	stdin   map[stdinKey]*wire.Window
@@ -101,7 +101,7 @@ type Tree struct {
 
 	stats  stats          // the launcher's structural counters (stats.go)
 	gather *wire.Gatherer // the launcher's gathers (gather.go)
-	root   *Root          // the collectives' vertex 0 (coll.go)
+	root   *Root          // the collectives' vertex 0 (root.go)
 }
 
 // Start launches a daemon on every host and waits until each has reported
@@ -457,7 +457,7 @@ func (t *Tree) Close() error {
 		t.closeAnswers = answered
 		t.mu.Unlock()
 		// One broadcast; the answers combine along the tree (each daemon
-		// answers for its subtree once its children have: serve.go).
+		// answers for its subtree once its children have: remote/nodeside/close.go).
 		t.kids.Broadcast(wire.TClose, wire.Frame(wire.ToBroadcast, wire.ToLauncher, nil))
 		deadline := time.After(5 * time.Second)
 	wait:

@@ -30,7 +30,7 @@ import (
 const (
 	Prefix   = "prun."
 	LockName = ".prun.lock"
-	// CopyPrefix names remote's copies of the binary (remote/copy.go).
+	// CopyPrefix names remote's copies of the binary (remote/spawn/copy.go).
 	CopyPrefix = Prefix + "bin."
 )
 

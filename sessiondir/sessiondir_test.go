@@ -272,7 +272,7 @@ func TestKillMarked(t *testing.T) {
 	}
 }
 
-// A copy of the binary on its way (remote/copy.go: its lock file made, its
+// A copy of the binary on its way (remote/spawn/copy.go: its lock file made, its
 // daemon not yet running to lock it) is not a dead session's: a cleanup
 // takes its directory only once nothing in it changed for unlockedAge.
 func TestCleanStaleSparesCopyOnItsWay(t *testing.T) {

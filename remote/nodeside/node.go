@@ -24,15 +24,15 @@ type node struct {
 	me        int
 	host      string
 	parent    *ctl.Link
-	up        *upQueue // what goes to the parent, batched (batch.go)
+	up        *upQueue // what goes to the parent, batched (upqueue.go)
 	kids      *spawn.Spawner
 	d         *daemon.Daemon
 	topo      *topology.Topology
 	calls     wire.Calls
-	coll      *wire.Collectives // the collectives pending at this vertex (coll.go)
+	coll      *wire.Collectives // the collectives pending at this vertex (wire/coll.go)
 	gather    *wire.Gatherer    // the gathers pending at this vertex (gather.go)
 	stdin     stdinStreams      // each job's stdin, by namespace
-	out       *wire.OutCredit   // the output window (output.go)
+	out       *wire.OutCredit   // the output window (wire/window.go)
 
 	helloSent chan struct{} // closed once this daemon's hello is sent: what its children send waits for it
 	hellos    helloState    // its subtree's hellos, combined (hello.go)

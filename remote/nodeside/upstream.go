@@ -21,7 +21,7 @@ import (
 	"prun/pmixsrv"
 )
 
-// Write sends a run within the output window (output.go): it waits, and
+// Write sends a run within the output window (wire/window.go): it waits, and
 // with it the rank's iof reader and, once its pipe is full, the rank, while
 // the launcher has a window's worth of this node's output to print.
 func (n *node) Write(src iof.Source, st iof.Stream, p []byte, partial bool) {
@@ -52,7 +52,7 @@ func (n *node) Event(ev daemon.Event) {
 var exitedPrefix = fmt.Appendf(nil, `{"Kind":%d,`, daemon.ProcExited)
 
 // childEvent sees a rank's end pass up from a child's subtree: the group
-// operations waiting here for it fail (coll.go, rankSet).
+// operations waiting here for it fail (wire/coll.go, RankSet).
 func (n *node) childEvent(p []byte) {
 	_, _, body, err := wire.Header(p)
 	if err != nil || !bytes.HasPrefix(body, exitedPrefix) {
@@ -68,7 +68,7 @@ func (n *node) childEvent(p []byte) {
 }
 
 // Fence is this node's contribution to a collective, combined along the
-// tree (coll.go).
+// tree (wire/coll.go).
 func (n *node) Fence(_, kind string, procs []pmixsrv.Proc, data []byte, done func([]byte, error)) {
 	n.fence(kind, procs, data, done, 0)
 }

@@ -337,7 +337,7 @@ func (cs *Collectives) Fail(lost []int, err error) {
 }
 
 // Revive forgets that the vertices back were lost: collectives with
-// them go on (a persistent runtime brought their nodes back: revive.go).
+// them go on (a persistent runtime brought their nodes back: remote/revive.go).
 func (cs *Collectives) Revive(back []int) {
 	cs.Mu.Lock()
 	defer cs.Mu.Unlock()

@@ -42,9 +42,9 @@ const (
 	TDeliver                      // down: deliver a PMIx event to local ranks (notify)
 	TInspect                      // down, replied: the ranks' states (inspectReq; reply: states)
 	TClose                        // down (broadcast): end (no body); answered by tClosed
-	TStdin                        // down: the launcher's stdin for a job's ranks here (binary: stdin.go)
-	TStdinAck                     // up: stdin bytes a job's ranks here took (binary: stdin.go)
-	TStdinDone                    // up: no rank of a job here reads stdin any more (binary: stdin.go)
+	TStdin                        // down: the launcher's stdin for a job's ranks here (binary: stdin.go; remote/nodeside/stdin.go)
+	TStdinAck                     // up: stdin bytes a job's ranks here took (binary: stdin.go; remote/nodeside/stdin.go)
+	TStdinDone                    // up: no rank of a job here reads stdin any more (binary: stdin.go; remote/nodeside/stdin.go)
 	TPreload                      // down: a chunk of what the next plan preloads (binary)
 	TPreloadAck                   // up: preload bytes this node has written (binary)
 	TOutputAck                    // down: output bytes the launcher has written, maybe a grant (binary; output.go)
@@ -58,8 +58,8 @@ const (
 	TForget                       // down: a persistent runtime's job is over: drop it (forget)
 	THellos                       // up: a subtree's hellos, its root's first: one start-up message per vertex (subtreeHellos)
 	TBatch                        // up: frames a vertex had queued, sent as one (binary: batch.go)
-	TRespawn                      // down: start your child's daemon again, a lost one's (respawn; revive.go)
-	TCollRevive                   // down (broadcast): lost nodes are back; their collectives go on (collRevive; revive.go)
+	TRespawn                      // down: start your child's daemon again, a lost one's (respawn; remote/revive.go)
+	TCollRevive                   // down (broadcast): lost nodes are back; their collectives go on (collRevive; remote/revive.go)
 	TGather                       // down, to one vertex: gather its subtree's part of an answer (gatherReq; gather.go)
 	TGathered                     // up, to the asking vertex: a subtree's part, combined (gatherReply; gather.go)
 )
@@ -85,7 +85,7 @@ type Hello struct {
 }
 
 // SubtreeHellos is the first word of a daemon with children: its own hello
-// and those of its subtree that came in time (hello.go), its own first.
+// and those of its subtree that came in time (remote/nodeside/hello.go), its own first.
 type SubtreeHellos struct {
 	Hellos []Hello `json:",omitzero"`
 }
