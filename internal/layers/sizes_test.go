@@ -32,14 +32,7 @@ var declarative = map[string]string{
 // pending: issue 40's remaining steps, the offenders not split yet. The
 // lead empties this list as the splits merge; a name here that is no
 // longer an offender fails, so that it goes too.
-var pending = map[string]bool{
-	"remote.(*Tree).handle":    true,
-	"remote.(*node).handle":    true,
-	"remote.(*spawner).launch": true,
-	"remote.Serve":             true,
-	"remote/serve.go":          true,
-	"remote/tree.go":           true,
-}
+var pending = map[string]bool{}
 
 // sizeKey names a function for the lists above: dir.Name, dir.T.Name,
 // dir.(*T).Name, or, for a literal, the enclosing function's key and ".func".
