@@ -1,9 +1,12 @@
 // Package remote runs prun's daemons on other nodes: the launcher starts
 // them over SSH (rsh) as a tree, each daemon starting its own children, and
 // every message between the launcher and a daemon travels the tree's
-// authenticated links (ctl). The launcher side is a Tree whose Nodes stand
-// in for daemon.Daemons; the daemon side is Serve, behind `prun daemon`,
-// which gives its daemon.Daemon an Upstream that is the control plane.
+// authenticated links (ctl). This package is the launcher's side: a Tree
+// whose Nodes stand in for daemon.Daemons. The daemon's side is
+// remote/nodeside (Serve, behind `prun daemon --ctl`, which gives its
+// daemon.Daemon an Upstream that is the control plane); what both sides
+// share is remote/wire (the messages, the collectives' combination) and
+// remote/spawn (starting a vertex's children).
 package remote
 
 import (
