@@ -63,8 +63,13 @@ deps: deps-demo
 deps-release:
 	$(call install_missing,debootstrap)
 
+# Where the system's pkg-config looks (root), a link to this recipe's .pc,
+# so that a plain `go build` or `go vet ./...` finds the library too; make
+# itself passes PKG_CONFIG_PATH and the recipe's hash (CGO_CPPFLAGS).
 pmix: deps-build
 	openpmix/build.sh $(PMIX_PREFIX)
+	@if [ -w /usr/local/lib ]; then mkdir -p /usr/local/lib/pkgconfig && \
+		ln -sfn $(PMIX_PREFIX)/lib/pkgconfig/prun-pmix.pc /usr/local/lib/pkgconfig/prun-pmix.pc; fi
 
 # For go build/test outside make: eval "$$(make -s env)".
 env: pmix
