@@ -57,8 +57,7 @@ func Parse(out []byte) ([]Thread, error) {
 // without a single frame is an error that quotes gdb's own complaint (a
 // failed attach still exits 0).
 func ParseGDB(out []byte) ([]Thread, error) {
-	var threads []Thread
-	var cur *Thread
+	st := stacks{who: "gdb"}
 	var complaint string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 4096), maxLine)
@@ -66,24 +65,15 @@ func ParseGDB(out []byte) ([]Thread, error) {
 		line := strings.TrimSpace(sc.Text())
 		switch {
 		case strings.HasPrefix(line, "Thread ") && strings.HasSuffix(line, ":"):
-			if len(threads) >= maxThreads {
-				return nil, fmt.Errorf("stacktree: more than %d threads in gdb's output", maxThreads)
+			if err := st.thread(gdbLWP(line)); err != nil {
+				return nil, err
 			}
-			threads = append(threads, Thread{ID: gdbLWP(line)})
-			cur = &threads[len(threads)-1]
 		case strings.HasPrefix(line, "#"):
-			f, ok := parseGDBFrame(line)
-			if !ok {
-				continue
+			if f, ok := parseGDBFrame(line); ok {
+				if err := st.frame(f); err != nil {
+					return nil, err
+				}
 			}
-			if cur == nil {
-				threads = append(threads, Thread{})
-				cur = &threads[len(threads)-1]
-			}
-			if len(cur.Frames) >= maxFrames {
-				return nil, fmt.Errorf("stacktree: a thread of more than %d frames in gdb's output", maxFrames)
-			}
-			cur.Frames = append(cur.Frames, f)
 		case complaint == "" && (strings.HasPrefix(line, "ptrace:") || strings.HasPrefix(line, "Could not attach") ||
 			strings.Contains(line, "No such process") || strings.HasPrefix(line, "warning: process")):
 			complaint = line
@@ -92,7 +82,49 @@ func ParseGDB(out []byte) ([]Thread, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("stacktree: reading gdb's output: %v", err)
 	}
-	return finish(threads, "gdb", complaint, out)
+	return finish(st.threads, "gdb", complaint, out)
+}
+
+// stacks collects the threads a debugger's output names, in order, within
+// the parsers' limits.
+type stacks struct {
+	who     string // the debugger, for errors
+	threads []Thread
+}
+
+// thread starts thread id.
+func (s *stacks) thread(id int) error {
+	if len(s.threads) >= maxThreads {
+		return fmt.Errorf("stacktree: more than %d threads in %s's output", maxThreads, s.who)
+	}
+	s.threads = append(s.threads, Thread{ID: id})
+	return nil
+}
+
+// frame adds f to the current thread; frames before any thread's header
+// (a plain `bt`) form one thread.
+func (s *stacks) frame(f Frame) error {
+	if len(s.threads) == 0 {
+		s.threads = append(s.threads, Thread{})
+	}
+	cur := &s.threads[len(s.threads)-1]
+	if len(cur.Frames) >= maxFrames {
+		return fmt.Errorf("stacktree: a thread of more than %d frames in %s's output", maxFrames, s.who)
+	}
+	cur.Frames = append(cur.Frames, f)
+	return nil
+}
+
+// last is the current thread's last frame, nil before any.
+func (s *stacks) last() *Frame {
+	if len(s.threads) == 0 {
+		return nil
+	}
+	cur := &s.threads[len(s.threads)-1]
+	if len(cur.Frames) == 0 {
+		return nil
+	}
+	return &cur.Frames[len(cur.Frames)-1]
 }
 
 // finish drops threads without frames and turns "nothing at all" into an
@@ -275,8 +307,7 @@ func splitFileLine(s string) (string, int) {
 // and -s): "TID n:" headers, "#k  0xADDR FUNC[ - MODULE]" frames, and with
 // -s each frame's "FILE:LINE:COL" on the next, indented line.
 func ParseEuStack(out []byte) ([]Thread, error) {
-	var threads []Thread
-	var cur *Thread
+	st := stacks{who: "eu-stack"}
 	var complaint string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 4096), maxLine)
@@ -285,30 +316,19 @@ func ParseEuStack(out []byte) ([]Thread, error) {
 		line := strings.TrimSpace(raw)
 		switch {
 		case strings.HasPrefix(line, "TID ") && strings.HasSuffix(line, ":"):
-			if len(threads) >= maxThreads {
-				return nil, fmt.Errorf("stacktree: more than %d threads in eu-stack's output", maxThreads)
-			}
 			id, _ := strconv.Atoi(strings.TrimSuffix(line[4:], ":"))
-			threads = append(threads, Thread{ID: id})
-			cur = &threads[len(threads)-1]
+			if err := st.thread(id); err != nil {
+				return nil, err
+			}
 		case strings.HasPrefix(line, "#"):
-			f, ok := parseEuFrame(line)
-			if !ok {
-				continue
+			if f, ok := parseEuFrame(line); ok {
+				if err := st.frame(f); err != nil {
+					return nil, err
+				}
 			}
-			if cur == nil {
-				threads = append(threads, Thread{})
-				cur = &threads[len(threads)-1]
-			}
-			if len(cur.Frames) >= maxFrames {
-				return nil, fmt.Errorf("stacktree: a thread of more than %d frames in eu-stack's output", maxFrames)
-			}
-			cur.Frames = append(cur.Frames, f)
-		case cur != nil && len(cur.Frames) > 0 && line != "" && len(raw) > len(line) && raw[0] == ' ' &&
-			strings.Contains(line, ":"):
+		case st.last() != nil && line != "" && len(raw) > len(line) && raw[0] == ' ' && strings.Contains(line, ":"):
 			// -s: the source position of the frame above.
-			last := &cur.Frames[len(cur.Frames)-1]
-			if last.File == "" {
+			if last := st.last(); last.File == "" {
 				last.File, last.Line = splitFileLine(line)
 			}
 		case complaint == "" && strings.HasPrefix(line, "eu-stack:"):
@@ -318,7 +338,7 @@ func ParseEuStack(out []byte) ([]Thread, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("stacktree: reading eu-stack's output: %v", err)
 	}
-	return finish(threads, "eu-stack", complaint, out)
+	return finish(st.threads, "eu-stack", complaint, out)
 }
 
 // parseEuFrame reads "#k  0xADDR [FUNC][ - MODULE]".
