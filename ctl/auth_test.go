@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -144,19 +145,23 @@ func (cs closers) Close() error {
 	return nil
 }
 
-// send sends a frame on a and returns its bytes on the wire.
+// send sends a frame on a and returns its bytes on the wire, gathered
+// from as many reads as it took.
 func (tp *tap) send(t *testing.T, typ uint8, payload string) []byte {
 	t.Helper()
 	if err := tp.a.Send(typ, []byte(payload)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case b := <-tp.fromA:
-		return b
-	case <-time.After(5 * time.Second):
-		t.Fatal("the frame never reached the relay")
-		return nil
+	var f []byte
+	for len(f) < headerSize || len(f) < headerSize+int(binary.BigEndian.Uint32(f))+tagSize {
+		select {
+		case b := <-tp.fromA:
+			f = append(f, b...)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the frame never reached the relay whole (%d bytes of it)", len(f))
+		}
 	}
+	return f
 }
 
 // deliver writes bytes to b as the relay.
@@ -228,6 +233,30 @@ func TestFramesAuthenticated(t *testing.T) {
 				f := tp.send(t, 7, "launch /bin/true")
 				f[4] ^= 1
 				tp.deliver(t, f)
+				tp.refused(t)
+			})
+			t.Run("tampered-length", func(t *testing.T) {
+				// Shortened by 4: the payload's last bytes would be
+				// taken for the tag's first, and the tag's last for the
+				// next frame's header.
+				tp := mk(t)
+				f := tp.send(t, 7, "launch /bin/true")
+				binary.BigEndian.PutUint32(f, uint32(len("launch /bin/true")-4))
+				tp.deliver(t, f)
+				tp.refused(t)
+			})
+			t.Run("large", func(t *testing.T) {
+				// Over smallFrame: written by writev, uncopied.
+				tp := mk(t)
+				big := strings.Repeat("0123456789abcdef", 20<<10)
+				f1, f2 := tp.send(t, 7, big), tp.send(t, 8, "after")
+				// A pipe holds less than the frame: b reads as it comes.
+				go tp.toB.Write(append(f1, f2...))
+				tp.recv(t, 7, big)
+				tp.recv(t, 8, "after")
+				f := tp.send(t, 7, big)
+				f[len(f)/2] ^= 1
+				go tp.toB.Write(f)
 				tp.refused(t)
 			})
 			t.Run("tampered-last-byte", func(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package ctl is the control plane's wire: length-framed messages between
 // the launcher and its daemons, on connections that must prove the launch's
 // secret before anything else is read from them, and whose every frame
-// after that is sealed with keys of that connection alone.
+// after that is authenticated with keys of that connection alone.
 //
 // A connection starts with a mutual challenge-response: each side sends the
 // wire's version, its id (a dialer's says which vertex of the launch tree it
@@ -13,12 +13,12 @@
 // line or in a file.
 //
 // Proving the secret once is not enough: a host on the path could relay
-// the handshake and then write frames of its own. So each frame is sealed
-// (seal.go): encrypted and authenticated with AES-256-GCM under a key per
-// link and direction, derived from the secret and both sides' random bytes,
-// its nonce the number of frames sent before it in that direction. A frame
+// the handshake and then write frames of its own. So each frame carries a
+// tag (seal.go): AES-256-GMAC under a key per link and direction, derived
+// from the secret and both sides' random bytes, its nonce the number of
+// frames sent before it in that direction with the frame's header. A frame
 // altered, replayed, reordered, dropped, cut short or taken from another
-// link fails to open, and kills its link.
+// link fails to verify, and kills its link.
 package ctl
 
 import (
@@ -54,9 +54,10 @@ func NewSecret() ([]byte, error) {
 var ErrAuth = errors.New("ctl: peer did not prove the launch secret")
 
 // WireVersion is the control plane's wire version: the handshake and the
-// sealed frames after it. Both ends of a link must speak the same; a peer
+// authenticated frames after it (version 3: GMAC tags, the payload in the
+// clear; version 2 sealed it with AES-GCM). Both ends of a link must speak the same; a peer
 // of another version is refused with a VersionError, not read.
-const WireVersion = 2
+const WireVersion = 3
 
 // magic opens a handshake, followed by the version byte: a prun peer of
 // another version is told apart from a stranger.

@@ -48,9 +48,9 @@ var livenessMu sync.RWMutex
 // TypeHeartbeat frames keep a link alive; Link.Recv never returns them.
 const TypeHeartbeat = 0
 
-// Link is an authenticated connection carrying sealed frames (seal.go),
+// Link is an authenticated connection carrying authenticated frames (seal.go),
 // with heartbeats. Send may be called from many goroutines; Recv from one.
-// A frame that fails to open closes the link (ErrFrameAuth).
+// A frame that fails to verify closes the link (ErrFrameAuth).
 //
 // Frames are written whole or the link is dead: a write that fails or
 // times out may have left part of a frame on the stream, after which the
@@ -65,9 +65,10 @@ type Link struct {
 	r    *bufio.Reader
 	in   direction // Recv's
 	wmu  sync.Mutex
-	werr error     // under wmu: the write that killed the link
-	out  direction // under wmu
-	wbuf []byte    // under wmu: frames of up to keepBelow bytes are sealed here
+	werr error         // under wmu: the write that killed the link
+	out  direction     // under wmu
+	wbuf []byte        // under wmu: frames of up to smallFrame bytes are assembled here
+	tbuf [tagSize]byte // under wmu: a large frame's tag
 	done chan struct{}
 	once sync.Once
 
@@ -188,21 +189,29 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 	return nil
 }
 
-// write seals the frame and writes it in one write. Under wmu.
+// write tags the frame and writes it whole: a small one in one write from
+// the link's buffer, a large one by writev. Under wmu.
 func (l *Link) write(typ uint8, payload []byte) error {
 	n := headerSize + len(payload) + tagSize
-	if n <= keepBelow {
+	if n <= smallFrame {
 		if cap(l.wbuf) < n {
 			l.wbuf = make([]byte, 0, max(n, 512))
 		}
-		l.wbuf = l.out.seal(l.wbuf[:0], typ, payload)
-		_, err := l.c.Write(l.wbuf)
+		b, err := l.out.frame(l.wbuf[:0], typ, payload)
+		if err != nil {
+			return err
+		}
+		l.wbuf = b
+		_, err = l.c.Write(b)
 		return err
 	}
-	p, class := bigBuf(n)
-	b := l.out.seal(*p, typ, payload)
-	_, err := l.c.Write(b)
-	putBigBuf(p, class)
+	hdr := header(typ, len(payload))
+	tag, err := l.out.tag(l.tbuf[:0], &hdr, payload)
+	if err != nil {
+		return err
+	}
+	bufs := net.Buffers{hdr[:], payload, tag}
+	_, err = bufs.WriteTo(l.c)
 	return err
 }
 

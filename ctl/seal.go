@@ -9,38 +9,41 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
-	"sync"
 )
 
-// A sealed frame on the wire:
+// An authenticated frame on the wire:
 //
 //	length  4 bytes, big-endian: the payload's length (at most MaxFrame)
 //	type    1 byte
-//	payload length bytes, encrypted
-//	tag     16 bytes: AES-GCM's, over the payload and the 5 bytes before it
+//	payload length bytes, in the clear
+//	tag     16 bytes: GMAC (AES-GCM sealing nothing) of the payload
 //
-// The key is the link's for that direction (deriveKeys); the nonce is the
-// frame's sequence number in that direction, counted from 0 by both ends
-// and never sent: a link is a reliable byte stream, so the receiver's count
-// is the sender's unless frames were dropped, replayed or reordered on the
-// way, and then the tag fails. Keys differ per link (both sides' fresh
-// handshake bytes go into them) and per direction, so no frame opens on
-// another link, nor on its own link back towards its sender, and no
-// (key, nonce) pair is ever used twice.
+// The header is bound through the nonce, not the additional data: the nonce
+// is the frame's sequence number in its direction (7 bytes, counted from 0
+// by both ends and never sent), its type and its length. A link is a
+// reliable byte stream, so the receiver's count is the sender's unless frames
+// were dropped, replayed or reordered on the way; a frame altered, cut short,
+// injected or given another header then fails its tag. Keys differ per link
+// (both sides' fresh handshake bytes go into them) and per direction, so no
+// frame verifies on another link, nor on its own link back towards its
+// sender, and no (key, nonce) pair is used twice (the sequence number alone
+// is unique; a link that would wrap it closes).
 //
-// AES-GCM rather than ChaCha20-Poly1305: both are an AEAD of the standard
-// toolkit; AES-GCM is in Go's standard library and runs on AES-NI and
-// CLMUL here (BenchmarkLink: docs/benchmarks.md).
-
+// Authentication only, not encryption: AES-GCM sealing the payload as well
+// cost output +11% through a 4-node tree, over the 5% the issue allowed
+// (docs/benchmarks.md); GMAC alone runs at about twice its speed here, and
+// keeping the header out of the additional data lets a large payload go to
+// the socket by writev, uncopied, as before frames were protected. What the
+// frames carry was in the clear before too; the launch secret never is.
 const (
 	headerSize = 5
 	tagSize    = 16
 	keySize    = 32 // AES-256
+	maxSeq     = 1<<56 - 1
 )
 
-// ErrFrameAuth is a frame that failed to open: it was altered, replayed,
-// reordered, cut short or injected on the way, or sealed for another link.
+// ErrFrameAuth is a frame that failed to verify: it was altered, replayed,
+// reordered, cut short or injected on the way, or made for another link.
 // The link is closed: nothing after it on the stream can be trusted.
 var ErrFrameAuth = errors.New("ctl: a frame failed authentication")
 
@@ -56,11 +59,11 @@ func deriveKeys(secret, transcript []byte, listener bool) (linkKeys, error) {
 	if err != nil {
 		return linkKeys{}, err
 	}
-	toListener, err := keyAEAD(prk, "prun-ctl-v2 dialer to listener")
+	toListener, err := keyAEAD(prk, "prun-ctl-v3 dialer to listener")
 	if err != nil {
 		return linkKeys{}, err
 	}
-	toDialer, err := keyAEAD(prk, "prun-ctl-v2 listener to dialer")
+	toDialer, err := keyAEAD(prk, "prun-ctl-v3 listener to dialer")
 	if err != nil {
 		return linkKeys{}, err
 	}
@@ -84,7 +87,7 @@ func keyAEAD(prk []byte, info string) (cipher.AEAD, error) {
 
 // direction is one direction of a link at one end: its AEAD and the
 // number of frames it carried. The sending end's user serialises it
-// (Link.Send holds wmu from sealing to the frame's last byte written); the
+// (Link.Send holds wmu from tagging to the frame's last byte written); the
 // receiving end's is Recv's alone.
 type direction struct {
 	aead  cipher.AEAD
@@ -92,27 +95,45 @@ type direction struct {
 	nonce [12]byte
 }
 
-// next is the nonce of the next frame: 4 zero bytes, then the sequence
-// number. It advances whether or not the frame is then written whole: a
-// link whose write fails is dead.
-func (s *direction) next() []byte {
-	binary.BigEndian.PutUint64(s.nonce[4:], s.seq)
+// next is the nonce of the next frame, whose header is hdr: the sequence
+// number, then the header's type and length. It advances whether or not
+// the frame is then written whole: a link whose write fails is dead.
+func (s *direction) next(hdr *[headerSize]byte) ([]byte, error) {
+	if s.seq > maxSeq {
+		return nil, fmt.Errorf("%w: the link carried 2^56 frames", ErrFrameAuth)
+	}
+	binary.BigEndian.PutUint64(s.nonce[:8], s.seq<<8|uint64(hdr[4]))
+	copy(s.nonce[8:], hdr[:4])
 	s.seq++
-	return s.nonce[:]
+	return s.nonce[:], nil
 }
 
-// seal appends the frame typ, payload, sealed, to dst.
-func (s *direction) seal(dst []byte, typ uint8, payload []byte) []byte {
-	var hdr [headerSize]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(payload)))
-	hdr[4] = typ
-	dst = append(dst, hdr[:]...)
-	return s.aead.Seal(dst, s.next(), payload, hdr[:])
+// header is a frame's header.
+func header(typ uint8, n int) (h [headerSize]byte) {
+	binary.BigEndian.PutUint32(h[:], uint32(n))
+	h[4] = typ
+	return h
 }
 
-// readFrame reads and opens the next frame. A length over MaxFrame, which
-// no sender seals, fails as a forgery before any allocation; a stream that
-// ends inside a frame is an error of its own (a peer gone mid-write).
+// tag appends the tag of the frame hdr, payload to dst.
+func (s *direction) tag(dst []byte, hdr *[headerSize]byte, payload []byte) ([]byte, error) {
+	nonce, err := s.next(hdr)
+	if err != nil {
+		return nil, err
+	}
+	return s.aead.Seal(dst, nonce, nil, payload), nil
+}
+
+// frame appends the whole frame typ, payload to dst: header, payload, tag.
+func (s *direction) frame(dst []byte, typ uint8, payload []byte) ([]byte, error) {
+	hdr := header(typ, len(payload))
+	dst = append(append(dst, hdr[:]...), payload...)
+	return s.tag(dst, &hdr, payload)
+}
+
+// readFrame reads and verifies the next frame. A length over MaxFrame,
+// which no sender tags, fails as a forgery before any allocation; a stream
+// that ends inside a frame is an error of its own (a peer gone mid-write).
 func readFrame(r io.Reader, o *direction) (Frame, error) {
 	var hdr [headerSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -127,45 +148,17 @@ func readFrame(r io.Reader, o *direction) (Frame, error) {
 		return Frame{}, fmt.Errorf("ctl: connection closed inside a frame: %w", err)
 	}
 	seq := o.seq
-	payload, err := o.aead.Open(buf[:0], o.next(), buf, hdr[:])
+	nonce, err := o.next(&hdr)
 	if err != nil {
+		return Frame{}, err
+	}
+	if _, err := o.aead.Open(nil, nonce, buf[n:], buf[:n]); err != nil {
 		return Frame{}, fmt.Errorf("%w: frame %d of the link was altered, replayed, reordered or injected", ErrFrameAuth, seq)
 	}
-	return Frame{Type: hdr[4], Payload: payload}, nil
+	return Frame{Type: hdr[4], Payload: buf[:n:n]}, nil
 }
 
-// Write buffers. A link keeps its own for frames of up to keepBelow bytes
-// (heartbeats, acknowledgements, most messages); larger frames (output
-// batches, preload chunks, plans) take a buffer of their size class from a
-// pool shared by all links, so that a launcher with many children does not
-// hold a large buffer per child, nor allocate one per frame.
-const keepBelow = 64 << 10
-
-// bigBufs are the pools of large write buffers, by size class: 2^k and
-// 3*2^(k-1) bytes (a frame just over 1 MiB, an output batch's, takes a
-// buffer of 1.5 MiB, not 2).
-var bigBufs [2 * 33]sync.Pool
-
-// bigClass is the size class of a buffer of at least n bytes, and its size.
-func bigClass(n int) (class, size int) {
-	k := bits.Len(uint(n - 1)) // 2^(k-1) < n <= 2^k
-	if half := 3 << (k - 2); n <= half {
-		return 2*k - 1, half
-	}
-	return 2 * k, 1 << k
-}
-
-// bigBuf returns an empty buffer of at least n bytes and its class.
-func bigBuf(n int) (*[]byte, int) {
-	class, size := bigClass(n)
-	if p, ok := bigBufs[class].Get().(*[]byte); ok {
-		return p, class
-	}
-	b := make([]byte, 0, size)
-	return &b, class
-}
-
-func putBigBuf(p *[]byte, class int) {
-	*p = (*p)[:0]
-	bigBufs[class].Put(p)
-}
+// smallFrame is the size up to which a frame is assembled in the link's own
+// buffer and written in one write; larger ones (output batches, preload
+// chunks, plans) go out by writev from the caller's payload, uncopied.
+const smallFrame = 64 << 10
