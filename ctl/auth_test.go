@@ -214,92 +214,7 @@ func TestFramesAuthenticated(t *testing.T) {
 		"stream": streamTap,
 	}
 	for kind, mk := range kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Run("relayed", func(t *testing.T) {
-				tp := mk(t)
-				tp.deliver(t, tp.send(t, 7, "one"), tp.send(t, 8, "two"))
-				tp.recv(t, 7, "one")
-				tp.recv(t, 8, "two")
-			})
-			t.Run("tampered-payload", func(t *testing.T) {
-				tp := mk(t)
-				f := tp.send(t, 7, "launch /bin/true")
-				f[len(f)/2] ^= 1
-				tp.deliver(t, f)
-				tp.refused(t)
-			})
-			t.Run("tampered-type", func(t *testing.T) {
-				tp := mk(t)
-				f := tp.send(t, 7, "launch /bin/true")
-				f[4] ^= 1
-				tp.deliver(t, f)
-				tp.refused(t)
-			})
-			t.Run("tampered-length", func(t *testing.T) {
-				// Shortened by 4: the payload's last bytes would be
-				// taken for the tag's first, and the tag's last for the
-				// next frame's header.
-				tp := mk(t)
-				f := tp.send(t, 7, "launch /bin/true")
-				binary.BigEndian.PutUint32(f, uint32(len("launch /bin/true")-4))
-				tp.deliver(t, f)
-				tp.refused(t)
-			})
-			t.Run("large", func(t *testing.T) {
-				// Over smallFrame: written by writev, uncopied.
-				tp := mk(t)
-				big := strings.Repeat("0123456789abcdef", 20<<10)
-				f1, f2 := tp.send(t, 7, big), tp.send(t, 8, "after")
-				// A pipe holds less than the frame: b reads as it comes.
-				go tp.toB.Write(append(f1, f2...))
-				tp.recv(t, 7, big)
-				tp.recv(t, 8, "after")
-				f := tp.send(t, 7, big)
-				f[len(f)/2] ^= 1
-				go tp.toB.Write(f)
-				tp.refused(t)
-			})
-			t.Run("tampered-last-byte", func(t *testing.T) {
-				tp := mk(t)
-				f := tp.send(t, 7, "launch /bin/true")
-				f[len(f)-1] ^= 0x80
-				tp.deliver(t, f)
-				tp.refused(t)
-			})
-			t.Run("replayed", func(t *testing.T) {
-				tp := mk(t)
-				f := tp.send(t, 7, "kill 15")
-				tp.deliver(t, f)
-				tp.recv(t, 7, "kill 15")
-				tp.deliver(t, f)
-				tp.refused(t)
-			})
-			t.Run("reordered", func(t *testing.T) {
-				tp := mk(t)
-				f1, f2 := tp.send(t, 7, "first"), tp.send(t, 7, "second")
-				tp.deliver(t, f2, f1)
-				tp.refused(t)
-			})
-			t.Run("dropped", func(t *testing.T) {
-				tp := mk(t)
-				tp.send(t, 7, "first")
-				tp.deliver(t, tp.send(t, 7, "second"))
-				tp.refused(t)
-			})
-			t.Run("truncated-tag", func(t *testing.T) {
-				tp := mk(t)
-				f1, f2 := tp.send(t, 7, "first"), tp.send(t, 7, "second")
-				tp.deliver(t, f1[:len(f1)-1], f2)
-				tp.refused(t)
-			})
-			t.Run("injected", func(t *testing.T) {
-				tp := mk(t)
-				// A frame in the clear, as the wire carried them before,
-				// and 16 bytes for a tag it cannot compute.
-				tp.deliver(t, []byte{0, 0, 0, 4, 7, 'e', 'v', 'i', 'l'}, make([]byte, 16))
-				tp.refused(t)
-			})
-		})
+		t.Run(kind, func(t *testing.T) { tamperings(t, mk) })
 	}
 	// A frame of another link between the same vertices, under the same
 	// launch secret, at the same position in its stream.
@@ -309,5 +224,94 @@ func TestFramesAuthenticated(t *testing.T) {
 		taps[1].send(t, 7, "spawn")
 		taps[1].deliver(t, f)
 		taps[1].refused(t)
+	})
+}
+
+// tamperings relays frames between a tap's ends, as they were sent and as a
+// host on the path could alter them.
+func tamperings(t *testing.T, mk func(*testing.T) *tap) {
+	t.Run("relayed", func(t *testing.T) {
+		tp := mk(t)
+		tp.deliver(t, tp.send(t, 7, "one"), tp.send(t, 8, "two"))
+		tp.recv(t, 7, "one")
+		tp.recv(t, 8, "two")
+	})
+	t.Run("tampered-payload", func(t *testing.T) {
+		tp := mk(t)
+		f := tp.send(t, 7, "launch /bin/true")
+		f[len(f)/2] ^= 1
+		tp.deliver(t, f)
+		tp.refused(t)
+	})
+	t.Run("tampered-type", func(t *testing.T) {
+		tp := mk(t)
+		f := tp.send(t, 7, "launch /bin/true")
+		f[4] ^= 1
+		tp.deliver(t, f)
+		tp.refused(t)
+	})
+	t.Run("tampered-length", func(t *testing.T) {
+		// Shortened by 4: the payload's last bytes would be
+		// taken for the tag's first, and the tag's last for the
+		// next frame's header.
+		tp := mk(t)
+		f := tp.send(t, 7, "launch /bin/true")
+		binary.BigEndian.PutUint32(f, uint32(len("launch /bin/true")-4))
+		tp.deliver(t, f)
+		tp.refused(t)
+	})
+	t.Run("large", func(t *testing.T) {
+		// Over smallFrame: written by writev, uncopied.
+		tp := mk(t)
+		big := strings.Repeat("0123456789abcdef", 20<<10)
+		f1, f2 := tp.send(t, 7, big), tp.send(t, 8, "after")
+		// A pipe holds less than the frame: b reads as it comes.
+		go tp.toB.Write(append(f1, f2...))
+		tp.recv(t, 7, big)
+		tp.recv(t, 8, "after")
+		f := tp.send(t, 7, big)
+		f[len(f)/2] ^= 1
+		go tp.toB.Write(f)
+		tp.refused(t)
+	})
+	t.Run("tampered-last-byte", func(t *testing.T) {
+		tp := mk(t)
+		f := tp.send(t, 7, "launch /bin/true")
+		f[len(f)-1] ^= 0x80
+		tp.deliver(t, f)
+		tp.refused(t)
+	})
+	t.Run("replayed", func(t *testing.T) {
+		tp := mk(t)
+		f := tp.send(t, 7, "kill 15")
+		tp.deliver(t, f)
+		tp.recv(t, 7, "kill 15")
+		tp.deliver(t, f)
+		tp.refused(t)
+	})
+	t.Run("reordered", func(t *testing.T) {
+		tp := mk(t)
+		f1, f2 := tp.send(t, 7, "first"), tp.send(t, 7, "second")
+		tp.deliver(t, f2, f1)
+		tp.refused(t)
+	})
+	t.Run("dropped", func(t *testing.T) {
+		tp := mk(t)
+		tp.send(t, 7, "first")
+		tp.deliver(t, tp.send(t, 7, "second"))
+		tp.refused(t)
+	})
+	t.Run("truncated-tag", func(t *testing.T) {
+		tp := mk(t)
+		f1, f2 := tp.send(t, 7, "first"), tp.send(t, 7, "second")
+		tp.deliver(t, f1[:len(f1)-1], f2)
+		tp.refused(t)
+	})
+	t.Run("injected", func(t *testing.T) {
+		tp := mk(t)
+		// A frame in the clear, as the wire carried them before,
+		// and 16 bytes for a tag it cannot compute.
+		tp.deliver(t, []byte{0, 0, 0, 4, 7, 'e', 'v', 'i', 'l'}, make([]byte, 16))
+		tp.refused(t)
 	})
 }
