@@ -127,6 +127,13 @@ func (h *helper) read() {
 			ch <- r
 		}
 	}
+	// A later start tries a new helper: it must not find this one, which
+	// can take no request, once any start was told that it ended.
+	helperMu.Lock()
+	if theHelper == h {
+		theHelper = nil
+	}
+	helperMu.Unlock()
 	st, _ := h.proc.Wait()
 	close(h.ended)
 	why := fmt.Sprintf("%s ended (%v)", HelperName, st)
@@ -144,11 +151,6 @@ func (h *helper) read() {
 	for id, ch := range waiting {
 		ch <- sshproto.Reply{Op: sshproto.OpFailed, ID: id, Status: -1, Err: why}
 	}
-	helperMu.Lock()
-	if theHelper == h {
-		theHelper = nil // a later start tries a new one
-	}
-	helperMu.Unlock()
 }
 
 func (h *helper) send(r sshproto.Request, fds ...int) error {
